@@ -1,0 +1,58 @@
+// Package algo holds the algorithms of sluice as pure steps: a function of
+// (state, now, cost, limit) that returns the new state and the decision. The
+// stores only keep state and call Step; the Redis store runs a Lua port of
+// the same arithmetic, which the conformance tests hold to the same answers.
+//
+// All arithmetic is on integers: times in microseconds since the Unix epoch,
+// counts, and credit units (see Params.A and Params.B) chosen so that every
+// quantity a step computes stays an exact integer below 2^53 (the exactness
+// limit of the doubles Lua computes with). sluice.Limit.Validate enforces
+// the bounds that make this true; the few products that can exceed it are
+// computed with 128-bit intermediates (mulDiv).
+package algo
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Params are a limit's parameters in the units the steps use. Compile them
+// once per limit; a store caches them beside the key's state.
+type Params struct {
+	Alg sluice.Algorithm
+	N   int64 // Count
+	P   int64 // Period in µs (window, or rate period)
+	// A and B express the rate N/P exactly: credit accrues at A units per
+	// µs and one request costs B units (A = N/g, B = P/g, g = gcd(N, P)).
+	A, B    int64
+	Burst   int64 // bucket capacity, or leaky bucket queue
+	NoDelay int64 // leaky bucket
+	Warm    int64 // warm-up period in µs
+	TTL     int64 // concurrency lease TTL in µs
+	Cap     int64 // largest cost of one request (Limit.Capacity)
+	Full    int64 // bucket capacity in credit units: Cap·B
+}
+
+// Compile validates l and converts it into Params.
+func Compile(l sluice.Limit) (Params, error) {
+	if err := l.Validate(); err != nil {
+		return Params{}, err
+	}
+	p := Params{
+		Alg:     l.Algorithm,
+		N:       l.Count,
+		P:       int64(l.Period / time.Microsecond),
+		Burst:   l.Burst,
+		NoDelay: l.NoDelay,
+		Warm:    int64(l.Warmup / time.Microsecond),
+		TTL:     int64(l.LeaseTTL / time.Microsecond),
+		Cap:     l.Capacity(),
+	}
+	if p.P > 0 {
+		g := gcd(p.N, p.P)
+		p.A, p.B = p.N/g, p.P/g
+		p.Full = p.Cap * p.B
+	}
+	return p, nil
+}

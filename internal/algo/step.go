@@ -1,0 +1,402 @@
+package algo
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// result is a decision in integer microseconds, converted to a
+// sluice.Decision at the end of Step.
+type result struct {
+	allowed             bool
+	limit, remaining    int64
+	retry, reset, delay int64 // µs
+	lease               uint64
+}
+
+func (r result) decision() sluice.Decision {
+	return sluice.Decision{
+		Allowed:    r.allowed,
+		Limit:      r.limit,
+		Remaining:  r.remaining,
+		RetryAfter: time.Duration(r.retry) * time.Microsecond,
+		ResetAfter: time.Duration(r.reset) * time.Microsecond,
+		Delay:      time.Duration(r.delay) * time.Microsecond,
+		Lease:      r.lease,
+	}
+}
+
+// CheckCost reports whether cost is acceptable under p (l is for the message).
+func (p *Params) CheckCost(cost int64, l sluice.Limit) error {
+	if cost < 0 {
+		return fmt.Errorf("%w: cost %d under %s", sluice.ErrNegativeCost, cost, l)
+	}
+	if cost > p.Cap {
+		return fmt.Errorf("%w: cost %d, capacity %d of %s", sluice.ErrCostExceedsCapacity, cost, p.Cap, l)
+	}
+	return nil
+}
+
+// Step decides a request of the given cost at time now (µs since the Unix
+// epoch) against state s. When commit is true and the request is admitted,
+// s is updated to charge it; otherwise s keeps its meaning (a step may still
+// drop records that have expired, which changes no future decision). lease
+// is the identifier recorded for an admitted concurrency request.
+//
+// Cost 0 is a peek: nothing is charged, Allowed, RetryAfter and Delay are
+// those a unit-cost request would get, Remaining is what is left now.
+//
+// The cost must have passed CheckCost.
+func Step(p *Params, s *State, now, cost int64, lease uint64, commit bool) sluice.Decision {
+	if cost == 0 {
+		probe := step(p, s, now, 1, 0, false)
+		r := step(p, s, now, 0, 0, false)
+		r.allowed, r.retry, r.delay = probe.allowed, probe.retry, probe.delay
+		return r.decision()
+	}
+	return step(p, s, now, cost, lease, commit).decision()
+}
+
+func step(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
+	switch p.Alg {
+	case sluice.AlgorithmFixedWindow:
+		return fixedWindow(p, s, now, c, commit)
+	case sluice.AlgorithmSlidingLog:
+		return slidingLog(p, s, now, c, commit)
+	case sluice.AlgorithmSlidingWindow:
+		return slidingWindow(p, s, now, c, commit)
+	case sluice.AlgorithmTokenBucket:
+		return tokenBucket(p, s, now, c, commit)
+	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
+		return gcra(p, s, now, c, commit)
+	case sluice.AlgorithmWarmUp:
+		return warmUp(p, s, now, c, commit)
+	case sluice.AlgorithmConcurrency:
+		return concurrency(p, s, now, c, lease, commit)
+	}
+	panic("algo: uncompiled params") // Compile rejects unknown algorithms
+}
+
+// windowStart returns the start of the aligned window holding now, never
+// earlier than the newest window the state has seen: if the clock goes back,
+// requests keep counting against the newest window instead of an old, empty
+// one.
+func windowStart(now, period, seen int64) int64 {
+	start := now - now%period
+	if now < 0 && now%period != 0 {
+		start -= period
+	}
+	return max(start, seen)
+}
+
+// fixedWindow: X = window start, Y = count in that window.
+func fixedWindow(p *Params, s *State, now, c int64, commit bool) result {
+	start := windowStart(now, p.P, s.X)
+	count := s.Y
+	if start != s.X {
+		count = 0
+	}
+	end := start + p.P
+	r := result{limit: p.N}
+	if count+c <= p.N {
+		r.allowed = true
+		count += c
+		if commit && c > 0 {
+			s.X, s.Y, s.Idle = start, count, end
+		}
+	} else {
+		r.retry = end - now // the next window admits any cost up to N
+	}
+	r.remaining = p.N - count
+	if count > 0 {
+		r.reset = end - now
+	}
+	return r
+}
+
+// slidingLog: Log holds (time, cost) of admitted requests in time order,
+// Y = their total cost.
+func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
+	// Record times never go backwards: if the clock does, time stands still
+	// at the newest record until the clock catches up.
+	t := now
+	if live := s.live(); len(live) > 0 {
+		t = max(t, live[len(live)-1].T)
+	}
+	for live := s.live(); len(live) > 0 && live[0].T <= t-p.P; live = s.live() {
+		s.Y -= live[0].Cost
+		s.popFront()
+	}
+	r := result{limit: p.N}
+	used := s.Y
+	newest := int64(-1)
+	if live := s.live(); len(live) > 0 {
+		newest = live[len(live)-1].T
+	}
+	if used+c <= p.N {
+		r.allowed = true
+		used += c
+		if c > 0 {
+			newest = t
+		}
+		if commit && c > 0 {
+			if live := s.live(); len(live) > 0 && live[len(live)-1].T == t {
+				s.Log[len(s.Log)-1].Cost += c
+			} else {
+				s.push(Entry{T: t, Cost: c})
+			}
+			s.Y += c
+			s.Idle = t + p.P
+		}
+	} else {
+		// Admitted once enough of the oldest records have left the window.
+		need := used + c - p.N
+		for _, e := range s.live() {
+			if need -= e.Cost; need <= 0 {
+				r.retry = e.T + p.P - now
+				break
+			}
+		}
+	}
+	r.remaining = p.N - used
+	if newest >= 0 && used > 0 {
+		r.reset = newest + p.P - now
+	}
+	return r
+}
+
+// slidingWindow: X = current window start, Y = its count, Z = count of the
+// window before it.
+func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
+	start := windowStart(now, p.P, s.X)
+	cur, prev := s.Y, s.Z
+	if start != s.X {
+		if start-s.X == p.P {
+			prev = cur
+		} else {
+			prev = 0
+		}
+		cur = 0
+	}
+	elapsed := max(now-start, 0)
+	weighted := int64(0)
+	if prev > 0 {
+		weighted = mulDivCeil(prev, p.P-elapsed, p.P)
+	}
+	r := result{limit: p.N}
+	if weighted+cur+c <= p.N {
+		r.allowed = true
+		cur += c
+		if commit && c > 0 {
+			s.X, s.Y, s.Z, s.Idle = start, cur, prev, start+2*p.P
+		}
+	} else {
+		r.retry = slidingWindowAdmits(p, start, cur, prev, c) - now
+	}
+	r.remaining = max(0, p.N-weighted-cur)
+	switch {
+	case cur > 0:
+		r.reset = start + 2*p.P - now
+	case weighted > 0:
+		r.reset = start + p.P - now
+	}
+	return r
+}
+
+// slidingWindowAdmits returns the earliest time at which a request of cost c
+// is admitted, given the window starting at start with counts cur and prev
+// and no other traffic.
+func slidingWindowAdmits(p *Params, start, cur, prev, c int64) int64 {
+	// In a window with counts (cur, prev), cost c fits once
+	// ⌈prev·(P-e)/P⌉ ≤ k with k = N-cur-c, that is at elapsed time
+	// e ≥ P - ⌊k·P/prev⌋.
+	earliest := func(k, prev int64) int64 {
+		if k < 0 {
+			return p.P
+		}
+		if prev <= k {
+			return 0
+		}
+		return p.P - mulDiv(k, p.P, prev)
+	}
+	if e := earliest(p.N-cur-c, prev); e < p.P {
+		return start + e
+	}
+	if e := earliest(p.N-c, cur); e < p.P {
+		return start + p.P + e
+	}
+	return start + 2*p.P
+}
+
+// bucket decides cost c against a bucket whose used credit is debt units
+// (0 = full, p.Full = empty). It returns the result and the debt after.
+// Token bucket, GCRA and the leaky bucket share this arithmetic and differ
+// only in how they store the debt.
+func bucket(p *Params, debt, c int64) (result, int64) {
+	r := result{limit: p.Cap}
+	if need := c * p.B; debt+need <= p.Full {
+		r.allowed = true
+		debt += need
+	} else {
+		r.retry = ceilDiv(debt+need-p.Full, p.A)
+	}
+	r.remaining = max(0, p.Full-debt) / p.B
+	r.reset = ceilDiv(debt, p.A)
+	return r, debt
+}
+
+// tokenBucket: X = used credit (units), Y = time of the last update. The
+// refill is exact: used falls by A units per µs.
+func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
+	used := s.X
+	if e := now - s.Y; e > 0 && used > 0 {
+		if e >= ceilDiv(used, p.A) {
+			used = 0
+		} else {
+			used -= e * p.A
+		}
+	}
+	r, used := bucket(p, used, c)
+	if r.allowed && commit && c > 0 {
+		s.X, s.Y = used, max(now, s.Y)
+		s.Idle = s.Y + ceilDiv(used, p.A)
+	}
+	return r
+}
+
+// gcra (and the leaky bucket): the theoretical arrival time TAT = X - Y/A µs
+// with 0 ≤ Y < A, so that a rate that is not a whole number of µs per request
+// stays exact. The debt at now is (TAT - now)·A units.
+func gcra(p *Params, s *State, now, c int64, commit bool) result {
+	// If the clock has gone back further than a full bucket, decide as if
+	// it stood at the latest time that keeps the arithmetic small: the
+	// request is refused either way, and the answer's times are shifted back
+	// to the real clock.
+	at := max(now, s.X-ceilDiv(p.Full, p.A)-1)
+	debt := int64(0)
+	if s.X > at {
+		debt = (s.X-at)*p.A - s.Y
+	}
+	before := debt
+	r, debt := bucket(p, debt, c)
+	if shift := at - now; shift > 0 {
+		r.retry += shift
+		r.reset += shift
+	}
+	if p.Alg == sluice.AlgorithmLeakyBucket {
+		r.limit = p.Burst + 1
+		if r.allowed {
+			// Start once the queue ahead has drained to the nodelay
+			// allowance (nginx limit_req: (excess - delay) / rate).
+			r.delay = ceilDiv(max(0, before-p.NoDelay*p.B), p.A)
+		}
+	}
+	if r.allowed && commit && c > 0 {
+		ahead := ceilDiv(debt, p.A)
+		s.X, s.Y = at+ahead, ahead*p.A-debt
+		s.Idle = s.X
+	}
+	return r
+}
+
+// warmUp is Guava's SmoothWarmingUp with a cold factor of 3. X = the time
+// the next request may start (Guava's nextFreeTicket), Y = warmth: how much
+// of the warm-up period has been used, in µs (0 = cold, Warm = fully warm).
+//
+// Guava stores permits; here stored permits are measured in the time they
+// are worth at the stable rate, so that with a cold factor of 3 the maximum
+// is exactly the warm-up period W and cooling down restores 1 µs of it per
+// µs of idleness. Taking the stretch [x1, x2] of stored time costs its length
+// plus, for the part above W/2 where the interval climbs linearly from the
+// stable one to three times it, an extra (u2² - u1²)/(2W) with u = 2x - W.
+func warmUp(p *Params, s *State, now, c int64, commit bool) result {
+	next, warmth := s.X, s.Y
+	if now > next {
+		warmth = max(0, warmth-(now-next))
+		next = now
+	}
+	r := result{limit: 1}
+	if next > now {
+		r.retry = next - now
+		r.reset = next - now
+		return r
+	}
+	r.allowed = true
+	if c == 0 {
+		r.remaining = 1
+		return r
+	}
+	stored := p.Warm - warmth
+	stable := mulDivCeil(c, p.P, p.N) // c requests at the stable rate, µs
+	take := min(stored, stable)
+	u2 := max(0, 2*stored-p.Warm)
+	u1 := max(0, 2*(stored-take)-p.Warm)
+	extra := int64(0)
+	if u2 > u1 {
+		extra = mulDivCeil(u2-u1, u2+u1, 2*p.Warm)
+	}
+	next = now + stable + extra
+	r.reset = next - now
+	if commit {
+		s.X, s.Y = next, warmth+take
+		s.Idle = next + s.Y // cooling back to cold takes as long as the warmth
+	}
+	return r
+}
+
+// concurrency: Log holds leases (expiry, cost, id) in expiry order, Y = their
+// total cost.
+func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
+	for live := s.live(); len(live) > 0 && live[0].T <= now; live = s.live() {
+		s.Y -= live[0].Cost
+		s.popFront()
+	}
+	r := result{limit: p.N}
+	used := s.Y
+	last := int64(-1)
+	if live := s.live(); len(live) > 0 {
+		last = live[len(live)-1].T
+	}
+	if used+c <= p.N {
+		r.allowed = true
+		used += c
+		if c > 0 {
+			// Expiries stay in order even if the clock goes back.
+			last = max(now+p.TTL, last)
+		}
+		if commit && c > 0 {
+			s.push(Entry{T: last, Cost: c, ID: lease})
+			s.Y += c
+			s.Idle = last
+			r.lease = lease
+		}
+	} else {
+		need := used + c - p.N
+		for _, e := range s.live() {
+			if need -= e.Cost; need <= 0 {
+				r.retry = e.T - now
+				break
+			}
+		}
+	}
+	r.remaining = p.N - used
+	if used > 0 {
+		r.reset = last - now
+	}
+	return r
+}
+
+// Release removes the concurrency lease id from s, reporting whether it was
+// held.
+func Release(s *State, id uint64) bool {
+	for i, e := range s.live() {
+		if e.ID == id {
+			s.Y -= e.Cost
+			s.remove(i)
+			return true
+		}
+	}
+	return false
+}

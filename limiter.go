@@ -1,0 +1,134 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Limiter decides requests against a Store. It is safe for concurrent use and
+// holds no state of its own: every instance of a service pointed at the same
+// shared store enforces the same limits.
+//
+// The methods follow one grid: Allow is shorthand for AllowN with cost 1,
+// Check applies several requests at once (all-or-nothing), and Wait blocks
+// until a request is admitted or the context would expire first.
+type Limiter struct {
+	store Store
+}
+
+// New returns a Limiter that keeps its state in store. For a single process
+// use memstore.New(); for a fleet, redisstore.
+func New(store Store) *Limiter {
+	return &Limiter{store: store}
+}
+
+// Allow is shorthand for AllowN(ctx, key, limit, 1).
+func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Decision, error) {
+	return l.store.Take(ctx, Request{Key: key, Limit: limit, Cost: 1})
+}
+
+// AllowN charges cost units to key under limit if the limit admits them, and
+// reports the decision. A refusal is a Decision with Allowed false, not an
+// error; errors are reserved for invalid limits and costs and for store
+// failures. Cost 0 peeks without charging.
+func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, cost int64) (Decision, error) {
+	return l.store.Take(ctx, Request{Key: key, Limit: limit, Cost: cost})
+}
+
+// Check applies every request all-or-nothing: if any of them is refused,
+// none is charged. It returns the binding decision: the refusal with the
+// longest RetryAfter, or if all were admitted the decision with the fewest
+// Remaining (and the longest Delay of all). Use it to limit one request on
+// several dimensions at once, such as global, per route and per user.
+//
+// Check allocates for its results; CheckEach does not, and also returns every
+// request's own decision (and lease).
+func (l *Limiter) Check(ctx context.Context, reqs ...Request) (Decision, error) {
+	var buf [4]Decision
+	ds := buf[:0]
+	if len(reqs) <= len(buf) {
+		ds = buf[:len(reqs)]
+	} else {
+		ds = make([]Decision, len(reqs))
+	}
+	return l.CheckEach(ctx, reqs, ds)
+}
+
+// CheckEach is Check that also writes each request's own decision into
+// each, which must have the same length as reqs.
+func (l *Limiter) CheckEach(ctx context.Context, reqs []Request, each []Decision) (Decision, error) {
+	if len(each) != len(reqs) {
+		return Decision{}, fmt.Errorf("sluice: CheckEach: %d requests but room for %d decisions", len(reqs), len(each))
+	}
+	if len(reqs) == 1 {
+		d, err := l.store.Take(ctx, reqs[0])
+		each[0] = d
+		return d, err
+	}
+	if err := l.store.TakeAll(ctx, reqs, each); err != nil {
+		return Decision{}, err
+	}
+	return binding(each), nil
+}
+
+// Wait is shorthand for WaitN(ctx, key, limit, 1).
+func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Decision, error) {
+	return l.WaitN(ctx, key, limit, 1)
+}
+
+// WaitN blocks until cost units are admitted to key under limit and any
+// shaping Delay has passed, then returns the admitting decision.
+//
+// Like Guava's tryAcquire(timeout), it refuses at once, without sleeping,
+// when the request could not be admitted before the context's deadline: it
+// then returns the refusing decision and ErrWouldExceedDeadline. Without a
+// deadline it waits as long as it takes, until ctx is cancelled. Because
+// other callers may take capacity while it sleeps, it asks the store again
+// after each wait.
+func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, cost int64) (Decision, error) {
+	req := Request{Key: key, Limit: limit, Cost: cost}
+	for {
+		d, err := l.store.Take(ctx, req)
+		if err != nil {
+			return d, err
+		}
+		wait := d.Delay
+		if !d.Allowed {
+			wait = d.RetryAfter
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+				return d, fmt.Errorf("%w: %s under %s needs %s", ErrWouldExceedDeadline, key, limit, wait)
+			}
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return d, err
+		}
+		if d.Allowed {
+			d.Delay = 0
+			return d, nil
+		}
+	}
+}
+
+// Release gives back the lease of a request admitted under a concurrency
+// limit (Decision.Lease). Call it when the work ends, typically in a defer.
+func (l *Limiter) Release(ctx context.Context, key string, limit Limit, lease uint64) error {
+	if lease == 0 {
+		return nil
+	}
+	return l.store.Release(ctx, key, limit, lease)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,414 @@
+// Package memstore is the in-process sluice.Store, the default for a single
+// instance: no network, no allocation per decision for a key it already
+// holds, and a hard bound on the number of keys.
+//
+// State lives in a sharded hash table; each shard has its own mutex and
+// least-recently-used list, so there is no global lock on the hot path and
+// decisions on different keys rarely contend. Time is read from the
+// monotonic clock (anchored to the wall clock once, at New), so a wall clock
+// step never changes a decision.
+//
+// Memory is bounded by Config.MaxKeys. When a shard is full the least
+// recently used key of that shard is forgotten: it starts fresh the next time
+// it is seen (an empty window, a full bucket), which admits more for that key
+// than remembering it would have. Hot keys are the most recently used, so an
+// attacker spraying distinct keys evicts other idle keys, not the ones under
+// load. Keys whose state has returned to fresh are swept in the background.
+// Each key costs about 300 bytes plus the key's length; sliding_log and
+// concurrency keys add 24 bytes per logged request or lease (see the
+// package's measurements in bench/RESULTS.md).
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// Config configures a Store. The zero value is ready to use; each field
+// documents its default.
+type Config struct {
+	// MaxKeys bounds how many (key, limit) states are held. Default
+	// 100,000 (about 30 MB). The bound is enforced per shard, so the total
+	// can exceed MaxKeys by less than the number of shards.
+	MaxKeys int
+
+	// Shards is the number of independently locked shards, rounded up to a
+	// power of two. Default 64, fewer for a small MaxKeys (each shard holds
+	// at least 16 keys).
+	Shards int
+
+	// SweepInterval is how often keys whose state has returned to fresh
+	// are removed in the background. Default 1s; negative disables the
+	// sweeper (keys are then only removed by LRU eviction).
+	SweepInterval time.Duration
+
+	// Now replaces the clock, for tests. Default: the monotonic clock,
+	// reported as wall time anchored at New.
+	Now func() time.Time
+}
+
+// Store is an in-process sluice.Store. It is safe for concurrent use. Close
+// it to stop its background sweeper.
+type Store struct {
+	shards   []shard
+	mask     uint64
+	perShard int
+	seed     maphash.Seed
+	base     time.Time
+	baseUS   int64
+	clock    func() time.Time
+	leases   atomic.Uint64
+	closed   atomic.Bool
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+type shard struct {
+	mu  sync.Mutex
+	m   map[uint64]*entry
+	lru entry // sentinel: lru.next is the most recently used
+	n   int
+	_   [64]byte // keep shards' locks on separate cache lines
+}
+
+// entry is the state of one (key, limit).
+type entry struct {
+	key        string
+	hash       uint64
+	lim        sluice.Limit
+	p          algo.Params
+	st         algo.State
+	prev, next *entry // LRU list
+	chain      *entry // next entry with the same hash
+	pinned     bool   // in use by a TakeAll; not evictable
+}
+
+// sweepBudget is how many entries a sweep examines per shard, from the least
+// recently used end, where idle keys gather.
+const sweepBudget = 1024
+
+// New returns a Store configured by cfg, and starts its sweeper.
+func New(cfg Config) (*Store, error) {
+	if cfg.MaxKeys < 0 {
+		return nil, fmt.Errorf("memstore: MaxKeys must not be negative (got %d)", cfg.MaxKeys)
+	}
+	if cfg.Shards < 0 {
+		return nil, fmt.Errorf("memstore: Shards must not be negative (got %d)", cfg.Shards)
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = 100_000
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = min(64, max(1, cfg.MaxKeys/16))
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = time.Second
+	}
+	n := 1 << bits.Len(uint(cfg.Shards-1))
+	s := &Store{
+		shards:   make([]shard, n),
+		mask:     uint64(n - 1),
+		perShard: (cfg.MaxKeys + n - 1) / n,
+		seed:     maphash.MakeSeed(),
+		base:     time.Now(),
+		clock:    cfg.Now,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	s.baseUS = s.base.UnixMicro()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.m = make(map[uint64]*entry)
+		sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
+	}
+	if cfg.SweepInterval > 0 {
+		go s.sweeper(cfg.SweepInterval)
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+// now returns the store's time in µs since the Unix epoch.
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.clock().UnixMicro()
+	}
+	return s.baseUS + int64(time.Since(s.base)/time.Microsecond)
+}
+
+// Take applies one request. It allocates only when it first sees a key.
+func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, sluice.ErrClosed
+	}
+	h := maphash.String(s.seed, r.Key)
+	sh := &s.shards[h&s.mask]
+	now := s.now()
+	sh.mu.Lock()
+	e := sh.lookup(h, r.Key, r.Limit)
+	if e == nil {
+		p, err := algo.Compile(r.Limit)
+		if err == nil {
+			err = p.CheckCost(r.Cost, r.Limit)
+		}
+		if err != nil || r.Cost == 0 {
+			// Nothing to remember for an error or a peek at a fresh key.
+			sh.mu.Unlock()
+			if err != nil {
+				return sluice.Decision{}, err
+			}
+			var fresh algo.State
+			return algo.Step(&p, &fresh, now, 0, 0, false), nil
+		}
+		e = sh.insert(h, r.Key, r.Limit, p, s.perShard)
+	} else {
+		if err := e.p.CheckCost(r.Cost, r.Limit); err != nil {
+			sh.mu.Unlock()
+			return sluice.Decision{}, err
+		}
+		sh.touch(e)
+	}
+	d := algo.Step(&e.p, &e.st, now, r.Cost, s.lease(&e.p, r.Cost), true)
+	sh.mu.Unlock()
+	return d, nil
+}
+
+func (s *Store) lease(p *algo.Params, cost int64) uint64 {
+	if p.Alg != sluice.AlgorithmConcurrency || cost == 0 {
+		return 0
+	}
+	return s.leases.Add(1)
+}
+
+// TakeAll applies rs all-or-nothing, holding the locks of every shard
+// involved at once (in shard order, so concurrent calls cannot deadlock).
+// When it refuses, nothing is charged and every decision has Allowed false;
+// a request that alone would have been admitted has RetryAfter 0 and the
+// Remaining it has now.
+func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Decision) error {
+	if len(ds) != len(rs) {
+		return fmt.Errorf("memstore: TakeAll: %d requests but %d decisions", len(rs), len(ds))
+	}
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	for i := range rs {
+		for j := range i {
+			if rs[i].Key == rs[j].Key && rs[i].Limit == rs[j].Limit {
+				return fmt.Errorf("%w: key %q under %s", sluice.ErrDuplicateRequest, rs[i].Key, rs[i].Limit)
+			}
+		}
+	}
+	var hbuf [8]uint64
+	var ebuf [8]*entry
+	var lbuf [8]int
+	hs, es, locked := hbuf[:0], ebuf[:0], lbuf[:0]
+	for _, r := range rs {
+		h := maphash.String(s.seed, r.Key)
+		hs = append(hs, h)
+		locked = insertSorted(locked, int(h&s.mask))
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, e := range es {
+			if e != nil {
+				e.pinned = false
+			}
+		}
+		for _, i := range locked {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+
+	now := s.now()
+	admitted := true
+	for i, r := range rs {
+		sh := &s.shards[hs[i]&s.mask]
+		e := sh.lookup(hs[i], r.Key, r.Limit)
+		if e == nil {
+			p, err := algo.Compile(r.Limit)
+			if err != nil {
+				return err
+			}
+			e = sh.insert(hs[i], r.Key, r.Limit, p, s.perShard)
+		} else {
+			sh.touch(e)
+		}
+		e.pinned = true
+		es = append(es, e)
+		if err := e.p.CheckCost(r.Cost, r.Limit); err != nil {
+			return err
+		}
+		ds[i] = algo.Step(&e.p, &e.st, now, r.Cost, 0, false)
+		admitted = admitted && ds[i].Allowed
+	}
+	for i, e := range es {
+		if !admitted {
+			if ds[i].Allowed {
+				ds[i] = algo.Step(&e.p, &e.st, now, 0, 0, false)
+				ds[i].Allowed, ds[i].RetryAfter, ds[i].Delay = false, 0, 0
+			}
+			continue
+		}
+		ds[i] = algo.Step(&e.p, &e.st, now, rs[i].Cost, s.lease(&e.p, rs[i].Cost), true)
+	}
+	return nil
+}
+
+// insertSorted adds v to the ascending set xs.
+func insertSorted(xs []int, v int) []int {
+	i := 0
+	for i < len(xs) && xs[i] < v {
+		i++
+	}
+	if i < len(xs) && xs[i] == v {
+		return xs
+	}
+	xs = append(xs, 0)
+	copy(xs[i+1:], xs[i:])
+	xs[i] = v
+	return xs
+}
+
+// Release gives back a concurrency lease. Unknown leases are ignored.
+func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	if e := sh.lookup(h, key, limit); e != nil {
+		algo.Release(&e.st, lease)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// Len returns the number of (key, limit) states held.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Close stops the sweeper. Later calls return sluice.ErrClosed. Close is
+// idempotent.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		close(s.stop)
+	})
+	<-s.done
+	return nil
+}
+
+func (s *Store) sweeper(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweep()
+		}
+	}
+}
+
+// sweep removes keys whose state is back to fresh, examining at most
+// sweepBudget keys per shard from the least recently used end.
+func (s *Store) sweep() {
+	now := s.now()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		e := sh.lru.prev
+		for k := 0; k < sweepBudget && e != &sh.lru; k++ {
+			prev := e.prev
+			if !e.pinned && e.st.Idle <= now {
+				sh.remove(e)
+			}
+			e = prev
+		}
+		sh.mu.Unlock()
+	}
+}
+
+func (sh *shard) lookup(h uint64, key string, lim sluice.Limit) *entry {
+	e := sh.m[h]
+	for e != nil && (e.lim != lim || e.key != key) {
+		e = e.chain
+	}
+	return e
+}
+
+// touch marks e most recently used.
+func (sh *shard) touch(e *entry) {
+	if sh.lru.next == e {
+		return
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	sh.pushFront(e)
+}
+
+func (sh *shard) pushFront(e *entry) {
+	e.prev, e.next = &sh.lru, sh.lru.next
+	sh.lru.next.prev = e
+	sh.lru.next = e
+}
+
+// insert adds a fresh entry, evicting the least recently used unpinned
+// entries while the shard is over its bound.
+func (sh *shard) insert(h uint64, key string, lim sluice.Limit, p algo.Params, bound int) *entry {
+	e := &entry{key: strings.Clone(key), hash: h, lim: lim, p: p, chain: sh.m[h]}
+	sh.m[h] = e
+	sh.pushFront(e)
+	sh.n++
+	for victim := sh.lru.prev; sh.n > bound && victim != &sh.lru; {
+		prev := victim.prev
+		if !victim.pinned && victim != e {
+			sh.remove(victim)
+		}
+		victim = prev
+	}
+	return e
+}
+
+func (sh *shard) remove(e *entry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	if first := sh.m[e.hash]; first == e {
+		if e.chain == nil {
+			delete(sh.m, e.hash)
+		} else {
+			sh.m[e.hash] = e.chain
+		}
+	} else {
+		for p := first; p != nil; p = p.chain {
+			if p.chain == e {
+				p.chain = e.chain
+				break
+			}
+		}
+	}
+	sh.n--
+}
