@@ -250,8 +250,11 @@ func bucket(p *Params, debt, c int64) (result, int64) {
 // tokenBucket: X = used credit (units), Y = time of the last update. The
 // refill is exact: used falls by A units per µs.
 func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
+	// If the clock has gone back, decide at the last update time: nothing
+	// refills until the clock passes it again.
+	at := max(now, s.Y)
 	used := s.X
-	if e := now - s.Y; e > 0 && used > 0 {
+	if e := at - s.Y; e > 0 && used > 0 {
 		if e >= ceilDiv(used, p.A) {
 			used = 0
 		} else {
@@ -259,11 +262,21 @@ func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
 		}
 	}
 	r, used := bucket(p, used, c)
+	shift(&r, at-now)
 	if r.allowed && commit && c > 0 {
-		s.X, s.Y = used, max(now, s.Y)
-		s.Idle = s.Y + ceilDiv(used, p.A)
+		s.X, s.Y = used, at
+		s.Idle = at + ceilDiv(used, p.A)
 	}
 	return r
+}
+
+// shift moves the times of a decision taken at a later time than now (the
+// clock went back) onto the real clock.
+func shift(r *result, d int64) {
+	if d > 0 {
+		r.retry += d
+		r.reset += d
+	}
 }
 
 // gcra (and the leaky bucket): the theoretical arrival time TAT = X - Y/A µs
@@ -281,10 +294,7 @@ func gcra(p *Params, s *State, now, c int64, commit bool) result {
 	}
 	before := debt
 	r, debt := bucket(p, debt, c)
-	if shift := at - now; shift > 0 {
-		r.retry += shift
-		r.reset += shift
-	}
+	shift(&r, at-now)
 	if p.Alg == sluice.AlgorithmLeakyBucket {
 		r.limit = p.Burst + 1
 		if r.allowed {
