@@ -5,14 +5,18 @@ go 1.26.0
 replace github.com/sluicehq/sluice => ../
 
 require (
-	github.com/go-chi/httprate v0.16.1 // indirect
+	github.com/go-chi/httprate v0.16.1
+	github.com/sethvargo/go-limiter v0.7.1
+	github.com/sluicehq/sluice v0.0.0
+	github.com/throttled/throttled/v2 v2.15.0
+	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/sethvargo/go-limiter v0.7.1 // indirect
-	github.com/sluicehq/sluice v0.0.0 // indirect
-	github.com/throttled/throttled/v2 v2.15.0 // indirect
-	github.com/ulule/limiter/v3 v3.11.2 // indirect
 	github.com/zeebo/xxh3 v1.0.2 // indirect
 	golang.org/x/sys v0.30.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )

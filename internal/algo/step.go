@@ -82,7 +82,8 @@ func step(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
 // windowStart returns the start of the aligned window holding now, never
 // earlier than the newest window the state has seen: if the clock goes back,
 // requests keep counting against the newest window instead of an old, empty
-// one.
+// one. A step may roll the state over to a new window even when it refuses or
+// does not commit: that changes no decision.
 func windowStart(now, period, seen int64) int64 {
 	start := now - now%period
 	if now < 0 && now%period != 0 {
@@ -94,10 +95,12 @@ func windowStart(now, period, seen int64) int64 {
 // fixedWindow: X = window start, Y = count in that window.
 func fixedWindow(p *Params, s *State, now, c int64, commit bool) result {
 	start := windowStart(now, p.P, s.X)
-	count := s.Y
 	if start != s.X {
-		count = 0
+		// Roll over even if this request is refused, so the window never
+		// moves back when the clock does.
+		s.X, s.Y = start, 0
 	}
+	count := s.Y
 	end := start + p.P
 	r := result{limit: p.N}
 	if count+c <= p.N {
@@ -117,14 +120,13 @@ func fixedWindow(p *Params, s *State, now, c int64, commit bool) result {
 }
 
 // slidingLog: Log holds (time, cost) of admitted requests in time order,
-// Y = their total cost.
+// Y = their total cost, Z = the latest time the log has been read at.
 func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
-	// Record times never go backwards: if the clock does, time stands still
-	// at the newest record until the clock catches up.
-	t := now
-	if live := s.live(); len(live) > 0 {
-		t = max(t, live[len(live)-1].T)
-	}
+	// Time never goes backwards for the log: if the clock does, time stands
+	// still at the latest reading until the clock catches up, so records
+	// dropped as expired can never have been needed.
+	t := max(now, s.Z)
+	s.Z = t
 	for live := s.live(); len(live) > 0 && live[0].T <= t-p.P; live = s.live() {
 		s.Y -= live[0].Cost
 		s.popFront()
@@ -171,15 +173,14 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
 // window before it.
 func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
 	start := windowStart(now, p.P, s.X)
-	cur, prev := s.Y, s.Z
-	if start != s.X {
+	if start != s.X { // roll over, as in fixedWindow
+		prev := int64(0)
 		if start-s.X == p.P {
-			prev = cur
-		} else {
-			prev = 0
+			prev = s.Y
 		}
-		cur = 0
+		s.X, s.Y, s.Z = start, 0, prev
 	}
+	cur, prev := s.Y, s.Z
 	elapsed := max(now-start, 0)
 	weighted := int64(0)
 	if prev > 0 {
@@ -247,19 +248,21 @@ func bucket(p *Params, debt, c int64) (result, int64) {
 	return r, debt
 }
 
-// tokenBucket: X = used credit (units), Y = time of the last update. The
-// refill is exact: used falls by A units per µs.
+// tokenBucket: X = used credit (units) at time Y. Credit refills exactly, A
+// units per µs. Read backwards (the clock went back), the same state means
+// more credit used, so the bucket decides exactly as GCRA does at any
+// clock reading.
 func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
-	// If the clock has gone back, decide at the last update time: nothing
-	// refills until the clock passes it again.
-	at := max(now, s.Y)
+	at := max(now, s.Y-ceilDiv(p.Full, p.A)-1) // see gcra
 	used := s.X
-	if e := at - s.Y; e > 0 && used > 0 {
-		if e >= ceilDiv(used, p.A) {
+	if e := at - s.Y; e >= 0 {
+		if used > 0 && e >= ceilDiv(used, p.A) {
 			used = 0
-		} else {
+		} else if used > 0 {
 			used -= e * p.A
 		}
+	} else {
+		used -= e * p.A
 	}
 	r, used := bucket(p, used, c)
 	shift(&r, at-now)
@@ -357,8 +360,11 @@ func warmUp(p *Params, s *State, now, c int64, commit bool) result {
 }
 
 // concurrency: Log holds leases (expiry, cost, id) in expiry order, Y = their
-// total cost.
+// total cost, Z = the latest time the leases have been read at (see
+// slidingLog).
 func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
+	now = max(now, s.Z)
+	s.Z = now
 	for live := s.live(); len(live) > 0 && live[0].T <= now; live = s.live() {
 		s.Y -= live[0].Cost
 		s.popFront()
