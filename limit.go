@@ -149,12 +149,13 @@ func SlidingLog(n int64, window time.Duration) Limit {
 // SlidingWindow allows about n requests per sliding window of length window
 // using two counters: the count of the current aligned window plus the count
 // of the previous one, weighted by how much of it the sliding window still
-// covers (the estimate Cloudflare describes). The weighted count is rounded
-// up, so the estimate never under-counts.
+// covers (the estimate Cloudflare describes). The weight moves in steps of
+// 1/65536 of the window and the weighted count is rounded up. The window is
+// at most 24h.
 //
 // Guarantee: at most n per aligned window, and at most 2n in any interval
 // of length window; for traffic spread evenly over the previous window the
-// estimate is exact. State: three integers.
+// estimate is close to exact. State: three integers.
 func SlidingWindow(n int64, window time.Duration) Limit {
 	return Limit{Algorithm: AlgorithmSlidingWindow, Count: n, Period: window}
 }
@@ -209,7 +210,8 @@ func (l Limit) WithNoDelay(n int64) Limit {
 // one's pacing interval has passed, and its own cost delays the next one.
 //
 // Guarantee: never faster than rate; after warmup of continuous use, exactly
-// rate.
+// rate. The warm-up period is at most one minute, and count × period (in
+// µs) at most 2^53, so that the curve is computed exactly in integers.
 func WarmUp(rate Rate, warmup time.Duration) Limit {
 	return Limit{Algorithm: AlgorithmWarmUp, Count: rate.Count, Period: rate.Period, Warmup: warmup}
 }
@@ -266,13 +268,14 @@ func (l Limit) Capacity() int64 {
 // Bounds that keep every quantity an exact integer below 2^53, so that the
 // Lua port of each algorithm (whose numbers are doubles) agrees with Go.
 const (
-	maxExact        = 1 << 53
-	maxPeriod       = 366 * 24 * time.Hour
-	maxWarmup       = time.Hour
-	maxLogCount     = 1_000_000
-	maxConcurrency  = 1_000_000
-	maxLeaseTTL     = 24 * time.Hour
-	maxCountGeneral = 1 << 40
+	maxExact         = 1 << 53
+	maxPeriod        = 366 * 24 * time.Hour
+	maxWarmup        = time.Minute
+	maxLogCount      = 1_000_000
+	maxConcurrency   = 1_000_000
+	maxLeaseTTL      = 24 * time.Hour
+	maxCountGeneral  = 1 << 36
+	maxSlidingWindow = 24 * time.Hour
 )
 
 // Validate reports whether l is usable, and if not, which field is wrong and
@@ -311,7 +314,11 @@ func (l Limit) Validate() error {
 	var err error
 	switch l.Algorithm {
 	case AlgorithmFixedWindow, AlgorithmSlidingLog, AlgorithmSlidingWindow:
-		err = firstErr(checkPeriod("window", l.Period, maxPeriod),
+		max := maxPeriod
+		if l.Algorithm == AlgorithmSlidingWindow {
+			max = maxSlidingWindow
+		}
+		err = firstErr(checkPeriod("window", l.Period, max),
 			unused("burst", l.Burst != 0), unused("nodelay", l.NoDelay != 0),
 			unused("warmup", l.Warmup != 0), unused("lease_ttl", l.LeaseTTL != 0))
 		if err == nil && l.Algorithm == AlgorithmSlidingLog && l.Count > maxLogCount {
@@ -346,6 +353,9 @@ func (l Limit) Validate() error {
 	case AlgorithmWarmUp:
 		err = firstErr(checkPeriod("period", l.Period, maxPeriod), checkPeriod("warmup", l.Warmup, maxWarmup),
 			unused("burst", l.Burst != 0), unused("nodelay", l.NoDelay != 0), unused("lease_ttl", l.LeaseTTL != 0))
+		if us := int64(l.Period / time.Microsecond); err == nil && l.Count > maxExact/us {
+			err = bad("count %d per %s is too large to compute exactly (at most %d per %s)", l.Count, FormatDuration(l.Period), maxExact/us, FormatDuration(l.Period))
+		}
 	case AlgorithmConcurrency:
 		err = firstErr(checkPeriod("lease_ttl", l.LeaseTTL, maxLeaseTTL),
 			unused("period", l.Period != 0), unused("burst", l.Burst != 0),

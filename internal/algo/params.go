@@ -7,8 +7,8 @@
 // counts, and credit units (see Params.A and Params.B) chosen so that every
 // quantity a step computes stays an exact integer below 2^53 (the exactness
 // limit of the doubles Lua computes with). sluice.Limit.Validate enforces
-// the bounds that make this true; the few products that can exceed it are
-// computed with 128-bit intermediates (mulDiv).
+// the bounds that make this true, and the Lua port computes the same
+// expressions in the same order.
 package algo
 
 import (

@@ -235,15 +235,18 @@ func TestPropertySlidingWindow(t *testing.T) {
 		if m := maxInWindow(got, w); m > 2*n {
 			t.Fatalf("%d admitted within %dµs, more than 2N", m, w)
 		}
-		// Reference: Cloudflare's estimate prev·(w-e)/w + cur, exactly.
+		// Reference: Cloudflare's estimate prev·(w-e)/w + cur, with the
+		// weight in steps of 1/65536 and the weighted count rounded up.
 		counts := map[int64]int64{} // aligned window index -> admitted cost
 		var ref []admitted
 		for _, e := range evs {
 			k := (t0 + e.at) / w
 			elapsed := (t0 + e.at) % w
-			est := big.NewRat(counts[k-1]*(w-elapsed), w)
-			est.Add(est, new(big.Rat).SetInt64(counts[k]+e.cost))
-			if est.Cmp(new(big.Rat).SetInt64(n)) <= 0 {
+			step := new(big.Rat).SetFrac64(elapsed*65536, w)
+			stepUp := new(big.Int).Div(new(big.Int).Add(step.Num(), new(big.Int).Sub(step.Denom(), big.NewInt(1))), step.Denom())
+			weighted := new(big.Rat).SetFrac64(counts[k-1]*(65536-stepUp.Int64()), 65536)
+			weightedUp := new(big.Int).Div(new(big.Int).Add(weighted.Num(), new(big.Int).Sub(weighted.Denom(), big.NewInt(1))), weighted.Denom())
+			if weightedUp.Int64()+counts[k]+e.cost <= n {
 				counts[k] += e.cost
 				ref = append(ref, admitted{e.at, e.cost})
 			}

@@ -171,6 +171,12 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
 
 // slidingWindow: X = current window start, Y = its count, Z = count of the
 // window before it.
+//
+// The previous window's count is weighted by the part of it the sliding
+// window still covers, measured in steps of 1/65536 of the window
+// (weightOne), and the weighted count is rounded up. The steps keep every
+// product below 2^53: a window is at most 24h (2^37 µs) and a count at most
+// 2^36.
 func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
 	start := windowStart(now, p.P, s.X)
 	if start != s.X { // roll over, as in fixedWindow
@@ -182,16 +188,13 @@ func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
 	}
 	cur, prev := s.Y, s.Z
 	elapsed := max(now-start, 0)
-	weighted := int64(0)
-	if prev > 0 {
-		weighted = mulDivCeil(prev, p.P-elapsed, p.P)
-	}
+	weighted := ceilDiv(prev*(weightOne-ceilDiv(elapsed*weightOne, p.P)), weightOne)
 	r := result{limit: p.N}
 	if weighted+cur+c <= p.N {
 		r.allowed = true
 		cur += c
 		if commit && c > 0 {
-			s.X, s.Y, s.Z, s.Idle = start, cur, prev, start+2*p.P
+			s.Y, s.Idle = cur, start+2*p.P
 		}
 	} else {
 		r.retry = slidingWindowAdmits(p, start, cur, prev, c) - now
@@ -206,13 +209,17 @@ func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
 	return r
 }
 
+// weightOne is the weight of a whole previous window in slidingWindow.
+const weightOne = 1 << 16
+
 // slidingWindowAdmits returns the earliest time at which a request of cost c
 // is admitted, given the window starting at start with counts cur and prev
 // and no other traffic.
 func slidingWindowAdmits(p *Params, start, cur, prev, c int64) int64 {
-	// In a window with counts (cur, prev), cost c fits once
-	// ⌈prev·(P-e)/P⌉ ≤ k with k = N-cur-c, that is at elapsed time
-	// e ≥ P - ⌊k·P/prev⌋.
+	// With counts (cur, prev), cost c fits once the weight step
+	// f = ⌈e·65536/P⌉ at elapsed time e satisfies
+	// ⌈prev·(65536-f)/65536⌉ ≤ k, k = N-cur-c: from f = 65536 -
+	// ⌊k·65536/prev⌋ on, that is from e = ⌊(f-1)·P/65536⌋ + 1.
 	earliest := func(k, prev int64) int64 {
 		if k < 0 {
 			return p.P
@@ -220,7 +227,8 @@ func slidingWindowAdmits(p *Params, start, cur, prev, c int64) int64 {
 		if prev <= k {
 			return 0
 		}
-		return p.P - mulDiv(k, p.P, prev)
+		f := weightOne - k*weightOne/prev
+		return (f-1)*p.P/weightOne + 1
 	}
 	if e := earliest(p.N-cur-c, prev); e < p.P {
 		return start + e
@@ -342,13 +350,13 @@ func warmUp(p *Params, s *State, now, c int64, commit bool) result {
 		return r
 	}
 	stored := p.Warm - warmth
-	stable := mulDivCeil(c, p.P, p.N) // c requests at the stable rate, µs
+	stable := ceilDiv(c*p.P, p.N) // c requests at the stable rate, µs
 	take := min(stored, stable)
 	u2 := max(0, 2*stored-p.Warm)
 	u1 := max(0, 2*(stored-take)-p.Warm)
 	extra := int64(0)
 	if u2 > u1 {
-		extra = mulDivCeil(u2-u1, u2+u1, 2*p.Warm)
+		extra = ceilDiv((u2-u1)*(u2+u1), 2*p.Warm)
 	}
 	next = now + stable + extra
 	r.reset = next - now
