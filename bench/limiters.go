@@ -40,7 +40,7 @@ const (
 const (
 	bucketRate  = 1_000_000_000 // tokens per second, generous token buckets
 	bucketBurst = 1_000_000_000 // capacity, generous token buckets
-	windowCount = 1 << 40       // requests per window, generous windows
+	windowCount = 1 << 30       // requests per window, generous windows
 	window      = time.Hour     // window and refill period of every strict limit
 )
 

@@ -215,7 +215,8 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	var hbuf [8]uint64
 	var ebuf [8]*entry
 	var lbuf [8]int
-	hs, es, locked := hbuf[:0], ebuf[:0], lbuf[:0]
+	var nbuf [8]bool
+	hs, es, locked, created := hbuf[:0], ebuf[:0], lbuf[:0], nbuf[:0]
 	for _, r := range rs {
 		h := maphash.String(s.seed, r.Key)
 		hs = append(hs, h)
@@ -224,10 +225,14 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	for _, i := range locked {
 		s.shards[i].mu.Lock()
 	}
+	admitted := true
 	defer func() {
-		for _, e := range es {
-			if e != nil {
-				e.pinned = false
+		for i, e := range es {
+			e.pinned = false
+			if created[i] && !(admitted && rs[i].Cost > 0) {
+				// Nothing was charged to a key this check created:
+				// keep no state, as a lone peek or refusal would not.
+				s.shards[hs[i]&s.mask].remove(e)
 			}
 		}
 		for _, i := range locked {
@@ -236,13 +241,14 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	}()
 
 	now := s.now()
-	admitted := true
 	for i, r := range rs {
 		sh := &s.shards[hs[i]&s.mask]
 		e := sh.lookup(hs[i], r.Key, r.Limit)
-		if e == nil {
+		isNew := e == nil
+		if isNew {
 			p, err := algo.Compile(r.Limit)
 			if err != nil {
+				admitted = false
 				return err
 			}
 			e = sh.insert(hs[i], r.Key, r.Limit, p, s.perShard)
@@ -251,7 +257,9 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 		}
 		e.pinned = true
 		es = append(es, e)
+		created = append(created, isNew)
 		if err := e.p.CheckCost(r.Cost, r.Limit); err != nil {
+			admitted = false
 			return err
 		}
 		ds[i] = algo.Step(&e.p, &e.st, now, r.Cost, 0, false)

@@ -128,10 +128,10 @@ func TestSlidingWindow(t *testing.T) {
 		tick{500 * ms, 1, no(0, 599991*us, 1500*ms)}, // weights move in steps of 1/65536 window
 		tick{1100 * ms, 1, yes(0, 1900*ms)},
 		tick{1100 * ms, 1, no(0, 99997*us, 1900*ms)},
-		tick{1500 * ms, 1, yes(3, 1500*ms)},         // ⌈10·0.5⌉ + 1 + 1 = 7
-		tick{2500 * ms, 1, yes(8, 1500*ms)},         // prev=2 weighted ⌈1⌉, cur 1
-		tick{4200 * ms, 1, yes(9, 1800*ms)},         // two windows on: prev is 0
-		tick{3500 * ms, 1, yes(8, 2500*ms)},         // clock back: counted in the newest window
+		tick{1500 * ms, 1, yes(3, 1500*ms)},            // ⌈10·0.5⌉ + 1 + 1 = 7
+		tick{2500 * ms, 1, yes(8, 1500*ms)},            // prev=2 weighted ⌈1⌉, cur 1
+		tick{4200 * ms, 1, yes(9, 1800*ms)},            // two windows on: prev is 0
+		tick{3500 * ms, 1, yes(8, 2500*ms)},            // clock back: counted in the newest window
 		tick{4200 * ms, 9, no(8, 1299985*us, 1800*ms)}, // admitted at about 5.5s: ⌈2·0.5⌉ + 9 = 10
 	)
 	runSteps(t, sluice.SlidingWindow(10, s), steps)

@@ -1,0 +1,175 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
+	"pgregory.net/rapid"
+)
+
+// The conformance suite: the same generated traces (fixed timelines, random
+// keys, random costs including peeks, composite checks, releases, every
+// algorithm with random parameters) go to memstore and to redisstore, which
+// must return identical decisions, step by step. On the cluster, composite
+// checks spanning slots take the charge-and-refund path and must still
+// decide exactly as memstore does.
+
+func TestConformanceStandalone(t *testing.T) {
+	conformance(t, redistest.Standalone(t))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	conformance(t, redistest.Cluster(t))
+}
+
+// fakeClock is shared by both stores of one trace.
+type fakeClock struct{ us atomic.Int64 }
+
+func (c *fakeClock) now() time.Time { return time.UnixMicro(c.us.Load()) }
+
+func genLimit(t *rapid.T) sluice.Limit {
+	n := rapid.Int64Range(1, 8).Draw(t, "n")
+	period := time.Duration(rapid.Int64Range(1, 3_000_000).Draw(t, "period_us")) * time.Microsecond
+	switch rapid.IntRange(1, 8).Draw(t, "algorithm") {
+	case 1:
+		return sluice.FixedWindow(n, period)
+	case 2:
+		return sluice.SlidingLog(n, period)
+	case 3:
+		return sluice.SlidingWindow(n, period)
+	case 4:
+		return sluice.TokenBucket(sluice.Per(n, period), rapid.Int64Range(1, 8).Draw(t, "burst"))
+	case 5:
+		return sluice.GCRA(sluice.Per(n, period), rapid.Int64Range(1, 8).Draw(t, "burst"))
+	case 6:
+		q := rapid.Int64Range(0, 6).Draw(t, "queue")
+		return sluice.LeakyBucket(sluice.Per(n, period), q).WithNoDelay(rapid.Int64Range(0, q).Draw(t, "nodelay"))
+	case 7:
+		return sluice.WarmUp(sluice.Per(n, period), time.Duration(rapid.Int64Range(1, 5_000_000).Draw(t, "warm_us"))*time.Microsecond)
+	default:
+		return sluice.Concurrency(n, period)
+	}
+}
+
+func conformance(t *testing.T, client redis.UniversalClient) {
+	base := redistest.Prefix(t)
+	var run atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		clk := &fakeClock{}
+		clk.us.Store(1_700_000_040_000_000 + rapid.Int64Range(0, 10_000_000).Draw(rt, "start"))
+		mem, err := memstore.New(memstore.Config{Now: clk.now, SweepInterval: -1})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer mem.Close()
+		red, err := redisstore.New(client, redisstore.Config{
+			Prefix: fmt.Sprintf("%s%d:", base, run.Add(1)), Now: clk.now, NearCache: -1,
+		})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer red.Close()
+
+		keys := []string{"global", "ip:203.0.113.7", "user:{42}:a}b"}
+		limits := []sluice.Limit{genLimit(rt), genLimit(rt), genLimit(rt)}
+		type lease struct {
+			req      sluice.Request
+			mem, red uint64
+		}
+		var leases []lease
+		var history []string // the trace so far, printed when the stores disagree
+		rt.Cleanup(func() {
+			if rt.Failed() {
+				for _, h := range history[max(0, len(history)-8):] {
+					rt.Log(h)
+				}
+			}
+		})
+		ctx := context.Background()
+		req := func(i int) sluice.Request {
+			k := rapid.IntRange(0, len(keys)-1).Draw(rt, "key")
+			l := limits[rapid.IntRange(0, len(limits)-1).Draw(rt, "limit")]
+			return sluice.Request{Key: keys[k], Limit: l, Cost: rapid.Int64Range(0, l.Capacity()).Draw(rt, "cost")}
+		}
+		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			gap := rapid.Int64Range(0, 1_500_000).Draw(rt, "gap_us")
+			if rapid.IntRange(0, 15).Draw(rt, "backwards") == 0 {
+				gap = -gap / 4
+			}
+			clk.us.Add(gap)
+			at := clk.us.Load() - 1_700_000_040_000_000
+			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+			case op < 6: // one request
+				r := req(0)
+				dm, errM := mem.Take(ctx, r)
+				dr, errR := red.Take(ctx, r)
+				history = append(history, fmt.Sprintf("step %d at %dµs: take %q %s cost %d -> %+v", step, at, r.Key, r.Limit, r.Cost, dm))
+				if (errM == nil) != (errR == nil) {
+					rt.Fatalf("step %d %s %v: memstore error %v, redisstore error %v", step, r.Key, r.Limit, errM, errR)
+				}
+				same(rt, step, r, dm, dr)
+				if dm.Lease != 0 {
+					leases = append(leases, lease{r, dm.Lease, dr.Lease})
+				}
+			case op < 9: // a composite check
+				n := rapid.IntRange(2, 3).Draw(rt, "dims")
+				rs := make([]sluice.Request, 0, n)
+			pick:
+				for len(rs) < n {
+					r := req(len(rs))
+					for _, o := range rs {
+						if o.Key == r.Key && o.Limit == r.Limit {
+							continue pick
+						}
+					}
+					rs = append(rs, r)
+				}
+				dm, dr := make([]sluice.Decision, n), make([]sluice.Decision, n)
+				if err := mem.TakeAll(ctx, rs, dm); err != nil {
+					rt.Fatal(err)
+				}
+				if err := red.TakeAll(ctx, rs, dr); err != nil {
+					rt.Fatal(err)
+				}
+				history = append(history, fmt.Sprintf("step %d at %dµs: check %v -> %+v", step, at, rs, dm))
+				for i := range rs {
+					same(rt, step, rs[i], dm[i], dr[i])
+					if dm[i].Lease != 0 {
+						leases = append(leases, lease{rs[i], dm[i].Lease, dr[i].Lease})
+					}
+				}
+			default: // release a lease
+				if len(leases) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(leases)-1).Draw(rt, "lease")
+				l := leases[i]
+				leases = append(leases[:i], leases[i+1:]...)
+				if err := mem.Release(ctx, l.req.Key, l.req.Limit, l.mem); err != nil {
+					rt.Fatal(err)
+				}
+				if err := red.Release(ctx, l.req.Key, l.req.Limit, l.red); err != nil {
+					rt.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+func same(t *rapid.T, step int, r sluice.Request, m, d sluice.Decision) {
+	if (m.Lease == 0) != (d.Lease == 0) {
+		t.Fatalf("step %d %q %s cost %d: lease memstore %d, redisstore %d", step, r.Key, r.Limit, r.Cost, m.Lease, d.Lease)
+	}
+	m.Lease, d.Lease = 0, 0
+	if m != d {
+		t.Fatalf("step %d %q %s cost %d:\n  memstore   %+v\n  redisstore %+v", step, r.Key, r.Limit, r.Cost, m, d)
+	}
+}

@@ -1,0 +1,86 @@
+package redisstore
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// stateKeys returns the Redis keys of (key, limit): the state hash and the
+// log (used by sliding_log and concurrency). It is the only place keys are
+// built.
+//
+// Every user-supplied part is length-prefixed, so two different (slot key,
+// key, limit) triples never produce the same name, whatever bytes they
+// contain: "a:b"+"c" and "a"+"b:c" stay apart. The limit's parameters are
+// part of the name, so a changed limit starts fresh instead of
+// misreading state written under other parameters. The hash tag {…} holds
+// the slot key, so both keys of a request, and every key sharing a slot key,
+// live on one Redis Cluster slot.
+//
+//	<prefix>{<len>:<key>}<algorithm>/<count>/<period µs>/<burst>/<nodelay>/<warm-up µs>/<lease µs>:s
+//	<prefix>{<len>:<slot key>}<len>:<key>/<algorithm>/...:s    (with Config.SlotKey)
+func (s *Store) stateKeys(key string, lim sluice.Limit) (state, log string) {
+	b := make([]byte, 0, len(s.prefix)+len(key)+64)
+	b = append(b, s.prefix...)
+	b = append(b, '{')
+	if s.slotKey != nil {
+		slot := s.slotKey(key)
+		b = strconv.AppendInt(b, int64(len(slot)), 10)
+		b = append(b, ':')
+		b = append(b, slot...)
+		b = append(b, '}')
+		b = strconv.AppendInt(b, int64(len(key)), 10)
+		b = append(b, ':')
+		b = append(b, key...)
+		b = append(b, '/')
+	} else {
+		b = strconv.AppendInt(b, int64(len(key)), 10)
+		b = append(b, ':')
+		b = append(b, key...)
+		b = append(b, '}')
+	}
+	b = append(b, lim.Algorithm.String()...)
+	for _, v := range []int64{lim.Count, micros(lim.Period), lim.Burst, lim.NoDelay, micros(lim.Warmup), micros(lim.LeaseTTL)} {
+		b = append(b, '/')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	n := len(b)
+	b = append(b, ":s:l"...)
+	all := string(b)
+	return all[:n+2], all[:n] + all[n+2:]
+}
+
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+// slot returns the Redis Cluster hash slot of a key built by stateKeys: the
+// CRC16 (XMODEM) of its hash tag, modulo 16384.
+func slot(key string) uint16 {
+	if i := indexByte(key, '{'); i >= 0 {
+		if j := indexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

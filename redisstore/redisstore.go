@@ -1,0 +1,475 @@
+// Package redisstore is the sluice.Store for a fleet: the state of every
+// limit lives in Redis (standalone, Sentinel or Cluster), so every instance
+// of a service enforces the same limits, and each decision is the one the
+// in-process memstore would make.
+//
+// Each algorithm is a Lua port of sluice's Go arithmetic (scripts/*.lua,
+// embedded), run with EVALSHA so a decision is one atomic round trip. Time is
+// read from Redis TIME inside the script, so instances whose clocks disagree
+// still agree on every decision. Every key carries a TTL fitted to its
+// algorithm and is gone soon after its state is fresh again.
+//
+// Concurrent decisions share round trips: requests from many goroutines are
+// gathered into pipelines by a few workers, without waiting for a batch to
+// fill, so a lone request still costs one round trip and a crowd costs far
+// fewer than one each. Keys refused until a known time are answered locally
+// until then (the near cache), so a retry storm against refused keys costs
+// no Redis commands at all.
+//
+// Composite checks (Limiter.Check) are all-or-nothing in one script when all
+// their keys hash to one Redis Cluster slot: always on a standalone server,
+// and on a cluster when Config.SlotKey maps their keys to one slot key. When
+// they span slots, each slot's part is decided atomically and, if any part
+// refuses, the parts already charged are refunded in a second round trip.
+// That mode never admits a request some limit refused; between the charge
+// and the refund (one round trip), another request may see the charge and be
+// refused when it would otherwise have been admitted.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// Client is the part of a go-redis client the store uses.
+// *redis.Client, *redis.ClusterClient, *redis.Ring and any
+// redis.UniversalClient (standalone, Sentinel failover or Cluster) satisfy it.
+type Client interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+// Config configures a Store. The zero value is ready to use; each field
+// documents its default.
+type Config struct {
+	// Prefix starts every key sluice writes. Default "sluice:". It must not
+	// contain '{' or '}', which Redis Cluster reads as a hash tag.
+	Prefix string
+
+	// SlotKey, if set, returns the part of a key that chooses its Redis
+	// Cluster slot. Requests of one Check whose keys share a slot key are
+	// decided in one atomic script; give every dimension of a route the
+	// route's name, for example. Default: the whole key, which spreads keys
+	// over the cluster (no hot slot) at the price of refunds across slots.
+	SlotKey func(key string) string
+
+	// NearCache is how many refused keys are remembered locally until the
+	// time Redis said they may retry. Default 10,000; negative disables it.
+	NearCache int
+
+	// Workers is how many pipelines may be in flight at once. Default 4.
+	Workers int
+
+	// MaxBatch is the most requests sent in one pipeline. Default 128.
+	MaxBatch int
+
+	// Now replaces Redis TIME with a clock of the caller's, for tests that
+	// replay fixed timelines. Never set it in production: instances would
+	// then decide by their own clocks.
+	Now func() time.Time
+}
+
+// Store is a sluice.Store backed by Redis. It is safe for concurrent use.
+// Close it to stop its workers; it does not close the client.
+type Store struct {
+	client  Client
+	cluster bool
+	prefix  string
+	slotKey func(string) string
+	now     func() time.Time
+	near    *nearCache
+	batch   *batcher
+	leaseID atomic.Uint64
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a Store that keeps its state through client.
+func New(client Client, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: New: client is nil")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "sluice:"
+	}
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: Prefix %q must not contain '{' or '}'", cfg.Prefix)
+	}
+	if cfg.NearCache == 0 {
+		cfg.NearCache = 10_000
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 128
+	}
+	_, cluster := client.(*redis.ClusterClient)
+	s := &Store{
+		client:  client,
+		cluster: cluster,
+		prefix:  cfg.Prefix,
+		slotKey: cfg.SlotKey,
+		now:     cfg.Now,
+	}
+	if cfg.NearCache > 0 {
+		s.near = newNearCache(cfg.NearCache)
+	}
+	s.leaseID.Store(uint64(time.Now().UnixNano()))
+	s.batch = newBatcher(client, cfg.Workers, cfg.MaxBatch)
+	return s, nil
+}
+
+// Close stops the pipeline workers. Calls after Close return
+// sluice.ErrClosed.
+func (s *Store) Close() error {
+	s.batch.close()
+	return nil
+}
+
+// request is one sluice.Request prepared for a script.
+type request struct {
+	sluice.Request
+	p          algo.Params
+	state, log string
+	lease      string
+}
+
+func (s *Store) prepare(r sluice.Request) (request, error) {
+	p, err := algo.Compile(r.Limit)
+	if err == nil {
+		err = p.CheckCost(r.Cost, r.Limit)
+	}
+	if err != nil {
+		return request{}, err
+	}
+	q := request{Request: r, p: p}
+	q.state, q.log = s.stateKeys(r.Key, r.Limit)
+	if p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
+		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
+	}
+	return q, nil
+}
+
+// clock returns the first script argument: "" for Redis TIME, or the test
+// clock in µs.
+func (s *Store) clock() string {
+	if s.now == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.now().UnixMicro(), 10)
+}
+
+// localNow is the clock of the near cache: the test clock, or the
+// monotonic one.
+func (s *Store) localNow() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// fieldsPerRequest must match FIELDS in scripts/state.lua.
+const fieldsPerRequest = 13
+
+// call builds one script invocation for rs (with undo tokens for refunds).
+func (s *Store) call(sc *script, rs []request, undo []string) *call {
+	keys := make([]string, 0, 2*len(rs))
+	args := make([]any, 0, 2+fieldsPerRequest*len(rs))
+	args = append(args, s.clock(), len(rs))
+	for i, r := range rs {
+		keys = append(keys, r.state, r.log)
+		u := ""
+		if undo != nil {
+			u = undo[i]
+		}
+		args = append(args, int(r.p.Alg), r.p.N, r.p.P, r.p.A, r.p.B, r.p.Cap, r.p.Full,
+			r.p.NoDelay, r.p.Warm, r.p.TTL, r.Cost, r.lease, u)
+	}
+	return &call{script: sc, keys: keys, args: args, done: make(chan struct{})}
+}
+
+// run sends c through the batcher and waits for its reply.
+func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
+	if err := s.batch.submit(ctx, c); err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Take decides one request in one round trip, or none when the near cache
+// knows the key is refused.
+func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	q, err := s.prepare(r)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	if d, ok := s.near.get(q.state, r.Cost, s.localNow()); ok {
+		return d, nil
+	}
+	reply, err := s.run(ctx, s.call(takeScript, []request{q}, nil))
+	if err != nil {
+		return sluice.Decision{}, s.wrap(err, "take", q)
+	}
+	var d [1]sluice.Decision
+	if _, err := decode(reply, d[:]); err != nil {
+		return sluice.Decision{}, s.wrap(err, "take", q)
+	}
+	s.remember(q, d[0])
+	return d[0], nil
+}
+
+// remember puts a refusal in the near cache. Concurrency refusals are not
+// cached: a release can free a slot before the leases' expiry.
+func (s *Store) remember(q request, d sluice.Decision) {
+	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && q.p.Alg != sluice.AlgorithmConcurrency {
+		s.near.put(q.state, q.Cost, d, s.localNow())
+	}
+}
+
+// TakeAll decides rs all-or-nothing: in one script when they share a slot,
+// otherwise by charging each slot's part and refunding them if any refuses
+// (see the package documentation for that mode's guarantee).
+func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
+	if len(ds) != len(rs) {
+		return fmt.Errorf("redisstore: TakeAll: %d requests but %d decisions", len(rs), len(ds))
+	}
+	qs := make([]request, len(rs))
+	for i, r := range rs {
+		for j := range i {
+			if r.Key == rs[j].Key && r.Limit == rs[j].Limit {
+				return fmt.Errorf("%w: key %q under %s", sluice.ErrDuplicateRequest, r.Key, r.Limit)
+			}
+		}
+		q, err := s.prepare(r)
+		if err != nil {
+			return err
+		}
+		qs[i] = q
+	}
+	// A request known to be refused refuses the whole check, locally.
+	now := s.localNow()
+	for i, q := range qs {
+		if d, ok := s.near.get(q.state, q.Cost, now); ok {
+			for j := range ds {
+				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
+			}
+			ds[i] = d
+			return nil
+		}
+	}
+	groups := s.groups(qs)
+	calls := make([]*call, len(groups))
+	for g, idx := range groups {
+		calls[g] = s.call(takeScript, pick(qs, idx), nil)
+		if err := s.batch.submit(ctx, calls[g]); err != nil {
+			s.settle(calls[:g], qs, ds, groups)
+			return s.wrap(err, "check", qs[0])
+		}
+	}
+	if err := s.settle(calls, qs, ds, groups); err != nil {
+		return s.wrap(err, "check", qs[0])
+	}
+	for i, q := range qs {
+		s.remember(q, ds[i])
+	}
+	return nil
+}
+
+// settle waits for every group's reply (they always arrive: the client's
+// timeouts bound them) and, if any group failed or refused, refunds the
+// groups that charged, so that a check is never charged in part.
+func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups [][]int) error {
+	undo := make([]string, len(qs))
+	charged := make([]bool, len(calls))
+	var firstErr error
+	refused := false
+	for g, c := range calls {
+		<-c.done
+		err := c.err
+		if err == nil {
+			var tokens []string
+			if tokens, err = decode(c.reply, pickDecisions(ds, groups[g])); err == nil {
+				charged[g] = true
+				for k, i := range groups[g] {
+					undo[i] = tokens[k]
+					charged[g] = charged[g] && ds[i].Allowed
+				}
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		refused = refused || !charged[g]
+	}
+	if !refused && firstErr == nil {
+		return nil
+	}
+	var refunds []*call
+	var which [][]int
+	for g, idx := range groups[:len(calls)] {
+		if !charged[g] {
+			continue
+		}
+		c := s.call(refundScript, pick(qs, idx), pickStrings(undo, idx))
+		for k, i := range idx { // refund exactly the lease that was granted
+			c.args[2+k*fieldsPerRequest+11] = strconv.FormatUint(ds[i].Lease, 10)
+		}
+		if err := s.batch.submit(context.Background(), c); err != nil {
+			return err
+		}
+		refunds = append(refunds, c)
+		which = append(which, idx)
+	}
+	for k, c := range refunds {
+		<-c.done
+		err := c.err
+		if err == nil {
+			_, err = decode(c.reply, pickDecisions(ds, which[k]))
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("refund: %w", err)
+		}
+	}
+	return firstErr
+}
+
+// groups splits requests by Redis Cluster slot, keeping their order. On a
+// standalone server every request is in one group.
+func (s *Store) groups(qs []request) [][]int {
+	if !s.cluster {
+		idx := make([]int, len(qs))
+		for i := range idx {
+			idx[i] = i
+		}
+		return [][]int{idx}
+	}
+	var slots []uint16
+	var groups [][]int
+	for i, q := range qs {
+		sl := slot(q.state)
+		g := 0
+		for g < len(slots) && slots[g] != sl {
+			g++
+		}
+		if g == len(slots) {
+			slots = append(slots, sl)
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+func pick(qs []request, idx []int) []request {
+	out := make([]request, len(idx))
+	for k, i := range idx {
+		out[k] = qs[i]
+	}
+	return out
+}
+
+func pickStrings(xs []string, idx []int) []string {
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		out[k] = xs[i]
+	}
+	return out
+}
+
+// pickDecisions returns a view writing through to ds at idx.
+func pickDecisions(ds []sluice.Decision, idx []int) decisionView {
+	return decisionView{ds: ds, idx: idx}
+}
+
+type decisionView struct {
+	ds  []sluice.Decision
+	idx []int
+}
+
+// Release ends a concurrency lease.
+func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lease uint64) error {
+	q, err := s.prepare(sluice.Request{Key: key, Limit: limit})
+	if err != nil {
+		return err
+	}
+	q.lease = strconv.FormatUint(lease, 10)
+	if _, err := s.run(ctx, s.call(releaseScript, []request{q}, nil)); err != nil {
+		return s.wrap(err, "release", q)
+	}
+	return nil
+}
+
+// wrap names the operation, key and limit in a Redis error.
+func (s *Store) wrap(err error, op string, q request) error {
+	return fmt.Errorf("redisstore: %s %q under %s: %w", op, q.Key, q.Limit, err)
+}
+
+// decode reads 8 values per request from a script reply into the
+// decisions, and returns the undo tokens. Every value is checked.
+func decode(reply []any, into any) ([]string, error) {
+	var set func(k int, d sluice.Decision)
+	var n int
+	switch v := into.(type) {
+	case []sluice.Decision:
+		n = len(v)
+		set = func(k int, d sluice.Decision) { v[k] = d }
+	case decisionView:
+		n = len(v.idx)
+		set = func(k int, d sluice.Decision) { v.ds[v.idx[k]] = d }
+	}
+	if len(reply) != 8*n {
+		return nil, fmt.Errorf("%w: %d values for %d requests", errBadReply, len(reply), n)
+	}
+	undo := make([]string, n)
+	for k := range n {
+		v := reply[8*k : 8*k+8]
+		var ints [6]int64
+		for j := range ints {
+			x, ok := v[j].(int64)
+			if !ok {
+				return nil, fmt.Errorf("%w: value %d is %T, want an integer", errBadReply, 8*k+j, v[j])
+			}
+			ints[j] = x
+		}
+		lease, ok1 := v[6].(string)
+		tok, ok2 := v[7].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: lease or undo token is not a string", errBadReply)
+		}
+		d := sluice.Decision{
+			Allowed:    ints[0] == 1,
+			Limit:      ints[1],
+			Remaining:  ints[2],
+			RetryAfter: time.Duration(ints[3]) * time.Microsecond,
+			ResetAfter: time.Duration(ints[4]) * time.Microsecond,
+			Delay:      time.Duration(ints[5]) * time.Microsecond,
+		}
+		if lease != "" {
+			id, err := strconv.ParseUint(lease, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: lease %q", errBadReply, lease)
+			}
+			d.Lease = id
+		}
+		set(k, d)
+		undo[k] = tok
+	}
+	return undo, nil
+}
+
+var errBadReply = errors.New("redisstore: unexpected reply from the sluice script")
