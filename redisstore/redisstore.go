@@ -89,6 +89,7 @@ type Store struct {
 	near    *nearCache
 	batch   *batcher
 	leaseID atomic.Uint64
+	skew    atomic.Int64 // added to the local clock, by tests that skew instances
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -170,12 +171,13 @@ func (s *Store) clock() string {
 }
 
 // localNow is the clock of the near cache: the test clock, or the
-// monotonic one.
+// monotonic one. Only differences between its readings are used, never
+// compared with Redis time.
 func (s *Store) localNow() time.Time {
 	if s.now != nil {
 		return s.now()
 	}
-	return time.Now()
+	return time.Now().Add(time.Duration(s.skew.Load()))
 }
 
 // fieldsPerRequest must match FIELDS in scripts/state.lua.

@@ -1,0 +1,293 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var ctx = context.Background()
+
+func newStore(t *testing.T, c redisstore.Client, cfg redisstore.Config) *redisstore.Store {
+	t.Helper()
+	if cfg.Prefix == "" {
+		cfg.Prefix = redistest.Prefix(t)
+	}
+	s, err := redisstore.New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// exact lists limits that admit exactly bound requests in a run of a few
+// seconds on the real clock: nothing refills or expires meanwhile.
+var exact = []struct {
+	lim   sluice.Limit
+	bound int64
+}{
+	{sluice.SlidingLog(300, time.Hour), 300},
+	{sluice.SlidingWindow(300, 24*time.Hour), 300},
+	{sluice.TokenBucket(sluice.PerHour(1), 300), 300},
+	{sluice.GCRA(sluice.PerHour(1), 300), 300},
+	{sluice.LeakyBucket(sluice.PerHour(1), 299).WithNoDelay(299), 300},
+	{sluice.Concurrency(300, time.Hour), 300},
+}
+
+// TestManyInstancesExactBound: three instances (three clients, three
+// stores) with 32 goroutines each flood one key; together they admit exactly
+// the limit's bound, never more. On the cluster too, and with the instances'
+// local clocks jumping back and forth, which must change nothing: every
+// decision is made on Redis's clock.
+func TestManyInstancesExactBound(t *testing.T) {
+	for _, deploy := range []string{"standalone", "cluster"} {
+		for _, skew := range []bool{false, true} {
+			for _, tc := range exact {
+				name := fmt.Sprintf("%s/skew=%v/%s", deploy, skew, tc.lim.Algorithm)
+				t.Run(name, func(t *testing.T) {
+					prefix := redistest.Prefix(t)
+					var stores []*redisstore.Store
+					for range 3 {
+						var c redisstore.Client
+						if deploy == "cluster" {
+							c = redistest.Cluster(t)
+						} else {
+							c = redistest.Standalone(t)
+						}
+						stores = append(stores, newStore(t, c, redisstore.Config{Prefix: prefix}))
+					}
+					var admitted, errs atomic.Int64
+					var wg sync.WaitGroup
+					for i, s := range stores {
+						for g := range 32 {
+							wg.Go(func() {
+								for k := range 30 {
+									if skew && g == 0 && k%5 == 0 {
+										redisstore.SkewLocalClock(s, time.Duration((k%3)-1)*time.Duration(i+1)*10*time.Second)
+									}
+									d, err := s.Take(ctx, sluice.Request{Key: "hot", Limit: tc.lim, Cost: 1})
+									if err != nil {
+										errs.Add(1)
+										continue
+									}
+									if d.Allowed {
+										admitted.Add(1)
+									}
+								}
+							})
+						}
+					}
+					wg.Wait()
+					if errs.Load() != 0 {
+						t.Fatalf("%d errors", errs.Load())
+					}
+					if got := admitted.Load(); got != tc.bound {
+						t.Fatalf("3 instances admitted %d, want exactly %d", got, tc.bound)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKeysExpire: after each limit's state is fresh again (plus a second of
+// slack), no key of the test's prefix remains.
+func TestKeysExpire(t *testing.T) {
+	for _, deploy := range []string{"standalone", "cluster"} {
+		t.Run(deploy, func(t *testing.T) {
+			var c redis.UniversalClient = redistest.Standalone(t)
+			if deploy == "cluster" {
+				c = redistest.Cluster(t)
+			}
+			prefix := redistest.Prefix(t)
+			s := newStore(t, c, redisstore.Config{Prefix: prefix})
+			limits := []sluice.Limit{
+				sluice.FixedWindow(5, 200*time.Millisecond), sluice.SlidingLog(5, 200*time.Millisecond),
+				sluice.SlidingWindow(5, 100*time.Millisecond), sluice.TokenBucket(sluice.PerSecond(50), 5),
+				sluice.GCRA(sluice.PerSecond(50), 5), sluice.LeakyBucket(sluice.PerSecond(50), 4),
+				sluice.WarmUp(sluice.PerSecond(50), 100*time.Millisecond), sluice.Concurrency(5, 200*time.Millisecond),
+			}
+			for _, l := range limits {
+				for i := range 3 {
+					if _, err := s.Take(ctx, sluice.Request{Key: "user:" + strconv.Itoa(i), Limit: l, Cost: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if keys := redistest.Keys(t, c, prefix); len(keys) < len(limits)*3 {
+				t.Fatalf("only %d keys written: %v", len(keys), keys)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				keys := redistest.Keys(t, c, prefix)
+				if len(keys) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d keys left 5s after their states were fresh again, e.g. %q", len(keys), keys[0])
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestKeyBuilder: keys that could collide under naive joining stay apart,
+// and hostile bytes are safe.
+func TestKeyBuilder(t *testing.T) {
+	c := redistest.Standalone(t)
+	s := newStore(t, c, redisstore.Config{})
+	lim := sluice.FixedWindow(1, time.Hour)
+	for _, k := range []string{"a:b", "a", "a:b:c", "a}b", "{a", "", "\x00\xff\n", strings.Repeat("x", 1000)} {
+		d, err := s.Take(ctx, sluice.Request{Key: k, Limit: lim, Cost: 1})
+		if err != nil || !d.Allowed {
+			t.Fatalf("key %q: first request %+v %v (collided with another key?)", k, d, err)
+		}
+	}
+}
+
+func TestScriptFlushRecovers(t *testing.T) {
+	c := redistest.Standalone(t)
+	s := newStore(t, c, redisstore.Config{})
+	lim := sluice.FixedWindow(10, time.Hour)
+	for i := range 3 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1})
+		if err != nil || !d.Allowed || d.Remaining != int64(9-i) {
+			t.Fatalf("after SCRIPT FLUSH: %+v %v", d, err)
+		}
+	}
+}
+
+func TestErrorsNameTheRequest(t *testing.T) {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer dead.Close()
+	s := newStore(t, dead, redisstore.Config{})
+	_, err := s.Take(ctx, sluice.Request{Key: "user:7", Limit: sluice.GCRA(sluice.PerSecond(5), 5), Cost: 1})
+	if err == nil || !strings.Contains(err.Error(), `redisstore: take "user:7" under gcra(5/s, burst 5):`) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: sluice.GCRA(sluice.PerSecond(5), 5), Cost: 6}); !errors.Is(err, sluice.ErrCostExceedsCapacity) {
+		t.Fatalf("cost above capacity: %v", err)
+	}
+	if _, err := redisstore.New(dead, redisstore.Config{Prefix: "a{b"}); err == nil {
+		t.Fatal("a prefix with a brace was accepted")
+	}
+}
+
+// TestNearCache: a refused key is answered locally until its RetryAfter,
+// without a Redis command, then asked again.
+func TestNearCache(t *testing.T) {
+	c := redistest.Standalone(t)
+	s := newStore(t, c, redisstore.Config{})
+	lim := sluice.FixedWindow(2, 300*time.Millisecond)
+	for range 2 {
+		s.Take(ctx, sluice.Request{Key: "storm", Limit: lim, Cost: 1})
+	}
+	d, _ := s.Take(ctx, sluice.Request{Key: "storm", Limit: lim, Cost: 1})
+	if d.Allowed {
+		t.Fatal("third request admitted")
+	}
+	before := evalshaCalls(t, c)
+	for range 1000 {
+		d, err := s.Take(ctx, sluice.Request{Key: "storm", Limit: lim, Cost: 1})
+		if err != nil || d.Allowed || d.RetryAfter <= 0 {
+			t.Fatalf("near cache answer: %+v %v", d, err)
+		}
+	}
+	if n := evalshaCalls(t, c) - before; n != 0 {
+		t.Fatalf("1000 retries of a refused key cost %d EVALSHA, want 0", n)
+	}
+	// A peek always asks Redis, and so does the key once RetryAfter passed.
+	if _, err := s.Take(ctx, sluice.Request{Key: "storm", Limit: lim, Cost: 0}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d.RetryAfter + 10*time.Millisecond)
+	if d, _ := s.Take(ctx, sluice.Request{Key: "storm", Limit: lim, Cost: 1}); !d.Allowed {
+		t.Fatalf("after RetryAfter: %+v", d)
+	}
+}
+
+// evalshaCalls reads how many EVALSHA the server has run.
+func evalshaCalls(t *testing.T, c *redis.Client) int64 {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func TestWaitOnRedis(t *testing.T) {
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{})
+	l := sluice.New(s)
+	lim := sluice.TokenBucket(sluice.PerSecond(20), 1)
+	start := time.Now()
+	for range 5 {
+		if _, err := l.Wait(ctx, "w", lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el < 195*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("5 waits at 20/s took %s, want about 200ms", el)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := l.Wait(short, "w", lim); !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+		t.Fatalf("wait beyond the deadline: %v", err)
+	}
+}
+
+// TestCheckOnClusterSlotKey: with a SlotKey that maps every dimension of a
+// route to one slot, a composite check is one atomic script on the cluster.
+func TestCheckOnClusterSlotKey(t *testing.T) {
+	c := redistest.Cluster(t)
+	s := newStore(t, c, redisstore.Config{SlotKey: func(key string) string {
+		route, _, _ := strings.Cut(key, "|")
+		return route
+	}})
+	l := sluice.New(s)
+	global := sluice.TokenBucket(sluice.PerHour(1), 3)
+	perUser := sluice.FixedWindow(1, time.Hour)
+	for i, want := range []bool{true, false, true, true, false} {
+		user := []string{"ann", "ann", "bob", "cy", "dee"}[i]
+		d, err := l.Check(ctx,
+			sluice.Request{Key: "POST /orders|global", Limit: global, Cost: 1},
+			sluice.Request{Key: "POST /orders|user:" + user, Limit: perUser, Cost: 1})
+		if err != nil || d.Allowed != want {
+			t.Fatalf("check %d (%s): %+v %v, want allowed=%v", i, user, d, err, want)
+		}
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s, err := redisstore.New(redistest.Standalone(t), redisstore.Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(1, time.Second), Cost: 1}); !errors.Is(err, sluice.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
