@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
@@ -26,6 +27,7 @@ type call struct {
 // pipeline splits itself by node.
 type batcher struct {
 	client Client
+	active atomic.Int64 // calls submitted and not yet answered
 	queue  chan *call
 	max    int
 	stop   chan struct{}
@@ -41,19 +43,27 @@ func newBatcher(client Client, workers, max int) *batcher {
 	return b
 }
 
-// submit queues c. It fails only if the store is closed or ctx ends first.
+// submit sends c. When no other call is in flight it runs c at once, on
+// the caller's goroutine, saving two goroutine switches; otherwise it queues
+// c for the workers. It fails only if the store is closed or ctx ends first.
 func (b *batcher) submit(ctx context.Context, c *call) error {
 	select {
 	case <-b.stop:
 		return sluice.ErrClosed
 	default:
 	}
+	if b.active.Add(1) == 1 {
+		b.exec([]*call{c})
+		return nil
+	}
 	select {
 	case b.queue <- c:
 		return nil
 	case <-b.stop:
+		b.active.Add(-1)
 		return sluice.ErrClosed
 	case <-ctx.Done():
+		b.active.Add(-1)
 		return ctx.Err()
 	}
 }
@@ -66,6 +76,7 @@ func (b *batcher) close() {
 		select {
 		case c := <-b.queue:
 			c.err = sluice.ErrClosed
+			b.active.Add(-1)
 			close(c.done)
 		default:
 			return
@@ -100,6 +111,15 @@ func (b *batcher) work() {
 // the script as it runs.
 func (b *batcher) exec(batch []*call) {
 	ctx := context.Background()
+	if len(batch) == 1 { // no pipeline for one call: less work per round trip
+		c := batch[0]
+		cmd := b.client.EvalSha(ctx, c.script.sha, c.keys, c.args...)
+		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			cmd = b.client.Eval(ctx, c.script.src, c.keys, c.args...)
+		}
+		b.deliver(c, cmd)
+		return
+	}
 	cmds := make([]*redis.Cmd, len(batch))
 	pipe := b.client.Pipeline()
 	for i, c := range batch {
@@ -130,5 +150,6 @@ func (b *batcher) exec(batch []*call) {
 
 func (b *batcher) deliver(c *call, cmd *redis.Cmd) {
 	c.reply, c.err = cmd.Slice()
+	b.active.Add(-1)
 	close(c.done)
 }

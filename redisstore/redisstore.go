@@ -183,7 +183,8 @@ func (s *Store) localNow() time.Time {
 // fieldsPerRequest must match FIELDS in scripts/state.lua.
 const fieldsPerRequest = 13
 
-// call builds one script invocation for rs (with undo tokens for refunds).
+// call builds one script invocation for rs; undo, if not nil, holds each
+// request's undo field (see scripts/state.lua).
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	keys := make([]string, 0, 2*len(rs))
 	args := make([]any, 0, 2+fieldsPerRequest*len(rs))
@@ -223,7 +224,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if d, ok := s.near.get(q.state, r.Cost, s.localNow()); ok {
 		return d, nil
 	}
-	reply, err := s.run(ctx, s.call(takeScript, []request{q}, nil))
+	reply, err := s.run(ctx, s.call(takeOne[q.p.Alg], []request{q}, nil))
 	if err != nil {
 		return sluice.Decision{}, s.wrap(err, "take", q)
 	}
@@ -277,7 +278,15 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	groups := s.groups(qs)
 	calls := make([]*call, len(groups))
 	for g, idx := range groups {
-		calls[g] = s.call(takeScript, pick(qs, idx), nil)
+		var undo []string
+		if len(groups) > 1 { // ask for undo tokens: a refund may follow
+			undo = make([]string, len(idx))
+			for k := range undo {
+				undo[k] = "1"
+			}
+		}
+		rs := pick(qs, idx)
+		calls[g] = s.call(takeFor(rs), rs, undo)
 		if err := s.batch.submit(ctx, calls[g]); err != nil {
 			s.settle(calls[:g], qs, ds, groups)
 			return s.wrap(err, "check", qs[0])

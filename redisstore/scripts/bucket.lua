@@ -40,9 +40,11 @@ local function token_bucket(st, p, now, c, commit)
   r, used = bucket(p, used, c)
   shift(r, at - now)
   if r.allowed and commit and c > 0 then
-    local before = before_charge(st)
+    local before = p.undo ~= '' and before_charge(st)
     st.x, st.y, st.idle, st.dirty = used, at, at + cdiv(used, p.A), true
-    r.undo = undo_token(before, st, '')
+    if before then
+      r.undo = undo_token(before, st, '')
+    end
   end
   return r
 end
@@ -63,11 +65,13 @@ local function gcra(st, p, now, c, commit)
     r.delay = cdiv(math.max(0, before - p.NoDelay * p.B), p.A)
   end
   if r.allowed and commit and c > 0 then
-    local before = before_charge(st)
+    local before = p.undo ~= '' and before_charge(st)
     local ahead = cdiv(debt, p.A)
     st.x, st.y, st.dirty = at + ahead, ahead * p.A - debt, true
     st.idle = st.x
-    r.undo = undo_token(before, st, '')
+    if before then
+      r.undo = undo_token(before, st, '')
+    end
   end
   return r
 end

@@ -17,11 +17,13 @@ local function concurrency(st, p, now, c, commit)
       last = math.max(now + p.TTL, last)
     end
     if commit and c > 0 then
-      local before = before_charge(st)
+      local before = p.undo ~= '' and before_charge(st)
       redis.call('ZADD', st.log, last, p.lease .. ':' .. int(c))
       st.y, st.idle, st.dirty = st.y + c, last, true
       r.lease = p.lease
-      r.undo = undo_token(before, st, '')
+      if before then
+        r.undo = undo_token(before, st, '')
+      end
     end
   else
     r.retry = walk_log(st.log, used + c - p.N) - now

@@ -11,9 +11,11 @@ local function fixed_window(st, p, now, c, commit)
     r.allowed = true
     count = count + c
     if commit and c > 0 then
-      local before = before_charge(st)
+      local before = p.undo ~= '' and before_charge(st)
       st.y, st.idle, st.dirty = count, stop, true
-      r.undo = undo_token(before, st, int(start))
+      if before then
+        r.undo = undo_token(before, st, int(start))
+      end
     end
   else
     r.retry = stop - now

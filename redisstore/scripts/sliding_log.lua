@@ -17,12 +17,14 @@ local function sliding_log(st, p, now, c, commit)
       newest = t
     end
     if commit and c > 0 then
-      local before = before_charge(st)
+      local before = p.undo ~= '' and before_charge(st)
       st.q = st.q + 1
       local member = int(st.q) .. ':' .. int(c)
       redis.call('ZADD', st.log, t, member)
       st.y, st.idle, st.dirty = st.y + c, t + p.P, true
-      r.undo = undo_token(before, st, member)
+      if before then
+        r.undo = undo_token(before, st, member)
+      end
     end
   else
     r.retry = walk_log(st.log, used + c - p.N) + p.P - now

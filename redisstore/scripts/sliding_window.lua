@@ -28,9 +28,11 @@ local function sliding_window(st, p, now, c, commit)
     r.allowed = true
     cur = cur + c
     if commit and c > 0 then
-      local before = before_charge(st)
+      local before = p.undo ~= '' and before_charge(st)
       st.y, st.idle, st.dirty = cur, start + 2 * p.P, true
-      r.undo = undo_token(before, st, int(start))
+      if before then
+        r.undo = undo_token(before, st, int(start))
+      end
     end
   else
     local e = sw_earliest(p, p.N - cur - c, prev)

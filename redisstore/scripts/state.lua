@@ -6,7 +6,9 @@
 -- keys, KEYS[2i-1] (a hash holding the state: fields x, y, z, q) and KEYS[2i]
 -- (a sorted set, the log of sliding_log and concurrency), and FIELDS
 -- arguments from ARGV[3 + (i-1)*FIELDS]: algorithm code, N, P (µs), A, B,
--- Cap, Full, NoDelay, Warm (µs), TTL (µs), cost, lease id, undo token.
+-- Cap, Full, NoDelay, Warm (µs), TTL (µs), cost, lease id, undo. For
+-- take.lua, undo is "" or "1" to ask for an undo token (a check spanning
+-- Redis Cluster slots may have to refund); for refund.lua it is the token.
 local FIELDS = 13
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
 
@@ -33,18 +35,14 @@ local function load(i)
   local st = {
     key = key, log = log, existed = v[1] ~= false,
     x = tonumber(v[1]) or 0, y = tonumber(v[2]) or 0, z = tonumber(v[3]) or 0, q = tonumber(v[4]) or 0,
-    idle = 0, dirty = false,
+    idle = 0, dirty = false, logged = alg == 2 or alg == 8,
   }
   return p, st
 end
 
--- The algorithm codes are sluice.Algorithm values.
-local algorithms = {
-  [1] = fixed_window, [2] = sliding_log, [3] = sliding_window, [4] = token_bucket,
-  [5] = gcra, [6] = gcra, [7] = warm_up, [8] = concurrency,
-}
-
--- step decides request (p, st); cost 0 is a peek, as in algo.Step.
+-- step decides request (p, st); cost 0 is a peek, as in algo.Step. The
+-- table algorithms (sluice.Algorithm code -> function) is written by the
+-- script assembler (scripts.go) before this file.
 local function step(p, st, now, commit)
   local f = algorithms[p.alg]
   if p.cost == 0 then
@@ -70,7 +68,9 @@ local function save(st, now)
   end
   if ttl > 0 then
     redis.call('PEXPIRE', st.key, ttl)
-    redis.call('PEXPIRE', st.log, ttl)
+    if st.logged then
+      redis.call('PEXPIRE', st.log, ttl)
+    end
   end
 end
 

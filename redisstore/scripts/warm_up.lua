@@ -29,10 +29,12 @@ local function warm_up(st, p, now, c, commit)
   nxt = now + stable + extra
   r.reset = nxt - now
   if commit then
-    local before = before_charge(st)
+    local before = p.undo ~= '' and before_charge(st)
     st.x, st.y, st.dirty = nxt, warmth + take, true
     st.idle = nxt + st.y
-    r.undo = undo_token(before, st, int(stable + extra) .. ':' .. int(take))
+    if before then
+      r.undo = undo_token(before, st, int(stable + extra) .. ':' .. int(take))
+    end
   end
   return r
 end
