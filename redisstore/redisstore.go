@@ -247,6 +247,11 @@ func (s *Store) remember(q request, d sluice.Decision) {
 // TakeAll decides rs all-or-nothing: in one script when they share a slot,
 // otherwise by charging each slot's part and refunding them if any refuses
 // (see the package documentation for that mode's guarantee).
+//
+// If the near cache knows one request is refused, the whole check is refused
+// without a round trip: that request gets its remembered decision and the
+// others a refusal with RetryAfter 0 and Remaining 0 (their state was not
+// read).
 func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
 	if len(ds) != len(rs) {
 		return fmt.Errorf("redisstore: TakeAll: %d requests but %d decisions", len(rs), len(ds))

@@ -23,13 +23,26 @@ end
 local function load(i)
   local b = 2 + (i - 1) * FIELDS
   local alg = tonumber(ARGV[b + 1])
-  local p = {
-    alg = alg, N = tonumber(ARGV[b + 2]), P = tonumber(ARGV[b + 3]),
-    A = tonumber(ARGV[b + 4]), B = tonumber(ARGV[b + 5]), Cap = tonumber(ARGV[b + 6]),
-    Full = tonumber(ARGV[b + 7]), NoDelay = tonumber(ARGV[b + 8]), Warm = tonumber(ARGV[b + 9]),
-    TTL = tonumber(ARGV[b + 10]), cost = tonumber(ARGV[b + 11]), lease = ARGV[b + 12],
-    undo = ARGV[b + 13], leaky = alg == 6,
-  }
+  -- Parse only what the algorithm reads: every tonumber costs time on
+  -- every call.
+  local p = { alg = alg, cost = tonumber(ARGV[b + 11]), undo = ARGV[b + 13], leaky = alg == 6 }
+  if alg >= 4 and alg <= 6 then
+    p.A, p.B = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
+    p.Cap, p.Full = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
+    if alg == 6 then
+      p.NoDelay = tonumber(ARGV[b + 8])
+    end
+  else
+    p.N = tonumber(ARGV[b + 2])
+    if alg == 8 then
+      p.TTL, p.lease = tonumber(ARGV[b + 10]), ARGV[b + 12]
+    else
+      p.P = tonumber(ARGV[b + 3])
+      if alg == 7 then
+        p.Warm = tonumber(ARGV[b + 9])
+      end
+    end
+  end
   local key, log = KEYS[2 * i - 1], KEYS[2 * i]
   local v = redis.call('HMGET', key, 'x', 'y', 'z', 'q')
   local st = {
