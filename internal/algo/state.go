@@ -55,3 +55,32 @@ func (s *State) remove(i int) {
 		s.Log, s.Head = s.Log[:0], 0
 	}
 }
+
+// prune drops the entries with T at or before cutoff, subtracting their
+// cost from Y.
+func (s *State) prune(cutoff int64) {
+	for live := s.live(); len(live) > 0 && live[0].T <= cutoff; live = s.live() {
+		s.Y -= live[0].Cost
+		s.popFront()
+	}
+}
+
+// newest returns the T of the newest entry, or -1 if there is none.
+func (s *State) newest() int64 {
+	if live := s.live(); len(live) > 0 {
+		return live[len(live)-1].T
+	}
+	return -1
+}
+
+// covering returns the T of the entry at which the running total of costs,
+// oldest first, reaches need. Callers ask for need ≤ Y, so one does; the
+// newest entry answers otherwise.
+func (s *State) covering(need int64) int64 {
+	for _, e := range s.live() {
+		if need -= e.Cost; need <= 0 {
+			return e.T
+		}
+	}
+	return s.newest()
+}

@@ -127,16 +127,10 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
 	// dropped as expired can never have been needed.
 	t := max(now, s.Z)
 	s.Z = t
-	for live := s.live(); len(live) > 0 && live[0].T <= t-p.P; live = s.live() {
-		s.Y -= live[0].Cost
-		s.popFront()
-	}
+	s.prune(t - p.P)
 	r := result{limit: p.N}
 	used := s.Y
-	newest := int64(-1)
-	if live := s.live(); len(live) > 0 {
-		newest = live[len(live)-1].T
-	}
+	newest := s.newest()
 	if used+c <= p.N {
 		r.allowed = true
 		used += c
@@ -154,13 +148,7 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
 		}
 	} else {
 		// Admitted once enough of the oldest records have left the window.
-		need := used + c - p.N
-		for _, e := range s.live() {
-			if need -= e.Cost; need <= 0 {
-				r.retry = e.T + p.P - now
-				break
-			}
-		}
+		r.retry = s.covering(used+c-p.N) + p.P - now
 	}
 	r.remaining = p.N - used
 	if newest >= 0 && used > 0 {
@@ -373,16 +361,10 @@ func warmUp(p *Params, s *State, now, c int64, commit bool) result {
 func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
 	now = max(now, s.Z)
 	s.Z = now
-	for live := s.live(); len(live) > 0 && live[0].T <= now; live = s.live() {
-		s.Y -= live[0].Cost
-		s.popFront()
-	}
+	s.prune(now)
 	r := result{limit: p.N}
 	used := s.Y
-	last := int64(-1)
-	if live := s.live(); len(live) > 0 {
-		last = live[len(live)-1].T
-	}
+	last := s.newest()
 	if used+c <= p.N {
 		r.allowed = true
 		used += c
@@ -397,13 +379,7 @@ func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool) r
 			r.lease = lease
 		}
 	} else {
-		need := used + c - p.N
-		for _, e := range s.live() {
-			if need -= e.Cost; need <= 0 {
-				r.retry = e.T - now
-				break
-			}
-		}
+		r.retry = s.covering(used+c-p.N) - now
 	}
 	r.remaining = p.N - used
 	if used > 0 {
