@@ -53,7 +53,7 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 	default:
 	}
 	if b.active.Add(1) == 1 {
-		b.exec([]*call{c})
+		b.exec(ctx, []*call{c})
 		return nil
 	}
 	select {
@@ -102,15 +102,16 @@ func (b *batcher) work() {
 				break fill
 			}
 		}
-		b.exec(batch)
+		b.exec(context.Background(), batch)
 	}
 }
 
 // exec runs a batch with EVALSHA and, for calls the server answered with
 // NOSCRIPT (after a restart or SCRIPT FLUSH), again with EVAL, which loads
-// the script as it runs.
-func (b *batcher) exec(batch []*call) {
-	ctx := context.Background()
+// the script as it runs. A call run on its caller's goroutine gets the
+// caller's context (its deadline bounds the round trip); a shared pipeline
+// is bounded by the client's own timeouts.
+func (b *batcher) exec(ctx context.Context, batch []*call) {
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
 		cmd := b.client.EvalSha(ctx, c.script.sha, c.keys, c.args...)
