@@ -67,7 +67,7 @@ func appendItem(b []byte, name string, params ...any) []byte {
 
 // setHeaders writes RateLimit-Policy and RateLimit for the limits checked,
 // and Retry-After when the request was refused.
-func setHeaders(h http.Header, limits []Limit, ds []sluice.Decision, binding sluice.Decision, legacy bool) {
+func setHeaders(h http.Header, limits []Planned, ds []sluice.Decision, binding sluice.Decision, legacy bool) {
 	var policy, state []byte
 	for i, l := range limits {
 		q, w := quotaAndWindow(l.Limit)

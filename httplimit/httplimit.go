@@ -63,15 +63,59 @@ func ByIP(c *ClientIP) KeyFunc { return c.Key }
 // make the store hold arbitrarily long keys.
 const maxKeyValue = 256
 
-// Config configures the middleware. Only Limits is required.
+// Planned is one limit to check for one request, as a Source plans it.
+type Planned struct {
+	// Name identifies the limit in headers and refusals.
+	Name string
+	// Key is the store key; the Source makes keys of different limits
+	// distinct.
+	Key string
+	// Limit and Cost are what is charged.
+	Limit sluice.Limit
+	Cost  int64
+	// Action says what to do when this limit refuses; nil rejects with
+	// the default response.
+	Action *Action
+}
+
+// Source decides which limits apply to a request: a fixed list
+// (Config.Limits), or a policy (package policy) that matches rules.
+type Source interface {
+	// Plan appends to dst the limits that apply to r.
+	Plan(r *http.Request, dst []Planned) ([]Planned, error)
+}
+
+// Action says what happens when a limit refuses a request. The zero value
+// rejects with 429 and a problem document.
+type Action struct {
+	// Wait makes the request wait until it is admitted, for at most
+	// MaxDelay, before it is rejected.
+	Wait     bool
+	MaxDelay time.Duration
+	// Shadow admits the request anyway: the refusal is only counted and
+	// logged (aggregated), to try a limit out before enforcing it.
+	Shadow bool
+	// Status, ContentType and Body replace the default rejection (429,
+	// application/problem+json). Retry-After and the RateLimit fields are
+	// sent either way.
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// Config configures the middleware. Give Limits or Source.
 type Config struct {
 	// Limits are checked together for every request: if any refuses,
 	// none is charged.
 	Limits []Limit
 
+	// Source plans the limits of each request instead of Limits, for
+	// example a *policy.Policy or a policy.Holder.
+	Source Source
+
 	// Refused writes the response to a refused request, replacing the
-	// default 429 problem document (the headers are already set). Use it to
-	// localise the message or to serve a fallback instead.
+	// default 429 problem document and any Action's body (the headers are
+	// already set). Use it to localise the message or to serve a fallback.
 	Refused func(w http.ResponseWriter, r *http.Request, d sluice.Decision, limit string)
 
 	// OnError decides what happens when a key cannot be computed or the
@@ -80,8 +124,9 @@ type Config struct {
 	// error, at most once per second.
 	OnError func(r *http.Request, err error) bool
 
-	// MaxDelay bounds the shaping delay the middleware will wait for before
-	// calling the handler (leaky_bucket limits). Default 1s.
+	// MaxDelay bounds the shaping delay (leaky_bucket limits) the
+	// middleware waits before calling the handler; a longer one is refused.
+	// Default 1s.
 	MaxDelay time.Duration
 
 	// LegacyHeaders also sends X-RateLimit-Limit, -Remaining and -Reset
@@ -97,11 +142,39 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	if limiter == nil {
 		return nil, errors.New("httplimit: New: limiter is nil")
 	}
-	if len(cfg.Limits) == 0 {
+	switch {
+	case cfg.Source != nil && len(cfg.Limits) > 0:
+		return nil, errors.New("httplimit: New: give Limits or Source, not both")
+	case cfg.Source == nil && len(cfg.Limits) == 0:
 		return nil, errors.New("httplimit: New: no limits")
+	case cfg.Source == nil:
+		src, err := newStatic(cfg.Limits)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Source = src
 	}
+	if cfg.MaxDelay == 0 {
+		cfg.MaxDelay = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &middleware{limiter: limiter, cfg: cfg}
+	if cfg.OnError == nil {
+		m.cfg.OnError = m.failOpen
+	}
+	m.shadow.logger = cfg.Logger
+	m.pool.New = func() any { return &scratch{} }
+	return m.wrap, nil
+}
+
+// static is the Source of Config.Limits.
+type static struct{ limits []Limit }
+
+func newStatic(limits []Limit) (*static, error) {
 	seen := map[string]bool{}
-	for i, l := range cfg.Limits {
+	for i, l := range limits {
 		if err := checkName(l.Name); err != nil {
 			return nil, fmt.Errorf("httplimit: limit %d: %w", i, err)
 		}
@@ -116,24 +189,20 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
 	}
-	if cfg.MaxDelay == 0 {
-		cfg.MaxDelay = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	m := &middleware{limiter: limiter, cfg: cfg}
-	if cfg.OnError == nil {
-		m.cfg.OnError = m.failOpen
-	}
-	m.pool.New = func() any {
-		return &scratch{
-			reqs:   make([]sluice.Request, 0, len(cfg.Limits)),
-			ds:     make([]sluice.Decision, 0, len(cfg.Limits)),
-			limits: make([]Limit, 0, len(cfg.Limits)),
+	return &static{limits: limits}, nil
+}
+
+func (s *static) Plan(r *http.Request, dst []Planned) ([]Planned, error) {
+	for _, l := range s.limits {
+		key, err := l.Key(r)
+		if err != nil {
+			return dst, fmt.Errorf("key of limit %q: %w", l.Name, err)
+		}
+		if key != "" {
+			dst = append(dst, Planned{Name: l.Name, Key: l.Name + "\x00" + key, Limit: l.Limit, Cost: 1})
 		}
 	}
-	return m.wrap, nil
+	return dst, nil
 }
 
 func checkName(name string) error {
@@ -154,88 +223,144 @@ type middleware struct {
 	pool    sync.Pool
 	logMu   sync.Mutex
 	lastLog time.Time
+	shadow  aggregate
 }
 
 // scratch holds one request's slices, reused across requests.
 type scratch struct {
-	reqs   []sluice.Request
-	ds     []sluice.Decision
-	limits []Limit
+	planned  []Planned
+	enforced []Planned
+	shadow   []Planned
+	reqs     []sluice.Request
+	ds       []sluice.Decision
+}
+
+// check runs one all-or-nothing Check of ps, leaving the decisions in
+// sc.ds.
+func (m *middleware) check(r *http.Request, sc *scratch, ps []Planned) (sluice.Decision, error) {
+	sc.reqs, sc.ds = sc.reqs[:0], sc.ds[:0]
+	for _, p := range ps {
+		sc.reqs = append(sc.reqs, sluice.Request{Key: p.Key, Limit: p.Limit, Cost: p.Cost})
+		sc.ds = append(sc.ds, sluice.Decision{})
+	}
+	return m.limiter.CheckEach(r.Context(), sc.reqs, sc.ds)
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := m.pool.Get().(*scratch)
 		defer m.pool.Put(sc)
-		sc.reqs, sc.ds, sc.limits = sc.reqs[:0], sc.ds[:0], sc.limits[:0]
-		for _, l := range m.cfg.Limits {
-			key, err := l.Key(r)
-			if err != nil {
-				m.failed(w, r, next, fmt.Errorf("key of limit %q: %w", l.Name, err))
-				return
-			}
-			if key == "" {
-				continue
-			}
-			sc.reqs = append(sc.reqs, sluice.Request{Key: l.Name + "\x00" + key, Limit: l.Limit, Cost: 1})
-			sc.ds = append(sc.ds, sluice.Decision{})
-			sc.limits = append(sc.limits, l)
-		}
-		if len(sc.reqs) == 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		d, err := m.limiter.CheckEach(r.Context(), sc.reqs, sc.ds)
+		var err error
+		sc.planned, err = m.cfg.Source.Plan(r, sc.planned[:0])
 		if err != nil {
 			m.failed(w, r, next, err)
 			return
 		}
-		setHeaders(w.Header(), sc.limits, sc.ds, d, m.cfg.LegacyHeaders)
-		var leases []int
-		for i, di := range sc.ds {
-			if di.Lease != 0 {
-				leases = append(leases, i)
+		sc.enforced, sc.shadow = sc.enforced[:0], sc.shadow[:0]
+		for _, p := range sc.planned {
+			if p.Action != nil && p.Action.Shadow {
+				sc.shadow = append(sc.shadow, p)
+			} else {
+				sc.enforced = append(sc.enforced, p)
 			}
 		}
-		if d.Allowed && len(leases) > 0 {
-			reqs := append([]sluice.Request(nil), sc.reqs...)
-			ds := append([]sluice.Decision(nil), sc.ds...)
-			defer func() {
-				ctx := context.WithoutCancel(r.Context())
-				for _, i := range leases {
-					m.limiter.Release(ctx, reqs[i].Key, reqs[i].Limit, ds[i].Lease)
+		if len(sc.enforced) > 0 {
+			d, err := m.check(r, sc, sc.enforced)
+			if err != nil {
+				m.failed(w, r, next, err)
+				return
+			}
+			refuser := binding(sc.ds, d)
+			if !d.Allowed {
+				if a := sc.enforced[refuser].Action; a != nil && a.Wait && d.RetryAfter <= a.MaxDelay {
+					d, err = m.wait(r, sc, a.MaxDelay, d)
+					if err != nil {
+						m.failed(w, r, next, err)
+						return
+					}
+					refuser = binding(sc.ds, d)
 				}
-			}()
-		}
-		if !d.Allowed || d.Delay > m.cfg.MaxDelay {
-			m.refuse(w, r, d, sc)
-			return
-		}
-		if d.Delay > 0 {
-			t := time.NewTimer(d.Delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
+			}
+			setHeaders(w.Header(), sc.enforced, sc.ds, d, m.cfg.LegacyHeaders)
+			if d.Allowed {
+				defer m.releaser(sc)()
+			}
+			if !d.Allowed || d.Delay > m.cfg.MaxDelay {
+				m.refuse(w, r, d, sc.enforced[refuser])
+				return
+			}
+			if d.Delay > 0 && !sleep(r.Context(), d.Delay) {
 				return // the client has gone
+			}
+		}
+		if len(sc.shadow) > 0 {
+			if d, err := m.check(r, sc, sc.shadow); err == nil && !d.Allowed {
+				m.shadow.add(sc.shadow[binding(sc.ds, d)].Name)
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// refuse answers a refused request: the caller's Refused hook, or a 429
-// problem document naming the limit that refused.
-func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, d sluice.Decision, sc *scratch) {
-	name := ""
-	for i, di := range sc.ds {
-		if !di.Allowed && di.RetryAfter == d.RetryAfter {
-			name = sc.limits[i].Name
-			break
+// binding returns the index of the decision that governs d.
+func binding(ds []sluice.Decision, d sluice.Decision) int {
+	for i, di := range ds {
+		if di.Allowed == d.Allowed && di.RetryAfter == d.RetryAfter && di.Remaining == d.Remaining {
+			return i
 		}
 	}
+	return 0
+}
+
+// wait retries a refused check after each RetryAfter until it is admitted
+// or maxDelay has passed.
+func (m *middleware) wait(r *http.Request, sc *scratch, maxDelay time.Duration, d sluice.Decision) (sluice.Decision, error) {
+	deadline := time.Now().Add(maxDelay)
+	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(deadline.Add(time.Millisecond)) {
+		if !sleep(r.Context(), d.RetryAfter) {
+			return d, r.Context().Err()
+		}
+		var err error
+		if d, err = m.limiter.CheckEach(r.Context(), sc.reqs, sc.ds); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// releaser returns a function that gives back the concurrency leases of
+// the last check, to run when the handler has finished.
+func (m *middleware) releaser(sc *scratch) func() {
+	var reqs []sluice.Request
+	var leases []uint64
+	for i, d := range sc.ds {
+		if d.Lease != 0 {
+			reqs, leases = append(reqs, sc.reqs[i]), append(leases, d.Lease)
+		}
+	}
+	return func() {
+		for i, req := range reqs {
+			m.limiter.Release(context.Background(), req.Key, req.Limit, leases[i])
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// refuse answers a refused request: the Refused hook, the limit's Action,
+// or a 429 problem document naming the limit.
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, d sluice.Decision, p Planned) {
 	if m.cfg.Refused != nil {
-		m.cfg.Refused(w, r, d, name)
+		m.cfg.Refused(w, r, d, p.Name)
 		return
 	}
 	retry := max(1, seconds(d.RetryAfter))
@@ -243,9 +368,22 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, d sluice.Dec
 		retry = max(1, seconds(d.Delay))
 		w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 	}
+	if a := p.Action; a != nil && (a.Status != 0 || a.Body != nil) {
+		status := a.Status
+		if status == 0 {
+			status = http.StatusTooManyRequests
+		}
+		if a.ContentType != "" {
+			w.Header().Set("Content-Type", a.ContentType)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(a.Body)))
+		w.WriteHeader(status)
+		w.Write(a.Body)
+		return
+	}
 	writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-		fmt.Sprintf("Rate limit %q exceeded; retry in %d s.", name, retry),
-		map[string]any{"limit": name, "retry_after": retry})
+		fmt.Sprintf("Rate limit %q exceeded; retry in %d s.", p.Name, retry),
+		map[string]any{"limit": p.Name, "retry_after": retry})
 }
 
 func (m *middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
@@ -269,6 +407,36 @@ func (m *middleware) failOpen(r *http.Request, err error) bool {
 		m.cfg.Logger.Warn("httplimit: admitting a request the limiter could not decide", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	return true
+}
+
+// aggregate counts shadow refusals per limit and logs them at most once a
+// second, one line with the counts, never a line per request.
+type aggregate struct {
+	mu     sync.Mutex
+	counts map[string]int
+	since  time.Time
+	logger *slog.Logger
+}
+
+func (a *aggregate) add(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.counts == nil {
+		a.counts, a.since = map[string]int{}, time.Now()
+	}
+	if len(a.counts) < 1000 || a.counts[name] > 0 {
+		a.counts[name]++
+	}
+	if time.Since(a.since) >= time.Second {
+		args := make([]any, 0, 2*len(a.counts)+2)
+		args = append(args, "interval", time.Since(a.since).Round(time.Millisecond).String())
+		for k, v := range a.counts {
+			args = append(args, k, v)
+		}
+		a.logger.Info("httplimit: shadow limits would have refused requests", args...)
+		clear(a.counts)
+		a.since = time.Now()
+	}
 }
 
 // writeProblem writes an RFC 9457 problem document.
