@@ -16,9 +16,28 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/redisstore"
 )
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// stores returns a fresh memstore and a redisstore on the test Redis.
+func stores(t *testing.T) map[string]sluice.Store {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	red, err := redisstore.New(redistest.Standalone(t), redisstore.Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { red.Close() })
+	return map[string]sluice.Store{"memstore": mem, "redisstore": red}
+}
 
 func serve(t *testing.T, src httplimit.Source) *httptest.Server {
 	t.Helper()
@@ -27,6 +46,11 @@ func serve(t *testing.T, src httplimit.Source) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	return serveOn(t, store, src)
+}
+
+func serveOn(t *testing.T, store sluice.Store, src httplimit.Source) *httptest.Server {
+	t.Helper()
 	mw, err := httplimit.New(sluice.New(store), httplimit.Config{Source: src, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +102,12 @@ func TestExamplePolicyEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve(t, p)
+	for name, store := range stores(t) {
+		t.Run(name, func(t *testing.T) { examplePolicy(t, serveOn(t, store, p)) })
+	}
+}
+
+func examplePolicy(t *testing.T, srv *httptest.Server) {
 
 	// Per user: 10 per second; the eleventh is refused by that limit.
 	if ok, refused := count(t, 10, "POST", srv.URL+"/api/orders/1", "X-User-ID", "ann"); ok != 10 || refused != 0 {
@@ -164,13 +193,17 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve(t, p)
-	start := time.Now()
-	if ok, refused := count(t, 3, "GET", srv.URL+"/"); ok != 3 || refused != 0 {
-		t.Fatalf("%d ok %d refused", ok, refused)
-	}
-	if el := time.Since(start); el < 95*time.Millisecond {
-		t.Fatalf("3 requests at 20/s, waiting, took only %s", el)
+	for name, store := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			srv := serveOn(t, store, p)
+			start := time.Now()
+			if ok, refused := count(t, 3, "GET", srv.URL+"/"); ok != 3 || refused != 0 {
+				t.Fatalf("%d ok %d refused", ok, refused)
+			}
+			if el := time.Since(start); el < 95*time.Millisecond {
+				t.Fatalf("3 requests at 20/s, waiting, took only %s", el)
+			}
+		})
 	}
 }
 
