@@ -81,3 +81,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestDocsShowTheExample keeps docs/config.md's example the file the tests
+// load.
+func TestDocsShowTheExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, _ := os.ReadFile("testdata/example.yaml")
+	if !strings.Contains(string(doc), string(example)) {
+		t.Fatal("docs/config.md does not contain policy/testdata/example.yaml verbatim")
+	}
+}
