@@ -101,6 +101,9 @@ type Action struct {
 	Status      int
 	ContentType string
 	Body        []byte
+	// FailClosed refuses requests this limit applies to, with 503, when
+	// the store fails, instead of asking Config.OnError.
+	FailClosed bool
 }
 
 // Config configures the middleware. Give Limits or Source.
@@ -267,6 +270,12 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		if len(sc.enforced) > 0 {
 			d, err := m.check(r, sc, sc.enforced)
 			if err != nil {
+				for _, p := range sc.enforced {
+					if p.Action != nil && p.Action.FailClosed {
+						m.unavailable(w, r, err)
+						return
+					}
+				}
 				m.failed(w, r, next, err)
 				return
 			}
@@ -391,19 +400,34 @@ func (m *middleware) failed(w http.ResponseWriter, r *http.Request, next http.Ha
 		next.ServeHTTP(w, r)
 		return
 	}
+	m.unavailable(w, r, nil)
+}
+
+// unavailable refuses a request the limiter could not decide, with 503.
+// err, if not nil, is logged (at most once a second).
+func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil && m.logDue() {
+		m.cfg.Logger.Warn("httplimit: refusing a request the limiter could not decide (fail closed)", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	w.Header().Set(headerRetryAfter, "1")
 	writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The rate limiter is unavailable.", nil)
+}
+
+// logDue reports whether a once-a-second log line may be written now.
+func (m *middleware) logDue() bool {
+	m.logMu.Lock()
+	defer m.logMu.Unlock()
+	now := time.Now()
+	if now.Sub(m.lastLog) < time.Second {
+		return false
+	}
+	m.lastLog = now
+	return true
 }
 
 // failOpen is the default OnError: admit, and log at most once a second.
 func (m *middleware) failOpen(r *http.Request, err error) bool {
-	m.logMu.Lock()
-	now := time.Now()
-	log := now.Sub(m.lastLog) >= time.Second
-	if log {
-		m.lastLog = now
-	}
-	m.logMu.Unlock()
-	if log {
+	if m.logDue() {
 		m.cfg.Logger.Warn("httplimit: admitting a request the limiter could not decide", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	return true

@@ -198,3 +198,26 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// failingSource plans one limit whose action fails closed.
+type failingSource struct{ closed bool }
+
+func (f failingSource) Plan(r *http.Request, dst []httplimit.Planned) ([]httplimit.Planned, error) {
+	return append(dst, httplimit.Planned{Name: "g", Key: "g", Limit: sluice.FixedWindow(1, time.Hour), Cost: 1,
+		Action: &httplimit.Action{FailClosed: f.closed}}), nil
+}
+
+func TestPerLimitFailClosed(t *testing.T) {
+	mem, _ := memstore.New(memstore.Config{})
+	mem.Close() // every decision fails
+	for _, closed := range []bool{false, true} {
+		srv, calls := server(t, mem, httplimit.Config{Source: failingSource{closed}})
+		resp, _ := get(t, srv.URL)
+		if closed && (resp.StatusCode != 503 || calls.Load() != 0 || resp.Header.Get("Retry-After") != "1") {
+			t.Fatalf("fail closed: %d, handler ran %d times", resp.StatusCode, calls.Load())
+		}
+		if !closed && (resp.StatusCode != 200 || calls.Load() != 1) {
+			t.Fatalf("fail open: %d", resp.StatusCode)
+		}
+	}
+}

@@ -348,7 +348,7 @@ func (l *loader) action(n *yaml.Node, w where) httplimit.Action {
 	if n == nil {
 		return a
 	}
-	f := l.fields(n, w, "action", "refuse", "max_delay", "status", "content_type", "body")
+	f := l.fields(n, w, "action", "refuse", "max_delay", "status", "content_type", "body", "on_error")
 	if v := f["refuse"]; v != nil {
 		switch s := l.str(v, w, "action.refuse"); s {
 		case "reject":
@@ -379,6 +379,15 @@ func (l *loader) action(n *yaml.Node, w where) httplimit.Action {
 	}
 	if v := f["content_type"]; v != nil {
 		a.ContentType = l.str(v, w, "action.content_type")
+	}
+	if v := f["on_error"]; v != nil {
+		switch s := l.str(v, w, "action.on_error"); s {
+		case "open":
+		case "closed":
+			a.FailClosed = true
+		default:
+			l.fail(v, w, "action.on_error", "%q: want open (admit when the store fails) or closed (refuse with 503)", s)
+		}
 	}
 	if v := f["body"]; v != nil {
 		a.Body = []byte(l.str(v, w, "action.body"))
