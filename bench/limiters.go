@@ -29,7 +29,7 @@ type policy int
 
 const (
 	// generous admits every call a benchmark can make: a token bucket of
-	// 1e9 tokens refilled at 1e9/s, or a window of 2^40 requests per hour.
+	// 1e9 tokens refilled at 1e9/s, or a window of 2^30 requests per hour.
 	generous policy = iota
 	// strict admits one request per key per hour: once a key has been used,
 	// every further call is refused.
