@@ -360,3 +360,30 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("negative Shards accepted")
 	}
 }
+
+// TestCoarseClock: with a Resolution, decisions use the last reading, which
+// the background goroutine advances.
+func TestCoarseClock(t *testing.T) {
+	s := newStore(t, Config{Resolution: time.Millisecond})
+	lim := sluice.TokenBucket(sluice.PerSecond(1000), 1)
+	if d, _ := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); !d.Allowed {
+		t.Fatal("first request refused")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			break // the clock moved on by at least the 1ms the token needs
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the coarse clock never advanced")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if _, err := New(Config{Resolution: -1}); err == nil {
+		t.Fatal("negative Resolution accepted")
+	}
+}

@@ -32,6 +32,12 @@ type Params struct {
 	TTL     int64 // concurrency lease TTL in µs
 	Cap     int64 // largest cost of one request (Limit.Capacity)
 	Full    int64 // bucket capacity in credit units: Cap·B
+
+	// Precomputed for the buckets: dividers by A and B, and how far
+	// (µs) a clock may go back before a bucket must refuse whatever it
+	// holds: ⌈Full/A⌉ + 1.
+	byA, byB divisor
+	backstop int64
 }
 
 // Compile validates l and converts it into Params.
@@ -53,6 +59,8 @@ func Compile(l sluice.Limit) (Params, error) {
 		g := gcd(p.N, p.P)
 		p.A, p.B = p.N/g, p.P/g
 		p.Full = p.Cap * p.B
+		p.byA, p.byB = newDivisor(p.A), newDivisor(p.B)
+		p.backstop = p.byA.ceil(p.Full) + 1
 	}
 	return p, nil
 }

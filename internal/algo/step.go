@@ -237,10 +237,10 @@ func bucket(p *Params, debt, c int64) (result, int64) {
 		r.allowed = true
 		debt += need
 	} else {
-		r.retry = ceilDiv(debt+need-p.Full, p.A)
+		r.retry = p.byA.ceil(debt + need - p.Full)
 	}
-	r.remaining = max(0, p.Full-debt) / p.B
-	r.reset = ceilDiv(debt, p.A)
+	r.remaining = p.byB.div(max(0, p.Full-debt))
+	r.reset = p.byA.ceil(debt)
 	return r, debt
 }
 
@@ -249,22 +249,25 @@ func bucket(p *Params, debt, c int64) (result, int64) {
 // more credit used, so the bucket decides exactly as GCRA does at any
 // clock reading.
 func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
-	at := max(now, s.Y-ceilDiv(p.Full, p.A)-1) // see gcra
+	at := max(now, s.Y-p.backstop) // see gcra
 	used := s.X
-	if e := at - s.Y; e >= 0 {
-		if used > 0 && e >= ceilDiv(used, p.A) {
+	if e := at - s.Y; e < 0 {
+		used -= e * p.A
+	} else if used > 0 {
+		// Refill: used falls by A per µs, to 0 at the latest. Comparing
+		// e with used/A first keeps e·A from overflowing after a long
+		// idle time.
+		if e >= p.byA.ceil(used) {
 			used = 0
-		} else if used > 0 {
+		} else {
 			used -= e * p.A
 		}
-	} else {
-		used -= e * p.A
 	}
 	r, used := bucket(p, used, c)
+	idle := at + r.reset
 	shift(&r, at-now)
 	if r.allowed && commit && c > 0 {
-		s.X, s.Y = used, at
-		s.Idle = at + ceilDiv(used, p.A)
+		s.X, s.Y, s.Idle = used, at, idle
 	}
 	return r
 }
@@ -286,7 +289,7 @@ func gcra(p *Params, s *State, now, c int64, commit bool) result {
 	// it stood at the latest time that keeps the arithmetic small: the
 	// request is refused either way, and the answer's times are shifted back
 	// to the real clock.
-	at := max(now, s.X-ceilDiv(p.Full, p.A)-1)
+	at := max(now, s.X-p.backstop)
 	debt := int64(0)
 	if s.X > at {
 		debt = (s.X-at)*p.A - s.Y
@@ -299,11 +302,11 @@ func gcra(p *Params, s *State, now, c int64, commit bool) result {
 		if r.allowed {
 			// Start once the queue ahead has drained to the nodelay
 			// allowance (nginx limit_req: (excess - delay) / rate).
-			r.delay = ceilDiv(max(0, before-p.NoDelay*p.B), p.A)
+			r.delay = p.byA.ceil(max(0, before-p.NoDelay*p.B))
 		}
 	}
 	if r.allowed && commit && c > 0 {
-		ahead := ceilDiv(debt, p.A)
+		ahead := p.byA.ceil(debt)
 		s.X, s.Y = at+ahead, ahead*p.A-debt
 		s.Idle = s.X
 	}
