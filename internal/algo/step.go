@@ -16,18 +16,6 @@ type result struct {
 	lease               uint64
 }
 
-func (r result) decision() sluice.Decision {
-	return sluice.Decision{
-		Allowed:    r.allowed,
-		Limit:      r.limit,
-		Remaining:  r.remaining,
-		RetryAfter: time.Duration(r.retry) * time.Microsecond,
-		ResetAfter: time.Duration(r.reset) * time.Microsecond,
-		Delay:      time.Duration(r.delay) * time.Microsecond,
-		Lease:      r.lease,
-	}
-}
-
 // CheckCost reports whether cost is acceptable under p (l is for the message).
 func (p *Params) CheckCost(cost int64, l sluice.Limit) error {
 	if cost < 0 {
@@ -50,33 +38,47 @@ func (p *Params) CheckCost(cost int64, l sluice.Limit) error {
 //
 // The cost must have passed CheckCost.
 func Step(p *Params, s *State, now, cost int64, lease uint64, commit bool) sluice.Decision {
+	// Results are written through a pointer: returning them by value from
+	// every layer copied more than the arithmetic cost.
+	var r result
 	if cost == 0 {
-		probe := step(p, s, now, 1, 0, false)
-		r := step(p, s, now, 0, 0, false)
+		var probe result
+		step(p, s, now, 1, 0, false, &probe)
+		step(p, s, now, 0, 0, false, &r)
 		r.allowed, r.retry, r.delay = probe.allowed, probe.retry, probe.delay
-		return r.decision()
+	} else {
+		step(p, s, now, cost, lease, commit, &r)
 	}
-	return step(p, s, now, cost, lease, commit).decision()
+	return sluice.Decision{
+		Allowed:    r.allowed,
+		Limit:      r.limit,
+		Remaining:  r.remaining,
+		RetryAfter: time.Duration(r.retry) * time.Microsecond,
+		ResetAfter: time.Duration(r.reset) * time.Microsecond,
+		Delay:      time.Duration(r.delay) * time.Microsecond,
+		Lease:      r.lease,
+	}
 }
 
-func step(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
+func step(p *Params, s *State, now, c int64, lease uint64, commit bool, r *result) {
 	switch p.Alg {
 	case sluice.AlgorithmFixedWindow:
-		return fixedWindow(p, s, now, c, commit)
+		fixedWindow(p, s, now, c, commit, r)
 	case sluice.AlgorithmSlidingLog:
-		return slidingLog(p, s, now, c, commit)
+		slidingLog(p, s, now, c, commit, r)
 	case sluice.AlgorithmSlidingWindow:
-		return slidingWindow(p, s, now, c, commit)
+		slidingWindow(p, s, now, c, commit, r)
 	case sluice.AlgorithmTokenBucket:
-		return tokenBucket(p, s, now, c, commit)
+		tokenBucket(p, s, now, c, commit, r)
 	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
-		return gcra(p, s, now, c, commit)
+		gcra(p, s, now, c, commit, r)
 	case sluice.AlgorithmWarmUp:
-		return warmUp(p, s, now, c, commit)
+		warmUp(p, s, now, c, commit, r)
 	case sluice.AlgorithmConcurrency:
-		return concurrency(p, s, now, c, lease, commit)
+		concurrency(p, s, now, c, lease, commit, r)
+	default:
+		panic("algo: uncompiled params") // Compile rejects unknown algorithms
 	}
-	panic("algo: uncompiled params") // Compile rejects unknown algorithms
 }
 
 // windowStart returns the start of the aligned window holding now, never
@@ -93,7 +95,7 @@ func windowStart(now, period, seen int64) int64 {
 }
 
 // fixedWindow: X = window start, Y = count in that window.
-func fixedWindow(p *Params, s *State, now, c int64, commit bool) result {
+func fixedWindow(p *Params, s *State, now, c int64, commit bool, r *result) {
 	start := windowStart(now, p.P, s.X)
 	if start != s.X {
 		// Roll over even if this request is refused, so the window never
@@ -102,7 +104,7 @@ func fixedWindow(p *Params, s *State, now, c int64, commit bool) result {
 	}
 	count := s.Y
 	end := start + p.P
-	r := result{limit: p.N}
+	*r = result{limit: p.N}
 	if count+c <= p.N {
 		r.allowed = true
 		count += c
@@ -116,19 +118,18 @@ func fixedWindow(p *Params, s *State, now, c int64, commit bool) result {
 	if count > 0 {
 		r.reset = end - now
 	}
-	return r
 }
 
 // slidingLog: Log holds (time, cost) of admitted requests in time order,
 // Y = their total cost, Z = the latest time the log has been read at.
-func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
+func slidingLog(p *Params, s *State, now, c int64, commit bool, r *result) {
 	// Time never goes backwards for the log: if the clock does, time stands
 	// still at the latest reading until the clock catches up, so records
 	// dropped as expired can never have been needed.
 	t := max(now, s.Z)
 	s.Z = t
 	s.prune(t - p.P)
-	r := result{limit: p.N}
+	*r = result{limit: p.N}
 	used := s.Y
 	newest := s.newest()
 	if used+c <= p.N {
@@ -154,7 +155,6 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
 	if newest >= 0 && used > 0 {
 		r.reset = newest + p.P - now
 	}
-	return r
 }
 
 // slidingWindow: X = current window start, Y = its count, Z = count of the
@@ -165,7 +165,7 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool) result {
 // (weightOne), and the weighted count is rounded up. The steps keep every
 // product below 2^53: a window is at most 24h (2^37 µs) and a count at most
 // 2^36.
-func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
+func slidingWindow(p *Params, s *State, now, c int64, commit bool, r *result) {
 	start := windowStart(now, p.P, s.X)
 	if start != s.X { // roll over, as in fixedWindow
 		prev := int64(0)
@@ -177,7 +177,7 @@ func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
 	cur, prev := s.Y, s.Z
 	elapsed := max(now-start, 0)
 	weighted := ceilDiv(prev*(weightOne-ceilDiv(elapsed*weightOne, p.P)), weightOne)
-	r := result{limit: p.N}
+	*r = result{limit: p.N}
 	if weighted+cur+c <= p.N {
 		r.allowed = true
 		cur += c
@@ -194,7 +194,6 @@ func slidingWindow(p *Params, s *State, now, c int64, commit bool) result {
 	case weighted > 0:
 		r.reset = start + p.P - now
 	}
-	return r
 }
 
 // weightOne is the weight of a whole previous window in slidingWindow.
@@ -231,8 +230,8 @@ func slidingWindowAdmits(p *Params, start, cur, prev, c int64) int64 {
 // (0 = full, p.Full = empty). It returns the result and the debt after.
 // Token bucket, GCRA and the leaky bucket share this arithmetic and differ
 // only in how they store the debt.
-func bucket(p *Params, debt, c int64) (result, int64) {
-	r := result{limit: p.Cap}
+func bucket(p *Params, debt, c int64, r *result) int64 {
+	*r = result{limit: p.Cap}
 	if need := c * p.B; debt+need <= p.Full {
 		r.allowed = true
 		debt += need
@@ -241,14 +240,14 @@ func bucket(p *Params, debt, c int64) (result, int64) {
 	}
 	r.remaining = p.byB.div(max(0, p.Full-debt))
 	r.reset = p.byA.ceil(debt)
-	return r, debt
+	return debt
 }
 
 // tokenBucket: X = used credit (units) at time Y. Credit refills exactly, A
 // units per µs. Read backwards (the clock went back), the same state means
 // more credit used, so the bucket decides exactly as GCRA does at any
 // clock reading.
-func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
+func tokenBucket(p *Params, s *State, now, c int64, commit bool, r *result) {
 	at := max(now, s.Y-p.backstop) // see gcra
 	used := s.X
 	if e := at - s.Y; e < 0 {
@@ -263,13 +262,12 @@ func tokenBucket(p *Params, s *State, now, c int64, commit bool) result {
 			used -= e * p.A
 		}
 	}
-	r, used := bucket(p, used, c)
+	used = bucket(p, used, c, r)
 	idle := at + r.reset
-	shift(&r, at-now)
+	shift(r, at-now)
 	if r.allowed && commit && c > 0 {
 		s.X, s.Y, s.Idle = used, at, idle
 	}
-	return r
 }
 
 // shift moves the times of a decision taken at a later time than now (the
@@ -284,7 +282,7 @@ func shift(r *result, d int64) {
 // gcra (and the leaky bucket): the theoretical arrival time TAT = X - Y/A µs
 // with 0 ≤ Y < A, so that a rate that is not a whole number of µs per request
 // stays exact. The debt at now is (TAT - now)·A units.
-func gcra(p *Params, s *State, now, c int64, commit bool) result {
+func gcra(p *Params, s *State, now, c int64, commit bool, r *result) {
 	// If the clock has gone back further than a full bucket, decide as if
 	// it stood at the latest time that keeps the arithmetic small: the
 	// request is refused either way, and the answer's times are shifted back
@@ -295,8 +293,8 @@ func gcra(p *Params, s *State, now, c int64, commit bool) result {
 		debt = (s.X-at)*p.A - s.Y
 	}
 	before := debt
-	r, debt := bucket(p, debt, c)
-	shift(&r, at-now)
+	debt = bucket(p, debt, c, r)
+	shift(r, at-now)
 	if p.Alg == sluice.AlgorithmLeakyBucket {
 		r.limit = p.Burst + 1
 		if r.allowed {
@@ -310,7 +308,6 @@ func gcra(p *Params, s *State, now, c int64, commit bool) result {
 		s.X, s.Y = at+ahead, ahead*p.A-debt
 		s.Idle = s.X
 	}
-	return r
 }
 
 // warmUp is Guava's SmoothWarmingUp with a cold factor of 3. X = the time
@@ -323,22 +320,22 @@ func gcra(p *Params, s *State, now, c int64, commit bool) result {
 // µs of idleness. Taking the stretch [x1, x2] of stored time costs its length
 // plus, for the part above W/2 where the interval climbs linearly from the
 // stable one to three times it, an extra (u2² - u1²)/(2W) with u = 2x - W.
-func warmUp(p *Params, s *State, now, c int64, commit bool) result {
+func warmUp(p *Params, s *State, now, c int64, commit bool, r *result) {
 	next, warmth := s.X, s.Y
 	if now > next {
 		warmth = max(0, warmth-(now-next))
 		next = now
 	}
-	r := result{limit: 1}
+	*r = result{limit: 1}
 	if next > now {
 		r.retry = next - now
 		r.reset = next - now
-		return r
+		return
 	}
 	r.allowed = true
 	if c == 0 {
 		r.remaining = 1
-		return r
+		return
 	}
 	stored := p.Warm - warmth
 	stable := ceilDiv(c*p.P, p.N) // c requests at the stable rate, µs
@@ -355,17 +352,16 @@ func warmUp(p *Params, s *State, now, c int64, commit bool) result {
 		s.X, s.Y = next, warmth+take
 		s.Idle = next + s.Y // cooling back to cold takes as long as the warmth
 	}
-	return r
 }
 
 // concurrency: Log holds leases (expiry, cost, id) in expiry order, Y = their
 // total cost, Z = the latest time the leases have been read at (see
 // slidingLog).
-func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool) result {
+func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool, r *result) {
 	now = max(now, s.Z)
 	s.Z = now
 	s.prune(now)
-	r := result{limit: p.N}
+	*r = result{limit: p.N}
 	used := s.Y
 	last := s.newest()
 	if used+c <= p.N {
@@ -388,7 +384,6 @@ func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool) r
 	if used > 0 {
 		r.reset = last - now
 	}
-	return r
 }
 
 // Release removes the concurrency lease id from s, reporting whether it was
