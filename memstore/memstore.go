@@ -98,15 +98,17 @@ type shard struct {
 
 // entry is the state of one (key, limit).
 type entry struct {
+	// The fields a decision reads come first, so that they share as few
+	// cache lines as possible.
 	key        string
-	hash       uint64
 	lim        sluice.Limit
-	p          algo.Params
-	st         algo.State
-	prev, next *entry // eviction list
 	chain      *entry // next entry with the same hash
+	used       bool   // used since it last passed the eviction hand or the sweeper
 	pinned     bool   // in use by a TakeAll; not evictable
-	used       bool   // used since it last passed the eviction hand
+	st         algo.State
+	p          algo.Params
+	hash       uint64
+	prev, next *entry // eviction list
 }
 
 // sweepBudget is how many entries a sweep examines per shard, from the
@@ -383,8 +385,11 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 	}
 }
 
-// sweep removes keys whose state is back to fresh, examining at most
-// sweepBudget keys per shard from the oldest end of the eviction list.
+// sweep removes keys whose state is back to fresh and that have not been
+// used since the previous sweep, examining at most sweepBudget keys per
+// shard from the oldest end of the eviction list. Keys in use are kept even
+// when fresh (a generous limit is fresh again a moment after each request),
+// so they are not forgotten and re-created between requests.
 func (s *Store) sweep() {
 	now := s.now()
 	for i := range s.shards {
@@ -393,7 +398,11 @@ func (s *Store) sweep() {
 		e := sh.lru.prev
 		for k := 0; k < sweepBudget && e != &sh.lru; k++ {
 			prev := e.prev
-			if !e.pinned && e.st.Idle <= now {
+			switch {
+			case e.pinned || e.st.Idle > now:
+			case e.used:
+				e.used = false
+			default:
 				sh.remove(e)
 			}
 			e = prev
