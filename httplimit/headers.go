@@ -42,50 +42,66 @@ func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// appendItem appends one member of a Structured Field list: a quoted name
-// followed by integer parameters.
-func appendItem(b []byte, name string, params ...any) []byte {
-	if len(b) > 0 {
+// appendItem appends member i of a Structured Field list: a quoted name
+// followed by one or two integer parameters (the second is left out when
+// its name is empty).
+func appendItem(b []byte, i int, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
+	if i > 0 {
 		b = append(b, ", "...)
 	}
 	b = append(b, '"')
-	for i := 0; i < len(name); i++ { // names are printable ASCII (see checkName)
-		if name[i] == '"' || name[i] == '\\' {
+	for j := 0; j < len(name); j++ { // names are printable ASCII (see checkName)
+		if name[j] == '"' || name[j] == '\\' {
 			b = append(b, '\\')
 		}
-		b = append(b, name[i])
+		b = append(b, name[j])
 	}
-	b = append(b, '"')
-	for i := 0; i+1 < len(params); i += 2 {
+	b = append(b, '"', ';')
+	b = append(b, k1...)
+	b = append(b, '=')
+	b = strconv.AppendInt(b, v1, 10)
+	if k2 != "" {
 		b = append(b, ';')
-		b = append(b, params[i].(string)...)
+		b = append(b, k2...)
 		b = append(b, '=')
-		b = strconv.AppendInt(b, params[i+1].(int64), 10)
+		b = strconv.AppendInt(b, v2, 10)
 	}
 	return b
 }
 
 // setHeaders writes RateLimit-Policy and RateLimit for the limits checked,
-// and Retry-After when the request was refused.
-func setHeaders(h http.Header, limits []Planned, ds []sluice.Decision, binding sluice.Decision, legacy bool) {
-	var policy, state []byte
+// and Retry-After when the request was refused. buf is scratch space,
+// returned grown for the next request. The header keys are set in their
+// canonical form directly, skipping Header.Set's canonicalisation.
+func setHeaders(h http.Header, limits []Planned, ds []sluice.Decision, binding sluice.Decision, legacy bool, buf []byte) []byte {
+	b := buf[:0]
 	for i, l := range limits {
 		q, w := quotaAndWindow(l.Limit)
 		if w > 0 {
-			policy = appendItem(policy, l.Name, "q", q, "w", w)
+			b = appendItem(b, i, l.Name, "q", q, "w", w)
 		} else {
-			policy = appendItem(policy, l.Name, "q", q)
+			b = appendItem(b, i, l.Name, "q", q, "", 0)
 		}
-		state = appendItem(state, l.Name, "r", max(0, ds[i].Remaining), "t", seconds(ds[i].ResetAfter))
 	}
-	h.Set(headerPolicy, string(policy))
-	h.Set(headerRateLimit, string(state))
+	split := len(b)
+	for i, l := range limits {
+		b = appendItem(b, i, l.Name, "r", max(0, ds[i].Remaining), "t", seconds(ds[i].ResetAfter))
+	}
+	h[canonicalPolicy] = []string{string(b[:split])}
+	h[canonicalRateLimit] = []string{string(b[split:])}
 	if !binding.Allowed {
-		h.Set(headerRetryAfter, strconv.FormatInt(max(1, seconds(binding.RetryAfter)), 10))
+		h[canonicalRetryAfter] = []string{strconv.FormatInt(max(1, seconds(binding.RetryAfter)), 10)}
 	}
 	if legacy {
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(binding.Limit, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, binding.Remaining), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(binding.ResetAfter), 10))
 	}
+	return b
 }
+
+var (
+	canonicalPolicy     = http.CanonicalHeaderKey(headerPolicy)
+	canonicalRateLimit  = http.CanonicalHeaderKey(headerRateLimit)
+	canonicalRetryAfter = http.CanonicalHeaderKey(headerRetryAfter)
+)

@@ -173,7 +173,10 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 }
 
 // static is the Source of Config.Limits.
-type static struct{ limits []Limit }
+type static struct {
+	limits   []Limit
+	prefixes []string // each limit's key prefix: its name and a NUL
+}
 
 func newStatic(limits []Limit) (*static, error) {
 	seen := map[string]bool{}
@@ -192,17 +195,21 @@ func newStatic(limits []Limit) (*static, error) {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
 	}
-	return &static{limits: limits}, nil
+	st := &static{limits: limits}
+	for _, l := range limits {
+		st.prefixes = append(st.prefixes, l.Name+"\x00")
+	}
+	return st, nil
 }
 
 func (s *static) Plan(r *http.Request, dst []Planned) ([]Planned, error) {
-	for _, l := range s.limits {
+	for i, l := range s.limits {
 		key, err := l.Key(r)
 		if err != nil {
 			return dst, fmt.Errorf("key of limit %q: %w", l.Name, err)
 		}
 		if key != "" {
-			dst = append(dst, Planned{Name: l.Name, Key: l.Name + "\x00" + key, Limit: l.Limit, Cost: 1})
+			dst = append(dst, Planned{Name: l.Name, Key: s.prefixes[i] + key, Limit: l.Limit, Cost: 1})
 		}
 	}
 	return dst, nil
@@ -236,6 +243,7 @@ type scratch struct {
 	shadow   []Planned
 	reqs     []sluice.Request
 	ds       []sluice.Decision
+	buf      []byte
 }
 
 // check runs one all-or-nothing Check of ps, leaving the decisions in
@@ -290,7 +298,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 					refuser = binding(sc.ds, d)
 				}
 			}
-			setHeaders(w.Header(), sc.enforced, sc.ds, d, m.cfg.LegacyHeaders)
+			sc.buf = setHeaders(w.Header(), sc.enforced, sc.ds, d, m.cfg.LegacyHeaders, sc.buf)
 			if d.Allowed {
 				defer m.releaser(sc)()
 			}
