@@ -1,0 +1,254 @@
+//go:build redisbench
+
+package bench_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// The retry storm: of numKeys keys, stormExhausted have used their whole
+// burst under a limit that refills one unit per hour; 95% of the requests
+// go to those keys, 5% to the others, which admit them.
+const (
+	stormRequests   = 100_000
+	stormExhausted  = 9_500
+	stormGoroutines = 32
+	stormBurst      = 100
+)
+
+var stormLimit = sluice.GCRA(sluice.Per(stormBurst, stormBurst*time.Hour), stormBurst)
+
+type stormResult struct {
+	evalsha, allowed, denied, errs int64
+	wantAllowed, wantDenied        int64
+	primeEvalsha                   int64
+	elapsed                        time.Duration
+}
+
+// runStorm exhausts the keys through a store with the given NearCache
+// setting, then, if primed, asks once for every exhausted key (each is
+// refused: "keys already refused"), then sends the storm and counts the
+// EVALSHA commands the server ran during it.
+func runStorm(t *testing.T, nearCache int, primed bool) stormResult {
+	ctx := context.Background()
+	admin := newClient()
+	defer admin.Close()
+	if err := admin.Ping(ctx).Err(); err != nil {
+		t.Skipf("no Redis at %s: %v", redisAddr(), err)
+	}
+	flush(t, admin)
+	rdb := newClient()
+	defer rdb.Close()
+	store, err := redisstore.New(rdb, redisstore.Config{Prefix: redisPrefix + ":storm:", NearCache: nearCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	lim := sluice.New(store)
+
+	parallel := func(n int, f func(i int) error) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		var first errOnce
+		for range stormGoroutines {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					if err := f(i); err != nil {
+						first.set(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+	}
+	parallel(stormExhausted, func(i int) error {
+		d, err := lim.AllowN(ctx, redisKeys[i], stormLimit, stormBurst)
+		if err == nil && !d.Allowed {
+			err = fmt.Errorf("exhausting %s: refused", redisKeys[i])
+		}
+		return err
+	})
+	var res stormResult
+	stats := func() int64 {
+		s, err := commandStats(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s["evalsha"].calls + s["eval"].calls
+	}
+	if primed {
+		before := stats()
+		parallel(stormExhausted, func(i int) error {
+			d, err := lim.Allow(ctx, redisKeys[i], stormLimit)
+			if err == nil && d.Allowed {
+				err = fmt.Errorf("priming %s: admitted", redisKeys[i])
+			}
+			return err
+		})
+		res.primeEvalsha = stats() - before
+	}
+
+	before := stats()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var allowed, denied, errs, wantAllowed atomic.Int64
+	for g := range stormGoroutines {
+		wg.Go(func() {
+			// The same seeds in every configuration: the same requests.
+			p := newKeyPicker(100, uint64(1000+g))
+			var a, d, e, wa int64
+			for range stormRequests / stormGoroutines {
+				var key string
+				if p.next() < 95 {
+					key = redisKeys[p.r.IntN(stormExhausted)]
+				} else {
+					key = redisKeys[stormExhausted+p.r.IntN(numKeys-stormExhausted)]
+					wa++
+				}
+				dec, err := lim.Allow(ctx, key, stormLimit)
+				switch {
+				case err != nil:
+					e++
+				case dec.Allowed:
+					a++
+				default:
+					d++
+				}
+			}
+			allowed.Add(a)
+			denied.Add(d)
+			errs.Add(e)
+			wantAllowed.Add(wa)
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.evalsha = stats() - before
+	res.allowed, res.denied, res.errs = allowed.Load(), denied.Load(), errs.Load()
+	res.wantAllowed = wantAllowed.Load()
+	res.wantDenied = stormRequests - res.wantAllowed
+	return res
+}
+
+// TestRedisNearCacheStorm prints the EVALSHA commands per 100,000 storm
+// requests with the near cache at its default size (10,000 entries), disabled,
+// and at 20,000 entries (room for all 9,500 refused keys in every shard), with
+// the refused keys already refused once before the storm (primed) and not.
+func TestRedisNearCacheStorm(t *testing.T) {
+	results := map[string]stormResult{}
+	for _, primed := range []bool{true, false} {
+		for _, nc := range []struct {
+			name string
+			size int
+		}{{"default", 0}, {"disabled", -1}, {"20000", 20_000}} {
+			r := runStorm(t, nc.size, primed)
+			name := fmt.Sprintf("nearcache=%s primed=%t", nc.name, primed)
+			results[name] = r
+			fmt.Printf("storm: %-36s requests=%d evalsha=%d evalsha/op=%.4f allowed=%d (want %d) denied=%d (want %d) errors=%d elapsed=%v prime-evalsha=%d\n",
+				name, stormRequests, r.evalsha, float64(r.evalsha)/stormRequests, r.allowed, r.wantAllowed, r.denied, r.wantDenied, r.errs, r.elapsed.Round(time.Millisecond), r.primeEvalsha)
+			if r.errs != 0 || r.allowed != r.wantAllowed || r.denied != r.wantDenied {
+				t.Errorf("%s: allowed %d denied %d errors %d; want %d, %d, 0", name, r.allowed, r.denied, r.errs, r.wantAllowed, r.wantDenied)
+			}
+		}
+		on := results[fmt.Sprintf("nearcache=default primed=%t", primed)]
+		off := results[fmt.Sprintf("nearcache=disabled primed=%t", primed)]
+		fmt.Printf("storm: primed=%t: %.1fx fewer EVALSHA with the near cache (%d vs %d)\n",
+			primed, float64(off.evalsha)/float64(max(on.evalsha, 1)), on.evalsha, off.evalsha)
+	}
+}
+
+// takeGCRA assembles redisstore's single-algorithm take script for GCRA
+// exactly as redisstore/scripts.go does: lib.lua, bucket.lua, the dispatch
+// table, state.lua, take.lua, each after a "-- <file>" line.
+func takeGCRA(t *testing.T) string {
+	part := func(f string) string {
+		src, err := os.ReadFile("../redisstore/scripts/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "-- " + f + "\n" + string(src) + "\n"
+	}
+	return part("lib.lua") + part("bucket.lua") + "local algorithms = {[5] = gcra, }\n" + part("state.lua") + part("take.lua")
+}
+
+// TestRedisTakeScript loads sluice's GCRA take script and a trivial one and
+// prints the redis-benchmark arguments that run them as sluiceGCRA does. It
+// checks that the assembled script is byte for byte the one redisstore
+// sends (same SHA1) and that the arguments are admitted.
+func TestRedisTakeScript(t *testing.T) {
+	ctx := context.Background()
+	rdb := newClient()
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Skipf("no Redis at %s: %v", redisAddr(), err)
+	}
+	src := takeGCRA(t)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	allow, closer, err := newSluiceRedis(sluiceGCRA)(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := allow(ctx, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	closer()
+	sha := redisSHA(t, src) // computed locally, not loaded
+	exists, err := rdb.ScriptExists(ctx, sha).Result()
+	if err != nil || !exists[0] {
+		t.Fatalf("the assembled script (sha %s) is not the one redisstore loaded (exists %v, err %v)", sha, exists, err)
+	}
+	p, err := algo.Compile(sluiceGCRA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"", "1", strconv.Itoa(int(p.Alg)), i64(p.N), i64(p.P), i64(p.A), i64(p.B), i64(p.Cap), i64(p.Full),
+		i64(p.NoDelay), i64(p.Warm), i64(p.TTL), "1", "", ""}
+	keys := []string{"rb:rbench:{k__rand_int__}:s", "rb:rbench:{k__rand_int__}:l"}
+	anyArgs := make([]any, len(args))
+	for i, a := range args {
+		anyArgs[i] = a
+	}
+	reply, err := rdb.EvalSha(ctx, sha, []string{"rb:probe:s", "rb:probe:l"}, anyArgs...).Slice()
+	if err != nil || len(reply) != 8 || reply[0] != int64(1) {
+		t.Fatalf("EVALSHA with the benchmark arguments: %v, %v", reply, err)
+	}
+	tiny, err := rdb.ScriptLoad(ctx, "return 1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = "'" + a + "'"
+	}
+	fmt.Printf("tiny-sha: %s\n", tiny)
+	fmt.Printf("gcra-sha: %s (%d bytes of Lua)\n", sha, len(src))
+	fmt.Printf("gcra-args: EVALSHA %s 2 %s %s\n", sha, strings.Join(keys, " "), strings.Join(quoted, " "))
+}
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+// redisSHA is the SHA1 Redis names src by.
+func redisSHA(t *testing.T, src string) string {
+	t.Helper()
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
+}
