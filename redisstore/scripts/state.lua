@@ -89,20 +89,16 @@ end
 
 -- reply flattens results: 8 values per request.
 local function reply(rs)
-  local out = {}
-  for _, r in ipairs(rs) do
+  local out, k = {}, 0
+  for i = 1, #rs do
+    local r = rs[i]
     local allowed = 0
     if r.allowed then
       allowed = 1
     end
-    table.insert(out, allowed)
-    table.insert(out, r.limit)
-    table.insert(out, r.remaining)
-    table.insert(out, r.retry)
-    table.insert(out, r.reset)
-    table.insert(out, r.delay)
-    table.insert(out, r.lease)
-    table.insert(out, r.undo)
+    out[k + 1], out[k + 2], out[k + 3], out[k + 4] = allowed, r.limit, r.remaining, r.retry
+    out[k + 5], out[k + 6], out[k + 7], out[k + 8] = r.reset, r.delay, r.lease, r.undo
+    k = k + 8
   end
   return out
 end
