@@ -215,7 +215,8 @@ func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
 }
 
 // Take decides one request in one round trip, or none when the near cache
-// knows the key is refused.
+// knows the key is refused. If ctx ends while the script is in flight, Take
+// returns ctx's error, and the request may have been charged.
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	q, err := s.prepare(r)
 	if err != nil {
