@@ -14,10 +14,11 @@
 // seen (an empty window, a full bucket), which admits more for that key than
 // remembering it would have. Hot keys are used between passes, so an
 // attacker spraying distinct keys evicts other idle keys, not the ones under
-// load. Keys whose state has returned to fresh are swept in the background.
-// Each key costs about 300 bytes plus the key's length; sliding_log and
-// concurrency keys add 24 bytes per logged request or lease (see the
-// package's measurements in bench/RESULTS.md).
+// load. Keys whose state has returned to fresh and that have not been used
+// since the previous sweep are removed in the background. Each key costs
+// about 330 bytes with an 11-byte key (measured: bench/RESULTS.md); a
+// sliding_log key adds about 24 bytes per logged request, a concurrency key
+// per lease.
 package memstore
 
 import (
@@ -38,7 +39,7 @@ import (
 // documents its default.
 type Config struct {
 	// MaxKeys bounds how many (key, limit) states are held. Default
-	// 100,000 (about 30 MB). The bound is enforced per shard, so the total
+	// 100,000 (about 33 MB). The bound is enforced per shard, so the total
 	// can exceed MaxKeys by less than the number of shards.
 	MaxKeys int
 
