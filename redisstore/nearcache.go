@@ -3,6 +3,7 @@ package redisstore
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -11,12 +12,18 @@ import (
 // nearCache remembers keys Redis refused, until the time it said they may
 // retry, so that retries before then are answered without a round trip. A
 // remembered refusal answers only requests of at least the refused cost: a
-// smaller one might fit. It is bounded: when a shard is full, entries that
-// have expired go first, then arbitrary ones.
+// smaller one might fit. It holds at most max entries in all (give or take
+// one per concurrent writer); when it is full, entries of the shard being
+// written that have expired go first, then arbitrary ones of that shard, and
+// if that shard has none the refusal is not remembered. Shards may hold twice
+// their even share, so an uneven spread of keys does not evict while the
+// cache has room.
 type nearCache struct {
 	seed   maphash.Seed
 	shards [16]nearShard
-	max    int // per shard
+	max    int          // in all
+	perMax int          // per shard
+	n      atomic.Int64 // entries in all
 }
 
 type nearShard struct {
@@ -31,7 +38,7 @@ type nearEntry struct {
 }
 
 func newNearCache(size int) *nearCache {
-	c := &nearCache{seed: maphash.MakeSeed(), max: max(1, size/16)}
+	c := &nearCache{seed: maphash.MakeSeed(), max: size, perMax: max(1, 2*size/16)}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]nearEntry)
 	}
@@ -72,18 +79,26 @@ func (c *nearCache) put(key string, cost int64, d sluice.Decision, now time.Time
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.max {
-		for k, e := range sh.m {
-			if now.Sub(e.at) >= e.d.RetryAfter {
+	if _, ok := sh.m[key]; !ok {
+		if len(sh.m) >= c.perMax || c.n.Load() >= int64(c.max) {
+			for k, e := range sh.m {
+				if now.Sub(e.at) >= e.d.RetryAfter {
+					delete(sh.m, k)
+					c.n.Add(-1)
+				}
+			}
+			for k := range sh.m {
+				if len(sh.m) < c.perMax && c.n.Load() < int64(c.max) {
+					break
+				}
 				delete(sh.m, k)
+				c.n.Add(-1)
+			}
+			if len(sh.m) >= c.perMax || c.n.Load() >= int64(c.max) {
+				return // full elsewhere: the refusal is simply not remembered
 			}
 		}
-		for k := range sh.m {
-			if len(sh.m) < c.max {
-				break
-			}
-			delete(sh.m, k)
-		}
+		c.n.Add(1)
 	}
 	sh.m[key] = nearEntry{at: now, cost: cost, d: d}
 }
