@@ -311,7 +311,12 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			}
 		}
 		if len(sc.shadow) > 0 {
-			if d, err := m.check(r, sc, sc.shadow); err == nil && !d.Allowed {
+			d, err := m.check(r, sc, sc.shadow)
+			switch {
+			case err != nil:
+			case d.Allowed:
+				defer m.releaser(sc)() // shadow concurrency limits hold leases too
+			default:
 				m.shadow.add(sc.shadow[binding(sc.ds, d)].Name)
 			}
 		}
