@@ -29,7 +29,7 @@ func startEnv(b *testing.B, build func(*redis.Client) (allowFunc, func(), error)
 	b.StopTimer()
 	e := &benchEnv{rdb: newClient(), admin: newClient()}
 	if err := e.admin.Ping(context.Background()).Err(); err != nil {
-		b.Skipf("no Redis at %s: %v", redisAddr(), err)
+		b.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
 	}
 	flush(b, e.admin)
 	allow, closer, err := build(e.rdb)

@@ -48,7 +48,7 @@ func runStorm(t *testing.T, nearCache int, primed bool) stormResult {
 	admin := newClient()
 	defer admin.Close()
 	if err := admin.Ping(ctx).Err(); err != nil {
-		t.Skipf("no Redis at %s: %v", redisAddr(), err)
+		t.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
 	}
 	flush(t, admin)
 	rdb := newClient()
@@ -197,7 +197,7 @@ func TestRedisTakeScript(t *testing.T) {
 	rdb := newClient()
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Skipf("no Redis at %s: %v", redisAddr(), err)
+		t.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
 	}
 	src := takeGCRA(t)
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
