@@ -81,27 +81,33 @@ type errOnce struct {
 
 func (o *errOnce) set(err error) { o.once.Do(func() { o.err = err }) }
 
+// serialLoop times b.N decisions from one goroutine on a fresh environment
+// built by build, counting refusals and errors apart.
+func serialLoop(b *testing.B, build func(*redis.Client) (allowFunc, func(), error)) {
+	e := startEnv(b, build)
+	ctx := context.Background()
+	p := newKeyPicker(numKeys, 1)
+	var denied, errs int64
+	var first errOnce
+	for range b.N {
+		ok, err := e.allow(ctx, redisKeys[p.next()])
+		switch {
+		case err != nil:
+			errs++
+			first.set(err)
+		case !ok:
+			denied++
+		}
+	}
+	e.finish(b, denied, errs, first.err)
+}
+
 // BenchmarkRedisSerial: one goroutine, a plain loop; ns/op is the latency
 // of one decision.
 func BenchmarkRedisSerial(b *testing.B) {
 	for _, lib := range redisLibs {
 		b.Run(lib.name, func(b *testing.B) {
-			e := startEnv(b, lib.new)
-			ctx := context.Background()
-			p := newKeyPicker(numKeys, 1)
-			var denied, errs int64
-			var first errOnce
-			for range b.N {
-				ok, err := e.allow(ctx, redisKeys[p.next()])
-				switch {
-				case err != nil:
-					errs++
-					first.set(err)
-				case !ok:
-					denied++
-				}
-			}
-			e.finish(b, denied, errs, first.err)
+			serialLoop(b, lib.new)
 		})
 	}
 }
@@ -211,22 +217,7 @@ func BenchmarkRedisCheck(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			e := startEnv(b, c.build)
-			ctx := context.Background()
-			p := newKeyPicker(numKeys, 1)
-			var denied, errs int64
-			var first errOnce
-			for range b.N {
-				ok, err := e.allow(ctx, redisKeys[p.next()])
-				switch {
-				case err != nil:
-					errs++
-					first.set(err)
-				case !ok:
-					denied++
-				}
-			}
-			e.finish(b, denied, errs, first.err)
+			serialLoop(b, c.build)
 		})
 	}
 }

@@ -129,11 +129,11 @@ func commandStats(ctx context.Context, rdb *redis.Client) (map[string]cmdStat, e
 // time), otherwise the sum over every command, except the harness's own
 // (INFO, CONFIG, FLUSHALL, PING, HELLO, CLIENT).
 func serverTime(before, after map[string]cmdStat) (usec, calls int64, detail string) {
-	skip := map[string]bool{"info": true, "config|resetstat": true, "flushall": true, "ping": true, "hello": true, "client|setinfo": true, "client|setname": true}
+	ignored := map[string]bool{"info": true, "config|resetstat": true, "flushall": true, "ping": true, "hello": true, "client|setinfo": true, "client|setname": true}
 	diff := map[string]cmdStat{}
 	for name, a := range after {
 		b := before[name]
-		if d := (cmdStat{a.calls - b.calls, a.usec - b.usec}); d.calls > 0 && !skip[name] {
+		if d := (cmdStat{a.calls - b.calls, a.usec - b.usec}); d.calls > 0 && !ignored[name] {
 			diff[name] = d
 		}
 	}
