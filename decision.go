@@ -39,6 +39,12 @@ type Decision struct {
 	// a concurrency limit; give it back with Limiter.Release. Zero for other
 	// limits, for refusals and for peeks.
 	Lease uint64
+
+	// Degraded reports that the store meant to decide could not, and the
+	// decision was made another way: by a local fallback limiter, or by a
+	// failure mode that admits or refuses without counting (see the failover
+	// package). Stores that decide normally leave it false.
+	Degraded bool
 }
 
 // binding returns the decision that governs a combined check: a refusal with
