@@ -100,6 +100,15 @@ func setHeaders(h http.Header, limits []Planned, ds []sluice.Decision, binding s
 	return b
 }
 
+// SetHeaders writes to h the header fields the middleware sends for a
+// check of limits whose decisions are ds and whose binding decision is d:
+// RateLimit-Policy, RateLimit, and Retry-After when d refused. It is for
+// services that decide elsewhere (sluice serve's decision API) and answer
+// with the same fields.
+func SetHeaders(h http.Header, limits []Planned, ds []sluice.Decision, d sluice.Decision) {
+	setHeaders(h, limits, ds, d, false, nil)
+}
+
 var (
 	canonicalPolicy     = http.CanonicalHeaderKey(headerPolicy)
 	canonicalRateLimit  = http.CanonicalHeaderKey(headerRateLimit)

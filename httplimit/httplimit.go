@@ -30,7 +30,9 @@ type Limit struct {
 	Name string
 	// Key returns the key a request is counted under. An empty key skips
 	// this limit for the request (for example a per-user limit on an
-	// anonymous request).
+	// anonymous request). A key longer than MaxKeyValue bytes is replaced
+	// by its digest (KeyValue), so a KeyFunc may return request data as it
+	// is.
 	Key KeyFunc
 	// Limit is the algorithm and its parameters.
 	Limit sluice.Limit
@@ -43,32 +45,23 @@ type KeyFunc func(r *http.Request) (string, error)
 func Global(*http.Request) (string, error) { return "global", nil }
 
 // ByHeader keys requests by the value of a request header; requests without
-// it are not limited by this limit. Values longer than 256 bytes are refused
-// with an error rather than stored.
+// it are not limited by this limit. A value longer than MaxKeyValue bytes is
+// counted under its digest (see KeyValue), like every key of Config.Limits.
 func ByHeader(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) (string, error) {
-		v := r.Header.Get(name)
-		if len(v) > maxKeyValue {
-			return "", fmt.Errorf("httplimit: header %s is %d bytes, longer than %d", name, len(v), maxKeyValue)
-		}
-		return v, nil
-	}
+	return func(r *http.Request) (string, error) { return r.Header.Get(name), nil }
 }
 
 // ByIP keys requests by client address, as c resolves it.
 func ByIP(c *ClientIP) KeyFunc { return c.Key }
-
-// maxKeyValue bounds key parts taken from a request, so that no client can
-// make the store hold arbitrarily long keys.
-const maxKeyValue = 256
 
 // Planned is one limit to check for one request, as a Source plans it.
 type Planned struct {
 	// Name identifies the limit in headers and refusals.
 	Name string
 	// Key is the store key; the Source makes keys of different limits
-	// distinct.
+	// distinct, and bounds the parts it takes from the request with
+	// KeyValue.
 	Key string
 	// Limit and Cost are what is charged.
 	Limit sluice.Limit
@@ -138,6 +131,60 @@ type Config struct {
 
 	// Logger receives the middleware's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// Observe, if set, is called once for every decided check of a request
+	// (the enforced limits, and the shadow limits separately), with the
+	// limit that decided it: the one that refused, or the one closest to
+	// refusing. It feeds metrics and status pages; it must be fast and safe
+	// for concurrent use.
+	Observe func(o Observation)
+}
+
+// Outcome is what the middleware did with a request.
+type Outcome uint8
+
+const (
+	// Admitted requests went on to the handler at once.
+	Admitted Outcome = iota + 1
+	// Delayed requests went on after a shaping delay or a wait.
+	Delayed
+	// Refused requests were answered with a refusal.
+	Refused
+	// ShadowRefused requests would have been refused by a shadow limit.
+	ShadowRefused
+	// Failed requests could not be decided (a key or store error); OnError
+	// or FailClosed chose what happened to them.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Admitted:
+		return "admitted"
+	case Delayed:
+		return "delayed"
+	case Refused:
+		return "refused"
+	case ShadowRefused:
+		return "shadow_refused"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Observation describes one decided check, for Config.Observe.
+type Observation struct {
+	Request *http.Request
+	// Limit and Key are the deciding limit's name and store key (empty
+	// when the check failed before any limit was planned).
+	Limit, Key string
+	Outcome    Outcome
+	// Decision is the deciding limit's decision; Decision.Degraded tells a
+	// decision made without the intended store.
+	Decision sluice.Decision
+	// Err is the error of a Failed check.
+	Err error
 }
 
 // New returns the middleware for limiter and cfg.
@@ -209,7 +256,7 @@ func (s *static) Plan(r *http.Request, dst []Planned) ([]Planned, error) {
 			return dst, fmt.Errorf("key of limit %q: %w", l.Name, err)
 		}
 		if key != "" {
-			dst = append(dst, Planned{Name: l.Name, Key: s.prefixes[i] + key, Limit: l.Limit, Cost: 1})
+			dst = append(dst, Planned{Name: l.Name, Key: s.prefixes[i] + KeyValue(key), Limit: l.Limit, Cost: 1})
 		}
 	}
 	return dst, nil
@@ -264,6 +311,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		var err error
 		sc.planned, err = m.cfg.Source.Plan(r, sc.planned[:0])
 		if err != nil {
+			m.observe(Observation{Request: r, Outcome: Failed, Err: err})
 			m.failed(w, r, next, err)
 			return
 		}
@@ -278,6 +326,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		if len(sc.enforced) > 0 {
 			d, err := m.check(r, sc, sc.enforced)
 			if err != nil {
+				m.observe(Observation{Request: r, Limit: sc.enforced[0].Name, Key: sc.enforced[0].Key, Outcome: Failed, Err: err})
 				for _, p := range sc.enforced {
 					if p.Action != nil && p.Action.FailClosed {
 						m.unavailable(w, r, err)
@@ -287,16 +336,28 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.failed(w, r, next, err)
 				return
 			}
-			refuser := binding(sc.ds, d)
+			refuser, waited := binding(sc.ds, d), false
 			if !d.Allowed {
 				if a := sc.enforced[refuser].Action; a != nil && a.Wait && d.RetryAfter <= a.MaxDelay {
 					d, err = m.wait(r, sc, a.MaxDelay, d)
 					if err != nil {
+						m.observe(Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Outcome: Failed, Err: err})
 						m.failed(w, r, next, err)
 						return
 					}
 					refuser = binding(sc.ds, d)
+					waited = d.Allowed
 				}
+			}
+			if m.cfg.Observe != nil {
+				o := Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Decision: d, Outcome: Admitted}
+				switch {
+				case !d.Allowed || d.Delay > m.cfg.MaxDelay:
+					o.Outcome = Refused
+				case waited || d.Delay > 0:
+					o.Outcome = Delayed
+				}
+				m.cfg.Observe(o)
 			}
 			sc.buf = setHeaders(w.Header(), sc.enforced, sc.ds, d, m.cfg.LegacyHeaders, sc.buf)
 			if d.Allowed {
@@ -314,14 +375,23 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			d, err := m.check(r, sc, sc.shadow)
 			switch {
 			case err != nil:
+				m.observe(Observation{Request: r, Limit: sc.shadow[0].Name, Key: sc.shadow[0].Key, Outcome: Failed, Err: err})
 			case d.Allowed:
 				defer m.releaser(sc)() // shadow concurrency limits hold leases too
 			default:
-				m.shadow.add(sc.shadow[binding(sc.ds, d)].Name)
+				p := sc.shadow[binding(sc.ds, d)]
+				m.shadow.add(p.Name)
+				m.observe(Observation{Request: r, Limit: p.Name, Key: p.Key, Outcome: ShadowRefused, Decision: d})
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (m *middleware) observe(o Observation) {
+	if m.cfg.Observe != nil {
+		m.cfg.Observe(o)
+	}
 }
 
 // binding returns the index of the decision that governs d.

@@ -1,0 +1,68 @@
+package httplimit_test
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// TestObserve checks that every decided request is observed once per check,
+// with the limit that decided it and the right outcome.
+func TestObserve(t *testing.T) {
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var mu sync.Mutex
+	var seen []string
+	failKey := errors.New("no key today")
+	srv, _ := server(t, store, httplimit.Config{
+		Limits: []httplimit.Limit{
+			{Name: "two", Key: httplimit.Global, Limit: sluice.FixedWindow(2, time.Minute)},
+			{Name: "user", Key: func(r *http.Request) (string, error) {
+				if r.Header.Get("X-Fail") != "" {
+					return "", failKey
+				}
+				return r.Header.Get("X-User"), nil
+			}, Limit: sluice.FixedWindow(5, time.Minute)},
+		},
+		Observe: func(o httplimit.Observation) {
+			mu.Lock()
+			defer mu.Unlock()
+			s := o.Limit + " " + o.Outcome.String()
+			if o.Err != nil {
+				s += " " + o.Err.Error()
+			}
+			seen = append(seen, s)
+		},
+	})
+	get(t, srv.URL, "X-User", "u1")
+	get(t, srv.URL)
+	get(t, srv.URL, "X-User", "u1")
+	get(t, srv.URL, "X-Fail", "1")
+	// The first request leaves "two" at 1 remaining and "user" at 4: the
+	// deciding limit is the one closest to refusing, "two".
+	want := []string{
+		"two admitted",
+		"two admitted",
+		"two refused",
+		` failed key of limit "user": no key today`,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != len(want) {
+		t.Fatalf("observed %q, want %q", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Errorf("observation %d = %q, want %q", i, seen[i], want[i])
+		}
+	}
+}
