@@ -1,0 +1,54 @@
+package policy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+func TestParseLimit(t *testing.T) {
+	good := map[string]sluice.Limit{
+		`{algorithm: token_bucket, rate: 100/s, burst: 20}`:           sluice.TokenBucket(sluice.PerSecond(100), 20),
+		`{"algorithm": "gcra", "rate": "10/m"}`:                       sluice.GCRA(sluice.PerMinute(10), 10),
+		`{"algorithm": "sliding_window", "limit": 5, "window": "1m"}`: sluice.SlidingWindow(5, time.Minute),
+		`{algorithm: fixed_window, rate: 100/h}`:                      sluice.FixedWindow(100, time.Hour),
+		`{algorithm: concurrency, limit: 3, lease_ttl: 30s}`:          sluice.Concurrency(3, 30*time.Second),
+		`{algorithm: leaky_bucket, rate: 2/s, queue: 4, nodelay: 1}`:  sluice.LeakyBucket(sluice.PerSecond(2), 4).WithNoDelay(1),
+	}
+	for in, want := range good {
+		got, err := policy.ParseLimit("req", []byte(in))
+		if err != nil || got != want {
+			t.Errorf("ParseLimit(%s) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	bad := map[string]string{
+		``:                                    "req:0: want a limit such as",
+		`[1, 2]`:                              `req:1: want a limit such as`,
+		`{rate: 1/s}`:                         `req:1: algorithm: missing`,
+		`{algorithm: token_bucket, brust: 2}`: `unknown field "brust"`,
+		`{algorithm: token_bucket, rate: 1/s, window: 1m}`: `window: not used by token_bucket`,
+		`{algorithm: fixed_window, rate: 0/s}`:             `count must be at least 1`,
+		`{algorithm: nope}`:                                `algorithm:`,
+		`{algorithm: gcra, rate: 5/s, burst: -1}`:          `burst: must be at least 1`,
+	}
+	for in, want := range bad {
+		_, err := policy.ParseLimit("req", []byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLimit(%q) error = %v, want it to contain %q", in, err, want)
+		}
+	}
+}
+
+func ExampleParseLimit() {
+	l, err := policy.ParseLimit("request body", []byte(`{"algorithm": "token_bucket", "rate": "10/s", "burst": 20}`))
+	fmt.Println(l, err)
+	_, err = policy.ParseLimit("request body", []byte(`{"algorithm": "token_bucket", "rate": "10/s", "window": "1m"}`))
+	fmt.Println(err)
+	// Output:
+	// token_bucket(10/s, burst 20) <nil>
+	// policy: invalid: request body:1: window: not used by token_bucket (it takes rate, burst)
+}
