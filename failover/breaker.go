@@ -1,0 +1,194 @@
+package failover
+
+import (
+	"strconv"
+	"time"
+)
+
+// State is the state of the circuit breaker in front of the primary store.
+type State uint8
+
+const (
+	// StateClosed: calls go to the primary store (the normal state).
+	StateClosed State = iota
+	// StateOpen: the primary failed repeatedly; calls do not reach it and
+	// are decided by their failure Mode until the next probe time.
+	StateOpen
+	// StateHalfOpen: the probe interval has passed; one call at a time
+	// goes to the primary as a probe, the others are decided by their Mode.
+	// The probe's success closes the breaker, its failure opens it again.
+	StateHalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s State) String() string {
+	switch s {
+	case StateClosed:
+		return "closed"
+	case StateOpen:
+		return "open"
+	case StateHalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// outcome is how one call to the primary ended, as the breaker counts it.
+type outcome uint8
+
+const (
+	success outcome = iota // the store answered (an admission or a refusal)
+	failure                // the store failed: timeout, connection, LOADING, ...
+	neutral                // not the store's fault: a validation error, the caller's cancellation
+)
+
+// buckets is how many parts the failure-ratio window is counted in; the
+// window slides by one part at a time.
+const buckets = 10
+
+// breaker is the circuit breaker's state machine. It is not safe for
+// concurrent use (Store guards it with a mutex) and reads no clock: every
+// method takes the time, so that its behaviour is a function of its calls.
+type breaker struct {
+	// settings
+	consecutive int           // open after this many failures in a row; 0: never
+	ratio       float64       // open when failures/calls reaches this; 0: never
+	minCalls    int           // ... over at least this many calls
+	width       time.Duration // one bucket of the window
+	interval    time.Duration // from opening to the next probe
+
+	state     State
+	run       int       // failures in a row
+	nextProbe time.Time // when open: the earliest probe
+	probing   bool      // when half-open: a probe is in flight
+	window    [buckets]bucket
+	reason    string // why it last opened, for the log
+}
+
+type bucket struct {
+	slot            int64 // which width-long slot of time it counts
+	calls, failures int
+}
+
+// transition is a change of state, reported to the hook and the log
+// outside the breaker's lock.
+type transition struct {
+	from, to State
+	reason   string
+	next     time.Time
+}
+
+// allow reports whether a call may go to the primary now, and whether it
+// is the half-open probe. It may move the breaker from open to half-open.
+func (b *breaker) allow(now time.Time) (ok, probe bool, t *transition) {
+	switch b.state {
+	case StateClosed:
+		return true, false, nil
+	case StateOpen:
+		if now.Before(b.nextProbe) {
+			return false, false, nil
+		}
+		b.state, b.probing = StateHalfOpen, true
+		return true, true, &transition{from: StateOpen, to: StateHalfOpen}
+	default: // half-open
+		if b.probing {
+			return false, false, nil
+		}
+		b.probing = true
+		return true, true, nil
+	}
+}
+
+// record counts the outcome of a call that allow let through.
+func (b *breaker) record(now time.Time, o outcome, probe bool) *transition {
+	if probe {
+		b.probing = false
+		switch o {
+		case success:
+			b.reset()
+			b.state = StateClosed
+			return &transition{from: StateHalfOpen, to: StateClosed}
+		case failure:
+			return b.open(now, StateHalfOpen, "the half-open probe failed")
+		}
+		return nil // neutral: the next call probes instead
+	}
+	if b.state != StateClosed || o == neutral {
+		// A call let through before the breaker opened that ends after
+		// it opened tells nothing the breaker does not already know.
+		return nil
+	}
+	bk := b.bucket(now)
+	bk.calls++
+	if o == success {
+		b.run = 0
+		return nil
+	}
+	bk.failures++
+	b.run++
+	if b.consecutive > 0 && b.run >= b.consecutive {
+		return b.open(now, StateClosed, plural(b.run, "consecutive failure"))
+	}
+	if b.ratio > 0 {
+		calls, failures := b.count(now)
+		if calls >= b.minCalls && float64(failures) >= b.ratio*float64(calls) {
+			return b.open(now, StateClosed, plural(failures, "failure")+" in "+plural(calls, "call")+" within the window")
+		}
+	}
+	return nil
+}
+
+func (b *breaker) open(now time.Time, from State, reason string) *transition {
+	b.state, b.reason = StateOpen, reason
+	b.nextProbe = now.Add(b.interval)
+	b.reset()
+	return &transition{from: from, to: StateOpen, reason: reason, next: b.nextProbe}
+}
+
+func (b *breaker) reset() {
+	b.run = 0
+	b.window = [buckets]bucket{}
+}
+
+// bucket returns the bucket counting now, emptied if it last counted an
+// older slot.
+func (b *breaker) bucket(now time.Time) *bucket {
+	slot := now.UnixNano() / int64(b.width)
+	bk := &b.window[slot%buckets]
+	if bk.slot != slot {
+		*bk = bucket{slot: slot}
+	}
+	return bk
+}
+
+// count sums the buckets still inside the window ending at now.
+func (b *breaker) count(now time.Time) (calls, failures int) {
+	slot := now.UnixNano() / int64(b.width)
+	for _, bk := range b.window {
+		if bk.slot > slot-buckets && bk.slot <= slot {
+			calls += bk.calls
+			failures += bk.failures
+		}
+	}
+	return calls, failures
+}
+
+// retryAfter is how long until the next probe may go to the primary: zero
+// when closed or half-open without a probe in flight.
+func (b *breaker) retryAfter(now time.Time) time.Duration {
+	switch {
+	case b.state == StateOpen:
+		return max(0, b.nextProbe.Sub(now))
+	case b.state == StateHalfOpen && b.probing:
+		return b.interval // the probe's verdict is due well before this
+	}
+	return 0
+}
+
+func plural(n int, what string) string {
+	s := strconv.Itoa(n) + " " + what
+	if n != 1 {
+		s += "s"
+	}
+	return s
+}

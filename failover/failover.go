@@ -1,0 +1,632 @@
+// Package failover keeps sluice deciding when its shared store (Redis)
+// fails: a sluice.Store that wraps the primary store with a deadline on
+// every call and a circuit breaker, and decides by a failure Mode what
+// happens to a request the primary cannot decide.
+//
+// Every call to the primary gets a deadline (Config.Timeout, 50 ms by
+// default). The breaker counts the calls that fail, and opens after
+// Config.ConsecutiveFailures failures in a row or when failures reach
+// Config.FailureRatio of at least Config.MinCalls calls within
+// Config.Window. While it is open, calls do not reach the primary at all.
+// Once Config.ProbeInterval has passed, one call at a time goes through
+// as a probe: its success closes the breaker, its failure opens it for
+// another interval.
+//
+// What counts as a failure: a deadline that passed, a connection error,
+// and every error reply of the store (LOADING, READONLY, CLUSTERDOWN,
+// MASTERDOWN, TRYAGAIN, ...). What does not: sluice's validation errors
+// (sluice.ErrInvalidLimit, ErrCostExceedsCapacity, ErrNegativeCost,
+// ErrDuplicateRequest), which are returned as they are because no store
+// could decide such a request, and the end of the caller's own context.
+// redisstore already reloads its scripts on NOSCRIPT (after a restart or
+// SCRIPT FLUSH), and go-redis's ClusterClient follows MOVED and ASK, so
+// neither reaches the breaker.
+//
+// A request the primary could not decide, because the breaker is open or
+// its call failed, is decided by its Mode (Config.Mode):
+//
+//	FailOpen    admit it, counting nothing (Decision.Degraded)
+//	FailClosed  return an error wrapping ErrUnavailable: httplimit answers
+//	            503 with Retry-After set to the breaker's next probe
+//	Fallback    decide it with a local memstore, its limit scaled by
+//	            Config.FallbackScale (Decision.Degraded)
+//
+// Wiring it to Redis (a *redis.Client, a Sentinel client from
+// redis.NewFailoverClient, or a *redis.ClusterClient):
+//
+//	rdb := redis.NewClient(&redis.Options{
+//		Addr:        "redis:6379",
+//		ReadTimeout: 200 * time.Millisecond, // frees pipelines stuck on a hung server
+//		WriteTimeout: 200 * time.Millisecond,
+//	})
+//	primary, err := redisstore.New(rdb, redisstore.Config{})
+//	...
+//	store, err := failover.New(primary, failover.Config{
+//		Mode:          func(sluice.Request) failover.Mode { return failover.Fallback },
+//		FallbackScale: 1.0 / 4, // four instances share the limit while Redis is down
+//	})
+//	...
+//	limiter := sluice.New(store)
+//
+// With a policy, let each rule's on_error choose: Mode: holder.FailureMode
+// (see policy.Holder.FailureMode). docs/operations.md discusses what each
+// mode trades and how to choose the settings.
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// Mode says what happens to a request when the primary store cannot
+// decide it. The zero value is FailOpen.
+type Mode uint8
+
+const (
+	// FailOpen admits the request without counting it: availability over
+	// the limit. The decision has Allowed and Degraded set, Limit the
+	// limit's capacity and Remaining as for a key with no history.
+	FailOpen Mode = iota
+	// FailClosed refuses the request with an error that wraps
+	// ErrUnavailable: the limit over availability.
+	FailClosed
+	// Fallback decides the request with a local store (by default a
+	// memstore), under the request's limit scaled by Config.FallbackScale:
+	// each instance enforces its share of the limit on its own.
+	Fallback
+)
+
+// String returns "open", "closed" or "fallback", the names policy files use.
+func (m Mode) String() string {
+	switch m {
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	case Fallback:
+		return "fallback"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode returns the Mode named "open", "closed" or "fallback".
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{FailOpen, FailClosed, Fallback} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("failover: unknown mode %q (want open, closed or fallback)", s)
+}
+
+// ErrUnavailable is wrapped by the error a FailClosed request gets when the
+// primary store cannot decide it. The error also has a method
+// RetryAfter() time.Duration, the time until the breaker's next probe
+// (zero if it is not open), which httplimit sends as Retry-After.
+var ErrUnavailable = errors.New("failover: the rate limit store is unavailable")
+
+type unavailableError struct {
+	retry time.Duration
+	cause error
+}
+
+func (e *unavailableError) Error() string {
+	if e.cause == nil {
+		return ErrUnavailable.Error() + " (circuit breaker open)"
+	}
+	return ErrUnavailable.Error() + ": " + e.cause.Error()
+}
+
+func (e *unavailableError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrUnavailable}
+	}
+	return []error{ErrUnavailable, e.cause}
+}
+
+// RetryAfter is the time until the breaker lets a probe through.
+func (e *unavailableError) RetryAfter() time.Duration { return e.retry }
+
+// Config configures a Store. The zero value is ready to use; each field
+// documents its default.
+type Config struct {
+	// Timeout is the deadline of every call to the primary (Take, TakeAll,
+	// Release); a call that has not answered by then counts as a failure
+	// and its request is decided by its Mode. A shorter deadline of the
+	// caller's context still applies, but its end is the caller's, not a
+	// failure. Default 50ms; negative: no deadline besides the caller's.
+	Timeout time.Duration
+
+	// ConsecutiveFailures opens the breaker after this many failed calls
+	// in a row. Default 5; negative: never for this reason.
+	ConsecutiveFailures int
+
+	// FailureRatio opens the breaker when at least this fraction of the
+	// calls within Window failed, once there were MinCalls of them, which
+	// catches a primary that fails often but not always in a row.
+	// Default 0.5; negative: never for this reason. At most 1.
+	FailureRatio float64
+
+	// MinCalls is the fewest calls within Window that FailureRatio
+	// judges. Default 20.
+	MinCalls int
+
+	// Window is the time over which FailureRatio is counted, sliding in
+	// tenths. Default 10s.
+	Window time.Duration
+
+	// ProbeInterval is how long the breaker stays open before it lets one
+	// call through as a probe, and again after each failed probe.
+	// Default 1s.
+	ProbeInterval time.Duration
+
+	// Mode picks the failure mode of each request; it is called only for
+	// requests the primary could not decide. Default: FailOpen for all.
+	// policy.Holder.FailureMode picks the mode each rule's on_error names.
+	Mode func(sluice.Request) Mode
+
+	// FallbackScale multiplies the counts of a Fallback request's limit
+	// (count, burst, queue, concurrency) before the fallback store decides
+	// it: 1/N when N instances share the limit, more to be looser. Counts
+	// never go below 1; a scaled limit that would be invalid is not scaled;
+	// a cost above the scaled limit's capacity is charged as that capacity.
+	// Default 1.
+	FallbackScale float64
+
+	// FallbackStore decides Fallback requests. Default: a memstore with
+	// its default bound on keys, created by New and closed by Close.
+	FallbackStore sluice.Store
+
+	// OnStateChange, if set, is called on every change of the breaker's
+	// state, in order, outside the Store's lock; it must not block long.
+	OnStateChange func(from, to State)
+
+	// Logger receives one line per change of the breaker's state (open at
+	// Warn, closed at Info, half-open at Debug), never one per request.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats are a Store's counters since New, for metrics.
+type Stats struct {
+	// Calls is how many calls (Take, TakeAll, Release) reached the primary.
+	Calls int64
+	// Failures is how many of those failed, as the breaker counts failures.
+	Failures int64
+	// ShortCircuited is how many calls did not reach the primary because
+	// the breaker was open (or half-open with its probe in flight).
+	ShortCircuited int64
+	// Opens is how many times the breaker opened.
+	Opens int64
+	// DegradedOpen, DegradedClosed and DegradedFallback count the requests
+	// decided by each Mode: admitted uncounted, refused with
+	// ErrUnavailable, and decided by the fallback store.
+	DegradedOpen, DegradedClosed, DegradedFallback int64
+}
+
+// Store is a sluice.Store that sends calls to a primary store through a
+// deadline and a circuit breaker, and decides the requests the primary
+// cannot by their failure Mode. It is safe for concurrent use. Its state is
+// one mutex-guarded breaker, taken twice per call; it starts no goroutines.
+type Store struct {
+	primary, fallback sluice.Store
+	own               *memstore.Store // the default fallback, closed by Close
+	cfg               Config
+
+	mu     sync.Mutex
+	br     breaker
+	hookMu sync.Mutex // keeps OnStateChange calls in the order of the changes
+	state  atomic.Uint32
+
+	calls, failures, shorted, opens atomic.Int64
+	degraded                        [3]atomic.Int64 // by Mode
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a Store in front of primary, configured by cfg.
+func New(primary sluice.Store, cfg Config) (*Store, error) {
+	if primary == nil {
+		return nil, errors.New("failover: New: primary store is nil")
+	}
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d == 0 {
+			*d = v
+		}
+		if *d < 0 {
+			return fmt.Errorf("failover: %s must not be negative (got %s)", name, *d)
+		}
+		return nil
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 50 * time.Millisecond
+	}
+	if err := def(&cfg.Window, 10*time.Second, "Window"); err != nil {
+		return nil, err
+	}
+	if err := def(&cfg.ProbeInterval, time.Second, "ProbeInterval"); err != nil {
+		return nil, err
+	}
+	if cfg.ConsecutiveFailures == 0 {
+		cfg.ConsecutiveFailures = 5
+	}
+	if cfg.FailureRatio == 0 {
+		cfg.FailureRatio = 0.5
+	}
+	if cfg.FailureRatio > 1 || math.IsNaN(cfg.FailureRatio) {
+		return nil, fmt.Errorf("failover: FailureRatio must be at most 1 (got %v); make it negative to open on consecutive failures only", cfg.FailureRatio)
+	}
+	if cfg.MinCalls == 0 {
+		cfg.MinCalls = 20
+	}
+	if cfg.MinCalls < 0 {
+		return nil, fmt.Errorf("failover: MinCalls must not be negative (got %d)", cfg.MinCalls)
+	}
+	if cfg.Window < buckets*time.Microsecond {
+		return nil, fmt.Errorf("failover: Window %s is too short (at least %s)", cfg.Window, buckets*time.Microsecond)
+	}
+	if cfg.FallbackScale == 0 {
+		cfg.FallbackScale = 1
+	}
+	if !(cfg.FallbackScale > 0) || math.IsInf(cfg.FallbackScale, 0) || cfg.FallbackScale > 1e6 {
+		return nil, fmt.Errorf("failover: FallbackScale must be above 0 and at most 1e6 (got %v)", cfg.FallbackScale)
+	}
+	if cfg.Mode == nil {
+		cfg.Mode = func(sluice.Request) Mode { return FailOpen }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg}
+	if s.fallback == nil {
+		own, err := memstore.New(memstore.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("failover: fallback store: %w", err)
+		}
+		s.own, s.fallback = own, own
+	}
+	s.br = breaker{
+		consecutive: max(0, cfg.ConsecutiveFailures),
+		ratio:       max(0, cfg.FailureRatio),
+		minCalls:    max(1, cfg.MinCalls),
+		width:       cfg.Window / buckets,
+		interval:    cfg.ProbeInterval,
+	}
+	return s, nil
+}
+
+// Close closes the fallback store if New created it. It does not close the
+// primary store, nor a FallbackStore given in Config.
+func (s *Store) Close() error {
+	if s.own != nil {
+		return s.own.Close()
+	}
+	return nil
+}
+
+// State returns the breaker's current state.
+func (s *Store) State() State { return State(s.state.Load()) }
+
+// Stats returns the Store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Calls:            s.calls.Load(),
+		Failures:         s.failures.Load(),
+		ShortCircuited:   s.shorted.Load(),
+		Opens:            s.opens.Load(),
+		DegradedOpen:     s.degraded[FailOpen].Load(),
+		DegradedClosed:   s.degraded[FailClosed].Load(),
+		DegradedFallback: s.degraded[Fallback].Load(),
+	}
+}
+
+// Take decides r on the primary, or by r's Mode when the primary cannot.
+func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	probe, ok := s.admit()
+	if !ok {
+		return s.degradedOne(ctx, r, nil)
+	}
+	cctx, cancel := s.deadline(ctx)
+	d, err := s.primary.Take(cctx, r)
+	cancel()
+	switch err = s.finish(ctx, cctx, err, probe); {
+	case err == nil:
+		return d, nil
+	case !isFailure(err):
+		return d, err
+	}
+	return s.degradedOne(ctx, r, err)
+}
+
+// TakeAll decides rs all-or-nothing on the primary. When the primary
+// cannot decide them, their Modes decide together, still all-or-nothing:
+// if any request is FailClosed, the whole check fails with ErrUnavailable
+// and nothing is charged anywhere; otherwise the Fallback requests are
+// decided together by the fallback store (all-or-nothing among them) and
+// the FailOpen ones are admitted uncounted, so the check is admitted
+// exactly when the fallback store admits its part.
+func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
+	if len(ds) != len(rs) {
+		return fmt.Errorf("failover: TakeAll: %d requests but room for %d decisions", len(rs), len(ds))
+	}
+	probe, ok := s.admit()
+	if !ok {
+		return s.degradedAll(ctx, rs, ds, nil)
+	}
+	cctx, cancel := s.deadline(ctx)
+	err := s.primary.TakeAll(cctx, rs, ds)
+	cancel()
+	switch err = s.finish(ctx, cctx, err, probe); {
+	case err == nil:
+		return nil
+	case !isFailure(err):
+		return err
+	}
+	return s.degradedAll(ctx, rs, ds, err)
+}
+
+// fallbackLease marks the leases of the fallback store, so that Release
+// returns each lease to the store that granted it. Neither memstore nor
+// redisstore grants leases this large (memstore counts from 1, redisstore
+// from the Unix time in nanoseconds).
+const fallbackLease = 1 << 63
+
+// Release gives a concurrency lease back to the store that granted it: the
+// fallback store for a lease granted while degraded, the primary otherwise.
+// A lease of 0 (a FailOpen admission holds none) is ignored. While the
+// breaker is open, a primary lease is not released: the error wraps
+// ErrUnavailable and the lease ends by its TTL.
+func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lease uint64) error {
+	switch {
+	case lease == 0:
+		return nil
+	case lease&fallbackLease != 0:
+		return s.fallback.Release(ctx, key, scaleLimit(limit, s.cfg.FallbackScale), lease&^fallbackLease)
+	}
+	probe, ok := s.admit()
+	if !ok {
+		return s.unavailable(nil)
+	}
+	cctx, cancel := s.deadline(ctx)
+	err := s.primary.Release(cctx, key, limit, lease)
+	cancel()
+	if err = s.finish(ctx, cctx, err, probe); err != nil && isFailure(err) {
+		return fmt.Errorf("failover: release %q: the lease ends by its TTL: %w", key, err)
+	}
+	return err
+}
+
+// admit asks the breaker whether a call may go to the primary.
+func (s *Store) admit() (probe, ok bool) {
+	s.mu.Lock()
+	ok, probe, t := s.br.allow(time.Now())
+	if !ok {
+		s.mu.Unlock()
+		s.shorted.Add(1)
+		return false, false
+	}
+	s.changed(t) // unlocks s.mu
+	s.calls.Add(1)
+	return probe, true
+}
+
+func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.Timeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.Timeout)
+}
+
+// storeFailure marks an error the breaker counted as a failure.
+type storeFailure struct{ err error }
+
+func (e *storeFailure) Error() string { return e.err.Error() }
+func (e *storeFailure) Unwrap() error { return e.err }
+
+func isFailure(err error) bool {
+	var f *storeFailure
+	return errors.As(err, &f)
+}
+
+// finish classifies the outcome of a call to the primary, records it, and
+// returns err, marked as a failure if it is one.
+func (s *Store) finish(ctx, cctx context.Context, err error, probe bool) error {
+	o := classify(ctx, cctx, err)
+	if o == failure {
+		s.failures.Add(1)
+		if cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("the store did not answer within %s: %w", s.cfg.Timeout, err)
+		}
+		err = &storeFailure{err}
+	}
+	s.mu.Lock()
+	t := s.br.record(time.Now(), o, probe)
+	s.changed(t) // unlocks s.mu
+	return err
+}
+
+// classify says whether err is the store's failure. The caller's own
+// cancellation and errors about the request itself are not.
+func classify(ctx, cctx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return success
+	case ctx.Err() != nil:
+		return neutral // the caller gave up or its own deadline passed
+	case errors.Is(err, sluice.ErrInvalidLimit),
+		errors.Is(err, sluice.ErrCostExceedsCapacity),
+		errors.Is(err, sluice.ErrNegativeCost),
+		errors.Is(err, sluice.ErrDuplicateRequest),
+		errors.Is(err, sluice.ErrWouldExceedDeadline):
+		return neutral
+	}
+	return failure
+}
+
+// changed reports a transition to the hook and the log, in order, and
+// unlocks s.mu, which the caller holds.
+func (s *Store) changed(t *transition) {
+	if t == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.state.Store(uint32(t.to))
+	if t.to == StateOpen {
+		s.opens.Add(1)
+	}
+	s.hookMu.Lock()
+	s.mu.Unlock()
+	defer s.hookMu.Unlock()
+	switch t.to {
+	case StateOpen:
+		s.cfg.Logger.Warn("failover: circuit breaker opened; requests are decided by their failure mode until a probe succeeds",
+			"from", t.from.String(), "reason", t.reason, "next_probe", t.next.Format(time.RFC3339Nano))
+	case StateClosed:
+		s.cfg.Logger.Info("failover: circuit breaker closed; the primary store decides again", "from", t.from.String())
+	default:
+		s.cfg.Logger.Debug("failover: circuit breaker half-open; probing the primary store", "from", t.from.String())
+	}
+	if s.cfg.OnStateChange != nil {
+		s.cfg.OnStateChange(t.from, t.to)
+	}
+}
+
+func (s *Store) unavailable(cause error) error {
+	s.mu.Lock()
+	retry := s.br.retryAfter(time.Now())
+	s.mu.Unlock()
+	if f, ok := cause.(*storeFailure); ok {
+		cause = f.err
+	}
+	return &unavailableError{retry: retry, cause: cause}
+}
+
+// degradedOne decides r by its Mode; cause is the primary's error, or nil
+// if the breaker kept the call from the primary.
+func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) (sluice.Decision, error) {
+	m := s.mode(r)
+	s.degraded[m].Add(1)
+	switch m {
+	case FailClosed:
+		return sluice.Decision{}, s.unavailable(cause)
+	case Fallback:
+		d, err := s.fallback.Take(ctx, s.fallbackRequest(r))
+		if err != nil {
+			return sluice.Decision{}, fmt.Errorf("failover: fallback store: %w", err)
+		}
+		return marked(d), nil
+	}
+	return admitted(r), nil
+}
+
+func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision, cause error) error {
+	modes := make([]Mode, len(rs))
+	var n [3]int64
+	for i, r := range rs {
+		modes[i] = s.mode(r)
+		n[modes[i]]++
+	}
+	if n[FailClosed] > 0 {
+		s.degraded[FailClosed].Add(int64(len(rs))) // the whole check is refused
+		return s.unavailable(cause)
+	}
+	s.degraded[FailOpen].Add(n[FailOpen])
+	s.degraded[Fallback].Add(n[Fallback])
+	var frs []sluice.Request
+	var fidx []int
+	for i, r := range rs {
+		if modes[i] == Fallback {
+			frs, fidx = append(frs, s.fallbackRequest(r)), append(fidx, i)
+		} else {
+			ds[i] = admitted(r)
+		}
+	}
+	switch len(frs) {
+	case 0:
+		return nil
+	case 1:
+		d, err := s.fallback.Take(ctx, frs[0])
+		if err != nil {
+			return fmt.Errorf("failover: fallback store: %w", err)
+		}
+		ds[fidx[0]] = marked(d)
+		return nil
+	}
+	fds := make([]sluice.Decision, len(frs))
+	if err := s.fallback.TakeAll(ctx, frs, fds); err != nil {
+		return fmt.Errorf("failover: fallback store: %w", err)
+	}
+	for k, i := range fidx {
+		ds[i] = marked(fds[k])
+	}
+	return nil
+}
+
+func (s *Store) mode(r sluice.Request) Mode {
+	m := s.cfg.Mode(r)
+	if m > Fallback {
+		return FailOpen // an unknown mode; ParseMode never makes one
+	}
+	return m
+}
+
+// fallbackRequest is r under its scaled limit, its cost capped at the
+// scaled limit's capacity.
+func (s *Store) fallbackRequest(r sluice.Request) sluice.Request {
+	r.Limit = scaleLimit(r.Limit, s.cfg.FallbackScale)
+	r.Cost = min(r.Cost, r.Limit.Capacity())
+	return r
+}
+
+// marked marks a fallback decision as degraded and its lease as the
+// fallback store's.
+func marked(d sluice.Decision) sluice.Decision {
+	d.Degraded = true
+	if d.Lease != 0 {
+		d.Lease |= fallbackLease
+	}
+	return d
+}
+
+// admitted is a FailOpen decision: admitted, nothing counted.
+func admitted(r sluice.Request) sluice.Decision {
+	c := r.Limit.Capacity()
+	return sluice.Decision{Allowed: true, Degraded: true, Limit: c, Remaining: max(0, c-r.Cost)}
+}
+
+// scaleLimit multiplies l's counts by f, each at least 1 (a queue at
+// least 0). If the result is not a valid limit, l is returned unscaled.
+func scaleLimit(l sluice.Limit, f float64) sluice.Limit {
+	if f == 1 || l.Validate() != nil {
+		return l
+	}
+	mul := func(n, least int64) int64 {
+		v := math.Round(float64(n) * f)
+		if v >= 1<<53 {
+			return 1 << 53
+		}
+		return max(least, int64(v))
+	}
+	s := l
+	s.Count = mul(l.Count, 1)
+	switch l.Algorithm {
+	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
+		s.Burst = mul(l.Burst, 1)
+	case sluice.AlgorithmLeakyBucket:
+		s.Burst = mul(l.Burst, 0)
+		s.NoDelay = min(mul(l.NoDelay, 0), s.Burst)
+	}
+	if s.Validate() != nil {
+		return l
+	}
+	return s
+}
