@@ -1,0 +1,446 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Bounds of the decision API: nothing a caller sends can make the server
+// hold more than this per request.
+const (
+	maxAPIBody   = 64 << 10
+	maxAPIChecks = 32
+	maxAPIKey    = 512
+)
+
+// checkRequest is the body of POST /v1/check: either a request to plan
+// under the policy (optionally only one rule of it), or explicit checks.
+type checkRequest struct {
+	Rule    string          `json:"rule,omitempty"`
+	Request *apiRequest     `json:"request,omitempty"`
+	Checks  []explicitCheck `json:"checks,omitempty"`
+	// Hits is charged per request (policy mode) or per check without
+	// its own; absent means 1, 0 peeks.
+	Hits *int64 `json:"hits,omitempty"`
+}
+
+// apiRequest describes an HTTP request for the policy to plan.
+type apiRequest struct {
+	Method  string            `json:"method"`
+	Host    string            `json:"host"`
+	Path    string            `json:"path"`
+	Query   string            `json:"query"` // raw query string, without '?'
+	IP      string            `json:"ip"`    // the client's address
+	Headers map[string]string `json:"headers"`
+	Cookies map[string]string `json:"cookies"`
+}
+
+// explicitCheck is one check with its key and limit given by the caller.
+type explicitCheck struct {
+	Name  string          `json:"name,omitempty"`
+	Key   string          `json:"key"`
+	Limit json.RawMessage `json:"limit"`
+	Hits  *int64          `json:"hits,omitempty"`
+}
+
+// checkResponse is the answer: the decision and what to send the client.
+type checkResponse struct {
+	Allowed bool `json:"allowed"`
+	// Status is what an HTTP service should answer: 200 when allowed, the
+	// deciding limit's refusal status (429 unless the policy says
+	// otherwise) when not.
+	Status       int               `json:"status"`
+	Limit        string            `json:"limit,omitempty"`
+	RetryAfterMs int64             `json:"retry_after_ms"`
+	DelayMs      int64             `json:"delay_ms"`
+	Degraded     bool              `json:"degraded"`
+	Decisions    []apiDecision     `json:"decisions"`
+	Headers      map[string]string `json:"headers"`
+}
+
+type apiDecision struct {
+	Name         string `json:"name"`
+	Key          string `json:"key"`
+	Shadow       bool   `json:"shadow,omitempty"`
+	Allowed      bool   `json:"allowed"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	ResetAfterMs int64  `json:"reset_after_ms"`
+	DelayMs      int64  `json:"delay_ms"`
+	Lease        uint64 `json:"lease,omitempty"`
+}
+
+// releaseRequest is the body of POST /v1/release: a concurrency lease to
+// give back, with the key /v1/check returned and either the policy limit's
+// name or the explicit limit.
+type releaseRequest struct {
+	Key   string          `json:"key"`
+	Name  string          `json:"name,omitempty"`
+	Limit json.RawMessage `json:"limit,omitempty"`
+	Lease uint64          `json:"lease"`
+}
+
+// explicitPrefix starts the store keys of explicit checks, apart from every
+// policy key.
+const explicitPrefix = "api\x00"
+
+func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+func (s *Server) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/check", s.apiCheck)
+	mux.HandleFunc("POST /v1/release", s.apiRelease)
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONProblem(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check and POST /v1/release (docs/api.md).")
+	})
+	return mux
+}
+
+// decode reads a JSON body into v, strictly and bounded.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("body larger than %d bytes", maxAPIBody)
+		}
+		return fmt.Errorf("body: %v", err)
+	}
+	if dec.More() {
+		return errors.New("body: more than one JSON value")
+	}
+	return nil
+}
+
+func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
+	var req checkRequest
+	if err := decode(w, r, &req); err != nil {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	planned, err := s.planAPI(&req)
+	if err != nil {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	resp := checkResponse{Allowed: true, Status: http.StatusOK, Decisions: []apiDecision{}, Headers: map[string]string{}}
+	var enforced, shadow []httplimit.Planned
+	for _, p := range planned {
+		if p.Action != nil && p.Action.Shadow {
+			shadow = append(shadow, p)
+		} else {
+			enforced = append(enforced, p)
+		}
+	}
+	for gi, group := range [][]httplimit.Planned{enforced, shadow} {
+		if len(group) == 0 {
+			continue
+		}
+		isShadow := gi == 1
+		reqs := make([]sluice.Request, len(group))
+		ds := make([]sluice.Decision, len(group))
+		for i, p := range group {
+			reqs[i] = sluice.Request{Key: p.Key, Limit: p.Limit, Cost: p.Cost}
+		}
+		d, err := s.limiter.CheckEach(r.Context(), reqs, ds)
+		if err != nil {
+			s.observe("api", httplimit.Observation{Limit: apiLimitName(group[0]), Outcome: httplimit.Failed, Err: err})
+			if isShadow {
+				continue
+			}
+			s.logAPIError(err)
+			writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+err.Error())
+			return
+		}
+		bind := 0
+		for i := range ds {
+			if ds[i].Allowed == d.Allowed && ds[i].RetryAfter == d.RetryAfter && ds[i].Remaining == d.Remaining {
+				bind = i
+				break
+			}
+		}
+		for i, p := range group {
+			resp.Decisions = append(resp.Decisions, apiDecision{
+				Name: p.Name, Key: p.Key, Shadow: isShadow, Allowed: ds[i].Allowed,
+				Limit: ds[i].Limit, Remaining: max(0, ds[i].Remaining),
+				RetryAfterMs: ms(ds[i].RetryAfter), ResetAfterMs: ms(ds[i].ResetAfter),
+				DelayMs: ms(ds[i].Delay), Lease: ds[i].Lease,
+			})
+		}
+		o := httplimit.Observation{Limit: apiLimitName(group[bind]), Key: group[bind].Key, Decision: d, Outcome: httplimit.Admitted}
+		if isShadow {
+			if !d.Allowed {
+				o.Outcome = httplimit.ShadowRefused
+				s.observe("api", o)
+			}
+			continue
+		}
+		switch {
+		case !d.Allowed:
+			o.Outcome = httplimit.Refused
+		case d.Delay > 0:
+			o.Outcome = httplimit.Delayed
+		}
+		s.observe("api", o)
+		h := http.Header{}
+		httplimit.SetHeaders(h, group, ds, d)
+		for k := range h {
+			resp.Headers[k] = h.Get(k)
+		}
+		resp.Allowed, resp.Limit, resp.Degraded = d.Allowed, group[bind].Name, d.Degraded
+		resp.RetryAfterMs, resp.DelayMs = ms(d.RetryAfter), ms(d.Delay)
+		if !d.Allowed {
+			resp.Status = http.StatusTooManyRequests
+			if a := group[bind].Action; a != nil && a.Status != 0 {
+				resp.Status = a.Status
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// apiLimitName is the limit name a decision is counted under in metrics:
+// the policy's limit names are bounded by the policy, explicit ones are
+// chosen by callers and so are all counted as "explicit".
+func apiLimitName(p httplimit.Planned) string {
+	if strings.HasPrefix(p.Key, explicitPrefix) {
+		return "explicit"
+	}
+	return p.Name
+}
+
+func (s *Server) planAPI(req *checkRequest) ([]httplimit.Planned, error) {
+	hits := int64(1)
+	if req.Hits != nil {
+		hits = *req.Hits
+		if hits < 0 {
+			return nil, errors.New("hits: must not be negative (0 peeks)")
+		}
+	}
+	switch {
+	case req.Request != nil && len(req.Checks) > 0:
+		return nil, errors.New("give request (to apply the policy) or checks (explicit keys and limits), not both")
+	case req.Request != nil:
+		return s.planPolicy(req, hits)
+	case len(req.Checks) > 0:
+		if req.Rule != "" {
+			return nil, errors.New("rule: only with request (explicit checks name their own limits)")
+		}
+		return planExplicit(req.Checks, hits)
+	}
+	return nil, errors.New(`give request (to apply the policy) or checks (explicit keys and limits), for example {"request": {"method": "GET", "path": "/", "ip": "203.0.113.7"}}`)
+}
+
+func (s *Server) planPolicy(req *checkRequest, hits int64) ([]httplimit.Planned, error) {
+	a := req.Request
+	method := a.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if !validToken(method) {
+		return nil, fmt.Errorf("request.method: %q is not an HTTP method", a.Method)
+	}
+	path := a.Path
+	if path == "" {
+		path = "/"
+	}
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("request.path: %q must start with /", a.Path)
+	}
+	host := a.Host
+	if host == "" {
+		host = "localhost"
+	}
+	u, err := url.Parse("http://" + host + path)
+	if err != nil || u.Host == "" || u.Path != path && u.RawPath != path {
+		return nil, fmt.Errorf("request.host/path: %q %q do not form a URL", a.Host, a.Path)
+	}
+	u.RawQuery = a.Query
+	hr := &http.Request{Method: method, URL: u, Host: host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	for k, v := range a.Headers {
+		if !validToken(k) {
+			return nil, fmt.Errorf("request.headers: %q is not a header name", k)
+		}
+		hr.Header.Set(k, v)
+	}
+	for k, v := range a.Cookies {
+		hr.AddCookie(&http.Cookie{Name: k, Value: v, Quoted: false})
+	}
+	if a.IP != "" {
+		ip, err := netip.ParseAddr(a.IP)
+		if err != nil {
+			return nil, fmt.Errorf("request.ip: %q is not an IP address", a.IP)
+		}
+		hr.RemoteAddr = netip.AddrPortFrom(ip, 0).String()
+	}
+	p := s.currentPolicy()
+	planned, err := p.Plan(hr, nil)
+	if err != nil {
+		return nil, err
+	}
+	if req.Rule != "" {
+		var rule *policy.Rule
+		for _, ru := range p.Rules {
+			if ru.Name == req.Rule {
+				rule = ru
+			}
+		}
+		if rule == nil {
+			return nil, fmt.Errorf("rule: %q is not a rule of the policy %s", req.Rule, p.File)
+		}
+		kept := planned[:0]
+		for _, pl := range planned {
+			for _, l := range rule.Limits {
+				if l.Name == pl.Name {
+					kept = append(kept, pl)
+				}
+			}
+		}
+		planned = kept
+	}
+	for i := range planned {
+		c := planned[i].Cost * hits
+		if hits != 0 && c/hits != planned[i].Cost || c > planned[i].Limit.Capacity() {
+			return nil, fmt.Errorf("hits: %d × cost %d exceeds the capacity %d of limit %q", hits, planned[i].Cost, planned[i].Limit.Capacity(), planned[i].Name)
+		}
+		planned[i].Cost = c
+	}
+	return planned, nil
+}
+
+func planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, error) {
+	if len(checks) > maxAPIChecks {
+		return nil, fmt.Errorf("checks: %d, more than %d", len(checks), maxAPIChecks)
+	}
+	var planned []httplimit.Planned
+	var errs []error
+	for i, c := range checks {
+		field := "checks[" + strconv.Itoa(i) + "]"
+		if c.Key == "" || len(c.Key) > maxAPIKey {
+			errs = append(errs, fmt.Errorf("%s.key: must be 1 to %d bytes (got %d)", field, maxAPIKey, len(c.Key)))
+			continue
+		}
+		if len(c.Limit) == 0 {
+			errs = append(errs, fmt.Errorf(`%s.limit: missing, for example {"algorithm": "token_bucket", "rate": "10/s", "burst": 20}`, field))
+			continue
+		}
+		lim, err := policy.ParseLimit(field+".limit", c.Limit)
+		if err != nil {
+			errs = append(errs, errors.Unwrap(err))
+			continue
+		}
+		cost := hits
+		if c.Hits != nil {
+			cost = *c.Hits
+		}
+		if cost < 0 || cost > lim.Capacity() {
+			errs = append(errs, fmt.Errorf("%s.hits: must be between 0 and the limit's capacity %d (got %d)", field, lim.Capacity(), cost))
+			continue
+		}
+		name := c.Name
+		if name == "" {
+			name = "check-" + strconv.Itoa(i)
+		}
+		if len(name) > 64 || !printableASCII(name) {
+			errs = append(errs, fmt.Errorf("%s.name: at most 64 printable ASCII characters", field))
+			continue
+		}
+		planned = append(planned, httplimit.Planned{Name: name, Key: explicitPrefix + c.Key, Limit: lim, Cost: cost})
+	}
+	return planned, errors.Join(errs...)
+}
+
+func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
+	var req releaseRequest
+	if err := decode(w, r, &req); err != nil {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	var lim sluice.Limit
+	switch {
+	case req.Key == "" || len(req.Key) > 4*maxAPIKey:
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "key: the key /v1/check returned is required")
+		return
+	case req.Lease == 0:
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "lease: the lease /v1/check returned is required")
+		return
+	case (req.Name == "") == (len(req.Limit) == 0):
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "give name (a policy limit) or limit (an explicit one)")
+		return
+	case req.Name != "":
+		found := false
+		for _, ru := range s.currentPolicy().Rules {
+			for _, l := range ru.Limits {
+				if l.Name == req.Name {
+					lim, found = l.Limit, true
+				}
+			}
+		}
+		if !found {
+			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("name: %q is not a limit of the policy", req.Name))
+			return
+		}
+	default:
+		var err error
+		if lim, err = policy.ParseLimit("limit", req.Limit); err != nil {
+			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", errors.Unwrap(err).Error())
+			return
+		}
+	}
+	if lim.Algorithm != sluice.AlgorithmConcurrency {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "only concurrency limits hold leases")
+		return
+	}
+	if err := s.limiter.Release(r.Context(), req.Key, lim, req.Lease); err != nil {
+		s.logAPIError(err)
+		writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not release: "+err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// validToken reports whether s is an HTTP token (a method or header name).
+func validToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// writeJSONProblem writes an RFC 9457 problem document.
+func writeJSONProblem(w http.ResponseWriter, status int, title, detail string) {
+	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

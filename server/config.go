@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Config is everything sluice serve needs. It is read from a YAML file
+// (LoadConfig), then SLUICE_* environment variables (ApplyEnv), then
+// command-line flags, each overriding the one before; Validate checks the
+// result. The zero value plus Defaults is the newcomer's setup: memory
+// store, the sample policy, the built-in demo upstream.
+type Config struct {
+	// Listen addresses; an empty one turns that listener off.
+	Gateway string `yaml:"gateway"` // reverse proxy applying the policy
+	API     string `yaml:"api"`     // decision API: POST /v1/check
+	GRPC    string `yaml:"grpc"`    // Envoy rate limit service
+	Admin   string `yaml:"admin"`   // /metrics, /healthz, /readyz, /status
+
+	// Upstream is the URL the gateway forwards admitted requests to.
+	// Empty: the built-in demo upstream answers them.
+	Upstream string `yaml:"upstream"`
+
+	// Policy is the policy file the gateway and the decision API apply.
+	// Empty: the embedded sample policy (see `sluice serve --help`).
+	Policy string `yaml:"policy"`
+
+	// RLS lists the Envoy rate limit descriptor configs (files or
+	// directories of .yaml files) of the gRPC service.
+	RLS []string `yaml:"rls"`
+
+	// Watch reloads the policy and RLS configs when their files change
+	// (SIGHUP always does). Default true.
+	Watch *bool `yaml:"watch"`
+
+	Store StoreConfig `yaml:"store"`
+
+	// ShutdownTimeout bounds how long in-flight requests may take to
+	// finish after SIGTERM. Default 10s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	// MaxDelay bounds the shaping delay the gateway waits before
+	// forwarding a request. Default 1s.
+	MaxDelay Duration `yaml:"max_delay"`
+
+	Log LogConfig `yaml:"log"`
+}
+
+// StoreConfig chooses where limit state lives.
+type StoreConfig struct {
+	// Type is "memory" (the default) or "redis".
+	Type string `yaml:"type"`
+	// MaxKeys bounds the memory store (and the fallback store). Default
+	// 100,000.
+	MaxKeys int `yaml:"max_keys"`
+	Redis   RedisConfig `yaml:"redis"`
+}
+
+// RedisConfig connects to Redis: one address for a standalone server,
+// several for a Cluster, or Sentinel addresses with MasterName.
+type RedisConfig struct {
+	Addrs      []string `yaml:"addrs"`
+	Cluster    bool     `yaml:"cluster"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	// Password is better given as SLUICE_REDIS_PASSWORD than in a file.
+	Password string `yaml:"password"`
+	DB       int    `yaml:"db"`
+	// Prefix starts every key. Default "sluice:".
+	Prefix string `yaml:"prefix"`
+	// NearCache is how many refused keys are answered locally until their
+	// retry time. Default 10,000; -1 turns it off.
+	NearCache int `yaml:"near_cache"`
+	// Timeout bounds each call to Redis. Default 50ms.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// LogConfig sets the log output.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
+	Format string `yaml:"format"` // text (default) or json
+}
+
+// Duration is a time.Duration written as in policy files ("250ms", "1m",
+// "1d").
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := policy.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Default listen addresses: loopback, so that nothing is exposed until an
+// operator says so (the Dockerfile and manifests listen on all interfaces).
+const (
+	DefaultGateway = "127.0.0.1:8080"
+	DefaultGRPC    = "127.0.0.1:8081"
+	DefaultAdmin   = "127.0.0.1:8082"
+	DefaultAPI     = "127.0.0.1:8083"
+)
+
+// Defaults returns the configuration of `sluice serve` with no file, flag
+// or variable.
+func Defaults() Config {
+	return Config{
+		Gateway:         DefaultGateway,
+		GRPC:            DefaultGRPC,
+		Admin:           DefaultAdmin,
+		API:             DefaultAPI,
+		ShutdownTimeout: Duration(10 * time.Second),
+		MaxDelay:        Duration(time.Second),
+		Store:           StoreConfig{Type: "memory", MaxKeys: 100_000},
+		Log:             LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// maxConfigSize bounds a configuration file.
+const maxConfigSize = 1 << 20
+
+// LoadConfig reads the YAML file at path over base (normally Defaults()):
+// fields the file sets replace base's. Unknown fields are errors naming the
+// file and line.
+func LoadConfig(path string, base Config) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return base, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > maxConfigSize {
+		return base, fmt.Errorf("config: %s: %d bytes, larger than %d", path, len(data), maxConfigSize)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	cfg := base
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
+		return base, fmt.Errorf("config: %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return cfg, nil
+}
+
+// Env lists the environment variables ApplyEnv reads, each with the
+// setting (Config.Set's name, and the flag's without its dashes, except
+// redis-username and redis-password, which have no flag) and the file field
+// it stands for.
+var Env = []struct{ Name, Setting, Field string }{
+	{"SLUICE_GATEWAY", "gateway", "gateway"},
+	{"SLUICE_API", "api", "api"},
+	{"SLUICE_GRPC", "grpc", "grpc"},
+	{"SLUICE_ADMIN", "admin", "admin"},
+	{"SLUICE_UPSTREAM", "upstream", "upstream"},
+	{"SLUICE_POLICY", "policy", "policy"},
+	{"SLUICE_RLS", "rls", "rls (comma-separated)"},
+	{"SLUICE_WATCH", "watch", "watch"},
+	{"SLUICE_STORE", "store", "store.type"},
+	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
+	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},
+	{"SLUICE_REDIS_MODE", "redis-mode", "store.redis.cluster / master_name: standalone, cluster or sentinel:MASTER"},
+	{"SLUICE_REDIS_USERNAME", "redis-username", "store.redis.username"},
+	{"SLUICE_REDIS_PASSWORD", "redis-password", "store.redis.password"},
+	{"SLUICE_REDIS_DB", "redis-db", "store.redis.db"},
+	{"SLUICE_REDIS_PREFIX", "redis-prefix", "store.redis.prefix"},
+	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
+	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
+	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
+}
+
+// ApplyEnv sets the fields whose SLUICE_* variable lookup finds (normally
+// os.LookupEnv). A variable that is set but empty clears a listen address
+// (turning that listener off) and is ignored elsewhere.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	for _, e := range Env {
+		v, ok := lookup(e.Name)
+		if !ok {
+			continue
+		}
+		if err := c.Set(e.Setting, e.Name, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Set sets one setting by its name (Env's Setting), as the flags and
+// ApplyEnv do; from names the origin in errors ("--store", "SLUICE_STORE").
+func (c *Config) Set(name, from, v string) error {
+	bad := func(err error) error { return fmt.Errorf("%s=%q: %v", from, v, err) }
+	switch name {
+	case "gateway":
+		c.Gateway = v
+	case "api":
+		c.API = v
+	case "grpc":
+		c.GRPC = v
+	case "admin":
+		c.Admin = v
+	case "upstream":
+		c.Upstream = v
+	case "policy":
+		c.Policy = v
+	case "rls":
+		c.RLS = splitList(v)
+	case "watch":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Watch = &b
+	case "store":
+		c.Store.Type = v
+	case "max-keys":
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return bad(errors.New("want a whole number"))
+		}
+		c.Store.MaxKeys = n
+	case "redis-addrs":
+		c.Store.Redis.Addrs = splitList(v)
+	case "redis-mode":
+		switch {
+		case v == "standalone":
+			c.Store.Redis.Cluster, c.Store.Redis.MasterName = false, ""
+		case v == "cluster":
+			c.Store.Redis.Cluster, c.Store.Redis.MasterName = true, ""
+		case strings.HasPrefix(v, "sentinel:") && len(v) > len("sentinel:"):
+			c.Store.Redis.Cluster, c.Store.Redis.MasterName = false, strings.TrimPrefix(v, "sentinel:")
+		default:
+			return bad(errors.New("want standalone, cluster or sentinel:MASTER"))
+		}
+	case "redis-username":
+		c.Store.Redis.Username = v
+	case "redis-password":
+		c.Store.Redis.Password = v
+	case "redis-db":
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return bad(errors.New("want a whole number"))
+		}
+		c.Store.Redis.DB = n
+	case "redis-prefix":
+		c.Store.Redis.Prefix = v
+	case "shutdown-timeout":
+		d, err := policy.ParseDuration(v)
+		if err != nil {
+			return bad(err)
+		}
+		c.ShutdownTimeout = Duration(d)
+	case "log-level":
+		c.Log.Level = v
+	case "log-format":
+		c.Log.Format = v
+	default:
+		return fmt.Errorf("%s: unknown setting", from)
+	}
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Validate reports every setting that cannot work, each naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(l.addr); err != nil {
+			fail(l.field, "%q: want host:port, such as 127.0.0.1:8080 or :8080", l.addr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
+		}
+	}
+	if c.Gateway == "" && c.API == "" && c.GRPC == "" {
+		fail("gateway", "gateway, api and grpc are all off: nothing to serve")
+	}
+	if c.Upstream != "" {
+		u, err := url.Parse(c.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail("upstream", "%q: want an http:// or https:// URL with a host", c.Upstream)
+		}
+	}
+	switch c.Store.Type {
+	case "memory":
+	case "redis":
+		r := c.Store.Redis
+		if len(r.Addrs) == 0 {
+			fail("store.redis.addrs", "missing: redis needs at least one host:port")
+		}
+		for _, a := range r.Addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				fail("store.redis.addrs", "%q: want host:port", a)
+			}
+		}
+		if r.Cluster && r.MasterName != "" {
+			fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
+		}
+		if strings.ContainsAny(r.Prefix, "{}") {
+			fail("store.redis.prefix", "%q must not contain { or }", r.Prefix)
+		}
+		if r.Timeout < 0 {
+			fail("store.redis.timeout", "must not be negative")
+		}
+	default:
+		fail("store.type", "%q: want memory or redis", c.Store.Type)
+	}
+	if c.Store.MaxKeys < 0 {
+		fail("store.max_keys", "must not be negative (got %d)", c.Store.MaxKeys)
+	}
+	if c.ShutdownTimeout < 0 {
+		fail("shutdown_timeout", "must not be negative")
+	}
+	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
+		fail("max_delay", "must be between 0 and 1m")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		fail("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		fail("log.format", "%q: want text or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// watch reports whether file changes trigger reloads.
+func (c *Config) watch() bool { return c.Watch == nil || *c.Watch }

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// newProxy returns the gateway's reverse proxy to upstream. It appends the
+// peer's address to X-Forwarded-For (keeping what earlier proxies wrote),
+// sets X-Forwarded-Host and -Proto, passes streaming responses through as
+// they come and WebSocket upgrades as they are, and answers 502 when the
+// upstream cannot be reached.
+func newProxy(upstream *url.URL, logger *slog.Logger) *httputil.ReverseProxy {
+	var lastLog atomic.Int64
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+			}
+			pr.SetXForwarded()
+		},
+		Transport: &http.Transport{
+			Proxy:                 nil, // never through an environment proxy
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 0, // streaming and slow upstreams are the upstream's business
+			ForceAttemptHTTP2:     true,
+		},
+		FlushInterval: 50 * time.Millisecond, // and at once for streams of unknown length
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if now := time.Now().Unix(); lastLog.Swap(now) != now {
+				logger.Warn("gateway: upstream failed", "upstream", upstream.String(), "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			writeJSONProblem(w, http.StatusBadGateway, "Bad Gateway", "The upstream service could not be reached.")
+		},
+	}
+}
+
+// demoUpstream is the service the gateway fronts when no upstream is
+// configured, so that a newcomer can watch limits work with curl alone:
+//
+//	/             a greeting
+//	/slow?ms=N    answers after N ms (at most 30000)
+//	/stream?n=N   N lines, one every 100ms (at most 100)
+func demoUpstream() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+		ms = min(max(ms, 0), 30000)
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+			fmt.Fprintf(w, "slept %d ms\n", ms)
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		n = min(max(n, 1), 100)
+		rc := http.NewResponseController(w)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(w, "line %d of %d\n", i, n)
+			rc.Flush()
+			if i < n {
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "Hello from sluice's demo upstream. This request was admitted: see the RateLimit header.\n")
+	})
+	return mux
+}

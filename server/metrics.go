@@ -1,0 +1,258 @@
+package server
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+)
+
+// metrics are the server's Prometheus metrics, on their own registry.
+type metrics struct {
+	reg        *prometheus.Registry
+	decisions  *prometheus.CounterVec
+	storeTime  *prometheus.HistogramVec
+	storeErrs  *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+	lastReload *prometheus.GaugeVec
+}
+
+func newMetrics(version string) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_decisions_total",
+		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, shadow_refused, failed); degraded=true marks decisions made without the configured store.",
+	}, []string{"source", "limit", "outcome", "degraded"})
+	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_store_duration_seconds",
+		Help:    "Time of store calls by operation (take, take_all, release).",
+		Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+	}, []string{"op"})
+	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_store_errors_total",
+		Help: "Store calls that failed, by operation.",
+	}, []string{"op"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_config_reloads_total",
+		Help: "Loads of the policy and RLS configs by result (ok, error); a failed load keeps the previous config serving.",
+	}, []string{"config", "result"})
+	m.lastReload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_config_last_success_timestamp_seconds",
+		Help: "When each config last loaded successfully (Unix time).",
+	}, []string{"config"})
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; the labels tell the version of sluice serving.",
+	}, []string{"version"})
+	info.WithLabelValues(version).Set(1)
+	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// reloaded counts one load of a config.
+func (m *metrics) reloaded(config string, err error) {
+	if err != nil {
+		m.reloads.WithLabelValues(config, "error").Inc()
+		return
+	}
+	m.reloads.WithLabelValues(config, "ok").Inc()
+	m.lastReload.WithLabelValues(config).SetToCurrentTime()
+}
+
+// instrumented times a store's calls and counts its errors.
+type instrumented struct {
+	sluice.Store
+	take, takeAll, release          prometheus.Observer
+	takeErr, takeAllErr, releaseErr prometheus.Counter
+}
+
+func (m *metrics) instrument(s sluice.Store) sluice.Store {
+	return &instrumented{
+		Store:      s,
+		take:       m.storeTime.WithLabelValues("take"),
+		takeAll:    m.storeTime.WithLabelValues("take_all"),
+		release:    m.storeTime.WithLabelValues("release"),
+		takeErr:    m.storeErrs.WithLabelValues("take"),
+		takeAllErr: m.storeErrs.WithLabelValues("take_all"),
+		releaseErr: m.storeErrs.WithLabelValues("release"),
+	}
+}
+
+func (s *instrumented) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	start := time.Now()
+	d, err := s.Store.Take(ctx, r)
+	s.take.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.takeErr.Inc()
+	}
+	return d, err
+}
+
+func (s *instrumented) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
+	start := time.Now()
+	err := s.Store.TakeAll(ctx, rs, ds)
+	s.takeAll.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.takeAllErr.Inc()
+	}
+	return err
+}
+
+func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, lease uint64) error {
+	start := time.Now()
+	err := s.Store.Release(ctx, key, l, lease)
+	s.release.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.releaseErr.Inc()
+	}
+	return err
+}
+
+// outcomes are the outcomes the status page counts, in its order.
+var outcomes = []string{"admitted", "delayed", "refused", "shadow_refused", "failed"}
+
+// stats keeps what the status page shows: totals per (source, limit,
+// outcome) and the keys refused most often. Both are bounded: at most
+// maxTracked limits, and a fixed number of heavy keys.
+type stats struct {
+	mu     sync.Mutex
+	limits map[string]*[5]atomic.Int64 // "source\x00limit"
+	heavy  heavyKeys
+	start  time.Time
+}
+
+const maxTracked = 10_000
+
+func newStats() *stats {
+	return &stats{limits: map[string]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now()}
+}
+
+// add counts one decision.
+func (s *stats) add(source, limit, outcome, key string) {
+	i := 0
+	for i < len(outcomes) && outcomes[i] != outcome {
+		i++
+	}
+	if i == len(outcomes) {
+		return
+	}
+	id := source + "\x00" + limit
+	s.mu.Lock()
+	c := s.limits[id]
+	if c == nil && len(s.limits) < maxTracked {
+		c = new([5]atomic.Int64)
+		s.limits[id] = c
+	}
+	if outcome == "refused" && key != "" {
+		s.heavy.add(source+" "+limit, key)
+	}
+	s.mu.Unlock()
+	if c != nil {
+		c[i].Add(1)
+	}
+}
+
+// limitStats is one row of the status page.
+type limitStats struct {
+	Source string           `json:"source"`
+	Limit  string           `json:"limit"`
+	Counts map[string]int64 `json:"counts"`
+}
+
+func (s *stats) snapshot() (rows []limitStats, heavy []heavyKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, c := range s.limits {
+		src, lim, _ := strings.Cut(id, "\x00")
+		row := limitStats{Source: src, Limit: lim, Counts: map[string]int64{}}
+		for i, o := range outcomes {
+			row.Counts[o] = c[i].Load()
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Source != rows[j].Source {
+			return rows[i].Source < rows[j].Source
+		}
+		return rows[i].Limit < rows[j].Limit
+	})
+	return rows, s.heavy.top()
+}
+
+// heavyKeys finds the keys refused most often with the Space-Saving
+// algorithm: max counters; a new key takes over the smallest counter,
+// inheriting its count as its possible overestimate. Any key refused more
+// than total/max times is guaranteed to be present.
+type heavyKeys struct {
+	max   int
+	items []heavyKey
+}
+
+type heavyKey struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Count int64  `json:"count"`
+	// Error is how much Count may overestimate.
+	Error int64 `json:"error"`
+}
+
+// maxShownKey bounds the bytes of a key kept for display.
+const maxShownKey = 200
+
+func (h *heavyKeys) add(limit, key string) {
+	key = printable(key)
+	for i := range h.items {
+		if h.items[i].Limit == limit && h.items[i].Key == key {
+			h.items[i].Count++
+			return
+		}
+	}
+	if len(h.items) < h.max {
+		h.items = append(h.items, heavyKey{Limit: limit, Key: key, Count: 1})
+		return
+	}
+	min := 0
+	for i := range h.items {
+		if h.items[i].Count < h.items[min].Count {
+			min = i
+		}
+	}
+	c := h.items[min].Count
+	h.items[min] = heavyKey{Limit: limit, Key: key, Count: c + 1, Error: c}
+}
+
+func (h *heavyKeys) top() []heavyKey {
+	out := append([]heavyKey(nil), h.items...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Count > out[j].Count })
+	return out
+}
+
+// printable shows a store key (which may hold separators and length
+// prefixes) as text, bounded in length.
+func printable(key string) string {
+	if len(key) > maxShownKey {
+		key = key[:maxShownKey]
+	}
+	b := make([]byte, 0, len(key))
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c >= 0x20 && c < 0x7f:
+			b = append(b, c)
+		case c == 0:
+			b = append(b, '|')
+		default:
+			b = append(b, `\x`...)
+			b = strconv.AppendUint(b, uint64(c), 16)
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,191 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/sluicehq/sluice"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// validate checks a request against the protocol and the bounds.
+func validate(req *rlspb.RateLimitRequest) error {
+	switch {
+	case req.Domain == "":
+		return errors.New("rls: the domain must not be empty")
+	case len(req.Domain) > MaxLength:
+		return fmt.Errorf("rls: the domain is %d bytes long, more than %d", len(req.Domain), MaxLength)
+	case len(req.Descriptors) == 0:
+		return errors.New("rls: the request has no descriptors")
+	case len(req.Descriptors) > MaxDescriptors:
+		return fmt.Errorf("rls: the request has %d descriptors, more than %d", len(req.Descriptors), MaxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if d == nil {
+			return fmt.Errorf("rls: descriptor %d is missing", i)
+		}
+		if len(d.Entries) > MaxEntries {
+			return fmt.Errorf("rls: descriptor %d has %d entries, more than %d", i, len(d.Entries), MaxEntries)
+		}
+		if d.IsNegativeHits {
+			return fmt.Errorf("rls: descriptor %d: is_negative_hits (giving hits back) is not supported", i)
+		}
+		for j, e := range d.Entries {
+			if e == nil {
+				return fmt.Errorf("rls: descriptor %d: entry %d is missing", i, j)
+			}
+			if len(e.Key) > MaxLength || len(e.Value) > MaxLength {
+				return fmt.Errorf("rls: descriptor %d: entry %d: keys and values are at most %d bytes", i, j, MaxLength)
+			}
+		}
+	}
+	return nil
+}
+
+// hits is the cost of a descriptor: its own hits_addend when set (0 then
+// checks without charging), else the request's, where 0 means 1, as the
+// protocol says ("if the value is not set, ... increases by 1").
+func hits(req *rlspb.RateLimitRequest, d *commonpb.RateLimitDescriptor) uint64 {
+	if d.HitsAddend != nil {
+		return d.HitsAddend.Value
+	}
+	return uint64(max(1, req.HitsAddend))
+}
+
+// override compiles a descriptor's own limit (RateLimitDescriptor.limit):
+// a fixed window, as envoyproxy/ratelimit applies it.
+func override(ov *commonpb.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
+	r := &rule{path: "limit_override", rpu: ov.RequestsPerUnit, mult: 1}
+	name := typepb.RateLimitUnit_name[int32(ov.Unit)]
+	for _, u := range units {
+		if ov.Unit != typepb.RateLimitUnit_UNKNOWN && name == toUpper(u.name) {
+			r.unit, r.period = u.pb, u.d
+		}
+	}
+	if r.period == 0 {
+		return nil, fmt.Errorf("unit %s is not a unit of time this service knows", ov.Unit)
+	}
+	if m := ov.UnitMultiplier; m != nil {
+		if m.Value == 0 {
+			return nil, errors.New("unit_multiplier must be at least 1")
+		}
+		r.mult = m.Value
+		r.period *= time.Duration(m.Value)
+	}
+	lim, err := extension{}.limit(int64(r.rpu), r.period)
+	if err != nil {
+		return nil, err
+	}
+	r.limit = lim
+	return r, nil
+}
+
+func toUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// match finds the rate_limit for a request descriptor, by
+// envoyproxy/ratelimit's rules: at each depth the most specific entry (key
+// and value, then a wildcard value, then the key alone), without
+// backtracking; the limit applies only if the request has exactly as many
+// entries as the matched path is deep.
+func (d *domain) match(entries []*commonpb.RateLimitDescriptor_Entry) *rule {
+	lv := &d.root
+	for i, e := range entries {
+		n := lv.lookup(e.Key, e.Value)
+		if n == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			return n.rule
+		}
+		if !n.nested {
+			return nil
+		}
+		lv = &n.children
+	}
+	return nil
+}
+
+// key builds the sluice key of a descriptor: "rls:", then the domain and
+// every entry's key and value, each prefixed with its length, so that no two
+// different (domain, entries) ever meet ("a_b"+"c" and "a"+"b_c" stay
+// apart). The value is the request's, so each distinct value of a key-only
+// or wildcard descriptor has its own counter.
+func key(domain string, entries []*commonpb.RateLimitDescriptor_Entry) string {
+	n := 4 + len(domain) + 5
+	for _, e := range entries {
+		n += len(e.Key) + len(e.Value) + 10
+	}
+	b := make([]byte, 0, n)
+	b = append(b, "rls:"...)
+	b = appendPart(b, domain)
+	for _, e := range entries {
+		b = appendPart(b, e.Key)
+		b = appendPart(b, e.Value)
+	}
+	return string(b)
+}
+
+func appendPart(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+func contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// current is the limit reported in a descriptor status.
+func (r *rule) current() *rlspb.RateLimitResponse_RateLimit {
+	c := &rlspb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+	if r.mult != 1 {
+		c.UnitMultiplier = wrapperspb.UInt32(r.mult)
+	}
+	return c
+}
+
+// ceilSecond rounds d up to whole seconds, as envoyproxy/ratelimit reports
+// duration_until_reset (the seconds left in the window).
+func ceilSecond(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Second - 1) / time.Second * time.Second
+}
+
+// seconds is ceilSecond as a count.
+func seconds(d time.Duration) int64 { return int64(ceilSecond(d) / time.Second) }
+
+// storeError turns a Limiter error into a gRPC status.
+func (s *Service) storeError(ctx context.Context, domain string, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	s.logs.storeError(domain, err)
+	if errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrCostExceedsCapacity) {
+		return status.Errorf(codes.Internal, "rls: %v", err)
+	}
+	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
+}
+

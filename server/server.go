@@ -1,0 +1,373 @@
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+)
+
+//go:embed defaults/policy.yaml
+var samplePolicy []byte
+
+// SamplePolicy is the policy sluice serve applies when none is configured.
+func SamplePolicy() []byte { return samplePolicy }
+
+// Options are what a Server needs besides its Config.
+type Options struct {
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Version is reported by /metrics and the status page.
+	Version string
+}
+
+// Server is sluice serve: the gateway, the decision API, the Envoy rate
+// limit service and the admin endpoints, over one store and one policy.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	version string
+	started time.Time
+
+	backend *backend
+	limiter *sluice.Limiter
+	metrics *metrics
+	stats   *stats
+
+	holder *policy.Holder  // the policy file, if one is configured
+	sample *policy.Policy  // else the sample policy
+	loaded atomic.Pointer[loadState]
+
+	rls rlsService // nil without RLS configs
+
+	listeners map[string]net.Listener
+	https     []*http.Server
+	grpc      *grpc.Server
+	ready     atomic.Bool
+	wg        sync.WaitGroup
+	watcher   *watcher
+	closeOnce sync.Once
+}
+
+// loadState remembers the last load of each config, for the status page.
+type loadState struct {
+	policyErr, rlsErr string
+	at                time.Time
+}
+
+// New builds a Server from cfg: it validates cfg, opens the store and
+// loads the policy and RLS configs. Nothing listens until Start.
+func New(cfg Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(), stats: newStats()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.version == "" {
+		s.version = "dev"
+	}
+	s.metrics = newMetrics(s.version)
+	if cfg.Policy != "" {
+		h, err := policy.NewHolder(cfg.Policy, policy.Options{}, s.log)
+		s.metrics.reloaded("policy", err)
+		if err != nil {
+			return nil, err
+		}
+		s.holder = h
+	} else {
+		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("the embedded sample policy: %w", err) // a build defect
+		}
+		s.sample = p
+	}
+	if len(cfg.RLS) > 0 {
+		svc, err := newRLS(s, cfg.RLS)
+		s.metrics.reloaded("rls", err)
+		if err != nil {
+			return nil, err
+		}
+		s.rls = svc
+	}
+	b, err := openStore(cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.backend = b
+	s.limiter = sluice.New(s.metrics.instrument(b.store))
+	s.loaded.Store(&loadState{at: time.Now()})
+	return s, nil
+}
+
+// currentPolicy is the policy in force.
+func (s *Server) currentPolicy() *policy.Policy {
+	if s.holder != nil {
+		return s.holder.Policy()
+	}
+	return s.sample
+}
+
+// source is the httplimit.Source of the gateway.
+func (s *Server) source() httplimit.Source {
+	if s.holder != nil {
+		return s.holder
+	}
+	return s.sample
+}
+
+// observe counts one decision in the metrics and the status page.
+func (s *Server) observe(source string, o httplimit.Observation) {
+	outcome := o.Outcome.String()
+	degraded := "false"
+	if o.Decision.Degraded {
+		degraded = "true"
+	}
+	s.metrics.decisions.WithLabelValues(source, o.Limit, outcome, degraded).Inc()
+	s.stats.add(source, o.Limit, outcome, o.Key)
+}
+
+var lastAPIErr atomic.Int64
+
+func (s *Server) logAPIError(err error) {
+	if now := time.Now().Unix(); lastAPIErr.Swap(now) != now {
+		s.log.Warn("decision API: the store failed", "err", err)
+	}
+}
+
+// Start listens on every configured address and serves in the background.
+// It returns once all listeners are bound (or the first that fails).
+func (s *Server) Start() error {
+	s.listeners = map[string]net.Listener{}
+	type svc struct {
+		name, addr string
+		handler    http.Handler
+	}
+	var services []svc
+	if s.cfg.Gateway != "" {
+		h, err := s.gatewayHandler()
+		if err != nil {
+			return err
+		}
+		services = append(services, svc{"gateway", s.cfg.Gateway, h})
+	}
+	if s.cfg.API != "" {
+		services = append(services, svc{"api", s.cfg.API, s.apiHandler()})
+	}
+	if s.cfg.Admin != "" {
+		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
+	}
+	for _, sv := range services {
+		ln, err := net.Listen("tcp", sv.addr)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("%s: %w", sv.name, err)
+		}
+		s.listeners[sv.name] = ln
+		hs := &http.Server{
+			Handler:           sv.handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		}
+		s.https = append(s.https, hs)
+	}
+	if s.cfg.GRPC != "" {
+		ln, err := net.Listen("tcp", s.cfg.GRPC)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("grpc: %w", err)
+		}
+		s.listeners["grpc"] = ln
+		s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.MaxConcurrentStreams(1024))
+		s.registerGRPC(s.grpc)
+	}
+	i := 0
+	for _, sv := range services {
+		hs, ln := s.https[i], s.listeners[sv.name]
+		i++
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("listener stopped", "listener", sv.name, "err", err)
+			}
+		}()
+	}
+	if s.grpc != nil {
+		ln := s.listeners["grpc"]
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.grpc.Serve(ln); err != nil {
+				s.log.Error("listener stopped", "listener", "grpc", "err", err)
+			}
+		}()
+	}
+	if s.cfg.watch() {
+		w, err := s.watch()
+		if err != nil {
+			s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
+		}
+		s.watcher = w
+	}
+	s.ready.Store(true)
+	attrs := []any{"version", s.version, "store", s.backend.desc, "policy", s.currentPolicy().File}
+	for _, name := range []string{"gateway", "api", "grpc", "admin"} {
+		if ln := s.listeners[name]; ln != nil {
+			attrs = append(attrs, name, ln.Addr().String())
+		}
+	}
+	if s.cfg.Gateway != "" {
+		up := s.cfg.Upstream
+		if up == "" {
+			up = "built-in demo"
+		}
+		attrs = append(attrs, "upstream", up)
+	}
+	s.log.Info("sluice serving", attrs...)
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+// Addr returns the address a listener ("gateway", "api", "grpc", "admin")
+// is bound to, or "" if it is off. Useful with port 0.
+func (s *Server) Addr(name string) string {
+	if ln := s.listeners[name]; ln != nil {
+		return ln.Addr().String()
+	}
+	return ""
+}
+
+func (s *Server) gatewayHandler() (http.Handler, error) {
+	var upstream http.Handler
+	if s.cfg.Upstream == "" {
+		upstream = demoUpstream()
+	} else {
+		u, err := url.Parse(s.cfg.Upstream)
+		if err != nil {
+			return nil, fmt.Errorf("upstream: %w", err)
+		}
+		upstream = newProxy(u, s.log)
+	}
+	mw, err := httplimit.New(s.limiter, httplimit.Config{
+		Source:   s.source(),
+		MaxDelay: time.Duration(s.cfg.MaxDelay),
+		Logger:   s.log,
+		Observe:  func(o httplimit.Observation) { s.observe("gateway", o) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mw(upstream), nil
+}
+
+// Reload loads the policy and RLS configs again. A config that fails to
+// load keeps the old one serving; the error is logged, counted in
+// sluice_config_reloads_total and returned.
+func (s *Server) Reload() error {
+	var errs []error
+	st := &loadState{at: time.Now()}
+	if s.holder != nil {
+		err := s.holder.Reload()
+		s.metrics.reloaded("policy", err)
+		if err != nil {
+			st.policyErr = err.Error()
+			errs = append(errs, err)
+		}
+	}
+	if s.rls != nil {
+		err := s.rls.reload()
+		s.metrics.reloaded("rls", err)
+		if err != nil {
+			s.log.Error("RLS config did not load; the previous one stays", "err", err)
+			st.rlsErr = err.Error()
+			errs = append(errs, err)
+		}
+	}
+	s.loaded.Store(st)
+	return errors.Join(errs...)
+}
+
+// Shutdown stops accepting connections, reports not ready, and waits for
+// in-flight requests to finish until ctx ends; then it closes what is
+// left and the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	if s.watcher != nil {
+		s.watcher.close()
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for _, hs := range s.https {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Shutdown(ctx); err != nil {
+				hs.Close()
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("in-flight requests cut at the shutdown deadline: %w", err))
+				mu.Unlock()
+			}
+		}()
+	}
+	if s.grpc != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				s.grpc.Stop()
+			}
+		}()
+	}
+	wg.Wait()
+	s.wg.Wait()
+	s.closeOnce.Do(func() {
+		if err := s.backend.close(); err != nil {
+			errs = append(errs, err)
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Run starts the server and serves until ctx ends, then shuts down within
+// the configured ShutdownTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	s.log.Info("shutting down: draining in-flight requests", "timeout", time.Duration(s.cfg.ShutdownTimeout).String())
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
+	defer cancel()
+	err := s.Shutdown(sctx)
+	s.log.Info("stopped")
+	return err
+}
