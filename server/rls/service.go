@@ -403,7 +403,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit:
 			st.CurrentLimit = it.rule.current()
 			reset := it.d.ResetAfter
-			if it.rule.rpu == 0 {
+			if it.rule.rpu == 0 || reset <= 0 && it.rule.limit.Algorithm == sluice.AlgorithmFixedWindow {
+				// No store answer to go by (a limit that refuses all, or
+				// a window nothing was charged to yet): the time left in
+				// the aligned window, by this process's clock.
 				if now.IsZero() {
 					now = s.opts.Now()
 				}
