@@ -188,4 +188,3 @@ func (s *Service) storeError(ctx context.Context, domain string, err error) erro
 	}
 	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
 }
-

@@ -438,4 +438,3 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	return resp, nil
 }
-

@@ -271,15 +271,15 @@ func TestMatching(t *testing.T) {
 			want string
 		}{
 			{desc("remote_address=192.0.2.66"), "OVER_LIMIT [OVER_LIMIT 0/0m 45s]"}, // blocked address
-			{desc("path=/api/users"), "OK [OK 1/2s 1s]"},                           // wildcard
-			{desc("path=/api/users"), "OK [OK 0/2s 1s]"},                           // same value, same counter
-			{desc("path=/api/orders"), "OK [OK 1/2s 1s]"},                          // each value its own counter
-			{desc("path=/api/health"), "OK [OK unlimited]"},                        // exact beats wildcard
-			{desc("path=/other"), "OK [OK]"},                                       // no match
+			{desc("path=/api/users"), "OK [OK 1/2s 1s]"},                            // wildcard
+			{desc("path=/api/users"), "OK [OK 0/2s 1s]"},                            // same value, same counter
+			{desc("path=/api/orders"), "OK [OK 1/2s 1s]"},                           // each value its own counter
+			{desc("path=/api/health"), "OK [OK unlimited]"},                         // exact beats wildcard
+			{desc("path=/other"), "OK [OK]"},                                        // no match
 			{desc("tenant=a", "user=u1"), "OK [OK 2/3h 59m45s]"},
 			{desc("tenant=b", "user=u1"), "OK [OK 2/3h 59m45s]"},
-			{desc("tenant=a"), "OK [OK]"},                          // too shallow
-			{desc("tenant=a", "user=u1", "extra=x"), "OK [OK]"},    // too deep
+			{desc("tenant=a"), "OK [OK]"},                           // too shallow
+			{desc("tenant=a", "user=u1", "extra=x"), "OK [OK]"},     // too deep
 			{desc("remote_address=198.51.100.1", "x=y"), "OK [OK]"}, // no nested list
 			{desc(), "OK [OK]"},
 		}
