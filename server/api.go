@@ -340,7 +340,7 @@ func planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, erro
 		}
 		lim, err := policy.ParseLimit(field+".limit", c.Limit)
 		if err != nil {
-			errs = append(errs, errors.Unwrap(err))
+			errs = append(errs, limitError(err))
 			continue
 		}
 		cost := hits
@@ -397,7 +397,7 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 	default:
 		var err error
 		if lim, err = policy.ParseLimit("limit", req.Limit); err != nil {
-			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", errors.Unwrap(err).Error())
+			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", limitError(err).Error())
 			return
 		}
 	}
@@ -411,6 +411,12 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// limitError drops policy's "invalid" prefix from an error of ParseLimit:
+// the API's answer already says the request was bad.
+func limitError(err error) error {
+	return errors.New(strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
 }
 
 // validToken reports whether s is an HTTP token (a method or header name).

@@ -64,7 +64,7 @@ type StoreConfig struct {
 	Type string `yaml:"type"`
 	// MaxKeys bounds the memory store (and the fallback store). Default
 	// 100,000.
-	MaxKeys int `yaml:"max_keys"`
+	MaxKeys int         `yaml:"max_keys"`
 	Redis   RedisConfig `yaml:"redis"`
 }
 

@@ -47,8 +47,8 @@ type Server struct {
 	metrics *metrics
 	stats   *stats
 
-	holder *policy.Holder  // the policy file, if one is configured
-	sample *policy.Policy  // else the sample policy
+	holder *policy.Holder // the policy file, if one is configured
+	sample *policy.Policy // else the sample policy
 	loaded atomic.Pointer[loadState]
 
 	rls rlsService // nil without RLS configs

@@ -1,0 +1,360 @@
+// Command sluice runs and checks sluice, a rate limiter:
+//
+//	sluice serve [flags]      run the gateway, decision API, Envoy rate limit service and admin
+//	sluice check FILE...      validate policy, RLS and server config files offline
+//	sluice version            print the version
+//
+// `sluice serve` with no flags starts on the memory store with a sample
+// policy in front of a built-in demo upstream; `sluice <command> --help`
+// lists every flag and environment variable.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// Exit codes, for scripts and CI.
+const (
+	exitOK      = 0
+	exitInvalid = 1 // sluice check found an invalid file; serve failed
+	exitUsage   = 2 // bad command line
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `sluice decides, for every request, whether to admit it, delay it or refuse it.
+
+Usage:
+  sluice serve [flags]     run the gateway, decision API, Envoy rate limit service and admin
+  sluice check FILE...     validate policy, Envoy RLS and server config files (exit 1 if any is invalid)
+  sluice version           print the version
+  sluice help [command]    show help
+
+Run 'sluice serve' with no flags to try it: it listens on 127.0.0.1:8080 in front
+of a built-in demo upstream with a sample policy (5 requests at once per client,
+then 1 a second). Then:
+
+  curl -i http://127.0.0.1:8080/
+  open http://127.0.0.1:8082/status
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(rest, stdout, stderr)
+	case "check":
+		return check(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "sluice", versionString())
+		return exitOK
+	case "help", "-h", "--help", "-help":
+		if len(rest) > 0 {
+			return run([]string{rest[0], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+		if s.Key == "vcs.modified" && s.Value == "true" {
+			v += "+dirty"
+		}
+	}
+	return v + " " + bi.GoVersion
+}
+
+// settingFlags are serve's flags that map onto server.Config settings,
+// with their help.
+var settingFlags = []struct{ name, help string }{
+	{"gateway", "gateway listen address (reverse proxy applying the policy); empty turns it off"},
+	{"api", "decision API listen address (POST /v1/check); empty turns it off"},
+	{"grpc", "Envoy rate limit service listen address (gRPC); empty turns it off"},
+	{"admin", "admin listen address (/metrics, /healthz, /readyz, /status); keep it private"},
+	{"upstream", "URL the gateway forwards admitted requests to (default: the built-in demo upstream)"},
+	{"policy", "policy file (default: the embedded sample policy; see 'sluice serve --sample-policy')"},
+	{"rls", "Envoy RLS descriptor configs: files or directories of .yaml, comma-separated"},
+	{"watch", "reload the policy and RLS configs when their files change (true or false)"},
+	{"store", "where limit state lives: memory or redis"},
+	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
+	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
+	{"redis-mode", "standalone, cluster or sentinel:MASTER_NAME"},
+	{"redis-db", "Redis database number (standalone and Sentinel)"},
+	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
+	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
+	{"log-level", "debug, info, warn or error"},
+	{"log-format", "text or json"},
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "server config file (YAML; env SLUICE_CONFIG)")
+	showSample := fs.Bool("sample-policy", false, "print the embedded sample policy and exit")
+	type setting struct{ name, value string }
+	var set []setting
+	for _, f := range settingFlags {
+		fs.Func(f.name, f.help, func(v string) error {
+			set = append(set, setting{f.name, v})
+			return nil
+		})
+	}
+	fs.Usage = func() { serveUsage(fs, stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q (flags only; see sluice serve --help)\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *showSample {
+		stdout.Write(server.SamplePolicy())
+		return exitOK
+	}
+
+	cfg := server.Defaults()
+	if *configPath != "" {
+		var err error
+		if cfg, err = server.LoadConfig(*configPath, cfg); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitInvalid
+		}
+	}
+	if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: environment: %v\n", err)
+		return exitUsage
+	}
+	for _, s := range set {
+		if err := cfg.Set(s.name, "--"+s.name, s.value); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitUsage
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: invalid configuration:\n%v\n", indent(err.Error()))
+		return exitInvalid
+	}
+	logger := newLogger(cfg.Log, stderr)
+
+	srv, err := server.New(cfg, server.Options{Logger: logger, Version: versionString()})
+	if err != nil {
+		logger.Error("cannot start", "err", err)
+		return exitInvalid
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			logger.Info("SIGHUP: reloading configs")
+			srv.Reload() // logs and counts its own failures
+		}
+	}()
+	if err := srv.Run(ctx); err != nil {
+		logger.Error("sluice serve stopped with an error", "err", err)
+		return exitInvalid
+	}
+	return exitOK
+}
+
+func serveUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, `Usage: sluice serve [flags]
+
+Runs sluice as a gateway (a reverse proxy applying the policy), a decision API
+for callers in any language, an Envoy rate limit service, and an admin listener.
+With no flags: memory store, the sample policy, the built-in demo upstream, all
+on loopback (gateway 127.0.0.1:8080, grpc :8081, admin :8082, api :8083).
+
+Settings come from, each overriding the one before: built-in defaults, the
+--config file, SLUICE_* environment variables, then flags.
+
+Flags:
+`)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\nEnvironment variables (same meaning as the flag or config field):\n")
+	for _, e := range server.Env {
+		fmt.Fprintf(w, "  %-24s %s\n", e.Name, e.Field)
+	}
+	fmt.Fprint(w, `
+Signals: SIGHUP reloads the policy and RLS configs (a config that fails to load
+keeps the old one); SIGTERM or SIGINT stop accepting and drain in-flight
+requests within --shutdown-timeout.
+`)
+}
+
+func newLogger(cfg server.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.Level)) // validated already
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// check validates files offline: policies, Envoy RLS configs and server
+// configs, telling which by their content unless --kind says.
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kind := fs.String("kind", "auto", "what the files are: auto, policy, rls or server")
+	quiet := fs.Bool("q", false, "print only errors")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [-q] FILE...
+
+Validates each file and prints what it found, or every error with its file,
+line and field. A file is a policy if it has rules:, an Envoy RLS config if it
+has domain:, a server config otherwise (--kind overrides). A directory checks
+its .yaml files. Exit code: 0 all valid, 1 some file invalid, 2 usage.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	switch *kind {
+	case "auto", "policy", "rls", "server":
+	default:
+		fmt.Fprintf(stderr, "sluice check: --kind %q: want auto, policy, rls or server\n", *kind)
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, "sluice check: name at least one file (sluice check --help)\n")
+		return exitUsage
+	}
+	code := exitOK
+	for _, path := range expand(fs.Args()) {
+		msg, err := checkFile(path, *kind)
+		if err != nil {
+			fmt.Fprintf(stdout, "INVALID %s\n%s\n", path, indent(err.Error()))
+			code = exitInvalid
+			continue
+		}
+		if !*quiet {
+			fmt.Fprintf(stdout, "ok      %s: %s\n", path, msg)
+		}
+	}
+	return code
+}
+
+// expand replaces directories by their .yaml and .yml files.
+func expand(args []string) []string {
+	var out []string
+	for _, a := range args {
+		entries, err := os.ReadDir(a)
+		if err != nil {
+			out = append(out, a) // a file, or an error checkFile reports
+			continue
+		}
+		for _, e := range entries {
+			if n := e.Name(); !e.IsDir() && !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+				out = append(out, filepath.Join(a, n))
+			}
+		}
+	}
+	return out
+}
+
+func checkFile(path, kind string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if kind == "auto" {
+		kind = sniff(data)
+	}
+	switch kind {
+	case "policy":
+		p, err := policy.Parse(path, data, policy.Options{})
+		if err != nil { // drop "policy: invalid:": INVALID says it
+			return "", errors.New(strings.TrimPrefix(strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+":"), "\n"))
+		}
+		n := 0
+		for _, r := range p.Rules {
+			n += len(r.Limits)
+		}
+		return fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n), nil
+	case "rls":
+		return checkRLS(path, data)
+	default:
+		cfg, err := server.LoadConfig(path, server.Defaults())
+		if err != nil {
+			return "", err
+		}
+		if err := cfg.Validate(); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		return "server config", nil
+	}
+}
+
+// sniff tells a policy (rules:) from an RLS config (domain:) from a
+// server config by the top-level keys.
+func sniff(data []byte) string {
+	var top map[string]yaml.Node
+	if yaml.NewDecoder(bytes.NewReader(data)).Decode(&top) != nil {
+		return "policy" // let the policy parser report what is wrong
+	}
+	switch {
+	case top["rules"].Kind != 0:
+		return "policy"
+	case top["domain"].Kind != 0:
+		return "rls"
+	}
+	return "server"
+}
