@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"go.yaml.in/yaml/v3"
 )
@@ -273,7 +274,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	} else {
 		r.match = l.match(nil, w)
 	}
-	r.Action = l.action(f["action"], w)
+	r.Action = l.action(f["action"], w, &r.OnError)
 	limits := f["limits"]
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
@@ -343,7 +344,7 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 	return m
 }
 
-func (l *loader) action(n *yaml.Node, w where) httplimit.Action {
+func (l *loader) action(n *yaml.Node, w where, onError *failover.Mode) httplimit.Action {
 	a := httplimit.Action{}
 	if n == nil {
 		return a
@@ -381,13 +382,13 @@ func (l *loader) action(n *yaml.Node, w where) httplimit.Action {
 		a.ContentType = l.str(v, w, "action.content_type")
 	}
 	if v := f["on_error"]; v != nil {
-		switch s := l.str(v, w, "action.on_error"); s {
-		case "open":
-		case "closed":
-			a.FailClosed = true
-		default:
-			l.fail(v, w, "action.on_error", "%q: want open (admit when the store fails) or closed (refuse with 503)", s)
+		s := l.str(v, w, "action.on_error")
+		m, err := failover.ParseMode(s)
+		if err != nil {
+			l.fail(v, w, "action.on_error", "%q: want open (admit when the store fails), closed (refuse with 503) or fallback (decide with a local limiter)", s)
 		}
+		a.FailClosed = m == failover.FailClosed
+		*onError = m
 	}
 	if v := f["body"]; v != nil {
 		a.Body = []byte(l.str(v, w, "action.body"))

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -37,7 +38,10 @@ type Rule struct {
 	Name   string
 	Limits []*Limit
 	Action httplimit.Action
-	match  *matcher
+	// OnError is the failure mode its action.on_error names (default
+	// failover.FailOpen); see Policy.FailureMode.
+	OnError failover.Mode
+	match   *matcher
 }
 
 // Match describes what the rule matches, as written ("POST api.example.com/orders/{id}").
