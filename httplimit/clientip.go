@@ -42,9 +42,14 @@ type ClientIP struct {
 // sockets).
 var ErrNoClientIP = errors.New("httplimit: no client address")
 
-// maxForwardHops bounds how many addresses of a forwarding header are read,
-// so a header of a million commas costs no more than a short one.
-const maxForwardHops = 32
+// maxForwardHops bounds how many addresses of a forwarding header are kept,
+// and maxForwardMembers how many of its last members (addresses or not) are
+// parsed, so a header of a million commas or a million almost-addresses
+// costs a scan, no more memory than a short one.
+const (
+	maxForwardHops    = 32
+	maxForwardMembers = 4 * maxForwardHops
+)
 
 // Validate reports a configuration that cannot work.
 func (c *ClientIP) Validate() error {
@@ -73,10 +78,10 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	if !c.trusted(peer) {
 		return peer, nil
 	}
-	hops := c.forwarded(r)
+	hops, n := c.forwarded(r)
 	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		client = hops[i]
+	for i := n - 1; i >= 0 && i >= n-maxForwardHops; i-- {
+		client = hops[i%maxForwardHops]
 		if !c.trusted(client) {
 			return client, nil
 		}
@@ -111,84 +116,118 @@ func (c *ClientIP) trusted(a netip.Addr) bool {
 	return false
 }
 
-// forwarded returns the addresses of the configured header, in order, the
-// last maxForwardHops of them, skipping entries that are not addresses.
-func (c *ClientIP) forwarded(r *http.Request) []netip.Addr {
-	var hops []netip.Addr
-	add := func(s string) {
-		if a, ok := parseHop(s); ok {
-			if len(hops) == maxForwardHops {
-				copy(hops, hops[1:])
-				hops = hops[:maxForwardHops-1]
-			}
-			hops = append(hops, a)
+// forwarded reads the addresses among the last maxForwardMembers members
+// of the configured header, skipping members that are not addresses. It
+// returns how many it read, n, and the last maxForwardHops of them in a
+// ring: address i (counting from 0) is at ring[i%maxForwardHops]. It
+// allocates nothing for a header of valid addresses however long, and
+// allocates for at most maxForwardMembers invalid ones (a parser's error).
+func (c *ClientIP) forwarded(r *http.Request) (ring [maxForwardHops]netip.Addr, n int) {
+	total := 0
+	c.eachMember(r, func(string) { total++ })
+	i := 0
+	c.eachMember(r, func(s string) {
+		i++
+		if i <= total-maxForwardMembers {
+			return
 		}
-	}
+		if a, ok := parseHop(s); ok {
+			ring[n%maxForwardHops] = a
+			n++
+		}
+	})
+	return ring, n
+}
+
+// eachMember calls fn with each member of the configured header, in order:
+// the for= values of Forwarded, the addresses of X-Forwarded-For, the last
+// X-Real-IP.
+func (c *ClientIP) eachMember(r *http.Request, fn func(string)) {
 	switch http.CanonicalHeaderKey(c.Header) {
 	case "Forwarded":
 		for _, line := range r.Header.Values("Forwarded") {
-			for _, elem := range splitOutsideQuotes(line, ',') {
+			eachOutsideQuotes(line, ',', func(elem string) {
 				if v, ok := forwardedFor(elem); ok {
-					add(v)
+					fn(v)
 				}
-			}
+			})
 		}
 	case "X-Real-Ip":
 		if v := r.Header.Values("X-Real-Ip"); len(v) > 0 {
-			add(strings.TrimSpace(v[len(v)-1]))
+			fn(strings.TrimSpace(v[len(v)-1]))
 		}
 	default:
 		for _, line := range r.Header.Values("X-Forwarded-For") {
-			for _, v := range strings.Split(line, ",") {
-				add(strings.TrimSpace(v))
+			for rest := line; ; {
+				v, after, more := strings.Cut(rest, ",")
+				fn(strings.TrimSpace(v))
+				if !more {
+					break
+				}
+				rest = after
 			}
 		}
 	}
-	return hops
 }
+
+// maxHopLen is longer than any address with a port and zone a proxy writes;
+// longer hops are not parsed at all.
+const maxHopLen = 100
 
 // parseHop reads one forwarded address: "203.0.113.7", "2001:db8::1",
 // "[2001:db8::1]:4711", "203.0.113.7:80". Obfuscated identifiers
-// ("_hidden"), "unknown" and garbage are not addresses.
+// ("_hidden"), "unknown" and garbage are not addresses. It picks the one
+// parser that fits the shape, so that valid forms allocate nothing (a
+// parser's error does).
 func parseHop(s string) (netip.Addr, bool) {
-	if s == "" {
+	if s == "" || len(s) > maxHopLen || !isHexDigit(s[0]) && s[0] != '[' && s[0] != ':' {
 		return netip.Addr{}, false
 	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().WithZone(""), true
+	var a netip.Addr
+	var err error
+	switch colons := strings.Count(s, ":"); {
+	case s[0] == '[' && s[len(s)-1] == ']':
+		a, err = netip.ParseAddr(s[1 : len(s)-1])
+	case s[0] == '[' || colons == 1:
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(s)
+		a = ap.Addr()
+	default:
+		a, err = netip.ParseAddr(s)
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap().WithZone(""), true
+	if err != nil {
+		return netip.Addr{}, false
 	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a.Unmap().WithZone(""), true
-		}
-	}
-	return netip.Addr{}, false
+	return a.Unmap().WithZone(""), true
 }
 
-// forwardedFor returns the value of the for= parameter of one
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// forwardedFor returns the value of the first for= parameter of one
 // forwarded-element (RFC 7239 section 4), unquoted.
-func forwardedFor(elem string) (string, bool) {
-	for _, pair := range splitOutsideQuotes(elem, ';') {
-		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+func forwardedFor(elem string) (value string, found bool) {
+	eachOutsideQuotes(elem, ';', func(pair string) {
+		if found {
+			return
+		}
+		name, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		if !ok || !strings.EqualFold(strings.TrimSpace(name), "for") {
-			continue
+			return
 		}
-		value = strings.TrimSpace(value)
-		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
-			value = strings.ReplaceAll(value[1:len(value)-1], `\`, "")
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && len(v) <= maxHopLen+2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = strings.ReplaceAll(v[1:len(v)-1], `\`, "")
 		}
-		return value, true
-	}
-	return "", false
+		value, found = v, true
+	})
+	return value, found
 }
 
-// splitOutsideQuotes splits s at sep where sep is not inside a quoted
-// string.
-func splitOutsideQuotes(s string, sep byte) []string {
-	var out []string
+// eachOutsideQuotes calls fn with each part of s between separators sep
+// that are not inside a quoted string.
+func eachOutsideQuotes(s string, sep byte, fn func(string)) {
 	quoted, escaped, start := false, false, 0
 	for i := 0; i < len(s); i++ {
 		switch {
@@ -199,11 +238,11 @@ func splitOutsideQuotes(s string, sep byte) []string {
 		case s[i] == '"':
 			quoted = !quoted
 		case !quoted && s[i] == sep:
-			out = append(out, s[start:i])
+			fn(s[start:i])
 			start = i + 1
 		}
 	}
-	return append(out, s[start:])
+	fn(s[start:])
 }
 
 func remoteAddr(s string) (netip.Addr, error) {

@@ -157,7 +157,10 @@ func (p *Policy) Plan(r *http.Request, dst []httplimit.Planned) ([]httplimit.Pla
 
 // key builds the store key of a request under one limit: the rule and limit
 // names, then the value of each key part, each length-prefixed so that no
-// two different requests share a key by accident. value is the parts'
+// two different requests share a key by accident. Each value passes through
+// httplimit.KeyValue: one longer than httplimit.MaxKeyValue bytes is
+// replaced by its SHA-256 digest, so a key is at most a few hundred bytes
+// per part whatever the request carries. value is the parts'
 // values joined by "+", for overrides by key value, when the limit has
 // such overrides. skip is true when a part has no value (a missing header:
 // the limit does not apply).
@@ -200,9 +203,7 @@ func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, b []byte) (key []byt
 		if v == "" {
 			return nil, "", true, nil
 		}
-		if len(v) > maxKeyValue {
-			return nil, "", false, fmt.Errorf("%s:%s value is %d bytes, longer than %d", part.kind, part.name, len(v), maxKeyValue)
-		}
+		v = httplimit.KeyValue(v) // long values become a fixed-size digest
 		b = lp(b, v)
 		if len(l.overrides) > 0 {
 			if value != "" {
@@ -213,10 +214,6 @@ func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, b []byte) (key []byt
 	}
 	return b, value, false, nil
 }
-
-// maxKeyValue bounds each part of a key taken from a request, so a client
-// cannot make the store hold arbitrarily long keys.
-const maxKeyValue = 256
 
 func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
 	s := r.Header.Get(header)
