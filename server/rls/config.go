@@ -128,6 +128,7 @@ type rule struct {
 	path      string // descriptor path, "remote_address/path=/api"
 	name      string
 	replaces  []string
+	lines     []int // line of each replaces entry
 	unlimited bool
 	shadow    bool
 	detailed  bool
@@ -323,7 +324,7 @@ func (l *loader) fields(n *yaml.Node, w where, field string, allowed ...string) 
 		k, v := n.Content[i], resolve(n.Content[i+1])
 		switch {
 		case k.Kind != yaml.ScalarNode || !slices.Contains(allowed, k.Value):
-			l.fail(k, w, "", "unknown field %s%q (known: %s)", prefix, k.Value, strings.Join(allowed, ", "))
+			l.fail(k, w, "", "unknown field %q (known: %s)", prefix+k.Value, strings.Join(allowed, ", "))
 		case out[k.Value] != nil:
 			l.fail(k, w, "", "field %s%s appears twice", prefix, k.Value)
 		default:
@@ -430,7 +431,7 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 	}
 	w := where{domain: d.name}
 	if n := f["descriptors"]; n != nil {
-		d.root = l.level(n, w, "", d)
+		d.root = l.level(n, w, "", d, 1)
 	}
 	// replaces must name a rate_limit of the same domain: a request names
 	// one domain, so a name from elsewhere could never be replaced.
@@ -441,10 +442,10 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 		}
 	}
 	for _, r := range d.rules {
-		for _, name := range r.replaces {
+		for i, name := range r.replaces {
 			if !names[name] {
-				l.errs = append(l.errs, fmt.Errorf("%s: %sreplaces: no rate_limit of this domain is named %q",
-					l.file, where{domain: d.name, path: r.path}, name))
+				l.errs = append(l.errs, fmt.Errorf("%s:%d: %srate_limit.replaces.name: no rate_limit of this domain is named %q",
+					l.file, r.lines[i], where{domain: d.name, path: r.path}, name))
 			}
 		}
 	}
@@ -452,9 +453,13 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 }
 
 // level reads a descriptors list.
-func (l *loader) level(n *yaml.Node, w where, parent string, d *domain) level {
+func (l *loader) level(n *yaml.Node, w where, parent string, d *domain, depth int) level {
 	lv := level{exact: map[pair]*node{}, keyOnly: map[string]*node{}}
 	if isNull(n) {
+		return lv
+	}
+	if depth > MaxEntries {
+		l.fail(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries)", MaxEntries, MaxEntries)
 		return lv
 	}
 	if n.Kind != yaml.SequenceNode {
@@ -465,10 +470,12 @@ func (l *loader) level(n *yaml.Node, w where, parent string, d *domain) level {
 	for _, c := range n.Content {
 		c = resolve(c)
 		if l.nodes++; l.nodes > maxNodes {
-			l.fail(c, w, "descriptors", "more than %d descriptors in one file", maxNodes)
+			if l.nodes == maxNodes+1 { // report it once
+				l.fail(c, w, "descriptors", "more than %d descriptors in one file", maxNodes)
+			}
 			return lv
 		}
-		nd, line := l.descriptor(c, w, parent, d)
+		nd, line := l.descriptor(c, w, parent, d, depth)
 		if nd == nil {
 			continue
 		}
@@ -517,7 +524,7 @@ func peekScalar(n *yaml.Node, field string) string {
 	return ""
 }
 
-func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain) (*node, int) {
+func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, depth int) (*node, int) {
 	key, value := peekScalar(n, "key"), peekScalar(n, "value")
 	here := where{domain: w.domain, path: join(parent, key, value)}
 	if key == "" {
@@ -571,7 +578,7 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain) (*n
 		}
 	}
 	if v := f["descriptors"]; v != nil {
-		nd.children = l.level(v, w, path, d)
+		nd.children = l.level(v, w, path, d, depth+1)
 		nd.nested = len(nd.children.exact)+len(nd.children.keyOnly) > 0
 	}
 	if !ok {
@@ -596,7 +603,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 		}
 	}
 	if v := f["replaces"]; v != nil {
-		r.replaces = l.replaces(v, w, r.name)
+		r.replaces, r.lines = l.replaces(v, w, r.name)
 	}
 	if v := f["unlimited"]; v != nil {
 		r.unlimited = l.boolean(v, w, "rate_limit.unlimited")
@@ -656,12 +663,13 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	return r
 }
 
-func (l *loader) replaces(n *yaml.Node, w where, own string) []string {
+func (l *loader) replaces(n *yaml.Node, w where, own string) ([]string, []int) {
 	if n.Kind != yaml.SequenceNode {
 		l.fail(n, w, "rate_limit.replaces", "want a list of {name: NAME} (got %s)", show(n))
-		return nil
+		return nil, nil
 	}
 	var out []string
+	var lines []int
 	for _, c := range n.Content {
 		c = resolve(c)
 		f := l.fields(c, w, "rate_limit.replaces", "name")
@@ -681,9 +689,10 @@ func (l *loader) replaces(n *yaml.Node, w where, own string) []string {
 			l.fail(v, w, "rate_limit.replaces.name", "%q is this rate_limit's own name", s)
 		default:
 			out = append(out, s)
+			lines = append(lines, v.Line)
 		}
 	}
-	return out
+	return out, lines
 }
 
 // extension is the sluice: block of a rate_limit, choosing the algorithm.

@@ -1,0 +1,117 @@
+package rls_test
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/server/rls"
+)
+
+// TestInvalidFixtures: one file per way a configuration can be wrong; its
+// "# want: " lines say exactly the errors it must produce.
+func TestInvalidFixtures(t *testing.T) {
+	files, _ := filepath.Glob("testdata/invalid/*.yaml")
+	if len(files) < 25 {
+		t.Fatalf("only %d fixtures found", len(files))
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			_, err := rls.LoadConfig(file)
+			if err == nil {
+				t.Fatal("loaded without error")
+			}
+			if !errors.Is(err, rls.ErrInvalidConfig) {
+				t.Errorf("error does not wrap ErrInvalidConfig: %v", err)
+			}
+			got := strings.TrimPrefix(err.Error(), "rls: invalid config:\n")
+			if os.Getenv("RLS_SHOW") != "" {
+				t.Logf("\n%s", got)
+			}
+			want := wants(t, file)
+			if got != strings.Join(want, "\n") {
+				t.Errorf("got:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func wants(t *testing.T, file string) []string {
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if w, ok := strings.CutPrefix(sc.Text(), "# want: "); ok {
+			out = append(out, w)
+		}
+	}
+	if len(out) == 0 {
+		t.Errorf("%s has no # want: line", file)
+	}
+	return out
+}
+
+func TestLoadDirectoryAndFiles(t *testing.T) {
+	cfg, err := rls.LoadConfig("testdata/dir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Domains(), ","); got != "edge,mongo_cps" {
+		t.Fatalf("domains %s", got)
+	}
+	cfg, err = rls.LoadConfig("testdata/dir/edge.yaml", "testdata/dir/mongo.yml")
+	if err != nil || len(cfg.Domains()) != 2 {
+		t.Fatalf("%v %v", cfg.Domains(), err)
+	}
+	// the same domain twice, across a directory or across files
+	_, err = rls.LoadConfig("testdata/dupdir")
+	if want := "rls: invalid config:\ntestdata/dupdir/b.yaml: domain \"edge\" is already defined in testdata/dupdir/a.yaml"; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	_, err = rls.LoadConfig("testdata/dir", "testdata/dupdir/a.yaml")
+	if err == nil || !strings.Contains(err.Error(), `testdata/dupdir/a.yaml: domain "edge" is already defined in testdata/dir/edge.yaml`) {
+		t.Fatalf("got %v", err)
+	}
+	// errors of several files are reported together
+	_, err = rls.LoadConfig("testdata/invalid/bad-unit.yaml", "testdata/invalid/negative.yaml")
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Fatalf("got %v", err)
+	}
+	for _, p := range []string{"testdata/missing.yaml", "testdata/valid"} {
+		if _, err := rls.LoadConfig(p); !errors.Is(err, rls.ErrInvalidConfig) {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := rls.LoadConfig(); err == nil {
+		t.Error("no paths loaded")
+	}
+}
+
+// FuzzParseConfig: no input panics, and whatever loads has one named domain
+// whose every rate_limit is usable.
+func FuzzParseConfig(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/*.y*ml")
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := rls.ParseConfig("fuzz.yaml", data)
+		if err != nil {
+			if !errors.Is(err, rls.ErrInvalidConfig) {
+				t.Fatalf("error does not wrap ErrInvalidConfig: %v", err)
+			}
+			return
+		}
+		if d := cfg.Domains(); len(d) != 1 || d[0] == "" {
+			t.Fatalf("domains %q", d)
+		}
+	})
+}
