@@ -95,7 +95,10 @@ type Action struct {
 	ContentType string
 	Body        []byte
 	// FailClosed refuses requests this limit applies to, with 503, when
-	// the store fails, instead of asking Config.OnError.
+	// the store fails, instead of asking Config.OnError. Retry-After is 1
+	// s, or the store error's RetryAfter() time.Duration rounded up to
+	// whole seconds when it has that method (package failover's errors
+	// carry the time until its circuit breaker next probes the store).
 	FailClosed bool
 }
 
@@ -329,7 +332,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.observe(Observation{Request: r, Limit: sc.enforced[0].Name, Key: sc.enforced[0].Key, Outcome: Failed, Err: err})
 				for _, p := range sc.enforced {
 					if p.Action != nil && p.Action.FailClosed {
-						m.unavailable(w, r, err)
+						m.unavailable(w, r, err, true)
 						return
 					}
 				}
@@ -483,16 +486,22 @@ func (m *middleware) failed(w http.ResponseWriter, r *http.Request, next http.Ha
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.unavailable(w, r, nil)
+	m.unavailable(w, r, err, false)
 }
 
-// unavailable refuses a request the limiter could not decide, with 503.
-// err, if not nil, is logged (at most once a second).
-func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err error) {
-	if err != nil && m.logDue() {
+// unavailable refuses a request the limiter could not decide, with 503 and
+// a Retry-After of err's RetryAfter() if it has one, else 1 s. With logErr,
+// err is logged (at most once a second).
+func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err error, logErr bool) {
+	if logErr && m.logDue() {
 		m.cfg.Logger.Warn("httplimit: refusing a request the limiter could not decide (fail closed)", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	w.Header().Set(headerRetryAfter, "1")
+	retry := int64(1)
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		retry = max(1, seconds(ra.RetryAfter()))
+	}
+	w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 	writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The rate limiter is unavailable.", nil)
 }
 

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
@@ -218,6 +220,31 @@ func TestPerLimitFailClosed(t *testing.T) {
 		}
 		if !closed && (resp.StatusCode != 200 || calls.Load() != 1) {
 			t.Fatalf("fail open: %d", resp.StatusCode)
+		}
+	}
+}
+
+// TestFailClosedRetryAfterFromBreaker: behind package failover, the 503 of a
+// fail-closed limit says to retry when the circuit breaker next probes the
+// store, not after a fixed second.
+func TestFailClosedRetryAfterFromBreaker(t *testing.T) {
+	mem, _ := memstore.New(memstore.Config{})
+	mem.Close() // every decision fails
+	fo, err := failover.New(mem, failover.Config{
+		ConsecutiveFailures: 1,
+		ProbeInterval:       2500 * time.Millisecond,
+		Mode:                func(sluice.Request) failover.Mode { return failover.FailClosed },
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fo.Close()
+	srv, calls := server(t, fo, httplimit.Config{Source: failingSource{closed: true}})
+	for range 2 { // the failing call that opens the breaker, then one it keeps from the store
+		resp, _ := get(t, srv.URL)
+		if resp.StatusCode != 503 || calls.Load() != 0 || resp.Header.Get("Retry-After") != "3" {
+			t.Fatalf("%d, Retry-After %q, handler ran %d times; want 503, 3 (2.5 s to the next probe)", resp.StatusCode, resp.Header.Get("Retry-After"), calls.Load())
 		}
 	}
 }
