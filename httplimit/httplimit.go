@@ -128,11 +128,26 @@ type Config struct {
 	// Default 1s.
 	MaxDelay time.Duration
 
+	// MaxWaiting bounds how many requests may wait at once under each limit
+	// (by name), for a shaping delay or an Action.Wait: a waiting request
+	// holds its goroutine, connection and buffers, and a flood of them
+	// would otherwise pile up for MaxDelay each. A request that would wait
+	// beyond the bound is refused at once, as if its delay were longer
+	// than MaxDelay (a shaping limit has then already counted it). Default
+	// 1000; negative: no request waits.
+	MaxWaiting int
+
 	// LegacyHeaders also sends X-RateLimit-Limit, -Remaining and -Reset
 	// for the binding limit.
 	LegacyHeaders bool
 
 	// Logger receives the middleware's logs. Default slog.Default().
+	// Refusals, real and shadow, are logged at Info as one line per second
+	// in which there were any, never one per request: the count per limit,
+	// the ten keys refused most with their counts, and how many more keys
+	// and refusals there were (at most 1,000 keys are counted per second,
+	// so logging holds bounded memory). Errors are logged at most once a
+	// second.
 	Logger *slog.Logger
 
 	// Observe, if set, is called once for every decided check of a request
@@ -210,6 +225,9 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	if cfg.MaxDelay == 0 {
 		cfg.MaxDelay = time.Second
 	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = 1000
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -217,7 +235,9 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	if cfg.OnError == nil {
 		m.cfg.OnError = m.failOpen
 	}
-	m.shadow.logger = cfg.Logger
+	m.refused = newRefusalLog(cfg.Logger, "httplimit: refused requests")
+	m.shadow = newRefusalLog(cfg.Logger, "httplimit: shadow limits would have refused requests")
+	m.waiting.max = cfg.MaxWaiting
 	m.pool.New = func() any { return &scratch{} }
 	return m.wrap, nil
 }
@@ -283,7 +303,9 @@ type middleware struct {
 	pool    sync.Pool
 	logMu   sync.Mutex
 	lastLog time.Time
-	shadow  aggregate
+	refused *refusalLog // enforced refusals, logged once per interval
+	shadow  *refusalLog // shadow refusals, likewise
+	waiting waitQueue
 }
 
 // scratch holds one request's slices, reused across requests.
@@ -341,8 +363,10 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			}
 			refuser, waited := binding(sc.ds, d), false
 			if !d.Allowed {
-				if a := sc.enforced[refuser].Action; a != nil && a.Wait && d.RetryAfter <= a.MaxDelay {
+				if a := sc.enforced[refuser].Action; a != nil && a.Wait && d.RetryAfter <= a.MaxDelay && m.waiting.enter(sc.enforced[refuser].Name) {
+					name := sc.enforced[refuser].Name
 					d, err = m.wait(r, sc, a.MaxDelay, d)
+					m.waiting.leave(name)
 					if err != nil {
 						m.observe(Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Outcome: Failed, Err: err})
 						m.failed(w, r, next, err)
@@ -352,10 +376,17 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 					waited = d.Allowed
 				}
 			}
+			// A shaping delay is waited out only within MaxDelay and while
+			// the limit has room in its waiting line.
+			tooLong, shaping := d.Delay > m.cfg.MaxDelay, false
+			if d.Allowed && d.Delay > 0 && !tooLong {
+				shaping = m.waiting.enter(sc.enforced[refuser].Name)
+				tooLong = !shaping
+			}
 			if m.cfg.Observe != nil {
 				o := Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Decision: d, Outcome: Admitted}
 				switch {
-				case !d.Allowed || d.Delay > m.cfg.MaxDelay:
+				case !d.Allowed || tooLong:
 					o.Outcome = Refused
 				case waited || d.Delay > 0:
 					o.Outcome = Delayed
@@ -366,12 +397,17 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			if d.Allowed {
 				defer m.releaser(sc)()
 			}
-			if !d.Allowed || d.Delay > m.cfg.MaxDelay {
+			if !d.Allowed || tooLong {
+				m.refused.add(sc.enforced[refuser].Name, sc.enforced[refuser].Key)
 				m.refuse(w, r, d, sc.enforced[refuser])
 				return
 			}
-			if d.Delay > 0 && !sleep(r.Context(), d.Delay) {
-				return // the client has gone
+			if shaping {
+				ok := sleep(r.Context(), d.Delay)
+				m.waiting.leave(sc.enforced[refuser].Name)
+				if !ok {
+					return // the client has gone
+				}
 			}
 		}
 		if len(sc.shadow) > 0 {
@@ -383,7 +419,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				defer m.releaser(sc)() // shadow concurrency limits hold leases too
 			default:
 				p := sc.shadow[binding(sc.ds, d)]
-				m.shadow.add(p.Name)
+				m.shadow.add(p.Name, p.Key)
 				m.observe(Observation{Request: r, Limit: p.Name, Key: p.Key, Outcome: ShadowRefused, Decision: d})
 			}
 		}
@@ -523,36 +559,6 @@ func (m *middleware) failOpen(r *http.Request, err error) bool {
 		m.cfg.Logger.Warn("httplimit: admitting a request the limiter could not decide", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	return true
-}
-
-// aggregate counts shadow refusals per limit and logs them at most once a
-// second, one line with the counts, never a line per request.
-type aggregate struct {
-	mu     sync.Mutex
-	counts map[string]int
-	since  time.Time
-	logger *slog.Logger
-}
-
-func (a *aggregate) add(name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.counts == nil {
-		a.counts, a.since = map[string]int{}, time.Now()
-	}
-	if len(a.counts) < 1000 || a.counts[name] > 0 {
-		a.counts[name]++
-	}
-	if time.Since(a.since) >= time.Second {
-		args := make([]any, 0, 2*len(a.counts)+2)
-		args = append(args, "interval", time.Since(a.since).Round(time.Millisecond).String())
-		for k, v := range a.counts {
-			args = append(args, k, v)
-		}
-		a.logger.Info("httplimit: shadow limits would have refused requests", args...)
-		clear(a.counts)
-		a.since = time.Now()
-	}
 }
 
 // writeProblem writes an RFC 9457 problem document.
