@@ -15,10 +15,19 @@
 // remembering it would have. Hot keys are used between passes, so an
 // attacker spraying distinct keys evicts other idle keys, not the ones under
 // load. Keys whose state has returned to fresh and that have not been used
-// since the previous sweep are removed in the background. Each key costs
-// about 330 bytes with an 11-byte key (measured: bench/RESULTS.md); a
-// sliding_log key adds about 24 bytes per logged request, a concurrency key
-// per lease.
+// since the previous sweep are removed in the background.
+//
+// What eviction means for the guarantee: an evicted key's limit restarts,
+// so a client able to send more distinct keys than MaxKeys between two of
+// its own requests (many source addresses, or a header it controls) can
+// have its exhausted key forgotten and be admitted again. Size MaxKeys above
+// the number of distinct keys a store sees within the longest window of its
+// limits, and eviction never happens to a key still inside its window; the
+// memory that costs is MaxKeys times the bytes per key.
+//
+// Each key costs about 360 bytes with a 15-byte key, for every algorithm
+// (TestBytesPerKey; docs/operations.md has the table); a sliding_log key
+// adds about 24 bytes per logged request, a concurrency key per lease.
 package memstore
 
 import (
