@@ -3,6 +3,7 @@ package rls_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"strings"
@@ -97,6 +98,9 @@ func start(t *testing.T, b backend, config string, opts rls.Options) *harness {
 		t.Fatal(err)
 	}
 	c := &clock{now: t0}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opts.Now == nil {
 		opts.Now = c.Now
 	}
