@@ -1,0 +1,452 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"go.uber.org/goleak"
+)
+
+// The chaos tests run real redis-server processes of their own (never the
+// shared ones of redistest.Standalone), kill, freeze and restart them under
+// a bounded load, and check what callers saw.
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{}) // go-redis logs every failed dial of an outage
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// noLeaks checks, after every cleanup of t has run (servers killed,
+// stores and clients closed), that t left no goroutine behind.
+func noLeaks(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+// clientOptions are the go-redis settings docs/operations.md recommends in
+// front of failover: socket timeouts near the deadline, so a pipeline stuck
+// on a hung server is freed soon, and no retries, which a 50 ms deadline
+// leaves no room for (the breaker is the retry policy).
+func clientOptions() *redis.Options {
+	return &redis.Options{
+		DialTimeout:           100 * time.Millisecond,
+		ReadTimeout:           100 * time.Millisecond,
+		WriteTimeout:          100 * time.Millisecond,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	}
+}
+
+// errRecorder is a sluice.Store that passes calls through to another and
+// keeps the distinct errors it returned, to show which real errors a
+// scenario produced.
+type errRecorder struct {
+	sluice.Store
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (e *errRecorder) note(err error) error {
+	if err != nil {
+		msg := err.Error()
+		if i := strings.Index(msg, "): "); i >= 0 && strings.HasPrefix(msg, "redisstore:") {
+			msg = msg[i+3:] // what Redis or the connection said
+		}
+		e.mu.Lock()
+		if e.seen == nil {
+			e.seen = map[string]int{}
+		}
+		e.seen[msg]++
+		e.mu.Unlock()
+	}
+	return err
+}
+
+func (e *errRecorder) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	d, err := e.Store.Take(ctx, r)
+	return d, e.note(err)
+}
+
+func (e *errRecorder) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
+	return e.note(e.Store.TakeAll(ctx, rs, ds))
+}
+
+func (e *errRecorder) errors() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var parts []string
+	for k, v := range e.seen {
+		parts = append(parts, fmt.Sprintf("%dx %s", v, k))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e *errRecorder) sawPrefix(p string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.seen {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// stack builds redisstore → errRecorder → failover.Store on client c.
+func stack(t *testing.T, c redisstore.Client, cfg failover.Config) (*failover.Store, *errRecorder) {
+	t.Helper()
+	rs, err := redisstore.New(c, redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	rec := &errRecorder{Store: rs}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return newStore(t, rec, cfg), rec
+}
+
+// outcome of one call under load.
+type sample struct {
+	start, end time.Time
+	d          sluice.Decision
+	err        error
+}
+
+// load calls fn from workers goroutines, each pausing pause between calls,
+// until stop is called, which returns every call's sample.
+func load(workers int, pause time.Duration, fn func() (sluice.Decision, error)) (stop func() []sample) {
+	var (
+		mu   sync.Mutex
+		all  []sample
+		wg   sync.WaitGroup
+		done = make(chan struct{})
+	)
+	for range workers {
+		wg.Go(func() {
+			var mine []sample
+			for {
+				select {
+				case <-done:
+					mu.Lock()
+					all = append(all, mine...)
+					mu.Unlock()
+					return
+				default:
+				}
+				s := sample{start: time.Now()}
+				s.d, s.err = fn()
+				s.end = time.Now()
+				mine = append(mine, s)
+				time.Sleep(pause)
+			}
+		})
+	}
+	return func() []sample {
+		close(done)
+		wg.Wait()
+		return all
+	}
+}
+
+// waitState polls s until it is in state want, for at most limit, and
+// returns when it got there.
+func waitState(t *testing.T, s *failover.Store, want failover.State, limit time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for s.State() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker still %v after %v, want %v (stats %+v)", s.State(), limit, want, s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Now()
+}
+
+// TestChaosKillRestart: kill -9 the server under load, restart it on the
+// same port. Fallback mode: no caller sees an error, the breaker opens
+// within its failures, the fallback holds its scaled limit, and traffic
+// returns to Redis within about one probe interval of the restart.
+func TestChaosKillRestart(t *testing.T) {
+	noLeaks(t)
+	p := redistest.StartProcess(t)
+	const (
+		workers = 8
+		probe   = 300 * time.Millisecond
+		n       = 5
+	)
+	var (
+		openMu         sync.Mutex
+		failuresAtOpen []int64
+		s              *failover.Store
+	)
+	s, rec := stack(t, p.Client(clientOptions()), failover.Config{
+		ConsecutiveFailures: n,
+		ProbeInterval:       probe,
+		Mode:                modeAll(failover.Fallback),
+		FallbackScale:       0.5,
+		OnStateChange: func(from, to failover.State) {
+			if to == failover.StateOpen && from == failover.StateClosed {
+				openMu.Lock()
+				failuresAtOpen = append(failuresAtOpen, s.Stats().Failures)
+				openMu.Unlock()
+			}
+		},
+	})
+	limiter := sluice.New(s)
+	limit := sluice.TokenBucket(sluice.PerSecond(200), 20) // in fallback: 100/s, burst 10
+	stop := load(workers, time.Millisecond, func() (sluice.Decision, error) {
+		return limiter.Allow(context.Background(), "chaos", limit)
+	})
+
+	time.Sleep(400 * time.Millisecond)
+	killed := time.Now()
+	p.Kill()
+	waitState(t, s, failover.StateOpen, 2*time.Second)
+	time.Sleep(time.Second) // an outage of a second, under load
+	p.Restart()
+	restarted := time.Now()
+	closed := waitState(t, s, failover.StateClosed, probe+2*time.Second)
+	time.Sleep(400 * time.Millisecond)
+	samples := stop()
+
+	t.Logf("%d calls; back on Redis %v after the restart (probe interval %v); stats %+v; errors seen: %s",
+		len(samples), closed.Sub(restarted).Round(time.Millisecond), probe, s.Stats(), rec.errors())
+	if back := closed.Sub(restarted); back > probe+time.Second {
+		t.Errorf("back on Redis %v after the restart, want about one probe interval (%v)", back, probe)
+	}
+	openMu.Lock()
+	if len(failuresAtOpen) != 1 || failuresAtOpen[0] > n+workers {
+		// The breaker opens at the n-th failure in a row; calls already in
+		// flight (at most one per worker) may fail after it.
+		t.Errorf("failures counted when the breaker opened: %v, want one opening within %d (+%d in flight)", failuresAtOpen, n, workers)
+	}
+	openMu.Unlock()
+
+	var first, last time.Time
+	admitted, degraded := 0, 0
+	for _, x := range samples {
+		if x.err != nil {
+			t.Fatalf("a caller got an error fallback mode never returns: %v", x.err)
+		}
+		if x.start.Before(killed) && x.end.Before(killed) && x.d.Degraded {
+			t.Fatalf("a degraded decision before the kill: %+v", x.d)
+		}
+		if x.start.After(closed) && x.d.Degraded {
+			t.Fatalf("a degraded decision %v after the breaker closed", x.start.Sub(closed))
+		}
+		if !x.d.Degraded {
+			continue
+		}
+		degraded++
+		if first.IsZero() || x.start.Before(first) {
+			first = x.start
+		}
+		if x.end.After(last) {
+			last = x.end
+		}
+		if x.d.Allowed {
+			admitted++
+		}
+	}
+	// The fallback is a token bucket of 100/s and burst 10: over the
+	// outage it admits at most 10 + 100/s × its length (+1 for rounding).
+	bound := 10 + int(100*last.Sub(first).Seconds()) + 1
+	t.Logf("outage %v: %d degraded decisions, %d admitted (bound %d)", last.Sub(first).Round(time.Millisecond), degraded, admitted, bound)
+	if degraded == 0 || admitted == 0 {
+		t.Fatal("no degraded decisions: the outage was not exercised")
+	}
+	if admitted > bound {
+		t.Errorf("the fallback admitted %d during the outage, more than its scaled bound %d", admitted, bound)
+	}
+	if admitted == degraded {
+		t.Errorf("the fallback refused nothing under a load of %d decisions", degraded)
+	}
+}
+
+// TestChaosHang: a server that stops answering (SIGSTOP) costs each call
+// at most the deadline, the breaker opens, and SIGCONT brings traffic back.
+func TestChaosHang(t *testing.T) {
+	noLeaks(t)
+	p := redistest.StartProcess(t)
+	const timeout, probe = 50 * time.Millisecond, 300 * time.Millisecond
+	s, _ := stack(t, p.Client(clientOptions()), failover.Config{Timeout: timeout, ProbeInterval: probe, Mode: modeAll(failover.FailOpen)})
+	limiter := sluice.New(s)
+	stop := load(8, time.Millisecond, func() (sluice.Decision, error) {
+		return limiter.Allow(context.Background(), "hang", sluice.GCRA(sluice.PerSecond(1000), 100))
+	})
+	time.Sleep(300 * time.Millisecond)
+	p.Freeze()
+	frozen := time.Now()
+	waitState(t, s, failover.StateOpen, time.Second)
+	time.Sleep(500 * time.Millisecond)
+	p.Thaw()
+	thawed := time.Now()
+	waitState(t, s, failover.StateClosed, probe+2*time.Second)
+	samples := stop()
+
+	slowest := time.Duration(0)
+	for _, x := range samples {
+		if x.err != nil {
+			t.Fatalf("fail-open mode returned an error: %v", x.err)
+		}
+		if x.start.After(frozen) && x.end.Before(thawed) {
+			slowest = max(slowest, x.end.Sub(x.start))
+		}
+	}
+	t.Logf("%d calls; slowest while frozen %v; stats %+v", len(samples), slowest, s.Stats())
+	// The deadline plus scheduling on a shared 2-core machine.
+	if slowest > timeout+150*time.Millisecond {
+		t.Errorf("a call took %v while the server hung, want about the %v deadline", slowest, timeout)
+	}
+	if st := s.Stats(); st.Opens < 1 || st.DegradedOpen == 0 {
+		t.Errorf("stats %+v: the breaker never opened or nothing was admitted open", st)
+	}
+}
+
+// TestChaosScriptFlush: SCRIPT FLUSH under load fails no request;
+// redisstore reloads its scripts on NOSCRIPT, unseen by the breaker.
+func TestChaosScriptFlush(t *testing.T) {
+	noLeaks(t)
+	p := redistest.StartProcess(t)
+	admin := p.Client(nil)
+	s, rec := stack(t, p.Client(clientOptions()), failover.Config{Timeout: time.Second, Mode: modeAll(failover.FailClosed)})
+	limiter := sluice.New(s)
+	stop := load(8, time.Millisecond, func() (sluice.Decision, error) {
+		return limiter.Check(context.Background(),
+			sluice.Request{Key: "a", Limit: sluice.FixedWindow(1_000_000, time.Minute), Cost: 1},
+			sluice.Request{Key: "b", Limit: sluice.SlidingWindow(1_000_000, time.Minute), Cost: 1})
+	})
+	for range 5 {
+		time.Sleep(150 * time.Millisecond)
+		if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	samples := stop()
+	for _, x := range samples {
+		if x.err != nil || x.d.Degraded || !x.d.Allowed {
+			t.Fatalf("around SCRIPT FLUSH: %+v, %v", x.d, x.err)
+		}
+	}
+	if st := s.Stats(); st.Failures != 0 {
+		t.Fatalf("stats %+v; errors %s", st, rec.errors())
+	}
+	t.Logf("%d checks across 5 SCRIPT FLUSH, none failed", len(samples))
+}
+
+// TestChaosRestartEmptiesState: a server restarted without persistence has
+// forgotten every count; decisions resume from an empty state.
+func TestChaosRestartEmptiesState(t *testing.T) {
+	noLeaks(t)
+	p := redistest.StartProcess(t)
+	s, _ := stack(t, p.Client(clientOptions()), failover.Config{Mode: modeAll(failover.Fallback)})
+	limiter := sluice.New(s)
+	limit := sluice.FixedWindow(5, time.Hour)
+	for i := range 4 {
+		d, err := limiter.Allow(ctx, "user", limit)
+		if err != nil || !d.Allowed || d.Degraded || d.Remaining != int64(4-i) {
+			t.Fatalf("before the restart, call %d: %+v, %v", i, d, err)
+		}
+	}
+	p.Restart()
+	// The first call finds its pooled connection dead: a failure, decided by
+	// the fallback. Redis decides again from the next one on.
+	var d sluice.Decision
+	for range 3 {
+		var err error
+		if d, err = limiter.Allow(ctx, "user", limit); err != nil {
+			t.Fatal(err)
+		}
+		if !d.Degraded {
+			break
+		}
+	}
+	if d.Degraded || !d.Allowed || d.Remaining < 3 {
+		t.Fatalf("after the restart: %+v, want a fresh window on Redis (4 or 3 remaining)", d)
+	}
+}
+
+// TestChaosReadOnly: a client pointed at a read-only replica gets READONLY
+// from every script; failover counts it as a failure and fails closed.
+func TestChaosReadOnly(t *testing.T) {
+	noLeaks(t)
+	primary := redistest.StartProcess(t)
+	replica := redistest.StartProcess(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port), "--replica-read-only", "yes")
+	s, rec := stack(t, replica.Client(clientOptions()), failover.Config{ConsecutiveFailures: 3, Mode: modeAll(failover.FailClosed)})
+	for i := range 5 {
+		_, err := s.Take(ctx, unit)
+		if !errors.Is(err, failover.ErrUnavailable) {
+			t.Fatalf("call %d on a replica: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if !rec.sawPrefix("READONLY") {
+		t.Fatalf("no READONLY error: %s", rec.errors())
+	}
+	if st := s.Stats(); st.Failures != 3 || st.Opens != 1 || s.State() != failover.StateOpen {
+		t.Fatalf("stats %+v, state %v: READONLY not counted as a failure", st, s.State())
+	}
+	t.Logf("errors: %s", rec.errors())
+}
+
+// TestChaosLoading: a server loading its dataset answers LOADING; failover
+// counts it as a failure, decides by the fallback meanwhile, and returns to
+// Redis once the load ends.
+func TestChaosLoading(t *testing.T) {
+	noLeaks(t)
+	p := redistest.StartProcess(t, "--key-load-delay", "500", "--loading-process-events-interval-bytes", "1024")
+	admin := p.Client(nil)
+	pipe := admin.Pipeline()
+	for i := range 3000 { // 3000 keys × 500 µs: about 1.5 s of loading
+		pipe.Set(ctx, fmt.Sprint("filler:", i), strings.Repeat("x", 64), 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.Restart() // returns as soon as the server answers, LOADING included
+	s, rec := stack(t, p.Client(clientOptions()), failover.Config{ConsecutiveFailures: 3, ProbeInterval: 200 * time.Millisecond, Mode: modeAll(failover.Fallback)})
+	sawDegraded := false
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := s.Take(ctx, unit)
+		if err != nil {
+			t.Fatalf("fallback mode returned an error: %v", err)
+		}
+		if d.Degraded {
+			sawDegraded = true
+		} else if sawDegraded {
+			break // loaded, and Redis decides again
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no LOADING then recovery within 20s: degraded %v, errors %s", sawDegraded, rec.errors())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !rec.sawPrefix("LOADING") {
+		t.Fatalf("no LOADING error seen: %s", rec.errors())
+	}
+	if st := s.Stats(); st.Opens < 1 || st.DegradedFallback == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	t.Logf("errors: %s; stats %+v", rec.errors(), s.Stats())
+}

@@ -1,0 +1,12 @@
+package redistest
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setParentDeathSignal makes the kernel kill the server if the test binary
+// dies without running its cleanups.
+func setParentDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
