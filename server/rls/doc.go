@@ -1,0 +1,183 @@
+// Package rls is the Envoy rate limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) over a sluice
+// Limiter, so Envoy, Istio, Contour or Gloo gateways can ask sluice for their
+// global rate limits, with the state in memstore or in Redis (redisstore).
+//
+// It reads envoyproxy/ratelimit's configuration format unchanged, so that
+// service can be replaced without rewriting its files, and adds an optional
+// sluice: block per limit to choose another algorithm.
+//
+// # Configuration
+//
+// One file per domain; LoadConfig reads files and directories (every *.yaml
+// and *.yml file, as envoyproxy/ratelimit reads its runtime directory), and
+// the same domain in two files is an error:
+//
+//	domain: edge
+//	descriptors:
+//	  # 100 requests per minute per client address...
+//	  - key: remote_address
+//	    rate_limit:
+//	      unit: minute
+//	      requests_per_unit: 100
+//	  # ...none at all for this one...
+//	  - key: remote_address
+//	    value: 192.0.2.66
+//	    rate_limit:
+//	      unit: minute
+//	      requests_per_unit: 0
+//	  # ...and no limit for the office.
+//	  - key: remote_address
+//	    value: 198.51.100.10
+//	    rate_limit:
+//	      unlimited: true
+//
+//	  # Per path prefix ('*' ends a wildcard value), then per user of it.
+//	  - key: path
+//	    value: /api/*
+//	    rate_limit:
+//	      name: api
+//	      unit: second
+//	      requests_per_unit: 50
+//	    descriptors:
+//	      - key: user
+//	        rate_limit:
+//	          unit: hour
+//	          unit_multiplier: 6
+//	          requests_per_unit: 5000
+//
+//	  # A token bucket instead of the fixed window: 10/s, bursts of 40.
+//	  - key: plan
+//	    value: free
+//	    rate_limit:
+//	      unit: second
+//	      requests_per_unit: 10
+//	      sluice:
+//	        algorithm: token_bucket
+//	        burst: 40
+//
+//	  # Trying a limit out: counted and logged, never refused.
+//	  - key: partner
+//	    shadow_mode: true
+//	    rate_limit:
+//	      unit: minute
+//	      requests_per_unit: 600
+//
+//	  # A bigger quota for one partner's bulk endpoint replaces the
+//	  # per-partner limit named here when both match one request.
+//	  - key: bulk
+//	    value: "true"
+//	    descriptors:
+//	      - key: partner
+//	        value: acme
+//	        rate_limit:
+//	          replaces:
+//	            - name: per_partner
+//	          unit: minute
+//	          requests_per_unit: 6000
+//	  - key: partner_total
+//	    rate_limit:
+//	      name: per_partner
+//	      unit: minute
+//	      requests_per_unit: 1000
+//
+// The fields are envoyproxy/ratelimit's: key, value (absent: any value, each
+// distinct value its own counter; ending in '*': values with that prefix),
+// descriptors (nested), shadow_mode, detailed_metric, and in rate_limit:
+// unit (second, minute, hour, day, week, month, year, in any letter case;
+// week, month and year are 7, 30 and 365 days as there), requests_per_unit,
+// unlimited, name, replaces and unit_multiplier (the window is unit ×
+// unit_multiplier; the field is in the RLS protocol but not yet in
+// envoyproxy/ratelimit's README). detailed_metric is accepted and only fills
+// Outcome.Value for the Observe hook.
+//
+// The sluice: block takes algorithm (fixed_window, the default and what
+// envoyproxy/ratelimit does; sliding_window, sliding_log, token_bucket,
+// gcra, leaky_bucket, warm_up) and that algorithm's parameters: burst
+// (token_bucket, gcra; default requests_per_unit), queue and nodelay
+// (leaky_bucket), warmup (warm_up). The rate is requests_per_unit per unit ×
+// unit_multiplier. concurrency is refused: it needs a release when each
+// request ends, which this protocol cannot carry.
+//
+// Validation is strict: unknown or repeated fields, bad units, negative or
+// oversized numbers, duplicate descriptors in one list, replaces naming no
+// limit of the domain, shadow_mode or detailed_metric without a rate_limit,
+// an unlimited limit with a unit, a missing requests_per_unit (write 0 to
+// refuse everything), nesting deeper than MaxEntries. Every error names the
+// file, line, domain, descriptor path and field:
+//
+//	edge.yaml:12: domain "edge": descriptor remote_address/path=/api: rate_limit.unit: unknown unit "sec" (want second, minute, hour, day, week, month or year)
+//
+// # Matching
+//
+// As envoyproxy/ratelimit: each descriptor of a request is matched level by
+// level, each entry against the most specific configured entry (key and
+// value, else the first wildcard value in file order that matches, else
+// the key alone), without backtracking; the limit applies only when the
+// request has exactly as many entries as the matched path is deep. A
+// descriptor that matches nothing is OK with no limit; an unlimited one is OK
+// with limit_remaining 4294967295. A matched limit named in the replaces of
+// another limit matched by the same request is dropped (OK, no limit).
+// Wildcards work at every nesting level. A descriptor's own limit (the
+// protocol's limit override) is a fixed window of its requests_per_unit per
+// unit (× unit_multiplier) on the same entries, separate from the configured
+// limit's counter. A domain with no configuration limits nothing (OK), as
+// there, also for overrides; those requests are counted in an aggregated
+// warning.
+//
+// Counters are sluice keys built from the domain and every entry's key and
+// value, each length-prefixed, so no two descriptors of different domains,
+// paths or values can share one.
+//
+// # Hits
+//
+// The cost of a descriptor is its own hits_addend when set (0 then checks
+// without charging), else the request's hits_addend, where 0 means 1 as the
+// protocol says. A cost above what the limit can ever admit is OVER_LIMIT,
+// not an error. is_negative_hits is refused (InvalidArgument).
+//
+// # All or nothing
+//
+// envoyproxy/ratelimit increments every descriptor's counter independently,
+// and increments it even for a refused request. This service charges the
+// enforced limits of a request in one sluice Check: if any refuses, none is
+// charged, so a client refused on one dimension does not also use up its
+// other quotas. The descriptor that refused is OVER_LIMIT; the others are
+// OK with what they have left (redisstore may report 0 left when it answered
+// from its near cache without reading them). overall_code is OVER_LIMIT if
+// any enforced descriptor is. For unit-cost requests under fixed windows the
+// decisions are those of envoyproxy/ratelimit (same aligned windows, same
+// remaining, same duration_until_reset in whole seconds; a test replays a
+// timeline through both); they part when a refused request had hits: there
+// they still count, here they do not.
+//
+// shadow_mode limits are checked after the enforced ones, each on its own:
+// over, they report OK (with limit_remaining 0) and are counted in one
+// aggregated log line per interval and in Observe. They count only requests
+// the enforced limits admitted.
+//
+// # Bad requests
+//
+// An empty domain, no descriptors, more than MaxDescriptors descriptors,
+// more than MaxEntries entries in one, a domain, key or value longer than
+// MaxLength bytes, or a limit override with an unknown unit is refused with
+// InvalidArgument. A store failure is Unavailable, so Envoy applies its
+// failure_mode_deny setting.
+//
+// # Response headers
+//
+// With Options.ResponseHeaders, response_headers_to_add carries
+// RateLimit-Policy and RateLimit in the form of
+// draft-ietf-httpapi-ratelimit-headers-11, as sluice's httplimit sends them
+// (one list member per enforced limit, named by its rate_limit name or
+// descriptor path), and Retry-After when over the limit. envoyproxy/ratelimit
+// offers the older RateLimit-Limit/-Remaining/-Reset fields instead.
+//
+// # Serving
+//
+//	cfg, err := rls.LoadConfig("/etc/sluice/ratelimit")
+//	svc := rls.New(sluice.New(store), cfg, rls.Options{Observe: metrics})
+//	svc.Register(grpcServer)
+//	...
+//	svc.Swap(newCfg) // on reload; a config that fails to load keeps the old one
+package rls

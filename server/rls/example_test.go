@@ -1,0 +1,66 @@
+package rls_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/server/rls"
+)
+
+func Example() {
+	cfg, err := rls.ParseConfig("edge.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, _ := memstore.New(memstore.Config{})
+	defer store.Close()
+	svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler)})
+	defer svc.Close()
+	// In a server: svc.Register(grpcServer). Here, called directly.
+	req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{{
+		Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "203.0.113.7"}},
+	}}}
+	for range 3 {
+		resp, _ := svc.ShouldRateLimit(context.Background(), req)
+		fmt.Println(resp.OverallCode, resp.Statuses[0].LimitRemaining)
+	}
+	// Output:
+	// OK 1
+	// OK 0
+	// OVER_LIMIT 0
+}
+
+func ExampleParseConfig() {
+	_, err := rls.ParseConfig("edge.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: sec
+      requests_per_unit: 10
+`))
+	fmt.Println(err)
+	// Output:
+	// rls: invalid config:
+	// edge.yaml:6: domain "edge": descriptor remote_address: rate_limit.unit: unknown unit "sec" (want second, minute, hour, day, week, month or year)
+}
+
+func ExampleLoadConfig() {
+	cfg, err := rls.LoadConfig("testdata/dir")
+	fmt.Println(cfg.Domains(), err)
+	// Output:
+	// [edge mongo_cps] <nil>
+}
