@@ -14,7 +14,11 @@ import (
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/server/rls"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestSwapUnderLoad: requests keep being answered, each under exactly one
@@ -276,5 +280,34 @@ func TestDifferenceFromEnvoyOnRefusedHits(t *testing.T) {
 		if got != s.rls || m != s.envoyM {
 			t.Fatalf("step %d: service %q (want %q), model %q (want %q)", i, got, s.rls, m, s.envoyM)
 		}
+	}
+}
+
+// TestStoreFailure: a store that fails answers Unavailable (Envoy then
+// applies failure_mode_deny), and the failures are logged aggregated.
+func TestStoreFailure(t *testing.T) {
+	var buf bytes.Buffer
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := rls.ParseConfig("t.yaml", []byte(basic))
+	svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &buf}, nil)), LogInterval: time.Hour})
+	store.Close()
+	req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{desc("remote_address=a")}}
+	for range 3 {
+		_, err := svc.ShouldRateLimit(context.Background(), req)
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("got %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := svc.ShouldRateLimit(ctx, req); status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled: %v", err)
+	}
+	svc.Close()
+	if n := strings.Count(buf.String(), "store errors answered Unavailable"); n != 1 || !strings.Contains(buf.String(), "count=3") {
+		t.Fatalf("logs:\n%s", buf.String())
 	}
 }
