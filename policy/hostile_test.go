@@ -171,3 +171,33 @@ func FuzzParseDuration(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCostHeader: a cost header of any content either sets a cost from 0 to
+// the limit's capacity or is refused with an error, never a panic or a cost
+// outside that range.
+func FuzzCostHeader(f *testing.F) {
+	p, err := policy.Parse("cost.yaml", []byte(`
+rules:
+  - name: r
+    match: {path: /}
+    limits:
+      - {name: l, key: global, algorithm: token_bucket, rate: 10/s, burst: 50, cost: header:X-Cost}
+`), policy.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"1", "0", "50", "51", "-1", "+5", "9223372036854775808", "1e3", " 7", "0x10"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["X-Cost"] = []string{v}
+		planned, err := p.Plan(r, nil)
+		if err != nil {
+			return
+		}
+		if len(planned) != 1 || planned[0].Cost < 0 || planned[0].Cost > 50 {
+			t.Fatalf("cost header %q planned %+v", v, planned)
+		}
+	})
+}
