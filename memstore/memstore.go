@@ -48,7 +48,7 @@ import (
 // documents its default.
 type Config struct {
 	// MaxKeys bounds how many (key, limit) states are held. Default
-	// 100,000 (about 33 MB). The bound is enforced per shard, so the total
+	// 100,000 (about 36 MB with IPv4 keys; docs/operations.md: sizing). The bound is enforced per shard, so the total
 	// can exceed MaxKeys by less than the number of shards.
 	MaxKeys int
 
