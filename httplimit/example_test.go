@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -38,4 +39,15 @@ func ExampleNew() {
 	// 200 "global";q=5000;w=1, "per-ip";q=2;w=60
 	// 200 "global";q=5000;w=1, "per-ip";q=2;w=60
 	// 429 "global";q=5000;w=1, "per-ip";q=2;w=60
+}
+
+// KeyValue bounds a value taken from a request before it becomes part of a
+// key: short values are kept, long ones (and look-alikes of a digest) become
+// a fixed-size SHA-256 digest.
+func ExampleKeyValue() {
+	fmt.Println(httplimit.KeyValue("ann"))
+	fmt.Println(httplimit.KeyValue(strings.Repeat("a", 1000)))
+	// Output:
+	// ann
+	// sha256:41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3
 }

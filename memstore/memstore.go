@@ -48,8 +48,9 @@ import (
 // documents its default.
 type Config struct {
 	// MaxKeys bounds how many (key, limit) states are held. Default
-	// 100,000 (about 36 MB with IPv4 keys; docs/operations.md: sizing). The bound is enforced per shard, so the total
-	// can exceed MaxKeys by less than the number of shards.
+	// 100,000 (about 36 MB with IPv4 keys; docs/operations.md says how to
+	// size it). The bound is enforced per shard, so the total can exceed
+	// MaxKeys by less than the number of shards.
 	MaxKeys int
 
 	// Shards is the number of independently locked shards, rounded up to a
