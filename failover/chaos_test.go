@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +27,12 @@ import (
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{}) // go-redis logs every failed dial of an outage
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, redialer)
 }
+
+// redialer is go-redis's background retry of a failed dial: it sleeps a
+// second between attempts and notices only then that its pool was closed.
+var redialer = goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")
 
 type quiet struct{}
 
@@ -33,9 +40,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // noLeaks checks, after every cleanup of t has run (servers killed,
 // stores and clients closed), that t left no goroutine behind.
-func noLeaks(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+func noLeaks(t *testing.T, opts ...goleak.Option) {
+	opts = append(opts, goleak.IgnoreCurrent())
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 }
 
 // clientOptions are the go-redis settings docs/operations.md recommends in
@@ -131,7 +138,8 @@ type sample struct {
 
 // load calls fn from workers goroutines, each pausing pause between calls,
 // until stop is called, which returns every call's sample.
-func load(workers int, pause time.Duration, fn func() (sluice.Decision, error)) (stop func() []sample) {
+// stop also runs when t ends, so a failed test leaves no goroutine behind.
+func load(t *testing.T, workers int, pause time.Duration, fn func() (sluice.Decision, error)) (stop func() []sample) {
 	var (
 		mu   sync.Mutex
 		all  []sample
@@ -158,11 +166,13 @@ func load(workers int, pause time.Duration, fn func() (sluice.Decision, error)) 
 			}
 		})
 	}
-	return func() []sample {
+	stop = sync.OnceValue(func() []sample {
 		close(done)
 		wg.Wait()
 		return all
-	}
+	})
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // waitState polls s until it is in state want, for at most limit, and
@@ -211,7 +221,7 @@ func TestChaosKillRestart(t *testing.T) {
 	})
 	limiter := sluice.New(s)
 	limit := sluice.TokenBucket(sluice.PerSecond(200), 20) // in fallback: 100/s, burst 10
-	stop := load(workers, time.Millisecond, func() (sluice.Decision, error) {
+	stop := load(t, workers, time.Millisecond, func() (sluice.Decision, error) {
 		return limiter.Allow(context.Background(), "chaos", limit)
 	})
 
@@ -288,7 +298,7 @@ func TestChaosHang(t *testing.T) {
 	const timeout, probe = 50 * time.Millisecond, 300 * time.Millisecond
 	s, _ := stack(t, p.Client(clientOptions()), failover.Config{Timeout: timeout, ProbeInterval: probe, Mode: modeAll(failover.FailOpen)})
 	limiter := sluice.New(s)
-	stop := load(8, time.Millisecond, func() (sluice.Decision, error) {
+	stop := load(t, 8, time.Millisecond, func() (sluice.Decision, error) {
 		return limiter.Allow(context.Background(), "hang", sluice.GCRA(sluice.PerSecond(1000), 100))
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -328,7 +338,7 @@ func TestChaosScriptFlush(t *testing.T) {
 	admin := p.Client(nil)
 	s, rec := stack(t, p.Client(clientOptions()), failover.Config{Timeout: time.Second, Mode: modeAll(failover.FailClosed)})
 	limiter := sluice.New(s)
-	stop := load(8, time.Millisecond, func() (sluice.Decision, error) {
+	stop := load(t, 8, time.Millisecond, func() (sluice.Decision, error) {
 		return limiter.Check(context.Background(),
 			sluice.Request{Key: "a", Limit: sluice.FixedWindow(1_000_000, time.Minute), Cost: 1},
 			sluice.Request{Key: "b", Limit: sluice.SlidingWindow(1_000_000, time.Minute), Cost: 1})
@@ -424,7 +434,10 @@ func TestChaosLoading(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Restart() // returns as soon as the server answers, LOADING included
-	s, rec := stack(t, p.Client(clientOptions()), failover.Config{ConsecutiveFailures: 3, ProbeInterval: 200 * time.Millisecond, Mode: modeAll(failover.Fallback)})
+	// A loading server answers between chunks of its load; give it time to.
+	opts := clientOptions()
+	opts.ReadTimeout = time.Second
+	s, rec := stack(t, p.Client(opts), failover.Config{Timeout: time.Second, ConsecutiveFailures: 3, ProbeInterval: 200 * time.Millisecond, Mode: modeAll(failover.Fallback)})
 	sawDegraded := false
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -449,4 +462,152 @@ func TestChaosLoading(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	t.Logf("errors: %s; stats %+v", rec.errors(), s.Stats())
+}
+
+// TestChaosClusterFailover: a Redis Cluster of 3 masters and 3 replicas
+// loses a master (kill -9) under load; its replica is promoted after the
+// node timeout. Requests meanwhile are decided by fallback, none fails,
+// and once the replica serves, Redis decides them again.
+func TestChaosClusterFailover(t *testing.T) {
+	noLeaks(t, redialer)
+	start := time.Now()
+	nodes := make([]*redistest.Process, 6)
+	addrs := make([]string, len(nodes))
+	for i := range nodes {
+		nodes[i] = redistest.StartProcess(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0")
+		addrs[i] = nodes[i].Addr
+	}
+	out, err := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	waitCluster(t, nodes, 20*time.Second)
+
+	opts := clientOptions()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs, DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		ContextTimeoutEnabled: true, MaxRetries: -1,
+		// Learn a promotion soon even without MOVED replies: the dead
+		// master never answers one.
+		ClusterStateReloadInterval: time.Second,
+	})
+	t.Cleanup(func() { cc.Close() })
+	if err := cc.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	s, rec := stack(t, cc, failover.Config{
+		ProbeInterval: 300 * time.Millisecond, Mode: modeAll(failover.Fallback), FallbackScale: 0.5,
+		OnStateChange: func(_, to failover.State) {
+			if to == failover.StateOpen {
+				cc.ReloadState(ctx) // asynchronous: asks go-redis to reread the slots
+			}
+		},
+	})
+	limiter := sluice.New(s)
+	var mu sync.Mutex
+	i := 0
+	stop := load(t, 8, 2*time.Millisecond, func() (sluice.Decision, error) {
+		mu.Lock()
+		i++
+		key := fmt.Sprint("user:", i%32) // spread over every master
+		mu.Unlock()
+		return limiter.Allow(context.Background(), key, sluice.GCRA(sluice.PerSecond(1000), 100))
+	})
+
+	time.Sleep(300 * time.Millisecond)
+	victim := masterOf(t, nodes)
+	killed := time.Now()
+	victim.Kill()
+	// Wait for the promotion, then for traffic to be decided by Redis again.
+	alive := make([]*redistest.Process, 0, 5)
+	for _, n := range nodes {
+		if n != victim {
+			alive = append(alive, n)
+		}
+	}
+	waitCluster(t, alive, 20*time.Second)
+	promoted := time.Now()
+	time.Sleep(time.Second)
+	samples := stop()
+
+	var lastDegraded time.Time
+	degraded := 0
+	for _, x := range samples {
+		if x.err != nil {
+			t.Fatalf("a caller got an error in fallback mode: %v", x.err)
+		}
+		if x.d.Degraded {
+			degraded++
+			if x.end.After(lastDegraded) {
+				lastDegraded = x.end
+			}
+		}
+	}
+	t.Logf("%d calls; cluster ok again %v after the kill; %d degraded, the last %v after the kill; stats %+v; errors seen: %s; test took %v",
+		len(samples), promoted.Sub(killed).Round(time.Millisecond), degraded, lastDegraded.Sub(killed).Round(time.Millisecond),
+		s.Stats(), rec.errors(), time.Since(start).Round(time.Millisecond))
+	if degraded == 0 {
+		t.Fatal("no request was decided by the fallback: the failover was not exercised")
+	}
+	if lastDegraded.After(promoted.Add(600 * time.Millisecond)) {
+		t.Errorf("degraded decisions went on %v after the promotion", lastDegraded.Sub(promoted))
+	}
+}
+
+// waitCluster waits until every node reports cluster_state:ok with every
+// slot served, and three of the nodes are masters.
+func waitCluster(t *testing.T, nodes []*redistest.Process, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, masters := true, 0
+		for _, n := range nodes {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+			info, err := c.ClusterInfo(ctx).Result()
+			repl, rerr := c.Info(ctx, "replication").Result()
+			c.Close()
+			if err != nil || rerr != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+				ok = false
+				break
+			}
+			if strings.Contains(repl, "role:master") {
+				masters++
+			}
+		}
+		if ok && masters == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr})
+			info, _ := c.ClusterNodes(ctx).Result()
+			c.Close()
+			var logs strings.Builder
+			for _, n := range nodes {
+				b, _ := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				for _, l := range lines {
+					if strings.Contains(strings.ToLower(l), "fail") || strings.Contains(l, "lection") {
+						fmt.Fprintf(&logs, "%s: %s\n", n.Addr, l)
+					}
+				}
+			}
+			t.Fatalf("cluster not ok with 3 masters within %v; CLUSTER NODES:\n%s\n%s", limit, info, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// masterOf returns a node that is a master with slots.
+func masterOf(t *testing.T, nodes []*redistest.Process) *redistest.Process {
+	t.Helper()
+	for _, n := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		info, err := c.Info(ctx, "replication").Result()
+		c.Close()
+		if err == nil && strings.Contains(info, "role:master") {
+			return n
+		}
+	}
+	t.Fatal("no master found")
+	return nil
 }
