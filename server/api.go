@@ -102,7 +102,12 @@ func (s *Server) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", s.apiCheck)
 	mux.HandleFunc("POST /v1/release", s.apiRelease)
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/check" || r.URL.Path == "/v1/release" {
+			w.Header().Set("Allow", "POST")
+			writeJSONProblem(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.URL.Path+" takes POST with a JSON body (docs/api.md).")
+			return
+		}
 		writeJSONProblem(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check and POST /v1/release (docs/api.md).")
 	})
 	return mux
@@ -290,6 +295,9 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]httplimit.Planned,
 	p := s.currentPolicy()
 	planned, err := p.Plan(hr, nil)
 	if err != nil {
+		if errors.Is(err, httplimit.ErrNoClientIP) && a.IP == "" {
+			return nil, fmt.Errorf("request.ip: missing, and a limit keyed by ip applies (%v)", err)
+		}
 		return nil, err
 	}
 	if req.Rule != "" {
