@@ -175,6 +175,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_PASSWORD", "redis-password", "store.redis.password"},
 	{"SLUICE_REDIS_DB", "redis-db", "store.redis.db"},
 	{"SLUICE_REDIS_PREFIX", "redis-prefix", "store.redis.prefix"},
+	{"SLUICE_REDIS_TIMEOUT", "redis-timeout", "store.redis.timeout"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
@@ -255,6 +256,12 @@ func (c *Config) Set(name, from, v string) error {
 		c.Store.Redis.DB = n
 	case "redis-prefix":
 		c.Store.Redis.Prefix = v
+	case "redis-timeout":
+		d, err := policy.ParseDuration(v)
+		if err != nil {
+			return bad(err)
+		}
+		c.Store.Redis.Timeout = Duration(d)
 	case "shutdown-timeout":
 		d, err := policy.ParseDuration(v)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
@@ -51,7 +52,8 @@ type Server struct {
 	sample *policy.Policy // else the sample policy
 	loaded atomic.Pointer[loadState]
 
-	rls rlsService // nil without RLS configs
+	rls    rlsService // nil without a grpc listener
+	health *health.Server
 
 	listeners map[string]net.Listener
 	https     []*http.Server
@@ -82,10 +84,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.version = "dev"
 	}
 	s.metrics = newMetrics(s.version)
+	b, err := openStore(cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.backend = b
+	s.limiter = sluice.New(s.metrics.instrument(b.store))
 	if cfg.Policy != "" {
 		h, err := policy.NewHolder(cfg.Policy, policy.Options{}, s.log)
 		s.metrics.reloaded("policy", err)
 		if err != nil {
+			b.close()
 			return nil, err
 		}
 		s.holder = h
@@ -96,20 +105,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.sample = p
 	}
-	if len(cfg.RLS) > 0 {
-		svc, err := newRLS(s, cfg.RLS)
-		s.metrics.reloaded("rls", err)
+	if cfg.GRPC != "" {
+		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
+		if len(cfg.RLS) > 0 {
+			s.metrics.reloaded("rls", err)
+		}
 		if err != nil {
+			s.backend.close()
 			return nil, err
 		}
 		s.rls = svc
 	}
-	b, err := openStore(cfg.Store)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	s.backend = b
-	s.limiter = sluice.New(s.metrics.instrument(b.store))
 	s.loaded.Store(&loadState{at: time.Now()})
 	return s, nil
 }
@@ -296,7 +302,7 @@ func (s *Server) Reload() error {
 			errs = append(errs, err)
 		}
 	}
-	if s.rls != nil {
+	if s.rls != nil && len(s.cfg.RLS) > 0 {
 		err := s.rls.reload()
 		s.metrics.reloaded("rls", err)
 		if err != nil {
@@ -314,6 +320,9 @@ func (s *Server) Reload() error {
 // left and the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
+	if s.health != nil {
+		s.health.Shutdown() // gRPC health checks answer NOT_SERVING while draining
+	}
 	if s.watcher != nil {
 		s.watcher.close()
 	}
@@ -350,6 +359,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	s.wg.Wait()
 	s.closeOnce.Do(func() {
+		if s.rls != nil {
+			s.rls.close()
+		}
 		if err := s.backend.close(); err != nil {
 			errs = append(errs, err)
 		}

@@ -73,6 +73,7 @@ func openStore(cfg StoreConfig) (*backend, error) {
 			})
 			desc = fmt.Sprintf("redis %s", r.Addrs[0])
 		}
+		warmUp(client)
 		s, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
 		if err != nil {
 			client.Close()
@@ -110,4 +111,20 @@ func (s timeoutStore) Release(ctx context.Context, key string, l sluice.Limit, l
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	return s.Store.Release(ctx, key, l, lease)
+}
+
+// warmUp connects to Redis before the first request needs it: a cluster
+// client learns the slot map, every client opens a connection. A Redis
+// that does not answer yet is not an error here: /readyz reports it, and
+// requests meanwhile are decided by the failure mode.
+func warmUp(client redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if c, ok := client.(*redis.ClusterClient); ok {
+		c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+			return shard.Ping(ctx).Err()
+		})
+		return
+	}
+	client.Ping(ctx)
 }

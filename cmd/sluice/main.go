@@ -122,6 +122,7 @@ var settingFlags = []struct{ name, help string }{
 	{"redis-mode", "standalone, cluster or sentinel:MASTER_NAME"},
 	{"redis-db", "Redis database number (standalone and Sentinel)"},
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
+	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},

@@ -1,7 +1,19 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
 
+	"github.com/sluicehq/sluice/server/rls"
+)
+
+// checkRLS validates one Envoy rate limit service config file.
 func checkRLS(path string, data []byte) (string, error) {
-	return "", errors.New("rls: not available yet")
+	cfg, err := rls.ParseConfig(path, data)
+	if err != nil { // drop the "invalid" prefix: INVALID says it
+		msg := strings.TrimPrefix(err.Error(), rls.ErrInvalidConfig.Error()+":")
+		return "", errors.New(strings.TrimPrefix(strings.TrimSpace(msg), "\n"))
+	}
+	return fmt.Sprintf("Envoy RLS config, domain %s", strings.Join(cfg.Domains(), ", ")), nil
 }
