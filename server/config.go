@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -83,8 +84,30 @@ type RedisConfig struct {
 	// NearCache is how many refused keys are answered locally until their
 	// retry time. Default 10,000; -1 turns it off.
 	NearCache int `yaml:"near_cache"`
-	// Timeout bounds each call to Redis. Default 50ms.
+	// Timeout bounds each call to Redis; a call that takes longer counts
+	// as a failure and its request is decided by its failure mode.
+	// Default 50ms.
 	Timeout Duration `yaml:"timeout"`
+	// OnError is the failure mode of requests no policy rule covers (Envoy
+	// RLS descriptors, explicit checks of the decision API): open (admit,
+	// the default), closed (refuse) or fallback (a local limit). Policy
+	// rules choose their own with action.on_error.
+	OnError string `yaml:"on_error"`
+	// FallbackScale multiplies limits decided locally while Redis is
+	// down: 1/N when N instances share them. Default 1.
+	FallbackScale float64 `yaml:"fallback_scale"`
+	// Breaker tunes the circuit breaker in front of Redis.
+	Breaker BreakerConfig `yaml:"breaker"`
+}
+
+// BreakerConfig tunes the circuit breaker (package failover); zero values
+// take failover's defaults.
+type BreakerConfig struct {
+	ConsecutiveFailures int      `yaml:"consecutive_failures"` // default 5
+	FailureRatio        float64  `yaml:"failure_ratio"`        // default 0.5
+	MinCalls            int      `yaml:"min_calls"`            // default 20
+	Window              Duration `yaml:"window"`               // default 10s
+	ProbeInterval       Duration `yaml:"probe_interval"`       // default 1s
 }
 
 // LogConfig sets the log output.
@@ -176,6 +199,8 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_DB", "redis-db", "store.redis.db"},
 	{"SLUICE_REDIS_PREFIX", "redis-prefix", "store.redis.prefix"},
 	{"SLUICE_REDIS_TIMEOUT", "redis-timeout", "store.redis.timeout"},
+	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
+	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
@@ -268,6 +293,14 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(err)
 		}
 		c.ShutdownTimeout = Duration(d)
+	case "redis-on-error":
+		c.Store.Redis.OnError = v
+	case "fallback-scale":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return bad(errors.New("want a number, such as 0.25"))
+		}
+		c.Store.Redis.FallbackScale = f
 	case "log-level":
 		c.Log.Level = v
 	case "log-format":
@@ -333,6 +366,17 @@ func (c *Config) Validate() error {
 		}
 		if r.Timeout < 0 {
 			fail("store.redis.timeout", "must not be negative")
+		}
+		if r.OnError != "" {
+			if _, err := failover.ParseMode(r.OnError); err != nil {
+				fail("store.redis.on_error", "%q: want open, closed or fallback", r.OnError)
+			}
+		}
+		if r.FallbackScale < 0 {
+			fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
+		}
+		if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
+			fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
 		}
 	default:
 		fail("store.type", "%q: want memory or redis", c.Store.Type)

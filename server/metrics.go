@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 )
 
 // metrics are the server's Prometheus metrics, on their own registry.
@@ -23,6 +24,7 @@ type metrics struct {
 	storeErrs  *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	lastReload *prometheus.GaugeVec
+	breaker    prometheus.Gauge
 }
 
 func newMetrics(version string) *metrics {
@@ -48,14 +50,46 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_config_last_success_timestamp_seconds",
 		Help: "When each config last loaded successfully (Unix time).",
 	}, []string{"config"})
+	m.breaker = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_failover_breaker_state",
+		Help: "The circuit breaker in front of Redis: 0 closed (normal), 1 open (Redis bypassed), 2 half-open (probing).",
+	})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
 		Help: "Always 1; the labels tell the version of sluice serving.",
 	}, []string{"version"})
 	info.WithLabelValues(version).Set(1)
-	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, info,
+	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.breaker, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// breakerChanged is failover's OnStateChange: the breaker state gauge.
+func (m *metrics) breakerChanged(from, to failover.State) {
+	m.breaker.Set(float64(to))
+}
+
+// watchFailover exports a failover.Store's counters.
+func (m *metrics) watchFailover(fs *failover.Store) {
+	counter := func(name, help string, v func(failover.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(fs.Stats())) })
+	}
+	m.reg.MustRegister(
+		counter("sluice_failover_calls_total", "Calls that reached the primary store (Redis).", func(s failover.Stats) int64 { return s.Calls }),
+		counter("sluice_failover_failures_total", "Calls to the primary store that failed (timeouts, connection errors, error replies).", func(s failover.Stats) int64 { return s.Failures }),
+		counter("sluice_failover_short_circuited_total", "Calls that did not reach the primary store because the breaker was open.", func(s failover.Stats) int64 { return s.ShortCircuited }),
+		counter("sluice_failover_breaker_opens_total", "Times the circuit breaker opened.", func(s failover.Stats) int64 { return s.Opens }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "open"},
+		}, func() float64 { return float64(fs.Stats().DegradedOpen) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "closed"},
+		}, func() float64 { return float64(fs.Stats().DegradedClosed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "fallback"},
+		}, func() float64 { return float64(fs.Stats().DegradedFallback) }),
+	)
+	m.breaker.Set(float64(fs.State()))
 }
 
 // reloaded counts one load of a config.

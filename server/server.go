@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -84,12 +85,20 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.version = "dev"
 	}
 	s.metrics = newMetrics(s.version)
-	b, err := openStore(cfg.Store)
+	b, err := openStore(cfg.Store, func(r sluice.Request) failover.Mode {
+		if s.holder != nil {
+			return s.holder.FailureMode(r)
+		}
+		return s.sample.FailureMode(r)
+	}, s.metrics.breakerChanged, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
+	if b.failover != nil {
+		s.metrics.watchFailover(b.failover)
+	}
 	if cfg.Policy != "" {
 		h, err := policy.NewHolder(cfg.Policy, policy.Options{}, s.log)
 		s.metrics.reloaded("policy", err)

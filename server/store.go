@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -19,13 +22,18 @@ type backend struct {
 	// ready reports whether the store answers.
 	ready func(ctx context.Context) error
 	// keys counts the keys a memory store holds (nil for Redis).
-	keys  func() int
-	close func() error
-	desc  string
+	keys func() int
+	// failover is the breaker in front of Redis (nil for memory).
+	failover *failover.Store
+	close    func() error
+	desc     string
 }
 
-// openStore builds the store cfg describes.
-func openStore(cfg StoreConfig) (*backend, error) {
+// openStore builds the store cfg describes. A Redis store sits behind a
+// failover.Store: a deadline per call, a circuit breaker, and the failure
+// mode of each request: modeOf (the policy's on_error) for the policy's
+// keys, store.redis.on_error for the rest.
+func openStore(cfg StoreConfig, modeOf func(sluice.Request) failover.Mode, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
 	switch cfg.Type {
 	case "memory":
 		s, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
@@ -46,8 +54,9 @@ func openStore(cfg StoreConfig) (*backend, error) {
 			timeout = 50 * time.Millisecond
 		}
 		// The client's own timeouts are a backstop for the per-call
-		// deadline (timeoutStore): generous, so a slow moment is not a
-		// broken connection.
+		// deadline (failover's): generous, so that a slow moment is not a
+		// broken connection, yet short enough to free a pipeline stuck on
+		// a hung server.
 		var client redis.UniversalClient
 		var desc string
 		switch {
@@ -74,43 +83,49 @@ func openStore(cfg StoreConfig) (*backend, error) {
 			desc = fmt.Sprintf("redis %s", r.Addrs[0])
 		}
 		warmUp(client)
-		s, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
+		primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
 		if err != nil {
 			client.Close()
 			return nil, err
 		}
-		return &backend{
-			store: timeoutStore{s, timeout},
+		defaultMode := failover.FailOpen
+		if r.OnError != "" {
+			defaultMode, _ = failover.ParseMode(r.OnError) // validated
+		}
+		b := &backend{
 			ready: func(ctx context.Context) error { return client.Ping(ctx).Err() },
-			close: client.Close,
 			desc:  desc,
-		}, nil
+		}
+		fs, err := failover.New(primary, failover.Config{
+			Timeout:             timeout,
+			ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
+			FailureRatio:        r.Breaker.FailureRatio,
+			MinCalls:            r.Breaker.MinCalls,
+			Window:              time.Duration(r.Breaker.Window),
+			ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
+			FallbackScale:       r.FallbackScale,
+			Mode: func(req sluice.Request) failover.Mode {
+				if modeOf != nil && isPolicyKey(req.Key) {
+					return modeOf(req)
+				}
+				return defaultMode
+			},
+			OnStateChange: onStateChange,
+			Logger:        logger,
+		})
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		b.store, b.failover = fs, fs
+		b.close = func() error {
+			fs.Close()
+			primary.Close()
+			return client.Close()
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("store.type: %q: want memory or redis", cfg.Type)
-}
-
-// timeoutStore bounds each call of a store.
-type timeoutStore struct {
-	sluice.Store
-	timeout time.Duration
-}
-
-func (s timeoutStore) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.Store.Take(ctx, r)
-}
-
-func (s timeoutStore) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.Store.TakeAll(ctx, rs, ds)
-}
-
-func (s timeoutStore) Release(ctx context.Context, key string, l sluice.Limit, lease uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.Store.Release(ctx, key, l, lease)
 }
 
 // warmUp connects to Redis before the first request needs it: a cluster
@@ -127,4 +142,10 @@ func warmUp(client redis.UniversalClient) {
 		return
 	}
 	client.Ping(ctx)
+}
+
+// isPolicyKey tells the keys a policy planned from those of the Envoy RLS
+// ("rls:...") and of the decision API's explicit checks.
+func isPolicyKey(key string) bool {
+	return !strings.HasPrefix(key, "rls:") && !strings.HasPrefix(key, explicitPrefix)
 }

@@ -123,6 +123,8 @@ var settingFlags = []struct{ name, help string }{
 	{"redis-db", "Redis database number (standalone and Sentinel)"},
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
 	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
+	{"redis-on-error", "when Redis fails, for requests no policy rule covers (RLS, explicit API checks): open, closed or fallback"},
+	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestServeRedisDown kills the Redis under a running sluice serve: each
+// rule answers as its on_error says (open admits, closed refuses with 503
+// and Retry-After, fallback enforces its share of the limit locally), the
+// breaker opens, /readyz reports it; when Redis returns, sluice goes back
+// to it within about a probe interval.
+func TestServeRedisDown(t *testing.T) {
+	rp := redistest.StartProcess(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: open
+    match: {path: /open}
+    limits:
+      - {name: open-cap, key: global, algorithm: token_bucket, rate: 1/h, burst: 10}
+  - name: closed
+    match: {path: /closed}
+    limits:
+      - {name: closed-cap, key: global, algorithm: token_bucket, rate: 1/h, burst: 10}
+    action: {on_error: closed}
+  - name: fallback
+    match: {path: /fallback}
+    limits:
+      - {name: fallback-cap, key: global, algorithm: token_bucket, rate: 1/h, burst: 10}
+    action: {on_error: fallback}
+`)
+	p := start(t, nil, "--store", "redis", "--redis-addrs", rp.Addr, "--policy", policy,
+		"--redis-timeout", "200ms", "--fallback-scale", "0.5", "--redis-prefix", redistest.Prefix(t))
+	status := func(path string) int { return get(t, p.url("gateway", path)).status }
+	for _, path := range []string{"/open", "/closed", "/fallback"} {
+		if c := status(path); c != 200 {
+			t.Fatalf("%s with Redis up: %d", path, c)
+		}
+	}
+
+	rp.Kill()
+	// The first failures open the breaker (5 in a row by default).
+	for i := range 8 {
+		if c := status("/open"); c != 200 {
+			t.Fatalf("/open with Redis down, request %d: %d, want 200 (fail open)", i, c)
+		}
+	}
+	if got := metric(t, p, "sluice_failover_breaker_state"); got != 1 {
+		t.Errorf("breaker state %v after 8 failed calls, want 1 (open)", got)
+	}
+	r := get(t, p.url("gateway", "/closed"))
+	if r.status != 503 || r.header.Get("Retry-After") == "" {
+		t.Errorf("/closed with Redis down: %d Retry-After %q, want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	admitted := 0
+	for range 8 {
+		if status("/fallback") == 200 {
+			admitted++
+		}
+	}
+	if admitted != 5 { // burst 10 × fallback scale 0.5
+		t.Errorf("/fallback with Redis down admitted %d of 8, want 5 (half the burst, locally)", admitted)
+	}
+	if r := get(t, p.url("admin", "/readyz")); r.status != 503 {
+		t.Errorf("/readyz with Redis down: %d", r.status)
+	}
+	if got := metric(t, p, `sluice_decisions_total{degraded="true",limit="open-cap",outcome="admitted",source="gateway"}`); got < 8 {
+		t.Errorf("degraded admissions counted: %v, want at least 8", got)
+	}
+
+	rp.Restart() // empty: it persisted nothing
+	began := time.Now()
+	waitFor(t, "sluice to use Redis again", func() bool {
+		status("/open")
+		return metric(t, p, "sluice_failover_breaker_state") == 0
+	})
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("back on Redis after %v; the probe interval is 1s", took)
+	}
+	// Redis restarted empty: the full burst is there again, counted in
+	// Redis, not locally.
+	calls := metric(t, p, "sluice_failover_calls_total")
+	for i := range 10 {
+		if c := status("/fallback"); c != 200 {
+			t.Fatalf("/fallback after recovery, request %d: %d", i, c)
+		}
+	}
+	if c := status("/fallback"); c != 429 {
+		t.Errorf("/fallback's 11th request after recovery: %d, want 429", c)
+	}
+	if got := metric(t, p, "sluice_failover_calls_total"); got < calls+11 {
+		t.Errorf("calls to Redis after recovery: %v → %v, want 11 more", calls, got)
+	}
+	if r := get(t, p.url("admin", "/readyz")); r.status != 200 {
+		t.Errorf("/readyz after recovery: %d %s", r.status, r.body)
+	}
+}
