@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,8 +48,10 @@ func Global(context.Context, string) (string, error) { return "global", nil }
 func ByMethod(_ context.Context, fullMethod string) (string, error) { return fullMethod, nil }
 
 // ByMetadata keys calls by the first value of a request metadata key;
-// calls without it are not limited by this limit. Values longer than 256
-// bytes are an error rather than a key.
+// calls without it are not limited by this limit. A value longer than
+// httplimit.MaxKeyValue bytes is keyed by its SHA-256 digest
+// (httplimit.KeyValue), so a long value is limited like any other rather
+// than stored whole or let through.
 func ByMetadata(name string) KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -56,10 +59,7 @@ func ByMetadata(name string) KeyFunc {
 		if len(v) == 0 {
 			return "", nil
 		}
-		if len(v[0]) > 256 {
-			return "", fmt.Errorf("grpclimit: metadata %s is %d bytes, longer than 256", name, len(v[0]))
-		}
-		return v[0], nil
+		return httplimit.KeyValue(v[0]), nil
 	}
 }
 

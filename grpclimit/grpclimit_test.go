@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,15 @@ func TestStreamAndMetadata(t *testing.T) {
 	}
 	if err := watch(context.Background()); err != nil {
 		t.Fatalf("a call without the metadata is not limited by it: %v", err)
+	}
+	// A value too long to store whole is limited by its digest, not let
+	// through or refused as an error.
+	long := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", strings.Repeat("t", 5000))
+	if err := watch(long); err != nil {
+		t.Fatalf("first stream with a long tenant: %v", err)
+	}
+	if err := watch(long); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream with the same long tenant: %v", err)
 	}
 }
 
