@@ -367,6 +367,9 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 					name := sc.enforced[refuser].Name
 					d, err = m.wait(r, sc, a.MaxDelay, d)
 					m.waiting.leave(name)
+					if err != nil && r.Context().Err() != nil {
+						return // the client went away while waiting: nothing to answer
+					}
 					if err != nil {
 						m.observe(Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Outcome: Failed, Err: err})
 						m.failed(w, r, next, err)

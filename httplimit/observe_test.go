@@ -1,8 +1,11 @@
 package httplimit_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,3 +69,45 @@ func TestObserve(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitClientGone: a client that gives up while its request waits for
+// room gets nothing more: the handler does not run for it and nothing is
+// logged as admitted.
+func TestWaitClientGone(t *testing.T) {
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	srv, calls := server(t, store, httplimit.Config{
+		Source: waitSource{sluice.TokenBucket(sluice.Per(1, 10*time.Second), 1)},
+		Logger: logger,
+	})
+	get(t, srv.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the second request was answered within 200ms; it should wait ~10s for room")
+	}
+	time.Sleep(100 * time.Millisecond) // let the server notice
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1 (not for the client that left)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "admitting") {
+		t.Errorf("logged an admission for a client that left:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
