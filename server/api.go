@@ -203,7 +203,7 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 		h := http.Header{}
 		httplimit.SetHeaders(h, group, ds, d)
 		for k := range h {
-			resp.Headers[k] = h.Get(k)
+			resp.Headers[headerNames[k]] = h.Get(k)
 		}
 		resp.Allowed, resp.Limit, resp.Degraded = d.Allowed, group[bind].Name, d.Degraded
 		resp.RetryAfterMs, resp.DelayMs = ms(d.RetryAfter), ms(d.Delay)
@@ -419,6 +419,14 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// headerNames spells the header fields of an answer as their specification
+// does, rather than in Go's canonical form ("Ratelimit-Policy").
+var headerNames = map[string]string{
+	"Ratelimit-Policy": "RateLimit-Policy",
+	"Ratelimit":        "RateLimit",
+	"Retry-After":      "Retry-After",
 }
 
 // limitError drops policy's "invalid" prefix from an error of ParseLimit:

@@ -53,23 +53,29 @@ func openStore(cfg StoreConfig, modeOf func(sluice.Request) failover.Mode, onSta
 		if timeout == 0 {
 			timeout = 50 * time.Millisecond
 		}
-		// The client's own timeouts are a backstop for the per-call
-		// deadline (failover's): generous, so that a slow moment is not a
-		// broken connection, yet short enough to free a pipeline stuck on
-		// a hung server.
+		// The client's socket timeouts free a pipeline stuck on a hung
+		// server soon after the per-call deadline (failover's) has given
+		// up on it; no retries: the breaker is the retry policy
+		// (docs/operations.md, "Choosing the deadline").
+		sock := max(2*timeout, 100*time.Millisecond)
 		var client redis.UniversalClient
 		var desc string
+		var cluster *redis.ClusterClient
 		switch {
 		case r.Cluster:
-			client = redis.NewClusterClient(&redis.ClusterOptions{
+			cluster = redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs: r.Addrs, Username: r.Username, Password: r.Password,
-				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
+				// A dead master answers no MOVED: reread the slot map
+				// often so a promoted replica is found soon.
+				ClusterStateReloadInterval: time.Second,
 			})
+			client = cluster
 			desc = fmt.Sprintf("redis cluster %v", r.Addrs)
 		case r.MasterName != "":
 			client = redis.NewFailoverClient(&redis.FailoverOptions{
 				MasterName: r.MasterName, SentinelAddrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
 			})
 			desc = fmt.Sprintf("redis sentinel %q %v", r.MasterName, r.Addrs)
 		default:
@@ -78,7 +84,7 @@ func openStore(cfg StoreConfig, modeOf func(sluice.Request) failover.Mode, onSta
 			}
 			client = redis.NewClient(&redis.Options{
 				Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
 			})
 			desc = fmt.Sprintf("redis %s", r.Addrs[0])
 		}
@@ -110,8 +116,13 @@ func openStore(cfg StoreConfig, modeOf func(sluice.Request) failover.Mode, onSta
 				}
 				return defaultMode
 			},
-			OnStateChange: onStateChange,
-			Logger:        logger,
+			OnStateChange: func(from, to failover.State) {
+				if to == failover.StateOpen && cluster != nil {
+					cluster.ReloadState(context.Background()) // asynchronous
+				}
+				onStateChange(from, to)
+			},
+			Logger: logger,
 		})
 		if err != nil {
 			client.Close()

@@ -383,7 +383,7 @@ rules:
 		if code != 200 || a.Allowed != want {
 			t.Fatalf("order %d: %d %+v", i, code, a)
 		}
-		if i == 0 && (len(a.Decisions) != 2 || a.Decisions[1].Name != "trial-ip" || !a.Decisions[1].Shadow || a.Headers["Ratelimit-Policy"] != `"per-user";q=2;w=3600`) {
+		if i == 0 && (len(a.Decisions) != 2 || a.Decisions[1].Name != "trial-ip" || !a.Decisions[1].Shadow || a.Headers["RateLimit-Policy"] != `"per-user";q=2;w=3600`) {
 			t.Errorf("first order: %+v", a)
 		}
 		if i == 2 && (a.Status != 429 || a.Limit != "per-user" || a.RetryAfterMs <= 0 || a.Headers["Retry-After"] == "") {
@@ -418,6 +418,18 @@ rules:
 	}
 	if _, b := check(`{"request": {"path": "/reports", "ip": "203.0.113.9"}}`); !b.Allowed {
 		t.Errorf("a report after the release: %+v", b)
+	}
+
+	// The explicit example of docs/api.md works as written.
+	doc, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, _ := strings.Cut(string(doc), "curl -s -X POST http://127.0.0.1:8083/v1/check -d '{\n  \"checks\"")
+	example, _, _ = strings.Cut(example, "'")
+	code, a := check(`{"checks"` + example)
+	if code != 200 || len(a.Decisions) != 2 || !a.Allowed || a.Headers["RateLimit-Policy"] != `"per-user";q=20;w=2, "per-tenant";q=1000;w=60` {
+		t.Errorf("docs/api.md's explicit example: %d %+v", code, a)
 	}
 
 	for body, want := range map[string]string{
