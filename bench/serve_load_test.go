@@ -1,0 +1,434 @@
+//go:build servebench
+
+// The load test of sluice serve: real processes on loopback, bounded in
+// requests and time. Run it with
+//
+//	cd bench && go test -tags servebench -run TestServeLoad -v -timeout 30m .
+//
+// It builds cmd/sluice, starts an upstream process (this test binary
+// re-executed), sluice serve and, for the Redis cases, a redis-server of
+// its own (REDISBENCH_SERVER, default redis-server on PATH), and prints:
+// the latency the gateway adds over calling the upstream directly (p50,
+// p99), and decision API and Envoy RLS decisions per second with the CPU
+// sluice (and Redis) spent per decision. BENCH.md in bench/ records runs.
+package bench_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// The upstream: when this test binary runs with SLUICE_LOAD_UPSTREAM set,
+// it only serves HTTP on that address, answering after the given delay.
+func init() {
+	addr := os.Getenv("SLUICE_LOAD_UPSTREAM")
+	if addr == "" {
+		return
+	}
+	delay, _ := time.ParseDuration(os.Getenv("SLUICE_LOAD_UPSTREAM_DELAY"))
+	body := bytes.Repeat([]byte("x"), 512)
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+		w.Write(body)
+	})}
+	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
+	os.Exit(1)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitDial(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+// startProc runs a process that the test kills (by pid) when it ends.
+func startProc(t *testing.T, env []string, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, stderr.String())
+		}
+	})
+	return cmd
+}
+
+// cpu returns the user+system CPU time a process has used.
+func cpu(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // fields 14 and 15 of stat
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+type sluiceProc struct {
+	cmd       *exec.Cmd
+	gateway   string
+	api, grpc string
+	admin     string // only with SLUICE_LOAD_PROFILE
+	redisPid  int
+	redisAddr string
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func sluiceBinary(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-load-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sluice")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sluice")
+		cmd.Dir = ".." // the main module, with its own go.sum
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// startRedis starts a dedicated redis-server on a free port.
+func startRedis(t *testing.T) (addr string, pid int) {
+	t.Helper()
+	addr = freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	server := os.Getenv("REDISBENCH_SERVER")
+	if server == "" {
+		server = "redis-server"
+	}
+	cmd := startProc(t, nil, server, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	waitDial(t, addr)
+	return addr, cmd.Process.Pid
+}
+
+func startSluice(t *testing.T, upstream, store string, extra ...string) *sluiceProc {
+	t.Helper()
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(policy, []byte(`
+rules:
+  - name: all
+    limits:
+      - {name: per-ip, key: ip, algorithm: token_bucket, rate: 1000000/s, burst: 1000000}
+`), 0o644)
+	rlsDir := filepath.Join(dir, "rls")
+	os.Mkdir(rlsDir, 0o755)
+	os.WriteFile(filepath.Join(rlsDir, "load.yaml"), []byte(`
+domain: load
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000000000}
+  - key: hot
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`), 0o644)
+	p := &sluiceProc{gateway: freeAddr(t), api: freeAddr(t), grpc: freeAddr(t)}
+	admin := ""
+	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
+		admin = freeAddr(t)
+		p.admin = admin
+	}
+	args := []string{"serve", "--gateway", p.gateway, "--api", p.api, "--grpc", p.grpc, "--admin", admin, "--upstream", upstream,
+		"--policy", policy, "--rls", rlsDir, "--log-level", "warn", "--store", store}
+	if store == "redis" {
+		p.redisAddr, p.redisPid = startRedis(t)
+		args = append(args, "--redis-addrs", p.redisAddr, "--redis-timeout", "1s")
+	}
+	p.cmd = startProc(t, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, sluiceBinary(t), append(args, extra...)...)
+	waitDial(t, p.gateway)
+	waitDial(t, p.grpc)
+	waitDial(t, p.api)
+	return p
+}
+
+// latencies runs n GET requests to url from c concurrent clients and
+// returns the sorted latencies.
+func latencies(t *testing.T, url string, n, c int) []time.Duration {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
+	var mu sync.Mutex
+	var out []time.Duration
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, n/c+1)
+			for next.Add(1) <= int64(n) {
+				start := time.Now()
+				resp, err := client.Get(url)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failed.Add(1)
+				}
+				local = append(local, time.Since(start))
+			}
+			mu.Lock()
+			out = append(out, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Errorf("%s: %d of %d requests failed or were refused", url, failed.Load(), n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func pct(ls []time.Duration, p float64) time.Duration {
+	if len(ls) == 0 {
+		return 0
+	}
+	return ls[min(len(ls)-1, int(float64(len(ls))*p))]
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+
+// TestServeLoad measures the gateway's added latency.
+func TestServeLoadGateway(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, c = 20000, 8
+	for _, delay := range []time.Duration{0, 2 * time.Millisecond} {
+		upAddr := freeAddr(t)
+		startProc(t, []string{"SLUICE_LOAD_UPSTREAM=" + upAddr, "SLUICE_LOAD_UPSTREAM_DELAY=" + delay.String()}, exe)
+		waitDial(t, upAddr)
+		for _, store := range []string{"memory", "redis"} {
+			p := startSluice(t, "http://"+upAddr, store)
+			// Warm up both paths, then alternate rounds so that noise
+			// falls on both alike.
+			latencies(t, "http://"+upAddr+"/", 2000, c)
+			latencies(t, "http://"+p.gateway+"/", 2000, c)
+			var direct, via []time.Duration
+			for range 3 {
+				direct = append(direct, latencies(t, "http://"+upAddr+"/", n/3, c)...)
+				via = append(via, latencies(t, "http://"+p.gateway+"/", n/3, c)...)
+			}
+			slices.Sort(direct)
+			slices.Sort(via)
+			t.Logf("gateway upstream-delay=%v store=%s clients=%d requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%)",
+				delay, store, c, len(via), us(pct(direct, .5)), us(pct(direct, .99)), us(pct(via, .5)), us(pct(via, .99)),
+				us(pct(via, .5)-pct(direct, .5)), us(pct(via, .99)-pct(direct, .99)),
+				100*(float64(pct(via, .99))/float64(pct(direct, .99))-1))
+		}
+	}
+}
+
+// TestServeLoadRLS measures Envoy RLS decisions per second with 64
+// concurrent callers over 4 connections, for many distinct keys and for
+// one over-limit key, on memory and Redis.
+func TestServeLoadRLS(t *testing.T) {
+	const callers, conns = 64, 4
+	dur := 5 * time.Second
+	if s := os.Getenv("SLUICE_LOAD_SECONDS"); s != "" {
+		n, _ := strconv.Atoi(s)
+		dur = time.Duration(n) * time.Second
+	}
+	for _, store := range []string{"memory", "redis"} {
+		p := startSluice(t, "http://127.0.0.1:1", store)
+		var clients []rlspb.RateLimitServiceClient
+		for range conns {
+			conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			clients = append(clients, rlspb.NewRateLimitServiceClient(conn))
+		}
+		for _, kind := range []string{"many keys", "over-limit key"} {
+			run := func(d time.Duration) (ok, over, errs int64) {
+				var wg sync.WaitGroup
+				stop := time.Now().Add(d)
+				var seq atomic.Int64
+				var okN, overN, errN atomic.Int64
+				for i := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						c := clients[i%conns]
+						for time.Now().Before(stop) {
+							var desc *commonpb.RateLimitDescriptor
+							if kind == "many keys" {
+								desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: strconv.FormatInt(seq.Add(1), 10)}}}
+							} else {
+								desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "hot", Value: "h"}}}
+							}
+							r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*commonpb.RateLimitDescriptor{desc}})
+							switch {
+							case err != nil:
+								errN.Add(1)
+							case r.OverallCode == rlspb.RateLimitResponse_OK:
+								okN.Add(1)
+							default:
+								overN.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				return okN.Load(), overN.Load(), errN.Load()
+			}
+			run(time.Second) // warm up: connections, scripts, the near cache
+			cpu0 := cpu(t, p.cmd.Process.Pid)
+			var rcpu0 time.Duration
+			if p.redisPid != 0 {
+				rcpu0 = cpu(t, p.redisPid)
+			}
+			if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" {
+				go profile(t, p.admin, filepath.Join(dir, "rls-"+store+"-"+strings.ReplaceAll(kind, " ", "-")+".pprof"), dur-time.Second)
+			}
+			start := time.Now()
+			ok, over, errs := run(dur)
+			elapsed := time.Since(start)
+			total := ok + over
+			scpu := cpu(t, p.cmd.Process.Pid) - cpu0
+			line := fmt.Sprintf("rls store=%s %s: %.0f decisions/s (%d OK, %d over limit, %d errors) in %v; sluice CPU %.1f µs/decision",
+				store, kind, float64(total)/elapsed.Seconds(), ok, over, errs, elapsed.Round(time.Millisecond), float64(scpu)/float64(total)/1e3)
+			if p.redisPid != 0 {
+				line += fmt.Sprintf(", redis CPU %.1f µs/decision", float64(cpu(t, p.redisPid)-rcpu0)/float64(total)/1e3)
+			}
+			t.Log(line)
+			if errs > 0 {
+				t.Errorf("%d errors", errs)
+			}
+		}
+	}
+}
+
+// TestServeLoadAPI measures decision API checks per second with 64
+// concurrent HTTP clients, many distinct keys.
+func TestServeLoadAPI(t *testing.T) {
+	const callers = 64
+	dur := 5 * time.Second
+	for _, store := range []string{"memory", "redis"} {
+		p := startSluice(t, "http://127.0.0.1:1", store)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
+		run := func(d time.Duration) (n, errs int64) {
+			var wg sync.WaitGroup
+			stop := time.Now().Add(d)
+			var seq, okN, errN atomic.Int64
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(stop) {
+						body := fmt.Sprintf(`{"checks": [{"key": "u%d", "limit": {"algorithm": "token_bucket", "rate": "100/s", "burst": 100}}]}`, seq.Add(1))
+						resp, err := client.Post("http://"+p.api+"/v1/check", "application/json", strings.NewReader(body))
+						if err != nil {
+							errN.Add(1)
+							continue
+						}
+						var a struct{ Allowed bool }
+						json.NewDecoder(bufio.NewReader(resp.Body)).Decode(&a)
+						resp.Body.Close()
+						if resp.StatusCode != 200 || !a.Allowed {
+							errN.Add(1)
+							continue
+						}
+						okN.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			return okN.Load(), errN.Load()
+		}
+		run(time.Second)
+		cpu0 := cpu(t, p.cmd.Process.Pid)
+		start := time.Now()
+		n, errs := run(dur)
+		elapsed := time.Since(start)
+		t.Logf("api store=%s many keys: %.0f checks/s (%d, %d errors); sluice CPU %.1f µs/check",
+			store, float64(n)/elapsed.Seconds(), n, errs, float64(cpu(t, p.cmd.Process.Pid)-cpu0)/float64(n)/1e3)
+		if errs > 0 {
+			t.Errorf("%d errors", errs)
+		}
+	}
+}
+
+// profile saves a CPU profile of sluice taken over d.
+func profile(t *testing.T, admin, path string, d time.Duration) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, int(d.Seconds())))
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer f.Close()
+	io.Copy(f, resp.Body)
+}
