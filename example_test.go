@@ -65,7 +65,7 @@ func ExampleLimiter_Check() {
 	limiter := sluice.New(store)
 	ctx := context.Background()
 
-	global := sluice.GCRA(sluice.PerSecond(5000), 5000)
+	global := sluice.GCRA(sluice.PerHour(5000), 5000) // refills slowly enough to print exact numbers
 	perIP := sluice.SlidingWindow(2, time.Minute)
 	for i := 0; i < 3; i++ {
 		d, _ := limiter.Check(ctx,
