@@ -59,6 +59,26 @@ func clientOptions() *redis.Options {
 	}
 }
 
+// roomy is the deadline of the chaos tests whose subject is not the
+// deadline itself (TestChaosHang's is). They run on shared 2-core machines
+// under the race detector, where a healthy loopback call to Redis now and
+// then takes 50-150 ms; with the production 50 ms deadline, the eight
+// workers' calls in flight during such a stall fail together, five
+// failures in a row open the breaker with Redis healthy, and the test sees
+// degraded decisions before the fault or after the recovery it checks.
+// A server that is killed or restarted fails calls at once (EOF, refused
+// connections), so the longer deadline does not slow what those tests
+// measure.
+const roomy = time.Second
+
+// roomyOptions are clientOptions with socket timeouts matching the roomy
+// deadline: a read timeout below the deadline would fail the call first.
+func roomyOptions() *redis.Options {
+	o := clientOptions()
+	o.ReadTimeout, o.WriteTimeout = roomy, roomy
+	return o
+}
+
 // errRecorder is a sluice.Store that passes calls through to another and
 // keeps the distinct errors it returned, to show which real errors a
 // scenario produced.
@@ -206,7 +226,8 @@ func TestChaosKillRestart(t *testing.T) {
 		failuresAtOpen []int64
 		s              *failover.Store
 	)
-	s, rec := stack(t, p.Client(clientOptions()), failover.Config{
+	s, rec := stack(t, p.Client(roomyOptions()), failover.Config{
+		Timeout:             roomy,
 		ConsecutiveFailures: n,
 		ProbeInterval:       probe,
 		Mode:                modeAll(failover.Fallback),
@@ -336,7 +357,7 @@ func TestChaosScriptFlush(t *testing.T) {
 	noLeaks(t)
 	p := redistest.StartProcess(t)
 	admin := p.Client(nil)
-	s, rec := stack(t, p.Client(clientOptions()), failover.Config{Timeout: time.Second, Mode: modeAll(failover.FailClosed)})
+	s, rec := stack(t, p.Client(roomyOptions()), failover.Config{Timeout: roomy, Mode: modeAll(failover.FailClosed)})
 	limiter := sluice.New(s)
 	stop := load(t, 8, time.Millisecond, func() (sluice.Decision, error) {
 		return limiter.Check(context.Background(),
@@ -367,7 +388,7 @@ func TestChaosScriptFlush(t *testing.T) {
 func TestChaosRestartEmptiesState(t *testing.T) {
 	noLeaks(t)
 	p := redistest.StartProcess(t)
-	s, _ := stack(t, p.Client(clientOptions()), failover.Config{Mode: modeAll(failover.Fallback)})
+	s, _ := stack(t, p.Client(roomyOptions()), failover.Config{Timeout: roomy, Mode: modeAll(failover.Fallback)})
 	limiter := sluice.New(s)
 	limit := sluice.FixedWindow(5, time.Hour)
 	for i := range 4 {
@@ -471,17 +492,7 @@ func TestChaosLoading(t *testing.T) {
 func TestChaosClusterFailover(t *testing.T) {
 	noLeaks(t, redialer)
 	start := time.Now()
-	nodes := make([]*redistest.Process, 6)
-	addrs := make([]string, len(nodes))
-	for i := range nodes {
-		nodes[i] = redistest.StartProcess(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0")
-		addrs[i] = nodes[i].Addr
-	}
-	out, err := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	waitCluster(t, nodes, 20*time.Second)
+	nodes, addrs := startCluster(t, 1)
 
 	opts := clientOptions()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
@@ -554,6 +565,26 @@ func TestChaosClusterFailover(t *testing.T) {
 	if lastDegraded.After(promoted.Add(time.Second + 300*time.Millisecond + 300*time.Millisecond)) {
 		t.Errorf("degraded decisions went on %v after the promotion", lastDegraded.Sub(promoted))
 	}
+}
+
+// startCluster starts a Redis Cluster of 3 masters, each with replicas
+// replicas, from redis-server processes of t's own (redistest.StartProcess),
+// joined by redis-cli --cluster create, and waits until every node serves
+// every slot. It returns the nodes and their addresses.
+func startCluster(t *testing.T, replicas int) ([]*redistest.Process, []string) {
+	t.Helper()
+	nodes := make([]*redistest.Process, 3*(1+replicas))
+	addrs := make([]string, len(nodes))
+	for i := range nodes {
+		nodes[i] = redistest.StartProcess(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0")
+		addrs[i] = nodes[i].Addr
+	}
+	out, err := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	waitCluster(t, nodes, 20*time.Second)
+	return nodes, addrs
 }
 
 // waitCluster waits until every node reports cluster_state:ok with every
