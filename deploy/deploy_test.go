@@ -241,10 +241,16 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("USER %q: want a numeric UID other than 0", users[0])
 	}
 
-	// What COPY takes from the context exists and .dockerignore lets it in.
-	ignore, err := os.ReadFile(".dockerignore")
+	// What COPY takes from the context exists and the ignore file lets it
+	// in. BuildKit reads the ignore file named after the Dockerfile, next to
+	// it; with the repository root as the context, a deploy/.dockerignore
+	// would be read by nothing.
+	ignore, err := os.ReadFile("Dockerfile.dockerignore")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(".dockerignore"); err == nil {
+		t.Error("deploy/.dockerignore: docker build -f deploy/Dockerfile . never reads it; use deploy/Dockerfile.dockerignore")
 	}
 	for _, c := range copies {
 		f := strings.Fields(c)
@@ -259,7 +265,7 @@ func TestDockerfile(t *testing.T) {
 				continue
 			}
 			if !dockerIncluded(string(ignore), src) {
-				t.Errorf("COPY %s: .dockerignore excludes it", src)
+				t.Errorf("COPY %s: Dockerfile.dockerignore excludes it", src)
 			}
 		}
 	}
