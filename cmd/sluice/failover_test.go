@@ -68,6 +68,9 @@ rules:
 	if r := get(t, p.url("admin", "/readyz")); r.status != 503 {
 		t.Errorf("/readyz with Redis down: %d", r.status)
 	}
+	if r := get(t, p.url("admin", "/readyz?degraded=ok")); r.status != 200 || !contains(r.body, "degraded") {
+		t.Errorf("/readyz?degraded=ok with Redis down: %d %s", r.status, r.body)
+	}
 	if got := metric(t, p, `sluice_decisions_total{degraded="true",limit="open-cap",outcome="admitted",source="gateway"}`); got < 8 {
 		t.Errorf("degraded admissions counted: %v, want at least 8", got)
 	}
