@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"regexp"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -63,7 +64,7 @@ func assemble(entry string, algs ...sluice.Algorithm) *script {
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("state.lua"))
 	b.WriteString(read(entry))
-	src := b.String()
+	src := prune(b.String())
 	sum := sha1.Sum([]byte(src))
 	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:])}
 }
@@ -98,3 +99,80 @@ func takeFor(rs []request) *script {
 	}
 	return takeOne[rs[0].p.Alg]
 }
+
+// prune drops the top-level functions a script never calls. Redis runs the
+// whole script body on every call, and each "local function" is a closure
+// created anew each time, so a function the entry point cannot reach costs
+// time on every decision for nothing. A function is a line
+// "local function name(" up to the next line that is exactly "end"; it is
+// kept if its name appears, outside comments, in the code kept so far (the
+// entry point, the dispatch table and other kept functions).
+func prune(src string) string {
+	lines := strings.Split(src, "\n")
+	type fn struct {
+		name       string
+		start, end int // lines [start, end]
+	}
+	var fns []fn
+	for i := 0; i < len(lines); i++ {
+		m := functionStart.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		j := i + 1
+		for j < len(lines) && lines[j] != "end" {
+			j++
+		}
+		fns = append(fns, fn{m[1], i, j})
+		i = j
+	}
+	inFn := make([]int, len(lines)) // 1 + index in fns, or 0
+	for k, f := range fns {
+		for i := f.start; i <= f.end; i++ {
+			inFn[i] = k + 1
+		}
+	}
+	code := func(i int) string { // line i without its comment
+		l := lines[i]
+		if c := strings.Index(l, "--"); c >= 0 {
+			l = l[:c]
+		}
+		return l
+	}
+	var roots strings.Builder
+	for i := range lines {
+		if inFn[i] == 0 {
+			roots.WriteString(code(i) + "\n")
+		}
+	}
+	kept := make([]bool, len(fns))
+	frontier := []string{roots.String()}
+	for len(frontier) > 0 {
+		text := frontier[len(frontier)-1]
+		frontier = frontier[:len(frontier)-1]
+		for k, f := range fns {
+			if kept[k] || !regexp.MustCompile(`\b`+f.name+`\b`).MatchString(text) {
+				continue
+			}
+			kept[k] = true
+			var body strings.Builder
+			for i := f.start + 1; i <= f.end; i++ { // not its own name
+				body.WriteString(code(i) + "\n")
+			}
+			frontier = append(frontier, body.String())
+		}
+	}
+	var out strings.Builder
+	for i, l := range lines {
+		if k := inFn[i]; k > 0 && !kept[k-1] {
+			continue
+		}
+		out.WriteString(l)
+		if i < len(lines)-1 {
+			out.WriteString("\n")
+		}
+	}
+	return out.String()
+}
+
+var functionStart = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
