@@ -180,14 +180,13 @@ func (s *Store) localNow() time.Time {
 	return time.Now().Add(time.Duration(s.skew.Load()))
 }
 
-// fieldsPerRequest must match FIELDS in scripts/state.lua.
-const fieldsPerRequest = 13
-
 // call builds one script invocation for rs; undo, if not nil, holds each
-// request's undo field (see scripts/state.lua).
+// request's undo field. Each request sends its algorithm code, cost, lease
+// id, undo field and only the parameters its algorithm reads, in the order
+// scripts/state.lua documents: every argument costs the server time.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	keys := make([]string, 0, 2*len(rs))
-	args := make([]any, 0, 2+fieldsPerRequest*len(rs))
+	args := make([]any, 0, 2+9*len(rs))
 	args = append(args, s.clock(), len(rs))
 	for i, r := range rs {
 		keys = append(keys, r.state, r.log)
@@ -195,8 +194,20 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 		if undo != nil {
 			u = undo[i]
 		}
-		args = append(args, int(r.p.Alg), r.p.N, r.p.P, r.p.A, r.p.B, r.p.Cap, r.p.Full,
-			r.p.NoDelay, r.p.Warm, r.p.TTL, r.Cost, r.lease, u)
+		p := &r.p
+		args = append(args, int(p.Alg), r.Cost, r.lease, u)
+		switch p.Alg {
+		case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
+			args = append(args, p.A, p.B, p.Cap, p.Full)
+		case sluice.AlgorithmLeakyBucket:
+			args = append(args, p.A, p.B, p.Cap, p.Full, p.NoDelay)
+		case sluice.AlgorithmWarmUp:
+			args = append(args, p.N, p.P, p.Warm)
+		case sluice.AlgorithmConcurrency:
+			args = append(args, p.N, p.TTL)
+		default: // fixed window, sliding log, sliding window
+			args = append(args, p.N, p.P)
+		}
 	}
 	return &call{script: sc, keys: keys, args: args, done: make(chan struct{})}
 }
@@ -342,10 +353,11 @@ func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups
 		if !charged[g] {
 			continue
 		}
-		c := s.call(refundScript, pick(qs, idx), pickStrings(undo, idx))
+		rs := pick(qs, idx)
 		for k, i := range idx { // refund exactly the lease that was granted
-			c.args[2+k*fieldsPerRequest+11] = strconv.FormatUint(ds[i].Lease, 10)
+			rs[k].lease = strconv.FormatUint(ds[i].Lease, 10)
 		}
+		c := s.call(refundScript, rs, pickStrings(undo, idx))
 		if err := s.batch.submit(context.Background(), c); err != nil {
 			return err
 		}
@@ -436,8 +448,10 @@ func (s *Store) wrap(err error, op string, q request) error {
 	return fmt.Errorf("redisstore: %s %q under %s: %w", op, q.Key, q.Limit, err)
 }
 
-// decode reads 8 values per request from a script reply into the
-// decisions, and returns the undo tokens. Every value is checked.
+// decode reads a script reply into the decisions, and returns the undo
+// tokens: 6 integers per request, or 8 values per request when the script
+// added each one's lease and undo token (see reply in scripts/state.lua).
+// Every value is checked.
 func decode(reply []any, into any) ([]string, error) {
 	var set func(k int, d sluice.Decision)
 	var n int
@@ -449,24 +463,23 @@ func decode(reply []any, into any) ([]string, error) {
 		n = len(v.idx)
 		set = func(k int, d sluice.Decision) { v.ds[v.idx[k]] = d }
 	}
-	if len(reply) != 8*n {
+	stride := 6
+	if n > 0 && len(reply) == 8*n {
+		stride = 8
+	}
+	if len(reply) != stride*n {
 		return nil, fmt.Errorf("%w: %d values for %d requests", errBadReply, len(reply), n)
 	}
 	undo := make([]string, n)
 	for k := range n {
-		v := reply[8*k : 8*k+8]
+		v := reply[stride*k : stride*k+stride]
 		var ints [6]int64
 		for j := range ints {
 			x, ok := v[j].(int64)
 			if !ok {
-				return nil, fmt.Errorf("%w: value %d is %T, want an integer", errBadReply, 8*k+j, v[j])
+				return nil, fmt.Errorf("%w: value %d is %T, want an integer", errBadReply, stride*k+j, v[j])
 			}
 			ints[j] = x
-		}
-		lease, ok1 := v[6].(string)
-		tok, ok2 := v[7].(string)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: lease or undo token is not a string", errBadReply)
 		}
 		d := sluice.Decision{
 			Allowed:    ints[0] == 1,
@@ -476,15 +489,22 @@ func decode(reply []any, into any) ([]string, error) {
 			ResetAfter: time.Duration(ints[4]) * time.Microsecond,
 			Delay:      time.Duration(ints[5]) * time.Microsecond,
 		}
-		if lease != "" {
-			id, err := strconv.ParseUint(lease, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%w: lease %q", errBadReply, lease)
+		if stride == 8 {
+			lease, ok1 := v[6].(string)
+			tok, ok2 := v[7].(string)
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("%w: lease or undo token is not a string", errBadReply)
 			}
-			d.Lease = id
+			if lease != "" {
+				id, err := strconv.ParseUint(lease, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%w: lease %q", errBadReply, lease)
+				}
+				d.Lease = id
+			}
+			undo[k] = tok
 		}
 		set(k, d)
-		undo[k] = tok
 	}
 	return undo, nil
 }

@@ -2,7 +2,7 @@
 -- was refused on another Redis Cluster slot, then report each request's state
 -- as a peek with allowed = 0. KEYS and ARGV as in state.lua; each request
 -- carries the cost it was charged, its lease and the undo token take.lua
--- returned. Returns 8 values per request, as take.lua.
+-- returned. Returns the values take.lua returns.
 --
 -- If nothing has touched a state since the charge, the state from before the
 -- charge is restored exactly (a key the charge created is deleted), so the
@@ -11,8 +11,10 @@
 local now = clock()
 local n = tonumber(ARGV[2])
 local rs = {}
+local b = 3
 for i = 1, n do
-  local p, st = load(i)
+  local p, st
+  p, st, b = load(i, b)
   local c = p.cost
   local before, after, extra = string.match(p.undo, '^([^|]*)|([^|]*)|(.*)$')
   if c == 0 then

@@ -2,7 +2,7 @@
 -- one request whose lease field names the lease. Returns {1} if it was held,
 -- {0} if not (released already, or expired).
 local _ = clock()
-local p, st = load(1)
+local p, st = load(1, 3)
 local held = release_lease(st, p.lease)
 if held then
   redis.call('HSET', st.key, 'y', st.y)

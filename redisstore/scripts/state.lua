@@ -3,13 +3,20 @@
 -- Every script shares this contract. ARGV[1] is the time in µs since the
 -- Unix epoch, or "" to use the server's TIME (the normal case: one clock for
 -- every instance). ARGV[2] is the number n of requests. Request i has two
--- keys, KEYS[2i-1] (a hash holding the state: fields x, y, z, q) and KEYS[2i]
--- (a sorted set, the log of sliding_log and concurrency), and FIELDS
--- arguments from ARGV[3 + (i-1)*FIELDS]: algorithm code, N, P (µs), A, B,
--- Cap, Full, NoDelay, Warm (µs), TTL (µs), cost, lease id, undo. For
--- take.lua, undo is "" or "1" to ask for an undo token (a check spanning
+-- keys, KEYS[2i-1] (a hash holding the state: fields x, y, z, q as the
+-- algorithm uses them) and KEYS[2i] (a sorted set, the log of sliding_log
+-- and concurrency). Its arguments follow those of request i-1 (the first at
+-- ARGV[3]): algorithm code, cost, lease id, undo, then only the parameters
+-- its algorithm reads:
+--
+--   fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
+--   token_bucket (4), gcra (5): A, B, Cap, Full
+--   leaky_bucket (6): A, B, Cap, Full, NoDelay
+--   warm_up (7): N, P (µs), Warm (µs)
+--   concurrency (8): N, TTL (µs)
+--
+-- For take.lua, undo is "" or "1" to ask for an undo token (a check spanning
 -- Redis Cluster slots may have to refund); for refund.lua it is the token.
-local FIELDS = 13
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
 
 local function clock()
@@ -20,37 +27,51 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function load(i)
-  local b = 2 + (i - 1) * FIELDS
-  local alg = tonumber(ARGV[b + 1])
-  -- Parse only what the algorithm reads: every tonumber costs time on
-  -- every call.
-  local p = { alg = alg, cost = tonumber(ARGV[b + 11]), undo = ARGV[b + 13], leaky = alg == 6 }
+-- load reads request i, whose arguments start at ARGV[b], and its state;
+-- it returns them and where request i+1 starts. Only the fields the
+-- algorithm uses are read and written (the others stay 0): every field and
+-- every tonumber costs time on every call.
+local function load(i, b)
+  local alg = tonumber(ARGV[b])
+  local p = { alg = alg, cost = tonumber(ARGV[b + 1]), lease = ARGV[b + 2], undo = ARGV[b + 3], leaky = alg == 6 }
+  local key = KEYS[2 * i - 1]
+  local st = { key = key, log = KEYS[2 * i], x = 0, y = 0, z = 0, q = 0, idle = 0, dirty = false, alg = alg }
+  local v
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
     p.Cap, p.Full = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
+    b = b + 8
     if alg == 6 then
-      p.NoDelay = tonumber(ARGV[b + 8])
+      p.NoDelay = tonumber(ARGV[b])
+      b = b + 1
     end
+    v = redis.call('HMGET', key, 'x', 'y')
+    st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  elseif alg == 8 then
+    p.N, p.TTL = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
+    b = b + 6
+    v = redis.call('HMGET', key, 'y', 'z')
+    st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0
   else
-    p.N = tonumber(ARGV[b + 2])
-    if alg == 8 then
-      p.TTL, p.lease = tonumber(ARGV[b + 10]), ARGV[b + 12]
+    p.N, p.P = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
+    b = b + 6
+    if alg == 7 then
+      p.Warm = tonumber(ARGV[b])
+      b = b + 1
+    end
+    if alg == 2 then
+      v = redis.call('HMGET', key, 'y', 'z', 'q')
+      st.y, st.z, st.q = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+    elseif alg == 3 then
+      v = redis.call('HMGET', key, 'x', 'y', 'z')
+      st.x, st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
     else
-      p.P = tonumber(ARGV[b + 3])
-      if alg == 7 then
-        p.Warm = tonumber(ARGV[b + 9])
-      end
+      v = redis.call('HMGET', key, 'x', 'y')
+      st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
     end
   end
-  local key, log = KEYS[2 * i - 1], KEYS[2 * i]
-  local v = redis.call('HMGET', key, 'x', 'y', 'z', 'q')
-  local st = {
-    key = key, log = log, existed = v[1] ~= false,
-    x = tonumber(v[1]) or 0, y = tonumber(v[2]) or 0, z = tonumber(v[3]) or 0, q = tonumber(v[4]) or 0,
-    idle = 0, dirty = false, logged = alg == 2 or alg == 8,
-  }
-  return p, st
+  st.existed = v[1] ~= false
+  return p, st, b
 end
 
 -- step decides request (p, st); cost 0 is a peek, as in algo.Step. The
@@ -67,28 +88,46 @@ local function step(p, st, now, commit)
   return f(st, p, now, p.cost, commit)
 end
 
--- save writes a changed state back. A state charged by this script lives
--- until it is fresh again (plus SLACK_MS); a state only normalised (a window
--- rolled over, a log pruned) keeps its TTL.
+-- save writes a changed state back: the fields its algorithm uses. A state
+-- charged by this script lives until it is fresh again (plus SLACK_MS); a
+-- state only normalised (a window rolled over, a log pruned) keeps its TTL.
 local function save(st, now)
   if not st.dirty or (not st.existed and st.idle == 0) then
     return -- unchanged, or a fresh state nothing was charged to: keep no key
   end
-  redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'z', st.z, 'q', st.q)
+  local alg = st.alg
+  if alg == 2 then
+    redis.call('HSET', st.key, 'y', st.y, 'z', st.z, 'q', st.q)
+  elseif alg == 8 then
+    redis.call('HSET', st.key, 'y', st.y, 'z', st.z)
+  elseif alg == 3 then
+    redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'z', st.z)
+  else
+    redis.call('HSET', st.key, 'x', st.x, 'y', st.y)
+  end
   local ttl = -1
   if st.idle > 0 then
     ttl = cdiv(math.max(st.idle - now, 0), 1000) + SLACK_MS
   end
   if ttl > 0 then
     redis.call('PEXPIRE', st.key, ttl)
-    if st.logged then
+    if alg == 2 or alg == 8 then
       redis.call('PEXPIRE', st.log, ttl)
     end
   end
 end
 
--- reply flattens results: 8 values per request.
+-- reply flattens results: 6 integers per request (allowed, limit,
+-- remaining, retry, reset, delay), or 8 values per request, the lease and
+-- undo token last, when any request has a lease or an undo token. The
+-- shorter reply saves the server two strings per decision.
 local function reply(rs)
+  local stride = 6
+  for i = 1, #rs do
+    if rs[i].lease ~= '' or rs[i].undo ~= '' then
+      stride = 8
+    end
+  end
   local out, k = {}, 0
   for i = 1, #rs do
     local r = rs[i]
@@ -96,9 +135,12 @@ local function reply(rs)
     if r.allowed then
       allowed = 1
     end
-    out[k + 1], out[k + 2], out[k + 3], out[k + 4] = allowed, r.limit, r.remaining, r.retry
-    out[k + 5], out[k + 6], out[k + 7], out[k + 8] = r.reset, r.delay, r.lease, r.undo
-    k = k + 8
+    out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6] =
+      allowed, r.limit, r.remaining, r.retry, r.reset, r.delay
+    if stride == 8 then
+      out[k + 7], out[k + 8] = r.lease, r.undo
+    end
+    k = k + stride
   end
   return out
 end
