@@ -35,7 +35,7 @@ local function load(i, b)
   local alg = tonumber(ARGV[b])
   local p = { alg = alg, cost = tonumber(ARGV[b + 1]), lease = ARGV[b + 2], undo = ARGV[b + 3], leaky = alg == 6 }
   local key = KEYS[2 * i - 1]
-  local st = { key = key, log = KEYS[2 * i], x = 0, y = 0, z = 0, q = 0, idle = 0, dirty = false, alg = alg }
+  local st = { key = key, log = KEYS[2 * i], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg }
   local v
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
@@ -45,8 +45,9 @@ local function load(i, b)
       p.NoDelay = tonumber(ARGV[b])
       b = b + 1
     end
-    v = redis.call('HMGET', key, 'x', 'y')
+    v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
     st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    st.e = v[4] == false and tonumber(v[3]) or 0
   elseif alg == 8 then
     p.N, p.TTL = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
     b = b + 6
@@ -63,11 +64,13 @@ local function load(i, b)
       v = redis.call('HMGET', key, 'y', 'z', 'q')
       st.y, st.z, st.q = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
     elseif alg == 3 then
-      v = redis.call('HMGET', key, 'x', 'y', 'z')
+      v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q')
       st.x, st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+      st.e = v[5] == false and tonumber(v[4]) or 0
     else
-      v = redis.call('HMGET', key, 'x', 'y')
+      v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
       st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+      st.e = v[4] == false and tonumber(v[3]) or 0
     end
   end
   st.existed = v[1] ~= false
@@ -89,31 +92,54 @@ local function step(p, st, now, commit)
 end
 
 -- save writes a changed state back: the fields its algorithm uses. A state
--- charged by this script lives until it is fresh again (plus SLACK_MS); a
--- state only normalised (a window rolled over, a log pruned) keeps its TTL.
+-- charged by this script lives at least until it is fresh again (plus
+-- SLACK_MS); a state only normalised (a window rolled over, a log pruned)
+-- keeps its TTL.
+--
+-- The scalar algorithms (all but sliding_log and concurrency) also keep in
+-- field e the time, on the script's clock, until which the key's TTL holds
+-- it. A charge that needs the key no longer than that leaves the TTL alone:
+-- no PEXPIRE, the costliest command of a decision. When the TTL must grow,
+-- it is set to the need plus a headroom (SLACK_MS plus an eighth of the time
+-- to freshness), so a busy key extends it about once a second instead of on
+-- every request. A key also holding field q was written by an older sluice,
+-- which sets TTLs without updating e: its e is not trusted.
 local function save(st, now)
   if not st.dirty or (not st.existed and st.idle == 0) then
     return -- unchanged, or a fresh state nothing was charged to: keep no key
   end
   local alg = st.alg
-  if alg == 2 then
-    redis.call('HSET', st.key, 'y', st.y, 'z', st.z, 'q', st.q)
-  elseif alg == 8 then
-    redis.call('HSET', st.key, 'y', st.y, 'z', st.z)
+  if alg == 2 or alg == 8 then
+    if alg == 2 then
+      redis.call('HSET', st.key, 'y', st.y, 'z', st.z, 'q', st.q)
+    else
+      redis.call('HSET', st.key, 'y', st.y, 'z', st.z)
+    end
+    if st.idle > 0 then
+      local ttl = cdiv(math.max(st.idle - now, 0), 1000) + SLACK_MS
+      redis.call('PEXPIRE', st.key, ttl)
+      redis.call('PEXPIRE', st.log, ttl)
+    end
+    return
+  end
+  local e = 0
+  if st.idle > 0 then
+    local need = math.max(st.idle, now) + SLACK_MS * 1000
+    if st.e < need then
+      e = need + SLACK_MS * 1000 + idiv(math.max(st.idle - now, 0), 8)
+    end
+  end
+  if e > 0 then
+    if alg == 3 then
+      redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'z', st.z, 'e', e)
+    else
+      redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'e', e)
+    end
+    redis.call('PEXPIRE', st.key, cdiv(e - now, 1000))
   elseif alg == 3 then
     redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'z', st.z)
   else
     redis.call('HSET', st.key, 'x', st.x, 'y', st.y)
-  end
-  local ttl = -1
-  if st.idle > 0 then
-    ttl = cdiv(math.max(st.idle - now, 0), 1000) + SLACK_MS
-  end
-  if ttl > 0 then
-    redis.call('PEXPIRE', st.key, ttl)
-    if alg == 2 or alg == 8 then
-      redis.call('PEXPIRE', st.log, ttl)
-    end
   end
 end
 
