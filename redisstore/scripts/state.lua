@@ -77,6 +77,14 @@ local function load(i, b)
   return p, st, b
 end
 
+-- copy returns a copy of state st (every field load sets).
+local function copy(st)
+  return {
+    key = st.key, log = st.log, x = st.x, y = st.y, z = st.z, q = st.q, e = st.e,
+    idle = st.idle, dirty = st.dirty, alg = st.alg, existed = st.existed,
+  }
+end
+
 -- step decides request (p, st); cost 0 is a peek, as in algo.Step. The
 -- table algorithms (sluice.Algorithm code -> function) is written by the
 -- script assembler (scripts.go) before this file.

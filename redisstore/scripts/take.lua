@@ -15,15 +15,34 @@ end
 if n == 1 then
   rs[1] = step(ps[1], sts[1], now, true)
 else
-  local all = true
+  -- The first pass charges a copy of each scalar state (all algorithms but
+  -- sliding_log and concurrency, whose charge writes their log at once), so
+  -- that an admitted check keeps the copies instead of deciding each
+  -- request a second time. A refused request's copy holds its state
+  -- normalised and not charged, as the first pass leaves it.
+  local all, charged = true, {}
   for i = 1, n do
-    rs[i] = step(ps[i], sts[i], now, false)
+    local p, st = ps[i], sts[i]
+    if p.cost > 0 and st.alg ~= 2 and st.alg ~= 8 then
+      charged[i] = copy(st)
+      rs[i] = algorithms[p.alg](charged[i], p, now, p.cost, true)
+    else
+      rs[i] = step(p, st, now, false)
+    end
     all = all and rs[i].allowed
   end
   for i = 1, n do
     if all then
-      rs[i] = step(ps[i], sts[i], now, true)
+      if charged[i] then
+        sts[i] = charged[i]
+      else
+        rs[i] = step(ps[i], sts[i], now, true)
+      end
+    elseif charged[i] and not rs[i].allowed then
+      sts[i] = charged[i]
     elseif rs[i].allowed then
+      -- admitted alone, refused with the check: report the state uncharged
+      -- (the peek normalises it, as the first pass would have)
       local cost = ps[i].cost
       ps[i].cost = 0
       rs[i] = step(ps[i], sts[i], now, false)
