@@ -33,9 +33,17 @@ end
 -- every tonumber costs time on every call.
 local function load(i, b)
   local alg = tonumber(ARGV[b])
-  local p = { alg = alg, cost = tonumber(ARGV[b + 1]), lease = ARGV[b + 2], undo = ARGV[b + 3], leaky = alg == 6 }
+  -- Each table is built with every field it will hold, so that Lua sizes
+  -- it once instead of growing it field by field.
+  local p = {
+    alg = alg, cost = tonumber(ARGV[b + 1]), lease = ARGV[b + 2], undo = ARGV[b + 3], leaky = alg == 6,
+    A = 0, B = 0, Cap = 0, Full = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0,
+  }
   local key = KEYS[2 * i - 1]
-  local st = { key = key, log = KEYS[2 * i], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg }
+  local st = {
+    key = key, log = KEYS[2 * i], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
+    existed = false,
+  }
   local v
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
@@ -177,4 +185,16 @@ local function reply(rs)
     k = k + stride
   end
   return out
+end
+
+-- reply_one is reply for one result, built in one table constructor.
+local function reply_one(r)
+  local allowed = 0
+  if r.allowed then
+    allowed = 1
+  end
+  if r.lease ~= '' or r.undo ~= '' then
+    return { allowed, r.limit, r.remaining, r.retry, r.reset, r.delay, r.lease, r.undo }
+  end
+  return { allowed, r.limit, r.remaining, r.retry, r.reset, r.delay }
 end

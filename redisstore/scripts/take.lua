@@ -1,20 +1,26 @@
 -- take.lua: decide n requests all-or-nothing (see state.lua for KEYS and
 -- ARGV). One request is decided and charged in one pass; several are first
--- decided without charging, then charged only if every one is admitted.
+-- decided with their charges applied to copies of their states (or without
+-- charging, for the log algorithms), and charged only if every one is
+-- admitted.
 -- When the check is refused, a request that alone would have been admitted
 -- reports its current state with allowed = 0 and no retry. Returns 6 or 8
 -- values per request (see reply in state.lua): allowed, limit, remaining,
 -- retry (µs), reset (µs), delay (µs)[, lease, undo token].
 local now = clock()
 local n = tonumber(ARGV[2])
+if n == 1 then -- the common case, without the tables a check needs
+  local p, st = load(1, 3)
+  local r = step(p, st, now, true)
+  save(st, now)
+  return reply_one(r)
+end
 local ps, sts, rs = {}, {}, {}
 local b = 3
 for i = 1, n do
   ps[i], sts[i], b = load(i, b)
 end
-if n == 1 then
-  rs[1] = step(ps[1], sts[1], now, true)
-else
+do
   -- The first pass charges a copy of each scalar state (all algorithms but
   -- sliding_log and concurrency, whose charge writes their log at once), so
   -- that an admitted check keeps the copies instead of deciding each
