@@ -161,6 +161,12 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 	return q, nil
 }
 
+// usesLog reports whether an algorithm keeps a log (a sorted set) beside its
+// state hash.
+func usesLog(alg sluice.Algorithm) bool {
+	return alg == sluice.AlgorithmSlidingLog || alg == sluice.AlgorithmConcurrency
+}
+
 // clock returns the first script argument: "" for Redis TIME, or the test
 // clock in µs.
 func (s *Store) clock() string {
@@ -189,7 +195,15 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	args := make([]any, 0, 2+9*len(rs))
 	args = append(args, s.clock(), len(rs))
 	for i, r := range rs {
-		keys = append(keys, r.state, r.log)
+		if usesLog(r.p.Alg) {
+			keys = append(keys, r.state, r.log)
+		} else {
+			// The state key again: a key the script never writes would not
+			// exist, and while a Cluster slot migrates Redis refuses every
+			// script naming a key it lacks (TRYAGAIN), so requests of that
+			// slot would fail for the whole migration.
+			keys = append(keys, r.state, r.state)
+		}
 		u := ""
 		if undo != nil {
 			u = undo[i]

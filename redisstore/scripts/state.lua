@@ -5,7 +5,10 @@
 -- every instance). ARGV[2] is the number n of requests. Request i has two
 -- keys, KEYS[2i-1] (a hash holding the state: fields x, y, z, q as the
 -- algorithm uses them) and KEYS[2i] (a sorted set, the log of sliding_log
--- and concurrency). Its arguments follow those of request i-1 (the first at
+-- and concurrency; for the other algorithms, which keep no log, the state
+-- key again, so that a request names no key that cannot exist: while a
+-- Cluster slot migrates, Redis refuses a script naming a missing key with
+-- TRYAGAIN). Its arguments follow those of request i-1 (the first at
 -- ARGV[3]): algorithm code, cost, lease id, undo, then only the parameters
 -- its algorithm reads:
 --
