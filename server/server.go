@@ -215,7 +215,9 @@ func (s *Server) Start() error {
 			grpc.MaxConcurrentStreams(1024),
 			// Reused workers keep their grown stacks: a goroutine per call
 			// spent a fifth of the RLS's CPU growing its stack.
-			grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
+			// (a worker must be free, or the call gets a new goroutine:
+			// as many as the concurrent calls an Envoy fleet makes)
+			grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))),
 			grpc.SharedWriteBuffer(true),
 		)
 		s.registerGRPC(s.grpc)
