@@ -283,6 +283,9 @@ func TestServeLoadGateway(t *testing.T) {
 			// falls on both alike.
 			latencies(t, "http://"+upAddr+"/", 1000, c, rate)
 			latencies(t, "http://"+p.gateway+"/", 1000, c, rate)
+			if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" {
+				go profile(t, p.admin, filepath.Join(dir, fmt.Sprintf("gateway-%s-%v.pprof", store, delay)), 10*time.Second)
+			}
 			var direct, via []time.Duration
 			for range 3 {
 				direct = append(direct, latencies(t, "http://"+upAddr+"/", n/3, c, rate)...)

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,7 @@ func newProxy(upstream *url.URL, logger *slog.Logger) *httputil.ReverseProxy {
 			ForceAttemptHTTP2:     true,
 		},
 		FlushInterval: 50 * time.Millisecond, // and at once for streams of unknown length
+		BufferPool:    bufferPool{},          // not a new 32 KB buffer per response
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if now := time.Now().Unix(); lastLog.Swap(now) != now {
 				logger.Warn("gateway: upstream failed", "upstream", upstream.String(), "method", r.Method, "path", r.URL.Path, "err", err)
@@ -88,3 +90,11 @@ func demoUpstream() http.Handler {
 	})
 	return mux
 }
+
+// bufferPool recycles the buffers the proxy copies response bodies through.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
