@@ -4,19 +4,13 @@ package bench_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -174,81 +168,6 @@ func TestRedisNearCacheStorm(t *testing.T) {
 	}
 }
 
-// takeGCRA assembles redisstore's single-algorithm take script for GCRA
-// exactly as redisstore/scripts.go does: lib.lua, bucket.lua, the dispatch
-// table, state.lua, take.lua, each after a "-- <file>" line.
-func takeGCRA(t *testing.T) string {
-	part := func(f string) string {
-		src, err := os.ReadFile("../redisstore/scripts/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "-- " + f + "\n" + string(src) + "\n"
-	}
-	return part("lib.lua") + part("bucket.lua") + "local algorithms = {[5] = gcra, }\n" + part("state.lua") + part("take.lua")
-}
-
-// TestRedisTakeScript loads sluice's GCRA take script and a trivial one and
-// prints the redis-benchmark arguments that run them as sluiceGCRA does. It
-// checks that the assembled script is byte for byte the one redisstore
-// sends (same SHA1) and that the arguments are admitted.
-func TestRedisTakeScript(t *testing.T) {
-	ctx := context.Background()
-	rdb := newClient()
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
-	}
-	src := takeGCRA(t)
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	allow, closer, err := newSluiceRedis(sluiceGCRA)(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := allow(ctx, "probe"); err != nil {
-		t.Fatal(err)
-	}
-	closer()
-	sha := redisSHA(t, src) // computed locally, not loaded
-	exists, err := rdb.ScriptExists(ctx, sha).Result()
-	if err != nil || !exists[0] {
-		t.Fatalf("the assembled script (sha %s) is not the one redisstore loaded (exists %v, err %v)", sha, exists, err)
-	}
-	p, err := algo.Compile(sluiceGCRA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"", "1", strconv.Itoa(int(p.Alg)), i64(p.N), i64(p.P), i64(p.A), i64(p.B), i64(p.Cap), i64(p.Full),
-		i64(p.NoDelay), i64(p.Warm), i64(p.TTL), "1", "", ""}
-	keys := []string{"rb:rbench:{k__rand_int__}:s", "rb:rbench:{k__rand_int__}:l"}
-	anyArgs := make([]any, len(args))
-	for i, a := range args {
-		anyArgs[i] = a
-	}
-	reply, err := rdb.EvalSha(ctx, sha, []string{"rb:probe:s", "rb:probe:l"}, anyArgs...).Slice()
-	if err != nil || len(reply) != 8 || reply[0] != int64(1) {
-		t.Fatalf("EVALSHA with the benchmark arguments: %v, %v", reply, err)
-	}
-	tiny, err := rdb.ScriptLoad(ctx, "return 1").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = "'" + a + "'"
-	}
-	fmt.Printf("tiny-sha: %s\n", tiny)
-	fmt.Printf("gcra-sha: %s (%d bytes of Lua)\n", sha, len(src))
-	fmt.Printf("gcra-args: EVALSHA %s 2 %s %s\n", sha, strings.Join(keys, " "), strings.Join(quoted, " "))
-}
-
-func i64(v int64) string { return strconv.FormatInt(v, 10) }
-
-// redisSHA is the SHA1 Redis names src by.
-func redisSHA(t *testing.T, src string) string {
-	t.Helper()
-	sum := sha1.Sum([]byte(src))
-	return hex.EncodeToString(sum[:])
-}
+// The exact EVALSHA of each of sluice's take scripts (for redis-benchmark)
+// is written, and checked against a server, by redisstore's
+// TestScriptCostCommands: see REDIS.md.
