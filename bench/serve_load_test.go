@@ -175,14 +175,7 @@ rules:
 `), 0o644)
 	rlsDir := filepath.Join(dir, "rls")
 	os.Mkdir(rlsDir, 0o755)
-	os.WriteFile(filepath.Join(rlsDir, "load.yaml"), []byte(`
-domain: load
-descriptors:
-  - key: user
-    rate_limit: {unit: hour, requests_per_unit: 1000000000}
-  - key: hot
-    rate_limit: {unit: hour, requests_per_unit: 1}
-`), 0o644)
+	os.WriteFile(filepath.Join(rlsDir, "load.yaml"), []byte(rlsLoadConfig), 0o644)
 	p := &sluiceProc{gateway: freeAddr(t), api: freeAddr(t), grpc: freeAddr(t)}
 	admin := ""
 	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
@@ -305,81 +298,117 @@ func TestServeLoadGateway(t *testing.T) {
 // concurrent callers over 4 connections, for many distinct keys and for
 // one over-limit key, on memory and Redis.
 func TestServeLoadRLS(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		p := startSluice(t, "http://127.0.0.1:1", store)
+		measureRLS(t, "sluice store="+store, p.grpc, p.cmd.Process.Pid, p.redisPid, p.admin)
+	}
+	// envoyproxy/ratelimit on the same machine in the same session, when
+	// RLS_PEER_BIN names its binary (go install
+	// github.com/envoyproxy/ratelimit/src/service_cmd@latest): Redis, and
+	// its local cache of over-limit keys on.
+	if bin := os.Getenv("RLS_PEER_BIN"); bin != "" {
+		redisAddr, redisPid := startRedis(t)
+		root := t.TempDir()
+		cfgDir := filepath.Join(root, "ratelimit", "config")
+		os.MkdirAll(cfgDir, 0o755)
+		os.WriteFile(filepath.Join(cfgDir, "load.yaml"), []byte(rlsLoadConfig), 0o644)
+		grpcAddr, httpAddr, debugAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+		port := func(a string) string { _, p, _ := net.SplitHostPort(a); return p }
+		cmd := startProc(t, []string{
+			"USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
+			"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false",
+			"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + port(grpcAddr), "HOST=127.0.0.1", "PORT=" + port(httpAddr),
+			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(debugAddr), "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
+		}, bin)
+		waitDial(t, grpcAddr)
+		measureRLS(t, "envoyproxy/ratelimit redis+local cache", grpcAddr, cmd.Process.Pid, redisPid, "")
+	}
+}
+
+const rlsLoadConfig = `
+domain: load
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000000000}
+  - key: hot
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+
+// measureRLS drives one rate limit service with 64 concurrent callers over
+// 4 connections, for many distinct keys and for one over-limit key, and
+// logs decisions per second and the CPU each process spent per decision.
+func measureRLS(t *testing.T, label, addr string, pid, redisPid int, admin string) {
 	const callers, conns = 64, 4
 	dur := 5 * time.Second
 	if s := os.Getenv("SLUICE_LOAD_SECONDS"); s != "" {
 		n, _ := strconv.Atoi(s)
 		dur = time.Duration(n) * time.Second
 	}
-	for _, store := range []string{"memory", "redis"} {
-		p := startSluice(t, "http://127.0.0.1:1", store)
-		var clients []rlspb.RateLimitServiceClient
-		for range conns {
-			conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			clients = append(clients, rlspb.NewRateLimitServiceClient(conn))
+	var clients []rlspb.RateLimitServiceClient
+	for range conns {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, kind := range []string{"many keys", "over-limit key"} {
-			run := func(d time.Duration) (ok, over, errs int64) {
-				var wg sync.WaitGroup
-				stop := time.Now().Add(d)
-				var seq atomic.Int64
-				var okN, overN, errN atomic.Int64
-				for i := range callers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						c := clients[i%conns]
-						for time.Now().Before(stop) {
-							var desc *commonpb.RateLimitDescriptor
-							if kind == "many keys" {
-								desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: strconv.FormatInt(seq.Add(1), 10)}}}
-							} else {
-								desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "hot", Value: "h"}}}
-							}
-							r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*commonpb.RateLimitDescriptor{desc}})
-							switch {
-							case err != nil:
-								errN.Add(1)
-							case r.OverallCode == rlspb.RateLimitResponse_OK:
-								okN.Add(1)
-							default:
-								overN.Add(1)
-							}
+		defer conn.Close()
+		clients = append(clients, rlspb.NewRateLimitServiceClient(conn))
+	}
+	for _, kind := range []string{"many keys", "over-limit key"} {
+		run := func(d time.Duration) (ok, over, errs int64) {
+			var wg sync.WaitGroup
+			stop := time.Now().Add(d)
+			var seq atomic.Int64
+			var okN, overN, errN atomic.Int64
+			for i := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := clients[i%conns]
+					for time.Now().Before(stop) {
+						var desc *commonpb.RateLimitDescriptor
+						if kind == "many keys" {
+							desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: strconv.FormatInt(seq.Add(1), 10)}}}
+						} else {
+							desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "hot", Value: "h"}}}
 						}
-					}()
-				}
-				wg.Wait()
-				return okN.Load(), overN.Load(), errN.Load()
+						r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*commonpb.RateLimitDescriptor{desc}})
+						switch {
+						case err != nil:
+							errN.Add(1)
+						case r.OverallCode == rlspb.RateLimitResponse_OK:
+							okN.Add(1)
+						default:
+							overN.Add(1)
+						}
+					}
+				}()
 			}
-			run(time.Second) // warm up: connections, scripts, the near cache
-			cpu0 := cpu(t, p.cmd.Process.Pid)
-			self0 := cpu(t, os.Getpid())
-			var rcpu0 time.Duration
-			if p.redisPid != 0 {
-				rcpu0 = cpu(t, p.redisPid)
-			}
-			if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" {
-				go profile(t, p.admin, filepath.Join(dir, "rls-"+store+"-"+strings.ReplaceAll(kind, " ", "-")+".pprof"), dur-time.Second)
-			}
-			start := time.Now()
-			ok, over, errs := run(dur)
-			elapsed := time.Since(start)
-			total := ok + over
-			scpu := cpu(t, p.cmd.Process.Pid) - cpu0
-			line := fmt.Sprintf("rls store=%s %s: %.0f decisions/s (%d OK, %d over limit, %d errors) in %v; sluice CPU %.1f µs/decision, load generator CPU %.1f µs/decision",
-				store, kind, float64(total)/elapsed.Seconds(), ok, over, errs, elapsed.Round(time.Millisecond), float64(scpu)/float64(total)/1e3,
-				float64(cpu(t, os.Getpid())-self0)/float64(total)/1e3)
-			if p.redisPid != 0 {
-				line += fmt.Sprintf(", redis CPU %.1f µs/decision", float64(cpu(t, p.redisPid)-rcpu0)/float64(total)/1e3)
-			}
-			t.Log(line)
-			if errs > 0 {
-				t.Errorf("%d errors", errs)
-			}
+			wg.Wait()
+			return okN.Load(), overN.Load(), errN.Load()
+		}
+		run(time.Second) // warm up: connections, scripts, the near cache
+		cpu0 := cpu(t, pid)
+		self0 := cpu(t, os.Getpid())
+		var rcpu0 time.Duration
+		if redisPid != 0 {
+			rcpu0 = cpu(t, redisPid)
+		}
+		if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" && admin != "" {
+			go profile(t, admin, filepath.Join(dir, "rls-"+strings.ReplaceAll(label, " ", "-")+"-"+strings.ReplaceAll(kind, " ", "-")+".pprof"), dur-time.Second)
+		}
+		start := time.Now()
+		ok, over, errs := run(dur)
+		elapsed := time.Since(start)
+		total := ok + over
+		line := fmt.Sprintf("rls %s, %s: %.0f decisions/s (%d OK, %d over limit, %d errors) in %v; service CPU %.1f µs/decision, load generator CPU %.1f µs/decision",
+			label, kind, float64(total)/elapsed.Seconds(), ok, over, errs, elapsed.Round(time.Millisecond),
+			float64(cpu(t, pid)-cpu0)/float64(total)/1e3, float64(cpu(t, os.Getpid())-self0)/float64(total)/1e3)
+		if redisPid != 0 {
+			line += fmt.Sprintf(", redis CPU %.1f µs/decision", float64(cpu(t, redisPid)-rcpu0)/float64(total)/1e3)
+		}
+		t.Log(line)
+		if errs > 0 {
+			t.Errorf("%d errors", errs)
 		}
 	}
 }
