@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -346,7 +347,7 @@ func planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, erro
 			errs = append(errs, fmt.Errorf(`%s.limit: missing, for example {"algorithm": "token_bucket", "rate": "10/s", "burst": 20}`, field))
 			continue
 		}
-		lim, err := policy.ParseLimit(field+".limit", c.Limit)
+		lim, err := parseLimitCached(field+".limit", c.Limit)
 		if err != nil {
 			errs = append(errs, limitError(err))
 			continue
@@ -427,6 +428,37 @@ var headerNames = map[string]string{
 	"Ratelimit-Policy": "RateLimit-Policy",
 	"Ratelimit":        "RateLimit",
 	"Retry-After":      "Retry-After",
+}
+
+// limits remembers the limits explicit checks wrote, by their JSON: callers
+// send the same few limits over and over, and parsing one (YAML rules,
+// strict validation) cost more than the rest of a check. Bounded: it is
+// emptied when full.
+var limits = struct {
+	sync.Mutex
+	m map[string]sluice.Limit
+}{m: map[string]sluice.Limit{}}
+
+const maxCachedLimits = 4096
+
+func parseLimitCached(field string, raw []byte) (sluice.Limit, error) {
+	limits.Lock()
+	lim, ok := limits.m[string(raw)]
+	limits.Unlock()
+	if ok {
+		return lim, nil
+	}
+	lim, err := policy.ParseLimit(field, raw)
+	if err != nil {
+		return lim, err
+	}
+	limits.Lock()
+	if len(limits.m) >= maxCachedLimits {
+		clear(limits.m)
+	}
+	limits.m[string(raw)] = lim
+	limits.Unlock()
+	return lim, nil
 }
 
 // limitError drops policy's "invalid" prefix from an error of ParseLimit:
