@@ -172,7 +172,27 @@ func LoadConfig(path string, base Config) (Config, error) {
 	dec.KnownFields(true)
 	cfg := base
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
-		return base, fmt.Errorf("config: %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return base, fmt.Errorf("config: %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		// "line 3: field gatway not found in type server.Config" becomes
+		// "sluice.yaml:3: unknown field gatway".
+		var errs []error
+		for _, e := range te.Errors {
+			line, msg, ok := strings.Cut(strings.TrimPrefix(e, "line "), ": ")
+			if !ok {
+				errs = append(errs, fmt.Errorf("config: %s: %s", path, e))
+				continue
+			}
+			if f, ok := strings.CutPrefix(msg, "field "); ok {
+				if name, _, ok := strings.Cut(f, " not found in type"); ok {
+					msg = "unknown field " + name
+				}
+			}
+			errs = append(errs, fmt.Errorf("config: %s:%s: %s", path, line, msg))
+		}
+		return base, errors.Join(errs...)
 	}
 	return cfg, nil
 }

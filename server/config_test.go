@@ -1,0 +1,84 @@
+package server_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/server"
+)
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "gateway: ':9000'\nstore:\n  type: redis\n  redis:\n    addrs: [10.0.0.1:6379]\n    timeout: 250ms\n")
+	cfg, err := server.LoadConfig(good, server.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Gateway != ":9000" || cfg.Admin != server.DefaultAdmin || time.Duration(cfg.Store.Redis.Timeout) != 250*time.Millisecond || cfg.Validate() != nil {
+		t.Errorf("loaded %+v (validate: %v)", cfg, cfg.Validate())
+	}
+	empty := write("empty.yaml", "")
+	if cfg, err := server.LoadConfig(empty, server.Defaults()); err != nil || cfg.Gateway != server.DefaultGateway {
+		t.Errorf("an empty file: %+v, %v; want the defaults", cfg, err)
+	}
+	for body, want := range map[string]string{
+		"gatway: ':1'\n":                   "bad.yaml:1: unknown field gatway",
+		"shutdown_timeout: soon\n":         "line 1:",
+		"store:\n  redis:\n    db: many\n": "bad.yaml:3: cannot unmarshal",
+	} {
+		p := write("bad.yaml", body)
+		if _, err := server.LoadConfig(p, server.Defaults()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadConfig(%q) = %v, want an error containing %q", body, err, want)
+		}
+	}
+	if _, err := server.LoadConfig(filepath.Join(dir, "missing.yaml"), server.Defaults()); err == nil {
+		t.Error("a missing file loaded")
+	}
+}
+
+func TestConfigSetAndValidate(t *testing.T) {
+	cfg := server.Defaults()
+	for _, c := range []struct{ name, value, want string }{
+		{"watch", "maybe", `--watch="maybe": want true or false`},
+		{"max-keys", "lots", "want a whole number"},
+		{"redis-mode", "ring", "want standalone, cluster or sentinel:MASTER"},
+		{"shutdown-timeout", "10 parsecs", "--shutdown-timeout"},
+		{"nope", "1", "unknown setting"},
+	} {
+		if err := cfg.Set(c.name, "--"+c.name, c.value); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Set(%s, %q) = %v, want %q", c.name, c.value, err, c.want)
+		}
+	}
+	cfg.Set("redis-mode", "", "sentinel:mymaster")
+	if cfg.Store.Redis.MasterName != "mymaster" || cfg.Store.Redis.Cluster {
+		t.Errorf("sentinel mode: %+v", cfg.Store.Redis)
+	}
+	bad := server.Defaults()
+	bad.Gateway, bad.API, bad.GRPC = "", "", ""
+	bad.Admin = "localhost"
+	bad.Store.Type = "redis"
+	bad.Store.Redis.Addrs = []string{"a:1", "b:2"}
+	bad.Store.Redis.Cluster, bad.Store.Redis.MasterName = true, "m"
+	bad.Store.Redis.OnError = "sometimes"
+	err := bad.Validate()
+	for _, want := range []string{
+		`admin: "localhost": want host:port`,
+		"gateway: gateway, api and grpc are all off",
+		"store.redis.cluster: cluster and master_name (Sentinel) exclude each other",
+		`store.redis.on_error: "sometimes": want open, closed or fallback`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to contain %q", err, want)
+		}
+	}
+}
