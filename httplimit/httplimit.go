@@ -141,6 +141,12 @@ type Config struct {
 	// for the binding limit.
 	LegacyHeaders bool
 
+	// DegradedHeader, if set, names a response header field sent with the
+	// value "true" when the store meant to decide could not and a failure
+	// mode did (Decision.Degraded; see package failover), so that clients
+	// and logs downstream can tell. Example: "Sluice-Degraded".
+	DegradedHeader string
+
 	// Logger receives the middleware's logs. Default slog.Default().
 	// Refusals, real and shadow, are logged at Info as one line per second
 	// in which there were any, never one per request: the count per limit,
@@ -397,6 +403,9 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.cfg.Observe(o)
 			}
 			sc.buf = setHeaders(w.Header(), sc.enforced, sc.ds, d, m.cfg.LegacyHeaders, sc.buf)
+			if m.cfg.DegradedHeader != "" && degraded(sc.ds) {
+				w.Header().Set(m.cfg.DegradedHeader, "true")
+			}
 			if d.Allowed {
 				defer m.releaser(sc)()
 			}
@@ -434,6 +443,16 @@ func (m *middleware) observe(o Observation) {
 	if m.cfg.Observe != nil {
 		m.cfg.Observe(o)
 	}
+}
+
+// degraded reports whether any decision was made without the intended store.
+func degraded(ds []sluice.Decision) bool {
+	for _, d := range ds {
+		if d.Degraded {
+			return true
+		}
+	}
+	return false
 }
 
 // binding returns the index of the decision that governs d.

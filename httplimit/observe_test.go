@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -111,3 +112,40 @@ func TestWaitClientGone(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestDegradedHeader: a decision a failure mode made (the store behind
+// failover is gone) is marked in the response when DegradedHeader is set,
+// and only then.
+func TestDegradedHeader(t *testing.T) {
+	gone, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close() // every call now fails with sluice.ErrClosed
+	store, err := failover.New(gone, failover.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	healthy, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer healthy.Close()
+	limits := []httplimit.Limit{{Name: "g", Key: httplimit.Global, Limit: sluice.FixedWindow(5, time.Minute)}}
+	for _, c := range []struct {
+		store  sluice.Store
+		header string
+		want   string
+	}{
+		{store, "Sluice-Degraded", "true"},
+		{store, "", ""},
+		{healthy, "Sluice-Degraded", ""},
+	} {
+		srv, _ := server(t, c.store, httplimit.Config{Limits: limits, DegradedHeader: c.header})
+		resp, _ := get(t, srv.URL)
+		if got := resp.Header.Get("Sluice-Degraded"); resp.StatusCode != 200 || got != c.want {
+			t.Errorf("DegradedHeader %q: status %d, Sluice-Degraded %q, want 200 and %q", c.header, resp.StatusCode, got, c.want)
+		}
+	}
+}

@@ -56,6 +56,12 @@ type Config struct {
 	// forwarding a request. Default 1s.
 	MaxDelay Duration `yaml:"max_delay"`
 
+	// DegradedHeader, if set, is a response header field the gateway
+	// sends ("true") on requests a failure mode decided while the store
+	// (Redis) could not. Off by default: it tells clients about your
+	// infrastructure.
+	DegradedHeader string `yaml:"degraded_header"`
+
 	Log LogConfig `yaml:"log"`
 }
 
@@ -222,6 +228,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
+	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
 }
@@ -321,6 +328,8 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want a number, such as 0.25"))
 		}
 		c.Store.Redis.FallbackScale = f
+	case "degraded-header":
+		c.DegradedHeader = v
 	case "log-level":
 		c.Log.Level = v
 	case "log-format":
@@ -410,6 +419,9 @@ func (c *Config) Validate() error {
 	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
 		fail("max_delay", "must be between 0 and 1m")
 	}
+	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
+		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -425,3 +437,14 @@ func (c *Config) Validate() error {
 
 // watch reports whether file changes trigger reloads.
 func (c *Config) watch() bool { return c.Watch == nil || *c.Watch }
+
+// validHeaderName reports whether s is an HTTP token.
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return s != ""
+}

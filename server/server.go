@@ -296,10 +296,11 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		upstream = newProxy(u, s.log)
 	}
 	mw, err := httplimit.New(s.limiter, httplimit.Config{
-		Source:   s.source(),
-		MaxDelay: time.Duration(s.cfg.MaxDelay),
-		Logger:   s.log,
-		Observe:  func(o httplimit.Observation) { s.observe("gateway", o) },
+		Source:         s.source(),
+		MaxDelay:       time.Duration(s.cfg.MaxDelay),
+		DegradedHeader: s.cfg.DegradedHeader,
+		Logger:         s.log,
+		Observe:        func(o httplimit.Observation) { s.observe("gateway", o) },
 	})
 	if err != nil {
 		return nil, err

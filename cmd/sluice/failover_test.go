@@ -34,19 +34,20 @@ rules:
     action: {on_error: fallback}
 `)
 	p := start(t, nil, "--store", "redis", "--redis-addrs", rp.Addr, "--policy", policy,
-		"--redis-timeout", "200ms", "--fallback-scale", "0.5", "--redis-prefix", redistest.Prefix(t))
+		"--redis-timeout", "200ms", "--fallback-scale", "0.5", "--degraded-header", "Sluice-Degraded", "--redis-prefix", redistest.Prefix(t))
 	status := func(path string) int { return get(t, p.url("gateway", path)).status }
 	for _, path := range []string{"/open", "/closed", "/fallback"} {
-		if c := status(path); c != 200 {
-			t.Fatalf("%s with Redis up: %d", path, c)
+		if r := get(t, p.url("gateway", path)); r.status != 200 || r.header.Get("Sluice-Degraded") != "" {
+			t.Fatalf("%s with Redis up: %d, Sluice-Degraded %q", path, r.status, r.header.Get("Sluice-Degraded"))
 		}
 	}
 
 	rp.Kill()
 	// The first failures open the breaker (5 in a row by default).
 	for i := range 8 {
-		if c := status("/open"); c != 200 {
-			t.Fatalf("/open with Redis down, request %d: %d, want 200 (fail open)", i, c)
+		r := get(t, p.url("gateway", "/open"))
+		if r.status != 200 || r.header.Get("Sluice-Degraded") != "true" {
+			t.Fatalf("/open with Redis down, request %d: %d, Sluice-Degraded %q; want 200 (fail open), marked", i, r.status, r.header.Get("Sluice-Degraded"))
 		}
 	}
 	if got := metric(t, p, "sluice_failover_breaker_state"); got != 1 {

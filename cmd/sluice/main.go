@@ -126,6 +126,7 @@ var settingFlags = []struct{ name, help string }{
 	{"redis-on-error", "when Redis fails, for requests no policy rule covers (RLS, explicit API checks): open, closed or fallback"},
 	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
+	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }
