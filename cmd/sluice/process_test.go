@@ -84,6 +84,7 @@ func startArgs(t *testing.T, env []string, args ...string) *proc {
 	p := &proc{t: t, addrs: map[string]string{}, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = cleanEnv(env...)
+	dieWithParent(p.cmd)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
