@@ -246,7 +246,7 @@ func (s *Server) planAPI(req *checkRequest) ([]httplimit.Planned, error) {
 		if req.Rule != "" {
 			return nil, errors.New("rule: only with request (explicit checks name their own limits)")
 		}
-		return planExplicit(req.Checks, hits)
+		return s.limits.planExplicit(req.Checks, hits)
 	}
 	return nil, errors.New(`give request (to apply the policy) or checks (explicit keys and limits), for example {"request": {"method": "GET", "path": "/", "ip": "203.0.113.7"}}`)
 }
@@ -331,7 +331,7 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]httplimit.Planned,
 	return planned, nil
 }
 
-func planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, error) {
+func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, error) {
 	if len(checks) > maxAPIChecks {
 		return nil, fmt.Errorf("checks: %d, more than %d", len(checks), maxAPIChecks)
 	}
@@ -347,7 +347,7 @@ func planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, erro
 			errs = append(errs, fmt.Errorf(`%s.limit: missing, for example {"algorithm": "token_bucket", "rate": "10/s", "burst": 20}`, field))
 			continue
 		}
-		lim, err := parseLimitCached(field+".limit", c.Limit)
+		lim, err := lc.parse(field+".limit", c.Limit)
 		if err != nil {
 			errs = append(errs, limitError(err))
 			continue
@@ -430,21 +430,21 @@ var headerNames = map[string]string{
 	"Retry-After":      "Retry-After",
 }
 
-// limits remembers the limits explicit checks wrote, by their JSON: callers
-// send the same few limits over and over, and parsing one (YAML rules,
-// strict validation) cost more than the rest of a check. Bounded: it is
-// emptied when full.
-var limits = struct {
-	sync.Mutex
-	m map[string]sluice.Limit
-}{m: map[string]sluice.Limit{}}
+// limitCache remembers the limits explicit checks wrote, by their JSON:
+// callers send the same few limits over and over, and parsing one (YAML
+// rules, strict validation) cost more than the rest of a check. Bounded:
+// it is emptied when full.
+type limitCache struct {
+	mu sync.Mutex
+	m  map[string]sluice.Limit
+}
 
 const maxCachedLimits = 4096
 
-func parseLimitCached(field string, raw []byte) (sluice.Limit, error) {
-	limits.Lock()
-	lim, ok := limits.m[string(raw)]
-	limits.Unlock()
+func (lc *limitCache) parse(field string, raw []byte) (sluice.Limit, error) {
+	lc.mu.Lock()
+	lim, ok := lc.m[string(raw)]
+	lc.mu.Unlock()
 	if ok {
 		return lim, nil
 	}
@@ -452,12 +452,12 @@ func parseLimitCached(field string, raw []byte) (sluice.Limit, error) {
 	if err != nil {
 		return lim, err
 	}
-	limits.Lock()
-	if len(limits.m) >= maxCachedLimits {
-		clear(limits.m)
+	lc.mu.Lock()
+	if lc.m == nil || len(lc.m) >= maxCachedLimits {
+		lc.m = map[string]sluice.Limit{}
 	}
-	limits.m[string(raw)] = lim
-	limits.Unlock()
+	lc.m[string(raw)] = lim
+	lc.mu.Unlock()
 	return lim, nil
 }
 

@@ -64,6 +64,9 @@ type Server struct {
 	wg        sync.WaitGroup
 	watcher   *watcher
 	closeOnce sync.Once
+
+	limits     limitCache   // explicit limits of the decision API, parsed
+	lastAPIErr atomic.Int64 // when the decision API last logged a store error (Unix s)
 }
 
 // loadState remembers the last load of each config, for the status page.
@@ -157,10 +160,8 @@ func (s *Server) observe(source string, o httplimit.Observation) {
 	s.stats.add(source, o.Limit, outcome, o.Key)
 }
 
-var lastAPIErr atomic.Int64
-
 func (s *Server) logAPIError(err error) {
-	if now := time.Now().Unix(); lastAPIErr.Swap(now) != now {
+	if now := time.Now().Unix(); s.lastAPIErr.Swap(now) != now {
 		s.log.Warn("decision API: the store failed", "err", err)
 	}
 }
