@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,19 +157,23 @@ var outcomes = []string{"admitted", "delayed", "refused", "shadow_refused", "fai
 // outcome) and the keys refused most often. Both are bounded: at most
 // maxTracked limits, and a fixed number of heavy keys.
 type stats struct {
-	mu     sync.Mutex
-	limits map[string]*[5]atomic.Int64 // "source\x00limit"
+	mu     sync.RWMutex // guards limits; counters are atomic
+	limits map[statsKey]*[5]atomic.Int64
+	heavyM sync.Mutex // guards heavy, taken on refusals only
 	heavy  heavyKeys
 	start  time.Time
 }
 
+type statsKey struct{ source, limit string }
+
 const maxTracked = 10_000
 
 func newStats() *stats {
-	return &stats{limits: map[string]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now()}
+	return &stats{limits: map[statsKey]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now()}
 }
 
-// add counts one decision.
+// add counts one decision. Every decision passes here, so the common case
+// takes a read lock and an atomic add, and allocates nothing.
 func (s *stats) add(source, limit, outcome, key string) {
 	i := 0
 	for i < len(outcomes) && outcomes[i] != outcome {
@@ -179,19 +182,25 @@ func (s *stats) add(source, limit, outcome, key string) {
 	if i == len(outcomes) {
 		return
 	}
-	id := source + "\x00" + limit
-	s.mu.Lock()
+	id := statsKey{source, limit}
+	s.mu.RLock()
 	c := s.limits[id]
-	if c == nil && len(s.limits) < maxTracked {
-		c = new([5]atomic.Int64)
-		s.limits[id] = c
+	s.mu.RUnlock()
+	if c == nil {
+		s.mu.Lock()
+		if c = s.limits[id]; c == nil && len(s.limits) < maxTracked {
+			c = new([5]atomic.Int64)
+			s.limits[id] = c
+		}
+		s.mu.Unlock()
 	}
-	if outcome == "refused" && key != "" {
-		s.heavy.add(source+" "+limit, key)
-	}
-	s.mu.Unlock()
 	if c != nil {
 		c[i].Add(1)
+	}
+	if outcome == "refused" && key != "" {
+		s.heavyM.Lock()
+		s.heavy.add(source+" "+limit, key)
+		s.heavyM.Unlock()
 	}
 }
 
@@ -203,22 +212,23 @@ type limitStats struct {
 }
 
 func (s *stats) snapshot() (rows []limitStats, heavy []heavyKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
 	for id, c := range s.limits {
-		src, lim, _ := strings.Cut(id, "\x00")
-		row := limitStats{Source: src, Limit: lim, Counts: map[string]int64{}}
+		row := limitStats{Source: id.source, Limit: id.limit, Counts: map[string]int64{}}
 		for i, o := range outcomes {
 			row.Counts[o] = c[i].Load()
 		}
 		rows = append(rows, row)
 	}
+	s.mu.RUnlock()
 	sort.Slice(rows, func(i, j int) bool {
 		if rows[i].Source != rows[j].Source {
 			return rows[i].Source < rows[j].Source
 		}
 		return rows[i].Limit < rows[j].Limit
 	})
+	s.heavyM.Lock()
+	defer s.heavyM.Unlock()
 	return rows, s.heavy.top()
 }
 
