@@ -4,34 +4,40 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // TestScriptCostCommands writes, for each algorithm's take script and for
 // composite checks, the exact EVALSHA a Store sends (keys spread with
 // redis-benchmark's __rand_int__), as a bash file of redis-benchmark
 // arguments, after loading every script into the server at
-// SLUICE_SCRIPTCOST_ADDR. It runs only when SLUICE_SCRIPTCOST_OUT names the
-// file to write. bench/REDIS.md shows how the file is used to measure the
-// server time of each script (INFO commandstats, usec_per_call of evalsha).
+// SLUICE_SCRIPTCOST_ADDR (default: the test Redis), into the file
+// SLUICE_SCRIPTCOST_OUT names (default: a temporary file, so that every test
+// run checks that each command loads and is admitted). bench/REDIS.md shows
+// how the file is used to measure the server time of each script (INFO
+// commandstats, usec_per_call of evalsha).
 func TestScriptCostCommands(t *testing.T) {
 	out := os.Getenv("SLUICE_SCRIPTCOST_OUT")
 	if out == "" {
-		t.Skip("set SLUICE_SCRIPTCOST_OUT (and SLUICE_SCRIPTCOST_ADDR) to write the redis-benchmark commands")
-	}
-	addr := os.Getenv("SLUICE_SCRIPTCOST_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
+		out = filepath.Join(t.TempDir(), "scriptcost.sh")
 	}
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	s, err := New(rdb, Config{Prefix: "sc:"})
+	var rdb *redis.Client
+	prefix := "sc:"
+	if addr := os.Getenv("SLUICE_SCRIPTCOST_ADDR"); addr != "" {
+		rdb = redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+	} else {
+		rdb, prefix = redistest.Standalone(t), redistest.Prefix(t)
+	}
+	s, err := New(rdb, Config{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
