@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/server/rls"
 )
 
 // backend is the store the server decides with, and how to tell it works.
@@ -156,7 +157,7 @@ func warmUp(client redis.UniversalClient) {
 }
 
 // isPolicyKey tells the keys a policy planned from those of the Envoy RLS
-// ("rls:...") and of the decision API's explicit checks.
+// and of the decision API's explicit checks.
 func isPolicyKey(key string) bool {
-	return !strings.HasPrefix(key, "rls:") && !strings.HasPrefix(key, explicitPrefix)
+	return !strings.HasPrefix(key, rls.KeyPrefix) && !strings.HasPrefix(key, explicitPrefix)
 }

@@ -121,18 +121,23 @@ func (d *domain) match(entries []*commonpb.RateLimitDescriptor_Entry) *rule {
 	return nil
 }
 
-// key builds the sluice key of a descriptor: "rls:", then the domain and
+// KeyPrefix starts every sluice key the service checks, so that a store
+// shared with other sources (sluice serve's policy and decision API) keeps
+// them apart, and a caller can tell them.
+const KeyPrefix = "rls:"
+
+// key builds the sluice key of a descriptor: KeyPrefix, then the domain and
 // every entry's key and value, each prefixed with its length, so that no two
 // different (domain, entries) ever meet ("a_b"+"c" and "a"+"b_c" stay
 // apart). The value is the request's, so each distinct value of a key-only
 // or wildcard descriptor has its own counter.
 func key(domain string, entries []*commonpb.RateLimitDescriptor_Entry) string {
-	n := 4 + len(domain) + 5
+	n := len(KeyPrefix) + len(domain) + 5
 	for _, e := range entries {
 		n += len(e.Key) + len(e.Value) + 10
 	}
 	b := make([]byte, 0, n)
-	b = append(b, "rls:"...)
+	b = append(b, KeyPrefix...)
 	b = appendPart(b, domain)
 	for _, e := range entries {
 		b = appendPart(b, e.Key)
