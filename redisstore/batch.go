@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,66 @@ type call struct {
 	script *script
 	keys   []string
 	args   []any
+	slot   uint16 // the Redis Cluster slot of keys (0 on a standalone server)
 	reply  []any
 	err    error
 	done   chan struct{} // closed when reply or err is set
+}
+
+// maxMerge is the most checks one batch script decides. A script blocks the
+// server while it runs: 64 single decisions take it a few hundred µs.
+const maxMerge = 64
+
+// unit is one command of a pipeline: one call, or several take calls of
+// one slot merged into one batch script (see scripts/batch.lua).
+type unit struct {
+	script *script
+	keys   []string
+	args   []any
+	calls  []*call
+}
+
+// merge turns a batch of calls into pipeline commands. Take calls of one
+// slot, up to maxMerge, become one batch script whose keys and arguments
+// are theirs concatenated; others go alone. Order within a slot is kept,
+// so a key's calls are decided in the order they were queued.
+func merge(batch []*call) []*unit {
+	units := make([]*unit, 0, len(batch))
+	open := map[uint16]*unit{} // per slot, the unit still taking calls
+	for _, c := range batch {
+		if c.script.batch == nil {
+			units = append(units, &unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
+			continue
+		}
+		u := open[c.slot]
+		if u == nil || len(u.calls) == maxMerge {
+			u = &unit{script: c.script, calls: make([]*call, 0, 8)}
+			open[c.slot] = u
+			units = append(units, u)
+		} else if u.script != c.script && u.script != takeScript {
+			u.script = takeScript // calls under different algorithms
+		}
+		u.calls = append(u.calls, c)
+	}
+	for _, u := range units {
+		if len(u.calls) == 1 {
+			c := u.calls[0]
+			u.keys, u.args = c.keys, c.args
+			continue
+		}
+		nk, na := 0, 0
+		for _, c := range u.calls {
+			nk += len(c.keys)
+			na += len(c.args)
+		}
+		u.keys, u.args = make([]string, 0, nk), make([]any, 0, na)
+		for _, c := range u.calls {
+			u.keys = append(u.keys, c.keys...)
+			u.args = append(u.args, c.args...)
+		}
+		u.script = u.script.batch
+	}
+	return units
 }
 
 // batcher sends calls in pipelines. Each worker takes one waiting call and
@@ -106,11 +164,11 @@ func (b *batcher) work() {
 	}
 }
 
-// exec runs a batch with EVALSHA and, for calls the server answered with
-// NOSCRIPT (after a restart or SCRIPT FLUSH), again with EVAL, which loads
-// the script as it runs. A call run on its caller's goroutine gets the
-// caller's context (its deadline bounds the round trip); a shared pipeline
-// is bounded by the client's own timeouts.
+// exec runs a batch with EVALSHA and, for commands the server answered
+// with NOSCRIPT (after a restart or SCRIPT FLUSH), again with EVAL, which
+// loads the script as it runs. A call run on its caller's goroutine gets
+// the caller's context (its deadline bounds the round trip); a shared
+// pipeline is bounded by the client's own timeouts.
 func (b *batcher) exec(ctx context.Context, batch []*call) {
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
@@ -118,13 +176,15 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			cmd = b.client.Eval(ctx, c.script.src, c.keys, c.args...)
 		}
-		b.deliver(c, cmd)
+		reply, err := cmd.Slice()
+		b.deliver(c, reply, err)
 		return
 	}
-	cmds := make([]*redis.Cmd, len(batch))
+	units := merge(batch)
+	cmds := make([]*redis.Cmd, len(units))
 	pipe := b.client.Pipeline()
-	for i, c := range batch {
-		cmds[i] = pipe.EvalSha(ctx, c.script.sha, c.keys, c.args...)
+	for i, u := range units {
+		cmds[i] = pipe.EvalSha(ctx, u.script.sha, u.keys, u.args...)
 	}
 	pipe.Exec(ctx) // per-command errors are read below
 	var retry []int
@@ -133,24 +193,49 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 			retry = append(retry, i)
 			continue
 		}
-		b.deliver(batch[i], cmd)
+		b.answer(units[i], cmd)
 	}
 	if len(retry) == 0 {
 		return
 	}
 	pipe = b.client.Pipeline()
 	for _, i := range retry {
-		c := batch[i]
-		cmds[i] = pipe.Eval(ctx, c.script.src, c.keys, c.args...)
+		u := units[i]
+		cmds[i] = pipe.Eval(ctx, u.script.src, u.keys, u.args...)
 	}
 	pipe.Exec(ctx)
 	for _, i := range retry {
-		b.deliver(batch[i], cmds[i])
+		b.answer(units[i], cmds[i])
 	}
 }
 
-func (b *batcher) deliver(c *call, cmd *redis.Cmd) {
-	c.reply, c.err = cmd.Slice()
+// answer delivers a command's reply to the calls of its unit: the whole
+// reply to a lone call, one element of it to each call of a batch script.
+func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
+	reply, err := cmd.Slice()
+	if len(u.calls) == 1 {
+		b.deliver(u.calls[0], reply, err)
+		return
+	}
+	if err == nil && len(reply) != len(u.calls) {
+		err = fmt.Errorf("%w: %d replies for a batch of %d checks", errBadReply, len(reply), len(u.calls))
+	}
+	for i, c := range u.calls {
+		if err != nil {
+			b.deliver(c, nil, err)
+			continue
+		}
+		r, ok := reply[i].([]any)
+		if !ok {
+			b.deliver(c, nil, fmt.Errorf("%w: batch reply %d is %T, want an array", errBadReply, i, reply[i]))
+			continue
+		}
+		b.deliver(c, r, nil)
+	}
+}
+
+func (b *batcher) deliver(c *call, reply []any, err error) {
+	c.reply, c.err = reply, err
 	b.active.Add(-1)
 	close(c.done)
 }

@@ -18,7 +18,8 @@ import (
 // The conformance suite: the same generated traces (fixed timelines, random
 // keys, random costs including peeks, composite checks, releases, every
 // algorithm with random parameters) go to memstore and to redisstore, which
-// must return identical decisions, step by step. On the cluster, composite
+// must return identical decisions, step by step, also when several checks
+// are merged into one batch script as under load. On the cluster, composite
 // checks spanning slots take the charge-and-refund path and must still
 // decide exactly as memstore does.
 
@@ -99,6 +100,22 @@ func conformance(t *testing.T, client redis.UniversalClient) {
 			l := limits[rapid.IntRange(0, len(limits)-1).Draw(rt, "limit")]
 			return sluice.Request{Key: keys[k], Limit: l, Cost: rapid.Int64Range(0, l.Capacity()).Draw(rt, "cost")}
 		}
+		// composite draws the 2 or 3 distinct requests of a check.
+		composite := func() []sluice.Request {
+			n := rapid.IntRange(2, 3).Draw(rt, "dims")
+			rs := make([]sluice.Request, 0, n)
+		pick:
+			for len(rs) < n {
+				r := req(len(rs))
+				for _, o := range rs {
+					if o.Key == r.Key && o.Limit == r.Limit {
+						continue pick
+					}
+				}
+				rs = append(rs, r)
+			}
+			return rs
+		}
 		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			gap := rapid.Int64Range(0, 1_500_000).Draw(rt, "gap_us")
 			if rapid.IntRange(0, 15).Draw(rt, "backwards") == 0 {
@@ -106,7 +123,7 @@ func conformance(t *testing.T, client redis.UniversalClient) {
 			}
 			clk.us.Add(gap)
 			at := clk.us.Load() - 1_700_000_040_000_000
-			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+			switch op := rapid.IntRange(0, 11).Draw(rt, "op"); {
 			case op < 6: // one request
 				r := req(0)
 				dm, errM := mem.Take(ctx, r)
@@ -120,18 +137,8 @@ func conformance(t *testing.T, client redis.UniversalClient) {
 					leases = append(leases, lease{r, dm.Lease, dr.Lease})
 				}
 			case op < 9: // a composite check
-				n := rapid.IntRange(2, 3).Draw(rt, "dims")
-				rs := make([]sluice.Request, 0, n)
-			pick:
-				for len(rs) < n {
-					r := req(len(rs))
-					for _, o := range rs {
-						if o.Key == r.Key && o.Limit == r.Limit {
-							continue pick
-						}
-					}
-					rs = append(rs, r)
-				}
+				rs := composite()
+				n := len(rs)
 				dm, dr := make([]sluice.Decision, n), make([]sluice.Decision, n)
 				if err := mem.TakeAll(ctx, rs, dm); err != nil {
 					rt.Fatal(err)
@@ -146,7 +153,44 @@ func conformance(t *testing.T, client redis.UniversalClient) {
 						leases = append(leases, lease{rs[i], dm[i].Lease, dr[i].Lease})
 					}
 				}
-			default: // release a lease
+			case op > 9: // several checks at once, as the workers merge them under load
+				m := rapid.IntRange(2, 6).Draw(rt, "batch")
+				checks := make([][]sluice.Request, m)
+				times := make([]int64, m)
+				for i := range checks {
+					if i > 0 {
+						clk.us.Add(rapid.Int64Range(0, 200_000).Draw(rt, "batch_gap_us"))
+					}
+					times[i] = clk.us.Load()
+					checks[i] = []sluice.Request{req(0)}
+					if rapid.Bool().Draw(rt, "batch_check") {
+						if rs := composite(); redisstore.SameSlot(red, rs) {
+							checks[i] = rs
+						}
+					}
+				}
+				dm := make([][]sluice.Decision, m)
+				for i, rs := range checks {
+					clk.us.Store(times[i])
+					dm[i] = make([]sluice.Decision, len(rs))
+					if err := mem.TakeAll(ctx, rs, dm[i]); err != nil {
+						rt.Fatal(err)
+					}
+				}
+				dr, err := redisstore.TakeBatch(red, checks, func(i int) { clk.us.Store(times[i]) })
+				if err != nil {
+					rt.Fatalf("step %d: batch of %d: %v", step, m, err)
+				}
+				for i, rs := range checks {
+					history = append(history, fmt.Sprintf("step %d.%d at %dµs: batched check %v -> %+v", step, i, times[i]-1_700_000_040_000_000, rs, dm[i]))
+					for j := range rs {
+						same(rt, step, rs[j], dm[i][j], dr[i][j])
+						if dm[i][j].Lease != 0 {
+							leases = append(leases, lease{rs[j], dm[i][j].Lease, dr[i][j].Lease})
+						}
+					}
+				}
+			default: // op 9: release a lease
 				if len(leases) == 0 {
 					continue
 				}

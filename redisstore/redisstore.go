@@ -109,7 +109,7 @@ func New(client Client, cfg Config) (*Store, error) {
 		cfg.NearCache = 10_000
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = 8
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 128
@@ -223,7 +223,11 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 			args = append(args, p.N, p.P)
 		}
 	}
-	return &call{script: sc, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{script: sc, keys: keys, args: args, done: make(chan struct{})}
+	if s.cluster {
+		c.slot = slot(keys[0])
+	}
+	return c
 }
 
 // run sends c through the batcher and waits for its reply.

@@ -116,3 +116,42 @@ func TestScriptCostCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBatchCost drives batch scripts for profiling the server (for example
+// redis-server under valgrind --tool=callgrind): SLUICE_BATCHCOST_ADDR names
+// the server, SLUICE_BATCHCOST_BATCHES how many batches of 32 single GCRA
+// decisions to send (default 100), over 1,000 keys that a first pass
+// creates unless SLUICE_BATCHCOST_WARM=0. Skipped without the address.
+func TestBatchCost(t *testing.T) {
+	addr := os.Getenv("SLUICE_BATCHCOST_ADDR")
+	if addr == "" {
+		t.Skip("SLUICE_BATCHCOST_ADDR not set: this drives a server for profiling")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	s, err := New(rdb, Config{Prefix: "bc:", NearCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.GCRA(sluice.PerSecond(1e6), 1e6)
+	run := func(batches, first int) {
+		for b := range batches {
+			checks := make([][]sluice.Request, 32)
+			for i := range checks {
+				checks[i] = []sluice.Request{{Key: fmt.Sprintf("k%d", (first+b*32+i)%1000), Limit: lim, Cost: 1}}
+			}
+			if _, err := TakeBatch(s, checks, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if os.Getenv("SLUICE_BATCHCOST_WARM") != "0" {
+		run(1000/32+1, 0)
+	}
+	n := 100
+	if v := os.Getenv("SLUICE_BATCHCOST_BATCHES"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	run(n, 7)
+}

@@ -37,6 +37,9 @@ type script struct {
 	name string
 	src  string
 	sha  string
+	// batch, for a take script, is batch.lua with the same algorithms: it
+	// decides several calls of this script in one.
+	batch *script
 }
 
 func read(f string) string {
@@ -76,7 +79,7 @@ var every = []sluice.Algorithm{
 }
 
 var (
-	takeScript    = assemble("take.lua", every...)
+	takeScript    = withBatch(assemble("take.lua", every...), every...)
 	refundScript  = assemble("refund.lua", every...)
 	releaseScript = assemble("release.lua", sluice.AlgorithmConcurrency)
 	// takeOne holds, per algorithm, the take script with only that
@@ -84,11 +87,17 @@ var (
 	takeOne = func() map[sluice.Algorithm]*script {
 		m := map[sluice.Algorithm]*script{}
 		for _, a := range every {
-			m[a] = assemble("take.lua", a)
+			m[a] = withBatch(assemble("take.lua", a), a)
 		}
 		return m
 	}()
 )
+
+// withBatch sets take's batch script, holding the same algorithms.
+func withBatch(take *script, algs ...sluice.Algorithm) *script {
+	take.batch = assemble("batch.lua", algs...)
+	return take
+}
 
 // takeFor returns the smallest take script that covers every request.
 func takeFor(rs []request) *script {

@@ -40,7 +40,7 @@ local function token_bucket(st, p, now, c, commit)
   r, used = bucket(p, used, c)
   shift(r, at - now)
   if r.allowed and commit and c > 0 then
-    local before = p.undo ~= '' and before_charge(st)
+    local before = st.undo ~= '' and before_charge(st)
     st.x, st.y, st.idle, st.dirty = used, at, at + cdiv(used, p.A), true
     if before then
       r.undo = undo_token(before, st, '')
@@ -65,7 +65,7 @@ local function gcra(st, p, now, c, commit)
     r.delay = cdiv(math.max(0, before - p.NoDelay * p.B), p.A)
   end
   if r.allowed and commit and c > 0 then
-    local before = p.undo ~= '' and before_charge(st)
+    local before = st.undo ~= '' and before_charge(st)
     local ahead = cdiv(debt, p.A)
     st.x, st.y, st.dirty = at + ahead, ahead * p.A - debt, true
     st.idle = st.x

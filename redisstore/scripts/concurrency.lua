@@ -17,10 +17,10 @@ local function concurrency(st, p, now, c, commit)
       last = math.max(now + p.TTL, last)
     end
     if commit and c > 0 then
-      local before = p.undo ~= '' and before_charge(st)
-      redis.call('ZADD', st.log, last, p.lease .. ':' .. int(c))
+      local before = st.undo ~= '' and before_charge(st)
+      redis.call('ZADD', st.log, int(last), st.lease .. ':' .. int(c))
       st.y, st.idle, st.dirty = st.y + c, last, true
-      r.lease = p.lease
+      r.lease = st.lease
       if before then
         r.undo = undo_token(before, st, '')
       end

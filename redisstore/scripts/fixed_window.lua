@@ -11,7 +11,7 @@ local function fixed_window(st, p, now, c, commit)
     r.allowed = true
     count = count + c
     if commit and c > 0 then
-      local before = p.undo ~= '' and before_charge(st)
+      local before = st.undo ~= '' and before_charge(st)
       st.y, st.idle, st.dirty = count, stop, true
       if before then
         r.undo = undo_token(before, st, int(start))

@@ -14,9 +14,9 @@ local rs = {}
 local b = 3
 for i = 1, n do
   local p, st
-  p, st, b = load(i, b)
-  local c = p.cost
-  local before, after, extra = string.match(p.undo, '^([^|]*)|([^|]*)|(.*)$')
+  p, st, b = load(2 * i - 1, b)
+  local c = st.cost
+  local before, after, extra = string.match(st.undo, '^([^|]*)|([^|]*)|(.*)$')
   if c == 0 then
     -- a peek: nothing was charged
   elseif before == 'new' and after == snap(st) then
@@ -28,7 +28,7 @@ for i = 1, n do
       st.y = st.y - c
     end
   elseif p.alg == 8 then
-    release_lease(st, p.lease)
+    release_lease(st, st.lease)
   elseif before and before ~= '' and after == snap(st) then
     local x, y, z = string.match(before, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
     st.x, st.y, st.z = tonumber(x), tonumber(y), tonumber(z)
@@ -59,7 +59,7 @@ for i = 1, n do
     st.y = math.max(0, st.y - tonumber(take))
   end
   st.dirty = st.existed
-  p.cost = 0
+  st.cost = 0
   rs[i] = step(p, st, now, false)
   rs[i].allowed, rs[i].retry, rs[i].delay = false, 0, 0
   save(st, now)

@@ -3,9 +3,9 @@
 -- {0} if not (released already, or expired).
 local _ = clock()
 local p, st = load(1, 3)
-local held = release_lease(st, p.lease)
+local held = release_lease(st, st.lease)
 if held then
-  redis.call('HSET', st.key, 'y', st.y)
+  redis.call('HSET', st.key, 'y', int(st.y))
   return { 1 }
 end
 return { 0 }

@@ -17,10 +17,10 @@ local function sliding_log(st, p, now, c, commit)
       newest = t
     end
     if commit and c > 0 then
-      local before = p.undo ~= '' and before_charge(st)
+      local before = st.undo ~= '' and before_charge(st)
       st.q = st.q + 1
       local member = int(st.q) .. ':' .. int(c)
-      redis.call('ZADD', st.log, t, member)
+      redis.call('ZADD', st.log, int(t), member)
       st.y, st.idle, st.dirty = st.y + c, t + p.P, true
       if before then
         r.undo = undo_token(before, st, member)

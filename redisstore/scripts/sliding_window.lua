@@ -28,7 +28,7 @@ local function sliding_window(st, p, now, c, commit)
     r.allowed = true
     cur = cur + c
     if commit and c > 0 then
-      local before = p.undo ~= '' and before_charge(st)
+      local before = st.undo ~= '' and before_charge(st)
       st.y, st.idle, st.dirty = cur, start + 2 * p.P, true
       if before then
         r.undo = undo_token(before, st, int(start))

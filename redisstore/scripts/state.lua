@@ -22,67 +22,109 @@
 -- Redis Cluster slots may have to refund); for refund.lua it is the token.
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
 
-local function clock()
-  if ARGV[1] ~= '' then
-    return tonumber(ARGV[1])
+-- clock_of reads a clock argument: the time it holds, or, for "", the
+-- server's TIME, read once per script (every check of a batch then decides
+-- at the same instant, as one atomic script does).
+local server_time = nil
+local function clock_of(arg)
+  if arg ~= '' then
+    return tonumber(arg)
   end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not server_time then
+    local t = redis.call('TIME')
+    server_time = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return server_time
 end
 
--- load reads request i, whose arguments start at ARGV[b], and its state;
--- it returns them and where request i+1 starts. Only the fields the
--- algorithm uses are read and written (the others stay 0): every field and
--- every tonumber costs time on every call.
-local function load(i, b)
-  local alg = tonumber(ARGV[b])
-  -- Each table is built with every field it will hold, so that Lua sizes
-  -- it once instead of growing it field by field.
-  local p = {
-    alg = alg, cost = tonumber(ARGV[b + 1]), lease = ARGV[b + 2], undo = ARGV[b + 3], leaky = alg == 6,
-    A = 0, B = 0, Cap = 0, Full = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0,
-  }
-  local key = KEYS[2 * i - 1]
-  local st = {
-    key = key, log = KEYS[2 * i], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
-    existed = false,
-  }
-  local v
-  if alg >= 4 and alg <= 6 then
-    p.A, p.B = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
-    p.Cap, p.Full = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
-    b = b + 8
-    if alg == 6 then
-      p.NoDelay = tonumber(ARGV[b])
-      b = b + 1
+local function clock()
+  return clock_of(ARGV[1])
+end
+
+-- The script's arguments, as locals: reading a global costs a lookup.
+local argv, keys = ARGV, KEYS
+
+-- codes maps the short arguments most requests send (an algorithm code, a
+-- cost of 0 or 1) to their numbers without tonumber, which parses with
+-- strtod at a cost of a table lookup many times over.
+local codes = { ['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7, ['8'] = 8 }
+
+-- nparams is how many parameter arguments each algorithm sends.
+local nparams = { 2, 2, 2, 4, 4, 5, 3, 2 }
+
+-- params reads the parameters of algorithm alg from ARGV[b] on, and returns
+-- them and where the request's arguments end. Requests of one script often
+-- share a limit: when a request's parameter arguments are the previous
+-- request's very strings (Lua interns strings, so comparing them compares
+-- pointers), it shares that request's table, parsed once. Nothing writes
+-- to a parameter table after this.
+local last_p, last_b = nil, 0
+local function params(alg, b)
+  local m = nparams[alg]
+  if last_p and last_p.alg == alg then
+    local same, lb = true, last_b
+    for j = 0, m - 1 do
+      if argv[b + j] ~= argv[lb + j] then
+        same = false
+        break
+      end
     end
+    if same then
+      last_b = b
+      return last_p, b + m
+    end
+  end
+  -- Built with every field it will hold, so that Lua sizes it once.
+  local p = { alg = alg, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0 }
+  if alg >= 4 and alg <= 6 then
+    p.A, p.B = tonumber(argv[b]), tonumber(argv[b + 1])
+    p.Cap, p.Full = tonumber(argv[b + 2]), tonumber(argv[b + 3])
+    if alg == 6 then
+      p.NoDelay = tonumber(argv[b + 4])
+    end
+  elseif alg == 8 then
+    p.N, p.TTL = tonumber(argv[b]), tonumber(argv[b + 1])
+  else
+    p.N, p.P = tonumber(argv[b]), tonumber(argv[b + 1])
+    if alg == 7 then
+      p.Warm = tonumber(argv[b + 2])
+    end
+  end
+  last_p, last_b = p, b
+  return p, b + m
+end
+
+-- load reads the request whose arguments start at ARGV[b] and whose keys
+-- are KEYS[k] (state) and KEYS[k + 1] (log), and its state; it returns its
+-- parameters, its state (which also holds the request's cost, lease and
+-- undo field) and where the next request's arguments start. Only the
+-- fields the algorithm uses are read and written (the others stay 0):
+-- every field and every tonumber costs time on every call.
+local function load(k, b)
+  local alg = codes[argv[b]]
+  local cost = codes[argv[b + 1]] or tonumber(argv[b + 1])
+  local key = keys[k]
+  local st = {
+    key = key, log = keys[k + 1], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
+    existed = false, cost = cost, lease = argv[b + 2], undo = argv[b + 3],
+  }
+  local p
+  p, b = params(alg, b + 4)
+  local v
+  if alg == 8 then
+    v = redis.call('HMGET', key, 'y', 'z')
+    st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  elseif alg == 2 then
+    v = redis.call('HMGET', key, 'y', 'z', 'q')
+    st.y, st.z, st.q = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  elseif alg == 3 then
+    v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q')
+    st.x, st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+    st.e = v[5] == false and tonumber(v[4]) or 0
+  else
     v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
     st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
     st.e = v[4] == false and tonumber(v[3]) or 0
-  elseif alg == 8 then
-    p.N, p.TTL = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
-    b = b + 6
-    v = redis.call('HMGET', key, 'y', 'z')
-    st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-  else
-    p.N, p.P = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
-    b = b + 6
-    if alg == 7 then
-      p.Warm = tonumber(ARGV[b])
-      b = b + 1
-    end
-    if alg == 2 then
-      v = redis.call('HMGET', key, 'y', 'z', 'q')
-      st.y, st.z, st.q = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-    elseif alg == 3 then
-      v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q')
-      st.x, st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-      st.e = v[5] == false and tonumber(v[4]) or 0
-    else
-      v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
-      st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-      st.e = v[4] == false and tonumber(v[3]) or 0
-    end
   end
   st.existed = v[1] ~= false
   return p, st, b
@@ -93,6 +135,7 @@ local function copy(st)
   return {
     key = st.key, log = st.log, x = st.x, y = st.y, z = st.z, q = st.q, e = st.e,
     idle = st.idle, dirty = st.dirty, alg = st.alg, existed = st.existed,
+    cost = st.cost, lease = st.lease, undo = st.undo,
   }
 end
 
@@ -101,13 +144,13 @@ end
 -- script assembler (scripts.go) before this file.
 local function step(p, st, now, commit)
   local f = algorithms[p.alg]
-  if p.cost == 0 then
+  if st.cost == 0 then
     local probe = f(st, p, now, 1, false)
     local r = f(st, p, now, 0, false)
     r.allowed, r.retry, r.delay = probe.allowed, probe.retry, probe.delay
     return r
   end
-  return f(st, p, now, p.cost, commit)
+  return f(st, p, now, st.cost, commit)
 end
 
 -- save writes a changed state back: the fields its algorithm uses. A state
@@ -130,14 +173,14 @@ local function save(st, now)
   local alg = st.alg
   if alg == 2 or alg == 8 then
     if alg == 2 then
-      redis.call('HSET', st.key, 'y', st.y, 'z', st.z, 'q', st.q)
+      redis.call('HSET', st.key, 'y', int(st.y), 'z', int(st.z), 'q', int(st.q))
     else
-      redis.call('HSET', st.key, 'y', st.y, 'z', st.z)
+      redis.call('HSET', st.key, 'y', int(st.y), 'z', int(st.z))
     end
     if st.idle > 0 then
       local ttl = cdiv(math.max(st.idle - now, 0), 1000) + SLACK_MS
-      redis.call('PEXPIRE', st.key, ttl)
-      redis.call('PEXPIRE', st.log, ttl)
+      redis.call('PEXPIRE', st.key, int(ttl))
+      redis.call('PEXPIRE', st.log, int(ttl))
     end
     return
   end
@@ -150,15 +193,15 @@ local function save(st, now)
   end
   if e > 0 then
     if alg == 3 then
-      redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'z', st.z, 'e', e)
+      redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y), 'z', int(st.z), 'e', int(e))
     else
-      redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'e', e)
+      redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y), 'e', int(e))
     end
-    redis.call('PEXPIRE', st.key, cdiv(e - now, 1000))
+    redis.call('PEXPIRE', st.key, int(cdiv(e - now, 1000)))
   elseif alg == 3 then
-    redis.call('HSET', st.key, 'x', st.x, 'y', st.y, 'z', st.z)
+    redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y), 'z', int(st.z))
   else
-    redis.call('HSET', st.key, 'x', st.x, 'y', st.y)
+    redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y))
   end
 end
 
@@ -200,4 +243,67 @@ local function reply_one(r)
     return { allowed, r.limit, r.remaining, r.retry, r.reset, r.delay, r.lease, r.undo }
   end
   return { allowed, r.limit, r.remaining, r.retry, r.reset, r.delay }
+end
+
+-- check decides the n requests whose arguments start at ARGV[b] and whose
+-- keys start at KEYS[k], all-or-nothing, at time now. It returns the reply
+-- (see reply) and where the next check's arguments and keys start.
+--
+-- One request is decided and charged in one pass; several are first decided
+-- with their charges applied to copies of their states (or without
+-- charging, for the log algorithms), and charged only if every one is
+-- admitted. When the check is refused, a request that alone would have been
+-- admitted reports its current state with allowed = 0 and no retry.
+local function check(now, n, b, k)
+  if n == 1 then -- the common case, without the tables a check needs
+    local p, st
+    p, st, b = load(k, b)
+    local r = step(p, st, now, true)
+    save(st, now)
+    return reply_one(r), b, k + 2
+  end
+  local ps, sts, rs = {}, {}, {}
+  for i = 1, n do
+    ps[i], sts[i], b = load(k, b)
+    k = k + 2
+  end
+  -- The first pass charges a copy of each scalar state (all algorithms but
+  -- sliding_log and concurrency, whose charge writes their log at once), so
+  -- that an admitted check keeps the copies instead of deciding each
+  -- request a second time. A refused request's copy holds its state
+  -- normalised and not charged, as the first pass leaves it.
+  local all, charged = true, {}
+  for i = 1, n do
+    local p, st = ps[i], sts[i]
+    if st.cost > 0 and st.alg ~= 2 and st.alg ~= 8 then
+      charged[i] = copy(st)
+      rs[i] = algorithms[p.alg](charged[i], p, now, st.cost, true)
+    else
+      rs[i] = step(p, st, now, false)
+    end
+    all = all and rs[i].allowed
+  end
+  for i = 1, n do
+    if all then
+      if charged[i] then
+        sts[i] = charged[i]
+      else
+        rs[i] = step(ps[i], sts[i], now, true)
+      end
+    elseif charged[i] and not rs[i].allowed then
+      sts[i] = charged[i]
+    elseif rs[i].allowed then
+      -- admitted alone, refused with the check: report the state uncharged
+      -- (the peek normalises it, as the first pass would have)
+      local cost = sts[i].cost
+      sts[i].cost = 0
+      rs[i] = step(ps[i], sts[i], now, false)
+      sts[i].cost = cost
+      rs[i].allowed, rs[i].retry, rs[i].delay = false, 0, 0
+    end
+  end
+  for i = 1, n do
+    save(sts[i], now)
+  end
+  return reply(rs), b, k
 end

@@ -29,7 +29,7 @@ local function warm_up(st, p, now, c, commit)
   nxt = now + stable + extra
   r.reset = nxt - now
   if commit then
-    local before = p.undo ~= '' and before_charge(st)
+    local before = st.undo ~= '' and before_charge(st)
     st.x, st.y, st.dirty = nxt, warmth + take, true
     st.idle = nxt + st.y
     if before then
