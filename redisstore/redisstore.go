@@ -109,7 +109,7 @@ func New(client Client, cfg Config) (*Store, error) {
 		cfg.NearCache = 10_000
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = 4
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 128
