@@ -9,10 +9,13 @@
 // still agree on every decision. Every key carries a TTL fitted to its
 // algorithm and is gone soon after its state is fresh again.
 //
-// Concurrent decisions share round trips: requests from many goroutines are
-// gathered into pipelines by a few workers, without waiting for a batch to
-// fill, so a lone request still costs one round trip and a crowd costs far
-// fewer than one each. Keys refused until a known time are answered locally
+// Concurrent decisions share round trips and scripts: requests from many
+// goroutines are gathered by a few workers, without waiting for a batch to
+// fill, and those of one Cluster slot (all of them, on a standalone server)
+// are decided by one batch script, one check after another, each exactly
+// as it would be alone. A lone request still costs one round trip and one
+// script; a crowd costs the server one script call per batch instead of one
+// per decision. Keys refused until a known time are answered locally
 // until then (the near cache), so a retry storm against refused keys costs
 // no Redis commands at all.
 //
@@ -69,7 +72,9 @@ type Config struct {
 	// Workers is how many pipelines may be in flight at once. Default 4.
 	Workers int
 
-	// MaxBatch is the most requests sent in one pipeline. Default 128.
+	// MaxBatch is the most calls a worker takes at once. Default 128. The
+	// take calls among them are merged into batch scripts of up to 64
+	// checks each (per Cluster slot); the rest share a pipeline.
 	MaxBatch int
 
 	// Now replaces Redis TIME with a clock of the caller's, for tests that

@@ -10,7 +10,7 @@ local function bucket(p, debt, c)
   else
     r.retry = cdiv(debt + need - p.Full, p.A)
   end
-  r.remaining = idiv(math.max(0, p.Full - debt), p.B)
+  r.remaining = idiv(max(0, p.Full - debt), p.B)
   r.reset = cdiv(debt, p.A)
   return r, debt
 end
@@ -24,7 +24,7 @@ end
 
 -- token_bucket: x = used units at time y.
 local function token_bucket(st, p, now, c, commit)
-  local at = math.max(now, st.y - cdiv(p.Full, p.A) - 1)
+  local at = max(now, st.y - cdiv(p.Full, p.A) - 1)
   local used = st.x
   local e = at - st.y
   if e >= 0 then
@@ -52,7 +52,7 @@ end
 -- gcra (and the leaky bucket when p.leaky): the theoretical arrival time is
 -- x - y/A µs, 0 <= y < A.
 local function gcra(st, p, now, c, commit)
-  local at = math.max(now, st.x - cdiv(p.Full, p.A) - 1)
+  local at = max(now, st.x - cdiv(p.Full, p.A) - 1)
   local debt = 0
   if st.x > at then
     debt = (st.x - at) * p.A - st.y
@@ -62,7 +62,7 @@ local function gcra(st, p, now, c, commit)
   r, debt = bucket(p, debt, c)
   shift(r, at - now)
   if p.leaky and r.allowed then
-    r.delay = cdiv(math.max(0, before - p.NoDelay * p.B), p.A)
+    r.delay = cdiv(max(0, before - p.NoDelay * p.B), p.A)
   end
   if r.allowed and commit and c > 0 then
     local before = st.undo ~= '' and before_charge(st)

@@ -2,7 +2,7 @@
 -- "lease:cost") holds leases; y = their total cost, z = the latest time the
 -- leases were read at.
 local function concurrency(st, p, now, c, commit)
-  now = math.max(now, st.z)
+  now = max(now, st.z)
   if now ~= st.z then
     st.z, st.dirty = now, true
   end
@@ -14,7 +14,7 @@ local function concurrency(st, p, now, c, commit)
     r.allowed = true
     used = used + c
     if c > 0 then
-      last = math.max(now + p.TTL, last)
+      last = max(now + p.TTL, last)
     end
     if commit and c > 0 then
       local before = st.undo ~= '' and before_charge(st)

@@ -35,12 +35,12 @@ for i = 1, n do
   elseif p.alg == 1 or p.alg == 3 then
     local start = tonumber(extra)
     if st.x == start then
-      st.y = math.max(0, st.y - c)
+      st.y = max(0, st.y - c)
     elseif p.alg == 3 and st.x - start == p.P then
-      st.z = math.max(0, st.z - c)
+      st.z = max(0, st.z - c)
     end
   elseif p.alg == 4 then
-    st.x = math.max(0, st.x - c * p.B)
+    st.x = max(0, st.x - c * p.B)
   elseif p.alg == 5 or p.alg == 6 then
     local debt = 0
     if st.x > now then
@@ -56,7 +56,7 @@ for i = 1, n do
   elseif p.alg == 7 then
     local spent, take = string.match(extra, '^(%d+):(%d+)$')
     st.x = st.x - tonumber(spent)
-    st.y = math.max(0, st.y - tonumber(take))
+    st.y = max(0, st.y - tonumber(take))
   end
   st.dirty = st.existed
   st.cost = 0

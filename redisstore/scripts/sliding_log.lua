@@ -2,7 +2,7 @@
 -- "seq:cost") holds admitted requests; y = their total cost, z = the latest
 -- time the log was read at, q = the member sequence.
 local function sliding_log(st, p, now, c, commit)
-  local t = math.max(now, st.z)
+  local t = max(now, st.z)
   if t ~= st.z then
     st.z, st.dirty = t, true
   end

@@ -21,7 +21,7 @@ local function sliding_window(st, p, now, c, commit)
     st.x, st.y, st.z, st.dirty = start, 0, prev, true
   end
   local cur, prev = st.y, st.z
-  local elapsed = math.max(now - start, 0)
+  local elapsed = max(now - start, 0)
   local weighted = cdiv(prev * (65536 - cdiv(elapsed * 65536, p.P)), 65536)
   local r = result(p.N)
   if weighted + cur + c <= p.N then
@@ -47,7 +47,7 @@ local function sliding_window(st, p, now, c, commit)
       end
     end
   end
-  r.remaining = math.max(0, p.N - weighted - cur)
+  r.remaining = max(0, p.N - weighted - cur)
   if cur > 0 then
     r.reset = start + 2 * p.P - now
   elseif weighted > 0 then

@@ -20,6 +20,8 @@
 --
 -- For take.lua, undo is "" or "1" to ask for an undo token (a check spanning
 -- Redis Cluster slots may have to refund); for refund.lua it is the token.
+-- batch.lua takes several such argument lists (and key lists) one after
+-- another, one per check.
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
 
 -- clock_of reads a clock argument: the time it holds, or, for "", the
@@ -44,13 +46,9 @@ end
 -- The script's arguments, as locals: reading a global costs a lookup.
 local argv, keys = ARGV, KEYS
 
--- codes maps the short arguments most requests send (an algorithm code, a
--- cost of 0 or 1) to their numbers without tonumber, which parses with
--- strtod at a cost of a table lookup many times over.
-local codes = { ['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7, ['8'] = 8 }
-
--- nparams is how many parameter arguments each algorithm sends.
-local nparams = { 2, 2, 2, 4, 4, 5, 3, 2 }
+-- byte reads an algorithm code, a single digit, for much less than
+-- tonumber, which parses with strtod.
+local byte = string.byte
 
 -- params reads the parameters of algorithm alg from ARGV[b] on, and returns
 -- them and where the request's arguments end. Requests of one script often
@@ -60,7 +58,14 @@ local nparams = { 2, 2, 2, 4, 4, 5, 3, 2 }
 -- to a parameter table after this.
 local last_p, last_b = nil, 0
 local function params(alg, b)
-  local m = nparams[alg]
+  local m = 2 -- how many parameter arguments alg sends
+  if alg == 4 or alg == 5 then
+    m = 4
+  elseif alg == 6 then
+    m = 5
+  elseif alg == 7 then
+    m = 3
+  end
   if last_p and last_p.alg == alg then
     local same, lb = true, last_b
     for j = 0, m - 1 do
@@ -101,8 +106,13 @@ end
 -- fields the algorithm uses are read and written (the others stay 0):
 -- every field and every tonumber costs time on every call.
 local function load(k, b)
-  local alg = codes[argv[b]]
-  local cost = codes[argv[b + 1]] or tonumber(argv[b + 1])
+  local alg = byte(argv[b]) - 48
+  local cost = argv[b + 1]
+  if cost == '1' then -- the usual cost, without tonumber
+    cost = 1
+  else
+    cost = tonumber(cost)
+  end
   local key = keys[k]
   local st = {
     key = key, log = keys[k + 1], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
@@ -178,7 +188,7 @@ local function save(st, now)
       redis.call('HSET', st.key, 'y', int(st.y), 'z', int(st.z))
     end
     if st.idle > 0 then
-      local ttl = cdiv(math.max(st.idle - now, 0), 1000) + SLACK_MS
+      local ttl = cdiv(max(st.idle - now, 0), 1000) + SLACK_MS
       redis.call('PEXPIRE', st.key, int(ttl))
       redis.call('PEXPIRE', st.log, int(ttl))
     end
@@ -186,9 +196,9 @@ local function save(st, now)
   end
   local e = 0
   if st.idle > 0 then
-    local need = math.max(st.idle, now) + SLACK_MS * 1000
+    local need = max(st.idle, now) + SLACK_MS * 1000
     if st.e < need then
-      e = need + SLACK_MS * 1000 + idiv(math.max(st.idle - now, 0), 8)
+      e = need + SLACK_MS * 1000 + idiv(max(st.idle - now, 0), 8)
     end
   end
   if e > 0 then

@@ -3,7 +3,7 @@
 local function warm_up(st, p, now, c, commit)
   local nxt, warmth = st.x, st.y
   if now > nxt then
-    warmth = math.max(0, warmth - (now - nxt))
+    warmth = max(0, warmth - (now - nxt))
     nxt = now
   end
   local r = result(1)
@@ -19,9 +19,9 @@ local function warm_up(st, p, now, c, commit)
   end
   local stored = p.Warm - warmth
   local stable = cdiv(c * p.P, p.N)
-  local take = math.min(stored, stable)
-  local u2 = math.max(0, 2 * stored - p.Warm)
-  local u1 = math.max(0, 2 * (stored - take) - p.Warm)
+  local take = min(stored, stable)
+  local u2 = max(0, 2 * stored - p.Warm)
+  local u1 = max(0, 2 * (stored - take) - p.Warm)
   local extra = 0
   if u2 > u1 then
     extra = cdiv((u2 - u1) * (u2 + u1), 2 * p.Warm)
