@@ -180,7 +180,18 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 		b.deliver(c, reply, err)
 		return
 	}
-	units := merge(batch)
+	b.send(ctx, merge(batch), true)
+}
+
+// send runs units in one pipeline. If again is set, the units Redis
+// refused before running them are sent once more, a batch script's calls
+// one by one: TRYAGAIN (its keys are on both sides of a migrating Cluster
+// slot) and CROSSSLOT, which merging caused, and MOVED or ASK, which
+// go-redis returns once its redirections run out (while a slot moves, a
+// batch can spend them on TRYAGAIN). So merging never fails a call that
+// would succeed alone. Other errors are not retried: after a timeout or a
+// broken connection the script may have run.
+func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 	cmds := make([]*redis.Cmd, len(units))
 	pipe := b.client.Pipeline()
 	for i, u := range units {
@@ -188,25 +199,46 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 	}
 	pipe.Exec(ctx) // per-command errors are read below
 	var retry []int
+	var later []*unit
 	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		err := cmd.Err()
+		switch {
+		case err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
 			retry = append(retry, i)
-			continue
+		case err != nil && again && notRun(err):
+			for _, c := range units[i].calls {
+				later = append(later, &unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
+			}
+		default:
+			b.answer(units[i], cmd)
 		}
-		b.answer(units[i], cmd)
 	}
-	if len(retry) == 0 {
-		return
+	if len(retry) > 0 {
+		pipe = b.client.Pipeline()
+		for _, i := range retry {
+			u := units[i]
+			cmds[i] = pipe.Eval(ctx, u.script.src, u.keys, u.args...)
+		}
+		pipe.Exec(ctx)
+		for _, i := range retry {
+			b.answer(units[i], cmds[i])
+		}
 	}
-	pipe = b.client.Pipeline()
-	for _, i := range retry {
-		u := units[i]
-		cmds[i] = pipe.Eval(ctx, u.script.src, u.keys, u.args...)
+	if len(later) > 0 {
+		b.send(ctx, later, false)
 	}
-	pipe.Exec(ctx)
-	for _, i := range retry {
-		b.answer(units[i], cmds[i])
+}
+
+// notRun reports whether err is a reply Redis sends instead of running a
+// script: a redirection, or keys it cannot serve together.
+func notRun(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"TRYAGAIN", "CROSSSLOT", "MOVED ", "ASK "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
 	}
+	return false
 }
 
 // answer delivers a command's reply to the calls of its unit: the whole

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,9 @@ type Store struct {
 	batch   *batcher
 	leaseID atomic.Uint64
 	skew    atomic.Int64 // added to the local clock, by tests that skew instances
+
+	limitsMu sync.RWMutex
+	limits   map[sluice.Limit]compiled // at most maxCompiled
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -126,6 +130,7 @@ func New(client Client, cfg Config) (*Store, error) {
 		prefix:  cfg.Prefix,
 		slotKey: cfg.SlotKey,
 		now:     cfg.Now,
+		limits:  map[sluice.Limit]compiled{},
 	}
 	if cfg.NearCache > 0 {
 		s.near = newNearCache(cfg.NearCache)
@@ -146,19 +151,73 @@ func (s *Store) Close() error {
 type request struct {
 	sluice.Request
 	p          algo.Params
+	params     string // the script argument holding p (see compiled)
 	state, log string
 	lease      string
 }
 
+// compiled is a limit as the scripts take it: its parameters, and the
+// script argument that holds its algorithm code and, in hexadecimal, the
+// parameters the algorithm reads, in the order scripts/state.lua documents.
+type compiled struct {
+	p      algo.Params
+	params string
+}
+
+// maxCompiled bounds the cache of compiled limits. Limits come from code
+// and configuration, but an API that lets clients name limits must not let
+// them grow memory: past this many, limits are compiled on every use.
+const maxCompiled = 1024
+
+// compile returns l compiled, from the cache when it can.
+func (s *Store) compile(l sluice.Limit) (compiled, error) {
+	s.limitsMu.RLock()
+	c, ok := s.limits[l]
+	s.limitsMu.RUnlock()
+	if ok {
+		return c, nil
+	}
+	p, err := algo.Compile(l)
+	if err != nil {
+		return compiled{}, err
+	}
+	b := strconv.AppendInt(nil, int64(p.Alg), 10)
+	var vs []int64
+	switch p.Alg {
+	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
+		vs = []int64{p.A, p.B, p.Cap, p.Full}
+	case sluice.AlgorithmLeakyBucket:
+		vs = []int64{p.A, p.B, p.Cap, p.Full, p.NoDelay}
+	case sluice.AlgorithmWarmUp:
+		vs = []int64{p.N, p.P, p.Warm}
+	case sluice.AlgorithmConcurrency:
+		vs = []int64{p.N, p.TTL}
+	default: // fixed window, sliding log, sliding window
+		vs = []int64{p.N, p.P}
+	}
+	for _, v := range vs { // in hexadecimal: cheaper for Lua to read
+		b = append(b, ':')
+		b = strconv.AppendInt(b, v, 16)
+	}
+	c = compiled{p: p, params: string(b)}
+	s.limitsMu.Lock()
+	if len(s.limits) < maxCompiled {
+		s.limits[l] = c
+	}
+	s.limitsMu.Unlock()
+	return c, nil
+}
+
 func (s *Store) prepare(r sluice.Request) (request, error) {
-	p, err := algo.Compile(r.Limit)
+	c, err := s.compile(r.Limit)
 	if err == nil {
-		err = p.CheckCost(r.Cost, r.Limit)
+		err = c.p.CheckCost(r.Cost, r.Limit)
 	}
 	if err != nil {
 		return request{}, err
 	}
-	q := request{Request: r, p: p}
+	p := c.p
+	q := request{Request: r, p: p, params: c.params}
 	q.state, q.log = s.stateKeys(r.Key, r.Limit)
 	if p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
@@ -192,40 +251,29 @@ func (s *Store) localNow() time.Time {
 }
 
 // call builds one script invocation for rs; undo, if not nil, holds each
-// request's undo field. Each request sends its algorithm code, cost, lease
-// id, undo field and only the parameters its algorithm reads, in the order
-// scripts/state.lua documents: every argument costs the server time.
+// request's undo field. A request names its state key, and its log key only
+// if its algorithm keeps one, and sends two arguments (see
+// scripts/state.lua): its limit (compiled.params) and its cost, followed by
+// its lease id and undo field when either is set. Every key and argument
+// costs the server time: a batch script spends about as much on them as on
+// the decision itself.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
-	keys := make([]string, 0, 2*len(rs))
-	args := make([]any, 0, 2+9*len(rs))
+	keys := make([]string, 0, len(rs))
+	args := make([]any, 0, 2+2*len(rs))
 	args = append(args, s.clock(), len(rs))
 	for i, r := range rs {
+		keys = append(keys, r.state)
 		if usesLog(r.p.Alg) {
-			keys = append(keys, r.state, r.log)
-		} else {
-			// The state key again: a key the script never writes would not
-			// exist, and while a Cluster slot migrates Redis refuses every
-			// script naming a key it lacks (TRYAGAIN), so requests of that
-			// slot would fail for the whole migration.
-			keys = append(keys, r.state, r.state)
+			keys = append(keys, r.log)
 		}
 		u := ""
 		if undo != nil {
 			u = undo[i]
 		}
-		p := &r.p
-		args = append(args, int(p.Alg), r.Cost, r.lease, u)
-		switch p.Alg {
-		case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-			args = append(args, p.A, p.B, p.Cap, p.Full)
-		case sluice.AlgorithmLeakyBucket:
-			args = append(args, p.A, p.B, p.Cap, p.Full, p.NoDelay)
-		case sluice.AlgorithmWarmUp:
-			args = append(args, p.N, p.P, p.Warm)
-		case sluice.AlgorithmConcurrency:
-			args = append(args, p.N, p.TTL)
-		default: // fixed window, sliding log, sliding window
-			args = append(args, p.N, p.P)
+		if r.lease == "" && u == "" {
+			args = append(args, r.params, r.Cost)
+		} else {
+			args = append(args, r.params, strconv.FormatInt(r.Cost, 10)+","+r.lease+","+u)
 		}
 	}
 	c := &call{script: sc, keys: keys, args: args, done: make(chan struct{})}

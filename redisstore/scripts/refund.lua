@@ -11,10 +11,10 @@
 local now = clock()
 local n = tonumber(ARGV[2])
 local rs = {}
-local b = 3
+local b, k = 3, 1
 for i = 1, n do
   local p, st
-  p, st, b = load(2 * i - 1, b)
+  p, st, b, k = load(k, b)
   local c = st.cost
   local before, after, extra = string.match(st.undo, '^([^|]*)|([^|]*)|(.*)$')
   if c == 0 then

@@ -2,24 +2,29 @@
 --
 -- Every script shares this contract. ARGV[1] is the time in µs since the
 -- Unix epoch, or "" to use the server's TIME (the normal case: one clock for
--- every instance). ARGV[2] is the number n of requests. Request i has two
--- keys, KEYS[2i-1] (a hash holding the state: fields x, y, z, q as the
--- algorithm uses them) and KEYS[2i] (a sorted set, the log of sliding_log
--- and concurrency; for the other algorithms, which keep no log, the state
--- key again, so that a request names no key that cannot exist: while a
--- Cluster slot migrates, Redis refuses a script naming a missing key with
--- TRYAGAIN). Its arguments follow those of request i-1 (the first at
--- ARGV[3]): algorithm code, cost, lease id, undo, then only the parameters
--- its algorithm reads:
+-- every instance). ARGV[2] is the number n of requests. Each request names
+-- its keys after those of the request before it (the first at KEYS[1]): a
+-- hash holding its state (fields x, y, z, e, q as the algorithm uses them)
+-- and, for sliding_log and concurrency only, a sorted set, its log. (A
+-- request names no key that may not exist beside one that does: while a
+-- Cluster slot migrates, Redis refuses such a script with TRYAGAIN.) Each
+-- request sends two arguments after those of the request before it (the
+-- first at ARGV[3]):
 --
---   fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
---   token_bucket (4), gcra (5): A, B, Cap, Full
---   leaky_bucket (6): A, B, Cap, Full, NoDelay
---   warm_up (7): N, P (µs), Warm (µs)
---   concurrency (8): N, TTL (µs)
+--   its limit, "<algorithm code>:<parameters>", the parameters in
+--   hexadecimal and only those its algorithm reads:
+--     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
+--     token_bucket (4), gcra (5): A, B, Cap, Full
+--     leaky_bucket (6): A, B, Cap, Full, NoDelay
+--     warm_up (7): N, P (µs), Warm (µs)
+--     concurrency (8): N, TTL (µs)
+--   for example "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6);
 --
--- For take.lua, undo is "" or "1" to ask for an undo token (a check spanning
--- Redis Cluster slots may have to refund); for refund.lua it is the token.
+--   its cost, or "<cost>,<lease id>,<undo>" when it has a lease or an undo
+--   field. For take.lua, undo is "" or "1" to ask for an undo token (a check
+--   spanning Redis Cluster slots may have to refund); for refund.lua it is
+--   the token.
+--
 -- batch.lua takes several such argument lists (and key lists) one after
 -- another, one per check.
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
@@ -46,80 +51,73 @@ end
 -- The script's arguments, as locals: reading a global costs a lookup.
 local argv, keys = ARGV, KEYS
 
--- byte reads an algorithm code, a single digit, for much less than
--- tonumber, which parses with strtod.
-local byte = string.byte
+-- plists caches each distinct limit argument of this call, parsed:
+-- requests of one script mostly share a few limits, and a table lookup
+-- costs a fraction of parsing (tonumber parses with strtod). Nothing writes
+-- to a parameter table after params.
+local plists = {}
 
--- params reads the parameters of algorithm alg from ARGV[b] on, and returns
--- them and where the request's arguments end. Requests of one script often
--- share a limit: when a request's parameter arguments are the previous
--- request's very strings (Lua interns strings, so comparing them compares
--- pointers), it shares that request's table, parsed once. Nothing writes
--- to a parameter table after this.
-local last_p, last_b = nil, 0
-local function params(alg, b)
-  local m = 2 -- how many parameter arguments alg sends
-  if alg == 4 or alg == 5 then
-    m = 4
-  elseif alg == 6 then
-    m = 5
-  elseif alg == 7 then
-    m = 3
+-- params returns the parameters a limit argument holds:
+-- "<algorithm>:<parameter>:...", the parameters being those listed above,
+-- in hexadecimal: tonumber reads base 16 with strtoul, for a fraction of
+-- what strtod costs it for base 10.
+local function params(s)
+  local p = plists[s]
+  if p then
+    return p
   end
-  if last_p and last_p.alg == alg then
-    local same, lb = true, last_b
-    for j = 0, m - 1 do
-      if argv[b + j] ~= argv[lb + j] then
-        same = false
-        break
-      end
-    end
-    if same then
-      last_b = b
-      return last_p, b + m
-    end
-  end
+  local a, v1, v2, v3, v4, v5 = string.match(s, '^(%d):(%x+):(%x+):?(%x*):?(%x*):?(%x*)$')
+  local alg = tonumber(a)
   -- Built with every field it will hold, so that Lua sizes it once.
-  local p = { alg = alg, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0 }
+  p = { alg = alg, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0 }
   if alg >= 4 and alg <= 6 then
-    p.A, p.B = tonumber(argv[b]), tonumber(argv[b + 1])
-    p.Cap, p.Full = tonumber(argv[b + 2]), tonumber(argv[b + 3])
+    p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
+    p.Cap, p.Full = tonumber(v3, 16), tonumber(v4, 16)
     if alg == 6 then
-      p.NoDelay = tonumber(argv[b + 4])
+      p.NoDelay = tonumber(v5, 16)
     end
   elseif alg == 8 then
-    p.N, p.TTL = tonumber(argv[b]), tonumber(argv[b + 1])
+    p.N, p.TTL = tonumber(v1, 16), tonumber(v2, 16)
   else
-    p.N, p.P = tonumber(argv[b]), tonumber(argv[b + 1])
+    p.N, p.P = tonumber(v1, 16), tonumber(v2, 16)
     if alg == 7 then
-      p.Warm = tonumber(argv[b + 2])
+      p.Warm = tonumber(v3, 16)
     end
   end
-  last_p, last_b = p, b
-  return p, b + m
+  plists[s] = p
+  return p
 end
 
--- load reads the request whose arguments start at ARGV[b] and whose keys
--- are KEYS[k] (state) and KEYS[k + 1] (log), and its state; it returns its
--- parameters, its state (which also holds the request's cost, lease and
--- undo field) and where the next request's arguments start. Only the
--- fields the algorithm uses are read and written (the others stay 0):
--- every field and every tonumber costs time on every call.
+-- load reads the request whose arguments are ARGV[b] and ARGV[b + 1] and
+-- whose keys start at KEYS[k], and its state. It returns its parameters,
+-- its state (which also holds the request's cost, lease and undo field),
+-- and where the next request's arguments and keys start. Only the fields
+-- the algorithm uses are read and written (the others stay 0): every field
+-- and every tonumber costs time on every call.
 local function load(k, b)
-  local alg = byte(argv[b]) - 48
-  local cost = argv[b + 1]
-  if cost == '1' then -- the usual cost, without tonumber
+  local p = params(argv[b])
+  local alg = p.alg
+  local cost, lease, undo = argv[b + 1], '', ''
+  if cost == '1' then -- the usual request, without parsing
     cost = 1
   else
+    local c, l, u = string.match(cost, '^(%d+),([^,]*),(.*)$')
+    if c then
+      cost, lease, undo = c, l, u
+    end
     cost = tonumber(cost)
   end
-  local key = keys[k]
+  local key, log = keys[k], keys[k]
+  if alg == 2 or alg == 8 then
+    log = keys[k + 1]
+    k = k + 2
+  else
+    k = k + 1
+  end
   local st = {
-    key = key, log = keys[k + 1], x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
-    existed = false, cost = cost, lease = argv[b + 2], undo = argv[b + 3],
+    key = key, log = log, x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
+    existed = false, cost = cost, lease = lease, undo = undo,
   }
-  local p
-  p, b = params(alg, b + 4)
   local v
   if alg == 8 then
     v = redis.call('HMGET', key, 'y', 'z')
@@ -137,7 +135,7 @@ local function load(k, b)
     st.e = v[4] == false and tonumber(v[3]) or 0
   end
   st.existed = v[1] ~= false
-  return p, st, b
+  return p, st, b + 2, k
 end
 
 -- copy returns a copy of state st (every field load sets).
@@ -267,15 +265,14 @@ end
 local function check(now, n, b, k)
   if n == 1 then -- the common case, without the tables a check needs
     local p, st
-    p, st, b = load(k, b)
+    p, st, b, k = load(k, b)
     local r = step(p, st, now, true)
     save(st, now)
-    return reply_one(r), b, k + 2
+    return reply_one(r), b, k
   end
   local ps, sts, rs = {}, {}, {}
   for i = 1, n do
-    ps[i], sts[i], b = load(k, b)
-    k = k + 2
+    ps[i], sts[i], b, k = load(k, b)
   end
   -- The first pass charges a copy of each scalar state (all algorithms but
   -- sliding_log and concurrency, whose charge writes their log at once), so
