@@ -1,7 +1,10 @@
 -- bucket.lua: the token bucket, GCRA and the leaky bucket share one
 -- arithmetic on the debt, the credit used in units (A units accrue per µs,
 -- one request costs B units, Full = capacity x B).
-local function bucket(p, debt, c)
+
+-- bucket decides at time at >= now (a clock that went back is held at the
+-- state's time); retry and reset count from now.
+local function bucket(p, debt, c, at, now)
   local r = result(p.Cap)
   local need = c * p.B
   if debt + need <= p.Full then
@@ -10,21 +13,20 @@ local function bucket(p, debt, c)
   else
     r.retry = cdiv(debt + need - p.Full, p.A)
   end
-  r.remaining = idiv(max(0, p.Full - debt), p.B)
-  r.reset = cdiv(debt, p.A)
-  return r, debt
-end
-
-local function shift(r, d)
-  if d > 0 then
-    r.retry = r.retry + d
-    r.reset = r.reset + d
+  r.retry = r.retry + at - now
+  if debt < p.Full then -- (max and the like inlined: a call costs more)
+    r.remaining = idiv(p.Full - debt, p.B)
   end
+  r.reset = cdiv(debt, p.A) + at - now
+  return r, debt
 end
 
 -- token_bucket: x = used units at time y.
 local function token_bucket(st, p, now, c, commit)
-  local at = max(now, st.y - cdiv(p.Full, p.A) - 1)
+  local at = st.y - p.back
+  if at < now then
+    at = now
+  end
   local used = st.x
   local e = at - st.y
   if e >= 0 then
@@ -37,8 +39,7 @@ local function token_bucket(st, p, now, c, commit)
     used = used - e * p.A
   end
   local r
-  r, used = bucket(p, used, c)
-  shift(r, at - now)
+  r, used = bucket(p, used, c, at, now)
   if r.allowed and commit and c > 0 then
     local before = st.undo ~= '' and before_charge(st)
     st.x, st.y, st.idle, st.dirty = used, at, at + cdiv(used, p.A), true
@@ -52,15 +53,17 @@ end
 -- gcra (and the leaky bucket when p.leaky): the theoretical arrival time is
 -- x - y/A µs, 0 <= y < A.
 local function gcra(st, p, now, c, commit)
-  local at = max(now, st.x - cdiv(p.Full, p.A) - 1)
+  local at = st.x - p.back
+  if at < now then
+    at = now
+  end
   local debt = 0
   if st.x > at then
     debt = (st.x - at) * p.A - st.y
   end
   local before = debt
   local r
-  r, debt = bucket(p, debt, c)
-  shift(r, at - now)
+  r, debt = bucket(p, debt, c, at, now)
   if p.leaky and r.allowed then
     r.delay = cdiv(max(0, before - p.NoDelay * p.B), p.A)
   end

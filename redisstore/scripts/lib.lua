@@ -36,6 +36,9 @@ end
 -- through int.
 local format = string.format
 local function int(x)
+  if x == 0 then
+    return '0'
+  end
   return format('%d', x)
 end
 

@@ -69,10 +69,15 @@ local function params(s)
   local a, v1, v2, v3, v4, v5 = string.match(s, '^(%d):(%x+):(%x+):?(%x*):?(%x*):?(%x*)$')
   local alg = tonumber(a)
   -- Built with every field it will hold, so that Lua sizes it once.
-  p = { alg = alg, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0 }
+  p = {
+    alg = alg, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0,
+  }
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
     p.Cap, p.Full = tonumber(v3, 16), tonumber(v4, 16)
+    -- how far (µs) a clock may go back before the bucket must refuse
+    -- whatever it holds (algo's backstop)
+    p.back = cdiv(p.Full, p.A) + 1
     if alg == 6 then
       p.NoDelay = tonumber(v5, 16)
     end
@@ -131,7 +136,13 @@ local function load(k, b)
     st.e = v[5] == false and tonumber(v[4]) or 0
   else
     v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
-    st.x, st.y = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    local y = v[2]
+    if y == '0' then -- often: GCRA's remainder under a whole rate
+      y = 0
+    else
+      y = tonumber(y) or 0
+    end
+    st.x, st.y = tonumber(v[1]) or 0, y
     st.e = v[4] == false and tonumber(v[3]) or 0
   end
   st.existed = v[1] ~= false
@@ -194,7 +205,11 @@ local function save(st, now)
   end
   local e = 0
   if st.idle > 0 then
-    local need = max(st.idle, now) + SLACK_MS * 1000
+    local need = st.idle
+    if need < now then
+      need = now
+    end
+    need = need + SLACK_MS * 1000
     if st.e < need then
       e = need + SLACK_MS * 1000 + idiv(max(st.idle - now, 0), 8)
     end
@@ -266,7 +281,12 @@ local function check(now, n, b, k)
   if n == 1 then -- the common case, without the tables a check needs
     local p, st
     p, st, b, k = load(k, b)
-    local r = step(p, st, now, true)
+    local r
+    if st.cost > 0 then
+      r = algorithms[p.alg](st, p, now, st.cost, true)
+    else
+      r = step(p, st, now, true)
+    end
     save(st, now)
     return reply_one(r), b, k
   end
