@@ -17,6 +17,7 @@ type call struct {
 	keys   []string
 	args   []any
 	slot   uint16 // the Redis Cluster slot of keys (0 on a standalone server)
+	n      int    // how many requests it decides
 	reply  []any
 	err    error
 	done   chan struct{} // closed when reply or err is set
@@ -242,28 +243,54 @@ func notRun(err error) bool {
 }
 
 // answer delivers a command's reply to the calls of its unit: the whole
-// reply to a lone call, one element of it to each call of a batch script.
+// reply to a lone call; to each call of a batch script its part of the
+// flat reply, which is, per call in order, a stride (6 or 8 values per
+// request) and that many values for each of the call's requests.
 func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
 	reply, err := cmd.Slice()
 	if len(u.calls) == 1 {
 		b.deliver(u.calls[0], reply, err)
 		return
 	}
-	if err == nil && len(reply) != len(u.calls) {
-		err = fmt.Errorf("%w: %d replies for a batch of %d checks", errBadReply, len(reply), len(u.calls))
+	parts := make([][]any, len(u.calls))
+	pos := 0
+	for i, c := range u.calls {
+		if err != nil {
+			break
+		}
+		if parts[i], err = splitReply(reply, &pos, c.n); err != nil {
+			err = fmt.Errorf("%w (check %d of a batch of %d)", err, i+1, len(u.calls))
+		}
+	}
+	if err == nil && pos != len(reply) {
+		err = fmt.Errorf("%w: batch reply has %d values, its %d checks %d", errBadReply, len(reply), len(u.calls), pos)
 	}
 	for i, c := range u.calls {
 		if err != nil {
 			b.deliver(c, nil, err)
-			continue
+		} else {
+			b.deliver(c, parts[i], nil)
 		}
-		r, ok := reply[i].([]any)
-		if !ok {
-			b.deliver(c, nil, fmt.Errorf("%w: batch reply %d is %T, want an array", errBadReply, i, reply[i]))
-			continue
-		}
-		b.deliver(c, r, nil)
 	}
+}
+
+// splitReply returns the n requests' part of a batch reply at *pos and
+// moves *pos past it.
+func splitReply(reply []any, pos *int, n int) ([]any, error) {
+	if *pos >= len(reply) {
+		return nil, fmt.Errorf("%w: batch reply ends at %d values", errBadReply, len(reply))
+	}
+	stride, ok := reply[*pos].(int64)
+	if !ok || (stride != 6 && stride != 8) {
+		return nil, fmt.Errorf("%w: batch reply value %d is %v, want a stride of 6 or 8", errBadReply, *pos, reply[*pos])
+	}
+	end := *pos + 1 + int(stride)*n
+	if end > len(reply) {
+		return nil, fmt.Errorf("%w: batch reply ends at %d values, want %d", errBadReply, len(reply), end)
+	}
+	part := reply[*pos+1 : end]
+	*pos = end
+	return part, nil
 }
 
 func (b *batcher) deliver(c *call, reply []any, err error) {

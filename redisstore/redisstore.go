@@ -276,7 +276,7 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 			args = append(args, r.params, strconv.FormatInt(r.Cost, 10)+","+r.lease+","+u)
 		}
 	}
-	c := &call{script: sc, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{script: sc, keys: keys, args: args, n: len(rs), done: make(chan struct{})}
 	if s.cluster {
 		c.slot = slot(keys[0])
 	}

@@ -5,16 +5,16 @@
 -- of check j-1, and its 2n keys follow those of check j-1. On a Redis
 -- Cluster every key must be in one slot, as for any script.
 --
--- Returns one array per check: the one take.lua would return for it.
+-- Returns one flat array: for each check in order, the stride of its
+-- results (6 or 8), then the values take.lua would return for it.
 --
 -- The server pays for a script call, its setup and TIME once per batch
 -- instead of once per check, which is most of the cost of a single
 -- decision.
-local out, b, k = {}, 1, 1
+local out, o, b, k = {}, 0, 1, 1
 local argc = #ARGV
 while b <= argc do
-  local r
-  r, b, k = check(clock_of(ARGV[b]), tonumber(ARGV[b + 1]), b + 2, k)
-  out[#out + 1] = r
+  local _
+  _, b, k, o = check(clock_of(ARGV[b]), tonumber(ARGV[b + 1]), b + 2, k, out, o, put_one, put)
 end
 return out

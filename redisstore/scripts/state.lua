@@ -256,6 +256,51 @@ local function reply(rs)
   return out
 end
 
+-- put appends results rs to out after index o, as reply lays them out but
+-- preceded by their stride (6 or 8), and returns the new last index: a
+-- batch script's reply is one flat array, the checks' results one after
+-- another, which costs the server less than an array per check.
+local function put(out, o, rs)
+  local stride = 6
+  for i = 1, #rs do
+    if rs[i].lease ~= '' or rs[i].undo ~= '' then
+      stride = 8
+    end
+  end
+  o = o + 1
+  out[o] = stride
+  for i = 1, #rs do
+    local r = rs[i]
+    local allowed = 0
+    if r.allowed then
+      allowed = 1
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
+      allowed, r.limit, r.remaining, r.retry, r.reset, r.delay
+    if stride == 8 then
+      out[o + 7], out[o + 8] = r.lease, r.undo
+    end
+    o = o + stride
+  end
+  return o
+end
+
+-- put_one is put for one result.
+local function put_one(out, o, r)
+  local allowed = 0
+  if r.allowed then
+    allowed = 1
+  end
+  if r.lease ~= '' or r.undo ~= '' then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] =
+      8, allowed, r.limit, r.remaining, r.retry, r.reset, r.delay, r.lease, r.undo
+    return o + 9
+  end
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+    6, allowed, r.limit, r.remaining, r.retry, r.reset, r.delay
+  return o + 7
+end
+
 -- reply_one is reply for one result, built in one table constructor.
 local function reply_one(r)
   local allowed = 0
@@ -269,15 +314,18 @@ local function reply_one(r)
 end
 
 -- check decides the n requests whose arguments start at ARGV[b] and whose
--- keys start at KEYS[k], all-or-nothing, at time now. It returns the reply
--- (see reply) and where the next check's arguments and keys start.
+-- keys start at KEYS[k], all-or-nothing, at time now. Without out it
+-- returns the reply (see reply); with out it appends the results to out
+-- after index o with emit_one or emit, which are put_one and put (passed
+-- in, so that a script not batching does not build them); then where the next check's arguments and
+-- keys start, and the new last index of out.
 --
 -- One request is decided and charged in one pass; several are first decided
 -- with their charges applied to copies of their states (or without
 -- charging, for the log algorithms), and charged only if every one is
 -- admitted. When the check is refused, a request that alone would have been
 -- admitted reports its current state with allowed = 0 and no retry.
-local function check(now, n, b, k)
+local function check(now, n, b, k, out, o, emit_one, emit)
   if n == 1 then -- the common case, without the tables a check needs
     local p, st
     p, st, b, k = load(k, b)
@@ -288,7 +336,10 @@ local function check(now, n, b, k)
       r = step(p, st, now, true)
     end
     save(st, now)
-    return reply_one(r), b, k
+    if out then
+      return nil, b, k, emit_one(out, o, r)
+    end
+    return reply_one(r), b, k, o
   end
   local ps, sts, rs = {}, {}, {}
   for i = 1, n do
@@ -332,5 +383,8 @@ local function check(now, n, b, k)
   for i = 1, n do
     save(sts[i], now)
   end
-  return reply(rs), b, k
+  if out then
+    return nil, b, k, emit(out, o, rs)
+  end
+  return reply(rs), b, k, o
 end
