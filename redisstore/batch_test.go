@@ -2,7 +2,11 @@ package redisstore
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
 )
 
 // A batch reply is split by the strides it carries; every malformed reply
@@ -29,5 +33,33 @@ func TestSplitReply(t *testing.T) {
 		if _, err := splitReply(reply, &pos, 1); !errors.Is(err, errBadReply) {
 			t.Errorf("%s: %v, want errBadReply", name, err)
 		}
+	}
+}
+
+// Compiled limits are cached up to maxCompiled, so that limits named by
+// clients (the decision API's explicit limits) cannot grow memory; past it
+// they are compiled on every use, to the same result.
+func TestCompileCacheBounded(t *testing.T) {
+	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 * maxCompiled {
+		l := sluice.GCRA(sluice.PerSecond(int64(i+1)), 10)
+		c, err := s.compile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := s.compile(l)
+		if c != again || !strings.HasPrefix(c.params, "5:") {
+			t.Fatalf("limit %d: %+v then %+v", i, c, again)
+		}
+	}
+	if n := len(s.limits); n != maxCompiled {
+		t.Errorf("%d limits cached, want the bound %d", n, maxCompiled)
+	}
+	if _, err := s.compile(sluice.GCRA(sluice.PerSecond(0), 0)); err == nil {
+		t.Error("an invalid limit compiled")
 	}
 }
