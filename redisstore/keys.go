@@ -22,7 +22,24 @@ import (
 //	<prefix>{<len>:<key>}<algorithm>/<count>/<period µs>/<burst>/<nodelay>/<warm-up µs>/<lease µs>:s
 //	<prefix>{<len>:<slot key>}<len>:<key>/<algorithm>/...:s    (with Config.SlotKey)
 func (s *Store) stateKeys(key string, lim sluice.Limit) (state, log string) {
-	b := make([]byte, 0, len(s.prefix)+len(key)+64)
+	return s.keysWith(key, limitName(lim), true)
+}
+
+// limitName is the part of a key naming the limit:
+// <algorithm>/<count>/<period µs>/<burst>/<nodelay>/<warm-up µs>/<lease µs>.
+func limitName(lim sluice.Limit) string {
+	b := append([]byte(nil), lim.Algorithm.String()...)
+	for _, v := range []int64{lim.Count, micros(lim.Period), lim.Burst, lim.NoDelay, micros(lim.Warmup), micros(lim.LeaseTTL)} {
+		b = append(b, '/')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(b)
+}
+
+// keysWith is stateKeys with the limit's name already built (compile
+// caches it); the log key only if withLog.
+func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
+	b := make([]byte, 0, len(s.prefix)+len(key)+len(limit)+32)
 	b = append(b, s.prefix...)
 	b = append(b, '{')
 	if s.slotKey != nil {
@@ -41,12 +58,11 @@ func (s *Store) stateKeys(key string, lim sluice.Limit) (state, log string) {
 		b = append(b, key...)
 		b = append(b, '}')
 	}
-	b = append(b, lim.Algorithm.String()...)
-	for _, v := range []int64{lim.Count, micros(lim.Period), lim.Burst, lim.NoDelay, micros(lim.Warmup), micros(lim.LeaseTTL)} {
-		b = append(b, '/')
-		b = strconv.AppendInt(b, v, 10)
-	}
+	b = append(b, limit...)
 	n := len(b)
+	if !withLog {
+		return string(append(b, ":s"...)), ""
+	}
 	b = append(b, ":s:l"...)
 	all := string(b)
 	return all[:n+2], all[:n] + all[n+2:]

@@ -162,6 +162,7 @@ type request struct {
 type compiled struct {
 	p      algo.Params
 	params string
+	name   string // the limit's part of its keys (limitName)
 }
 
 // maxCompiled bounds the cache of compiled limits. Limits come from code
@@ -199,7 +200,7 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, v, 16)
 	}
-	c = compiled{p: p, params: string(b)}
+	c = compiled{p: p, params: string(b), name: limitName(l)}
 	s.limitsMu.Lock()
 	if len(s.limits) < maxCompiled {
 		s.limits[l] = c
@@ -218,7 +219,7 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 	}
 	p := c.p
 	q := request{Request: r, p: p, params: c.params}
-	q.state, q.log = s.stateKeys(r.Key, r.Limit)
+	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(p.Alg))
 	if p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
 	}
