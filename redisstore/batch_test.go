@@ -53,7 +53,7 @@ func TestCompileCacheBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		again, _ := s.compile(l)
-		if c != again || !strings.HasPrefix(c.params, "5:") {
+		if p, _ := c.params.(string); c != again || !strings.HasPrefix(p, "5:") {
 			t.Fatalf("limit %d: %+v then %+v", i, c, again)
 		}
 	}

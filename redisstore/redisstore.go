@@ -151,7 +151,7 @@ func (s *Store) Close() error {
 type request struct {
 	sluice.Request
 	p          algo.Params
-	params     string // the script argument holding p (see compiled)
+	params     any // the script argument holding p (see compiled)
 	state, log string
 	lease      string
 }
@@ -161,7 +161,7 @@ type request struct {
 // parameters the algorithm reads, in the order scripts/state.lua documents.
 type compiled struct {
 	p      algo.Params
-	params string
+	params any    // the script argument, a string boxed once
 	name   string // the limit's part of its keys (limitName)
 }
 
@@ -200,7 +200,7 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, v, 16)
 	}
-	c = compiled{p: p, params: string(b), name: limitName(l)}
+	c = compiled{p: p, params: any(string(b)), name: limitName(l)}
 	s.limitsMu.Lock()
 	if len(s.limits) < maxCompiled {
 		s.limits[l] = c
@@ -406,7 +406,9 @@ func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups
 			if tokens, err = decode(c.reply, pickDecisions(ds, groups[g])); err == nil {
 				charged[g] = true
 				for k, i := range groups[g] {
-					undo[i] = tokens[k]
+					if tokens != nil {
+						undo[i] = tokens[k]
+					}
 					charged[g] = charged[g] && ds[i].Allowed
 				}
 			}
@@ -522,8 +524,8 @@ func (s *Store) wrap(err error, op string, q request) error {
 
 // decode reads a script reply into the decisions, and returns the undo
 // tokens: 6 integers per request, or 8 values per request when the script
-// added each one's lease and undo token (see reply in scripts/state.lua).
-// Every value is checked.
+// added each one's lease and undo token (see reply in scripts/state.lua);
+// nil when the reply has none. Every value is checked.
 func decode(reply []any, into any) ([]string, error) {
 	var set func(k int, d sluice.Decision)
 	var n int
@@ -542,7 +544,10 @@ func decode(reply []any, into any) ([]string, error) {
 	if len(reply) != stride*n {
 		return nil, fmt.Errorf("%w: %d values for %d requests", errBadReply, len(reply), n)
 	}
-	undo := make([]string, n)
+	var undo []string // only a reply with undo tokens has them
+	if stride == 8 {
+		undo = make([]string, n)
+	}
 	for k := range n {
 		v := reply[stride*k : stride*k+stride]
 		var ints [6]int64
