@@ -93,6 +93,10 @@ local function params(s)
   return p
 end
 
+-- spare_state is a state table that a batch script is done with (see
+-- check); load refills it rather than building a table.
+local spare_state = nil
+
 -- load reads the request whose arguments are ARGV[b] and ARGV[b + 1] and
 -- whose keys start at KEYS[k], and its state. It returns its parameters,
 -- its state (which also holds the request's cost, lease and undo field),
@@ -119,10 +123,17 @@ local function load(k, b)
   else
     k = k + 1
   end
-  local st = {
-    key = key, log = log, x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
-    existed = false, cost = cost, lease = lease, undo = undo,
-  }
+  local st = spare_state
+  if st then -- refilled: every field the constructor below sets
+    spare_state = nil
+    st.key, st.log, st.x, st.y, st.z, st.q, st.e, st.idle, st.dirty = key, log, 0, 0, 0, 0, 0, 0, false
+    st.alg, st.existed, st.cost, st.lease, st.undo = alg, false, cost, lease, undo
+  else
+    st = {
+      key = key, log = log, x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
+      existed = false, cost = cost, lease = lease, undo = undo,
+    }
+  end
   local v
   if alg == 8 then
     v = redis.call('HMGET', key, 'y', 'z')
@@ -337,7 +348,11 @@ local function check(now, n, b, k, out, o, emit_one, emit)
     end
     save(st, now)
     if out then
-      return nil, b, k, emit_one(out, o, r)
+      -- Batched: the results are copied into out, and nothing else holds
+      -- st or r, so the next request of the batch may refill them.
+      o = emit_one(out, o, r)
+      spare_state, spare_result = st, r
+      return nil, b, k, o
     end
     return reply_one(r), b, k, o
   end
