@@ -2,8 +2,8 @@
 -- another, each all-or-nothing exactly as take.lua decides it. KEYS and ARGV
 -- are the checks' own, concatenated in order: check j's arguments (its
 -- clock, its request count n, its requests, as in state.lua) follow those
--- of check j-1, and its 2n keys follow those of check j-1. On a Redis
--- Cluster every key must be in one slot, as for any script.
+-- of check j-1, and so do its keys. On a Redis Cluster every key must be in
+-- one slot, as for any script.
 --
 -- Returns one flat array: for each check in order, the stride of its
 -- results (6 or 8), then the values take.lua would return for it.

@@ -53,8 +53,8 @@ local argv, keys = ARGV, KEYS
 
 -- plists caches each distinct limit argument of this call, parsed:
 -- requests of one script mostly share a few limits, and a table lookup
--- costs a fraction of parsing (tonumber parses with strtod). Nothing writes
--- to a parameter table after params.
+-- costs a fraction of a pattern match, the tonumbers and a new table.
+-- Nothing writes to a parameter table after params.
 local plists = {}
 
 -- params returns the parameters a limit argument holds:
