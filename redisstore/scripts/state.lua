@@ -239,47 +239,24 @@ local function save(st, now)
   end
 end
 
--- reply flattens results: 6 integers per request (allowed, limit,
--- remaining, retry, reset, delay), or 8 values per request, the lease and
--- undo token last, when any request has a lease or an undo token. The
--- shorter reply saves the server two strings per decision.
-local function reply(rs)
-  local stride = 6
-  for i = 1, #rs do
-    if rs[i].lease ~= '' or rs[i].undo ~= '' then
-      stride = 8
-    end
-  end
-  local out, k = {}, 0
-  for i = 1, #rs do
-    local r = rs[i]
-    local allowed = 0
-    if r.allowed then
-      allowed = 1
-    end
-    out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6] =
-      allowed, r.limit, r.remaining, r.retry, r.reset, r.delay
-    if stride == 8 then
-      out[k + 7], out[k + 8] = r.lease, r.undo
-    end
-    k = k + stride
-  end
-  return out
-end
-
--- put appends results rs to out after index o, as reply lays them out but
--- preceded by their stride (6 or 8), and returns the new last index: a
--- batch script's reply is one flat array, the checks' results one after
+-- put appends results rs to out after index o and returns the new last
+-- index: 6 integers per request (allowed, limit, remaining, retry, reset,
+-- delay), or 8 values per request, the lease and undo token last, when any
+-- request has a lease or an undo token (the shorter reply saves the server
+-- two strings per decision). When marked, the stride itself comes first:
+-- a batch script's reply is one flat array, the checks' results one after
 -- another, which costs the server less than an array per check.
-local function put(out, o, rs)
+local function put(out, o, rs, marked)
   local stride = 6
   for i = 1, #rs do
     if rs[i].lease ~= '' or rs[i].undo ~= '' then
       stride = 8
     end
   end
-  o = o + 1
-  out[o] = stride
+  if marked then
+    o = o + 1
+    out[o] = stride
+  end
   for i = 1, #rs do
     local r = rs[i]
     local allowed = 0
@@ -296,7 +273,14 @@ local function put(out, o, rs)
   return o
 end
 
--- put_one is put for one result.
+-- reply returns results rs as a script's reply (see put).
+local function reply(rs)
+  local out = {}
+  put(out, 0, rs, false)
+  return out
+end
+
+-- put_one is put for one result, marked.
 local function put_one(out, o, r)
   local allowed = 0
   if r.allowed then
@@ -399,7 +383,7 @@ local function check(now, n, b, k, out, o, emit_one, emit)
     save(sts[i], now)
   end
   if out then
-    return nil, b, k, emit(out, o, rs)
+    return nil, b, k, emit(out, o, rs, true)
   end
   return reply(rs), b, k, o
 end
