@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -35,7 +36,10 @@ import (
 // sluice itself (sluice / goredis-script). Needs redis-benchmark on PATH.
 func TestRedisSerialFloor(t *testing.T) {
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
-		t.Skip("redis-benchmark not on PATH")
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-benchmark not on PATH (it comes with redis-tools)")
+		}
+		t.Skip("redis-benchmark not on PATH (it comes with redis-tools)")
 	}
 	ctx := context.Background()
 	admin := newClient()
