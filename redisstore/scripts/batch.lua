@@ -15,6 +15,6 @@ local out, o, b, k = {}, 0, 1, 1
 local argc = #ARGV
 while b <= argc do
   local _
-  _, b, k, o = check(clock_of(ARGV[b]), tonumber(ARGV[b + 1]), b + 2, k, out, o, put_one, put)
+  _, b, k, o = check(clock_of(ARGV[b]), tonumber(ARGV[b + 1]), b + 2, k, out, o)
 end
 return out

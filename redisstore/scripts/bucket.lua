@@ -3,32 +3,31 @@
 -- one request costs B units, Full = capacity x B).
 
 -- bucket decides at time at >= now (a clock that went back is held at the
--- state's time); retry and reset count from now.
+-- state's time) and returns allowed, remaining, retry and reset (counted
+-- from now) and the debt after it.
 local function bucket(p, debt, c, at, now)
-  local r = result(p.Cap)
-  local need = c * p.B
-  if debt + need <= p.Full then
-    r.allowed = true
+  local A, Full = p.A, p.Full
+  local need, retry, remaining = c * p.B, 0, 0
+  local allowed = debt + need <= Full
+  if allowed then
     debt = debt + need
   else
-    r.retry = cdiv(debt + need - p.Full, p.A)
+    retry = cdiv(debt + need - Full, A)
   end
-  r.retry = r.retry + at - now
-  if debt < p.Full then -- (max and the like inlined: a call costs more)
-    r.remaining = idiv(p.Full - debt, p.B)
+  if debt < Full then -- (max and the like inlined: a call costs more)
+    remaining = idiv(Full - debt, p.B)
   end
-  r.reset = cdiv(debt, p.A) + at - now
-  return r, debt
+  return allowed, remaining, retry + at - now, cdiv(debt, A) + at - now, debt
 end
 
 -- token_bucket: x = used units at time y.
-local function token_bucket(st, p, now, c, commit)
-  local at = st.y - p.back
+local function token_bucket(p, x, y, z, now, c, commit)
+  local at = y - p.back
   if at < now then
     at = now
   end
-  local used = st.x
-  local e = at - st.y
+  local used = x
+  local e = at - y
   if e >= 0 then
     if used > 0 and e >= cdiv(used, p.A) then
       used = 0
@@ -38,43 +37,38 @@ local function token_bucket(st, p, now, c, commit)
   else
     used = used - e * p.A
   end
-  local r
-  r, used = bucket(p, used, c, at, now)
-  if r.allowed and commit and c > 0 then
-    local before = st.undo ~= '' and before_charge(st)
-    st.x, st.y, st.idle, st.dirty = used, at, at + cdiv(used, p.A), true
-    if before then
-      r.undo = undo_token(before, st, '')
-    end
+  local allowed, remaining, retry, reset
+  allowed, remaining, retry, reset, used = bucket(p, used, c, at, now)
+  local idle = 0
+  if allowed and commit and c > 0 then
+    -- fresh again once used has refilled: reset is that, counted from now
+    x, y, idle = used, at, reset + now
   end
-  return r
+  return allowed, remaining, retry, reset, 0, x, y, z, idle
 end
 
 -- gcra (and the leaky bucket when p.leaky): the theoretical arrival time is
 -- x - y/A µs, 0 <= y < A.
-local function gcra(st, p, now, c, commit)
-  local at = st.x - p.back
+local function gcra(p, x, y, z, now, c, commit)
+  local at = x - p.back
   if at < now then
     at = now
   end
   local debt = 0
-  if st.x > at then
-    debt = (st.x - at) * p.A - st.y
+  if x > at then
+    debt = (x - at) * p.A - y
   end
   local before = debt
-  local r
-  r, debt = bucket(p, debt, c, at, now)
-  if p.leaky and r.allowed then
-    r.delay = cdiv(max(0, before - p.NoDelay * p.B), p.A)
+  local allowed, remaining, retry, reset
+  allowed, remaining, retry, reset, debt = bucket(p, debt, c, at, now)
+  local delay, idle = 0, 0
+  if p.leaky and allowed then
+    delay = cdiv(max(0, before - p.NoDelay * p.B), p.A)
   end
-  if r.allowed and commit and c > 0 then
-    local before = st.undo ~= '' and before_charge(st)
-    local ahead = cdiv(debt, p.A)
-    st.x, st.y, st.dirty = at + ahead, ahead * p.A - debt, true
-    st.idle = st.x
-    if before then
-      r.undo = undo_token(before, st, '')
-    end
+  if allowed and commit and c > 0 then
+    local ahead = reset - at + now -- cdiv(debt, p.A)
+    x, y = at + ahead, ahead * p.A - debt
+    idle = x
   end
-  return r
+  return allowed, remaining, retry, reset, delay, x, y, z, idle
 end

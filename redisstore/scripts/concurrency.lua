@@ -1,53 +1,44 @@
 -- concurrency.lua: the log (a sorted set, score = expiry, member =
 -- "lease:cost") holds leases; y = their total cost, z = the latest time the
 -- leases were read at.
-local function concurrency(st, p, now, c, commit)
-  now = max(now, st.z)
-  if now ~= st.z then
-    st.z, st.dirty = now, true
-  end
-  prune_log(st, now)
-  local r = result(p.N)
-  local used = st.y
-  local last = newest_in_log(st.log)
-  if used + c <= p.N then
-    r.allowed = true
+local function concurrency(p, x, y, z, now, c, commit, log, lease)
+  now = max(now, z)
+  z = now
+  y = prune_log(log, now, y)
+  local used, retry, reset, idle = y, 0, 0, 0
+  local last = newest_in_log(log)
+  local allowed = used + c <= p.N
+  if allowed then
     used = used + c
     if c > 0 then
       last = max(now + p.TTL, last)
     end
     if commit and c > 0 then
-      local before = st.undo ~= '' and before_charge(st)
-      redis.call('ZADD', st.log, int(last), st.lease .. ':' .. int(c))
-      st.y, st.idle, st.dirty = st.y + c, last, true
-      r.lease = st.lease
-      if before then
-        r.undo = undo_token(before, st, '')
-      end
+      redis.call('ZADD', log, int(last), lease .. ':' .. int(c))
+      y, idle = used, last
     end
   else
-    r.retry = walk_log(st.log, used + c - p.N) - now
+    retry = walk_log(log, used + c - p.N) - now
   end
-  r.remaining = p.N - used
   if used > 0 then
-    r.reset = last - now
+    reset = last - now
   end
-  return r
+  return allowed, p.N - used, retry, reset, 0, x, y, z, idle
 end
 
--- release_lease removes lease id from the log, reporting whether it was held.
-local function release_lease(st, id)
+-- release_lease removes lease id from log, returning whether it was held
+-- and total y less its cost.
+local function release_lease(log, id, y)
   local cursor = '0'
   repeat
-    local page = redis.call('ZSCAN', st.log, cursor, 'MATCH', id .. ':*', 'COUNT', 256)
+    local page = redis.call('ZSCAN', log, cursor, 'MATCH', id .. ':*', 'COUNT', 256)
     cursor = page[1]
     for j = 1, #page[2], 2 do
       local member = page[2][j]
-      if redis.call('ZREM', st.log, member) == 1 then
-        st.y, st.dirty = st.y - cost_of(member), true
-        return true
+      if redis.call('ZREM', log, member) == 1 then
+        return true, y - cost_of(member)
       end
     end
   until cursor == '0'
-  return false
+  return false, y
 end

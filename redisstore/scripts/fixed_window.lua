@@ -1,28 +1,21 @@
 -- fixed_window.lua: x = window start, y = count in it. See FixedWindow.
-local function fixed_window(st, p, now, c, commit)
-  local start = window_start(now, p.P, st.x)
-  if start ~= st.x then
-    st.x, st.y, st.dirty = start, 0, true
+local function fixed_window(p, x, y, z, now, c, commit)
+  local start = window_start(now, p.P, x)
+  if start ~= x then
+    x, y = start, 0
   end
-  local count = st.y
-  local stop = start + p.P
-  local r = result(p.N)
-  if count + c <= p.N then
-    r.allowed = true
+  local count, stop, retry, reset, idle = y, start + p.P, 0, 0, 0
+  local allowed = count + c <= p.N
+  if allowed then
     count = count + c
     if commit and c > 0 then
-      local before = st.undo ~= '' and before_charge(st)
-      st.y, st.idle, st.dirty = count, stop, true
-      if before then
-        r.undo = undo_token(before, st, int(start))
-      end
+      y, idle = count, stop
     end
   else
-    r.retry = stop - now
+    retry = stop - now
   end
-  r.remaining = p.N - count
   if count > 0 then
-    r.reset = stop - now
+    reset = stop - now
   end
-  return r
+  return allowed, p.N - count, retry, reset, 0, x, y, z, idle, start
 end

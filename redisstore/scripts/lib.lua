@@ -42,41 +42,9 @@ local function int(x)
   return format('%d', x)
 end
 
--- snap records the scalar state, for undo tokens.
-local function snap(st)
-  return int(st.x) .. ':' .. int(st.y) .. ':' .. int(st.z)
-end
-
--- before_charge records the state about to be charged: its scalars, or
--- "new" if the key did not exist.
-local function before_charge(st)
-  if st.existed then
-    return snap(st)
-  end
-  return 'new'
-end
-
--- An undo token tells refund.lua how to give back a charge:
--- "<state before>|<state after>|<extra>". If nothing else has changed the
--- state since, the state before is restored exactly (a new key is deleted);
--- otherwise the charge is subtracted using <extra> (see refund.lua).
-local function undo_token(before, st, extra)
-  return before .. '|' .. snap(st) .. '|' .. extra
-end
-
--- spare_result is a result table that a batch script is done with (see
--- check): result refills it rather than building a table, which costs a
--- decision several times more.
-local spare_result = nil
-
-local function result(limit)
-  local r = spare_result
-  if r then
-    spare_result = nil
-    r.allowed, r.limit, r.remaining, r.retry, r.reset, r.delay, r.lease, r.undo = false, limit, 0, 0, 0, 0, '', ''
-    return r
-  end
-  return { allowed = false, limit = limit, remaining = 0, retry = 0, reset = 0, delay = 0, lease = '', undo = '' }
+-- snap records a scalar state, for undo tokens.
+local function snap(x, y, z)
+  return int(x) .. ':' .. int(y) .. ':' .. int(z)
 end
 
 -- window_start: the aligned window holding now, never before the newest
@@ -113,17 +81,17 @@ local function walk_log(log, need)
   end
 end
 
--- prune_log drops records with a score at or below cutoff, subtracting their
--- costs from st.y.
-local function prune_log(st, cutoff)
-  local old = redis.call('ZRANGEBYSCORE', st.log, '-inf', cutoff)
+-- prune_log drops the records of log with a score at or below cutoff and
+-- returns total y less their costs.
+local function prune_log(log, cutoff, y)
+  local old = redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)
   if #old > 0 then
     for _, m in ipairs(old) do
-      st.y = st.y - cost_of(m)
+      y = y - cost_of(m)
     end
-    redis.call('ZREMRANGEBYSCORE', st.log, '-inf', cutoff)
-    st.dirty = true
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
   end
+  return y
 end
 
 local function newest_in_log(log)
@@ -133,3 +101,23 @@ local function newest_in_log(log)
   end
   return -1
 end
+
+-- Every algorithm is a function
+--
+--   f(p, x, y, z, now, c, commit, log, lease)
+--     -> allowed, remaining, retry, reset, delay, x, y, z, idle[, e1, e2]
+--
+-- deciding a request of cost c at time now (µs) against parameters p and
+-- the state (x, y, z) read from its hash (what each holds is written at the
+-- algorithm); log and lease only for sliding_log and concurrency. It
+-- returns the decision (retry, reset and delay in µs from now) and the
+-- state after it: charged when admitted with c > 0 and commit, otherwise
+-- only brought up to now (a window rolled over, a log pruned), and idle, 0
+-- unless charged, the time at which the charged state is fresh again. The
+-- scalar algorithms touch nothing in Redis, so a check spanning several
+-- requests may charge them with commit and keep or drop the states
+-- returned; the log algorithms write their log at once, and are charged only
+-- when the whole check is admitted. e1 and e2 are what an undo token needs
+-- beyond the states (see undo_token in state.lua). Plain values rather than
+-- tables: a table costs the server several times the arithmetic of a
+-- decision.

@@ -13,55 +13,68 @@ local n = tonumber(ARGV[2])
 local rs = {}
 local b, k = 3, 1
 for i = 1, n do
-  local p, st
-  p, st, b, k = load(k, b)
-  local c = st.cost
-  local before, after, extra = string.match(st.undo, '^([^|]*)|([^|]*)|(.*)$')
+  local r
+  r, b, k = load(k, b)
+  local p, c, x, y, z = r.p, r.c, r.x, r.y, r.z
+  local alg = p.alg
+  local before, after, extra = string.match(r.undo, '^([^|]*)|([^|]*)|(.*)$')
+  local untouched = after == snap(x, y, z)
   if c == 0 then
     -- a peek: nothing was charged
-  elseif before == 'new' and after == snap(st) then
+  elseif before == 'new' and untouched then
     -- the charge created the key and nothing else touched it: remove it
-    redis.call('DEL', st.key, st.log)
-    st.x, st.y, st.z, st.q, st.existed = 0, 0, 0, 0, false
-  elseif p.alg == 2 then
-    if redis.call('ZREM', st.log, extra) == 1 then
-      st.y = st.y - c
+    if r.log then
+      redis.call('DEL', r.key, r.log)
+    else
+      redis.call('DEL', r.key)
     end
-  elseif p.alg == 8 then
-    release_lease(st, st.lease)
-  elseif before and before ~= '' and after == snap(st) then
-    local x, y, z = string.match(before, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
-    st.x, st.y, st.z = tonumber(x), tonumber(y), tonumber(z)
-  elseif p.alg == 1 or p.alg == 3 then
+    x, y, z, r.existed = 0, 0, 0, false
+  elseif alg == 2 then
+    if redis.call('ZREM', r.log, extra) == 1 then
+      y = y - c
+    end
+  elseif alg == 8 then
+    local _
+    _, y = release_lease(r.log, r.lease, y)
+  elseif before and before ~= '' and untouched then
+    local bx, by, bz = string.match(before, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
+    x, y, z = tonumber(bx), tonumber(by), tonumber(bz)
+  elseif alg == 1 or alg == 3 then
     local start = tonumber(extra)
-    if st.x == start then
-      st.y = max(0, st.y - c)
-    elseif p.alg == 3 and st.x - start == p.P then
-      st.z = max(0, st.z - c)
+    if x == start then
+      y = max(0, y - c)
+    elseif alg == 3 and x - start == p.P then
+      z = max(0, z - c)
     end
-  elseif p.alg == 4 then
-    st.x = max(0, st.x - c * p.B)
-  elseif p.alg == 5 or p.alg == 6 then
+  elseif alg == 4 then
+    x = max(0, x - c * p.B)
+  elseif alg == 5 or alg == 6 then
     local debt = 0
-    if st.x > now then
-      debt = (st.x - now) * p.A - st.y
+    if x > now then
+      debt = (x - now) * p.A - y
     end
     debt = debt - c * p.B
     if debt <= 0 then
-      st.x, st.y = 0, 0
+      x, y = 0, 0
     else
       local ahead = cdiv(debt, p.A)
-      st.x, st.y = now + ahead, ahead * p.A - debt
+      x, y = now + ahead, ahead * p.A - debt
     end
-  elseif p.alg == 7 then
-    local spent, take = string.match(extra, '^(%d+):(%d+)$')
-    st.x = st.x - tonumber(spent)
-    st.y = max(0, st.y - tonumber(take))
+  elseif alg == 7 then
+    local spent, took = string.match(extra, '^(%d+):(%d+)$')
+    x = x - tonumber(spent)
+    y = max(0, y - tonumber(took))
   end
-  st.dirty = st.existed
-  st.cost = 0
-  rs[i] = step(p, st, now, false)
-  rs[i].allowed, rs[i].retry, rs[i].delay = false, 0, 0
-  save(st, now)
+  -- reported as a peek of the state now, refused; written back whenever
+  -- the key still exists
+  r.allowed, r.remaining, r.retry, r.reset, r.delay, r.sx, r.sy, r.sz, r.idle =
+    peek(r.f, p, x, y, z, now, r.log, r.lease)
+  r.allowed, r.retry, r.delay = false, 0, 0
+  if r.existed then
+    write_state(alg, r.key, r.log, true, r.sx, r.sy, r.sz, 0, r.e, now)
+  end
+  rs[i] = r
 end
-return reply(rs)
+local reply = {}
+emit(reply, 0, rs, false)
+return reply

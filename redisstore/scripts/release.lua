@@ -2,10 +2,10 @@
 -- one request whose lease field names the lease. Returns {1} if it was held,
 -- {0} if not (released already, or expired).
 local _ = clock()
-local p, st = load(1, 3)
-local held = release_lease(st, st.lease)
+local r = load(1, 3)
+local held, y = release_lease(r.log, r.lease, r.y)
 if held then
-  redis.call('HSET', st.key, 'y', int(st.y))
+  redis.call('HSET', r.key, 'y', int(y))
   return { 1 }
 end
 return { 0 }

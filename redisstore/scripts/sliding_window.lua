@@ -11,47 +11,42 @@ local function sw_earliest(p, k, prev)
   return idiv((f - 1) * p.P, 65536) + 1
 end
 
-local function sliding_window(st, p, now, c, commit)
-  local start = window_start(now, p.P, st.x)
-  if start ~= st.x then
+local function sliding_window(p, x, y, z, now, c, commit)
+  local start = window_start(now, p.P, x)
+  if start ~= x then
     local prev = 0
-    if start - st.x == p.P then
-      prev = st.y
+    if start - x == p.P then
+      prev = y
     end
-    st.x, st.y, st.z, st.dirty = start, 0, prev, true
+    x, y, z = start, 0, prev
   end
-  local cur, prev = st.y, st.z
+  local cur, prev = y, z
   local elapsed = max(now - start, 0)
   local weighted = cdiv(prev * (65536 - cdiv(elapsed * 65536, p.P)), 65536)
-  local r = result(p.N)
-  if weighted + cur + c <= p.N then
-    r.allowed = true
+  local retry, reset, idle = 0, 0, 0
+  local allowed = weighted + cur + c <= p.N
+  if allowed then
     cur = cur + c
     if commit and c > 0 then
-      local before = st.undo ~= '' and before_charge(st)
-      st.y, st.idle, st.dirty = cur, start + 2 * p.P, true
-      if before then
-        r.undo = undo_token(before, st, int(start))
-      end
+      y, idle = cur, start + 2 * p.P
     end
   else
     local e = sw_earliest(p, p.N - cur - c, prev)
     if e < p.P then
-      r.retry = start + e - now
+      retry = start + e - now
     else
       e = sw_earliest(p, p.N - c, cur)
       if e < p.P then
-        r.retry = start + p.P + e - now
+        retry = start + p.P + e - now
       else
-        r.retry = start + 2 * p.P - now
+        retry = start + 2 * p.P - now
       end
     end
   end
-  r.remaining = max(0, p.N - weighted - cur)
   if cur > 0 then
-    r.reset = start + 2 * p.P - now
+    reset = start + 2 * p.P - now
   elseif weighted > 0 then
-    r.reset = start + p.P - now
+    reset = start + p.P - now
   end
-  return r
+  return allowed, max(0, p.N - weighted - cur), retry, reset, 0, x, y, z, idle, start
 end

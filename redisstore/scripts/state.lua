@@ -57,24 +57,41 @@ local argv, keys = ARGV, KEYS
 -- Nothing writes to a parameter table after params.
 local plists = {}
 
--- params returns the parameters a limit argument holds:
--- "<algorithm>:<parameter>:...", the parameters being those listed above,
--- in hexadecimal: tonumber reads base 16 with strtoul, for a fraction of
--- what strtod costs it for base 10.
+-- The patterns of a limit argument by algorithm: exactly the parameters
+-- state.lua's header lists (a pattern without optional parts costs the
+-- server less to match).
+local two, four = '^%d:(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+):(%x+)$'
+local patterns = {
+  two, two, two, four, four, '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+)$', two,
+}
+
+-- params returns the parameters a limit argument holds, parsed:
+-- hexadecimal, which tonumber reads with strtoul, for a fraction of what
+-- strtod costs it for base 10. limit is what a decision reports as its
+-- limit.
 local function params(s)
   local p = plists[s]
   if p then
     return p
   end
-  local a, v1, v2, v3, v4, v5 = string.match(s, '^(%d):(%x+):(%x+):?(%x*):?(%x*):?(%x*)$')
-  local alg = tonumber(a)
+  local alg = string.byte(s, 1) - 48
+  local pattern = patterns[alg]
+  local v1, v2, v3, v4, v5
+  if pattern then
+    v1, v2, v3, v4, v5 = string.match(s, pattern)
+  end
+  if not v1 then
+    error('sluice: malformed limit argument "' .. s .. '"')
+  end
   -- Built with every field it will hold, so that Lua sizes it once.
   p = {
-    alg = alg, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, N = 0, P = 0, Warm = 0, TTL = 0,
+    alg = alg, limit = 0, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, N = 0, P = 0,
+    Warm = 0, TTL = 0,
   }
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
     p.Cap, p.Full = tonumber(v3, 16), tonumber(v4, 16)
+    p.limit = p.Cap
     -- how far (µs) a clock may go back before the bucket must refuse
     -- whatever it holds (algo's backstop)
     p.back = cdiv(p.Full, p.A) + 1
@@ -83,173 +100,216 @@ local function params(s)
     end
   elseif alg == 8 then
     p.N, p.TTL = tonumber(v1, 16), tonumber(v2, 16)
+    p.limit = p.N
   else
     p.N, p.P = tonumber(v1, 16), tonumber(v2, 16)
+    p.limit = p.N
     if alg == 7 then
       p.Warm = tonumber(v3, 16)
+      p.limit = 1
     end
   end
   plists[s] = p
   return p
 end
 
--- spare_state is a state table that a batch script is done with (see
--- check); load refills it rather than building a table.
-local spare_state = nil
+-- cost_arg reads a request's cost argument: its cost, lease and undo field.
+local function cost_arg(s)
+  if s == '1' then -- the usual request, without parsing
+    return 1, '', ''
+  end
+  local c, l, u = string.match(s, '^(%d+),([^,]*),(.*)$')
+  if c then
+    return tonumber(c), l, u
+  end
+  return tonumber(s), '', ''
+end
 
--- load reads the request whose arguments are ARGV[b] and ARGV[b + 1] and
--- whose keys start at KEYS[k], and its state. It returns its parameters,
--- its state (which also holds the request's cost, lease and undo field),
--- and where the next request's arguments and keys start. Only the fields
--- the algorithm uses are read and written (the others stay 0): every field
--- and every tonumber costs time on every call.
+-- read_state reads a request's state hash: x, y, z (see each algorithm),
+-- e (the time until which the key's TTL holds it, see write_state) and
+-- whether the key exists. Only the fields the algorithm uses are read:
+-- every field and every tonumber costs time on every call.
+local function read_state(alg, key)
+  local v
+  if alg == 8 then
+    v = redis.call('HMGET', key, 'y', 'z')
+    return 0, tonumber(v[1]) or 0, tonumber(v[2]) or 0, 0, v[1] ~= false
+  elseif alg == 2 then
+    v = redis.call('HMGET', key, 'y', 'z', 'q')
+    return tonumber(v[3]) or 0, tonumber(v[1]) or 0, tonumber(v[2]) or 0, 0, v[1] ~= false
+  elseif alg == 3 then
+    v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q')
+    return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, v[5] == false and tonumber(v[4]) or 0,
+      v[1] ~= false
+  end
+  v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
+  local y = v[2]
+  if y == '0' then -- often: GCRA's remainder under a whole rate
+    y = 0
+  else
+    y = tonumber(y) or 0
+  end
+  return tonumber(v[1]) or 0, y, 0, v[4] == false and tonumber(v[3]) or 0, v[1] ~= false
+end
+
+-- write_state writes a changed state back: the fields its algorithm uses.
+-- A state charged by this script (idle > 0) lives at least until it is
+-- fresh again (plus SLACK_MS); a state only brought up to date (a window
+-- rolled over, a log pruned) keeps its TTL, and a key that did not exist
+-- is not created for it.
+--
+-- The scalar algorithms (all but sliding_log and concurrency) also keep in
+-- field e the time, on the script's clock, until which the key's TTL holds
+-- it (read as e). A charge that needs the key no longer than that leaves
+-- the TTL alone: no PEXPIRE, the costliest command of a decision. When the
+-- TTL must grow, it is set to the need plus a headroom (SLACK_MS plus an
+-- eighth of the time to freshness), so a busy key extends it about once a
+-- second instead of on every request. A key also holding field q was
+-- written by an older sluice, which sets TTLs without updating e: its e is
+-- not trusted (read_state returns 0).
+local function write_state(alg, key, log, existed, x, y, z, idle, e, now)
+  if not existed and idle == 0 then
+    return
+  end
+  if alg == 2 or alg == 8 then
+    if alg == 2 then
+      redis.call('HSET', key, 'y', int(y), 'z', int(z), 'q', int(x))
+    else
+      redis.call('HSET', key, 'y', int(y), 'z', int(z))
+    end
+    if idle > 0 then
+      local ttl = int(cdiv(max(idle - now, 0), 1000) + SLACK_MS)
+      redis.call('PEXPIRE', key, ttl)
+      redis.call('PEXPIRE', log, ttl)
+    end
+    return
+  end
+  local until_ = 0
+  if idle > 0 then
+    local need = idle
+    if need < now then
+      need = now
+    end
+    need = need + SLACK_MS * 1000
+    if e < need then
+      until_ = need + SLACK_MS * 1000 + idiv(max(idle - now, 0), 8)
+    end
+  end
+  if until_ > 0 then
+    if alg == 3 then
+      redis.call('HSET', key, 'x', int(x), 'y', int(y), 'z', int(z), 'e', int(until_))
+    else
+      redis.call('HSET', key, 'x', int(x), 'y', int(y), 'e', int(until_))
+    end
+    redis.call('PEXPIRE', key, int(cdiv(until_ - now, 1000)))
+  elseif alg == 3 then
+    redis.call('HSET', key, 'x', int(x), 'y', int(y), 'z', int(z))
+  else
+    redis.call('HSET', key, 'x', int(x), 'y', int(y))
+  end
+end
+
+-- peek decides a request of cost 0, as algo.Step does: allowed, retry and
+-- delay are those a request of cost 1 would get, the rest that of cost 0.
+-- The state passes through both (a log algorithm prunes its log at once).
+local function peek(f, p, x, y, z, now, log, lease)
+  local allowed, _, retry, _, delay
+  allowed, _, retry, _, delay, x, y, z = f(p, x, y, z, now, 1, false, log, lease)
+  local _, remaining, _, reset, _, x2, y2, z2 = f(p, x, y, z, now, 0, false, log, lease)
+  return allowed, remaining, retry, reset, delay, x2, y2, z2, 0
+end
+
+-- undo_token tells refund.lua how to give back a charge: "<state
+-- before>|<state after>|<extra>", the state before being "new" if the key
+-- did not exist. If nothing has changed the state since, the state before
+-- is restored exactly (a new key is deleted); otherwise the charge is
+-- subtracted using <extra>: the window start (fixed and sliding window),
+-- the log member (sliding log), the time and warmth taken (warm-up).
+local function undo_token(alg, before, x, y, z, c, e1, e2)
+  local extra = ''
+  if alg == 1 or alg == 3 then
+    extra = int(e1)
+  elseif alg == 7 then
+    extra = int(e1) .. ':' .. int(e2)
+  elseif alg == 2 then
+    extra = int(x) .. ':' .. int(c)
+  end
+  return before .. '|' .. snap(x, y, z) .. '|' .. extra
+end
+
+-- take decides a request of cost c (0: a peek) on state (x, y, z), charging
+-- it if admitted and commit (see lib.lua): the decision, the state after
+-- it, idle, and the lease and undo token to report, '' if none.
+local function take(f, p, existed, x, y, z, now, c, commit, log, lease, undo)
+  if c == 0 then
+    local allowed, remaining, retry, reset, delay, x2, y2, z2 = peek(f, p, x, y, z, now, log, lease)
+    return allowed, remaining, retry, reset, delay, x2, y2, z2, 0, '', ''
+  end
+  local before = nil
+  if undo ~= '' and commit then
+    -- the state the charge starts from, brought up to date as a peek does
+    before = 'new'
+    local _
+    _, _, _, _, _, x, y, z = f(p, x, y, z, now, 0, false, log, lease)
+    if existed then
+      before = snap(x, y, z)
+    end
+  end
+  local allowed, remaining, retry, reset, delay, x2, y2, z2, idle, e1, e2 = f(p, x, y, z, now, c, commit, log, lease)
+  local rl, ru = '', ''
+  if allowed and commit then
+    if p.alg == 8 then
+      rl = lease
+    end
+    if before then
+      ru = undo_token(p.alg, before, x2, y2, z2, c, e1, e2)
+    end
+  end
+  return allowed, remaining, retry, reset, delay, x2, y2, z2, idle, rl, ru
+end
+
+-- A request of a check spanning several requests, read by load: its
+-- parameters p, algorithm f, cost c, lease, undo field, keys, whether its
+-- key existed, its state as read (x, y, z, e), its state now (sx, sy, sz,
+-- idle) and its decision.
 local function load(k, b)
   local p = params(argv[b])
   local alg = p.alg
-  local cost, lease, undo = argv[b + 1], '', ''
-  if cost == '1' then -- the usual request, without parsing
-    cost = 1
-  else
-    local c, l, u = string.match(cost, '^(%d+),([^,]*),(.*)$')
-    if c then
-      cost, lease, undo = c, l, u
-    end
-    cost = tonumber(cost)
-  end
-  local key, log = keys[k], keys[k]
+  local c, lease, undo = cost_arg(argv[b + 1])
+  local key, log = keys[k], nil
   if alg == 2 or alg == 8 then
     log = keys[k + 1]
     k = k + 2
   else
     k = k + 1
   end
-  local st = spare_state
-  if st then -- refilled: every field the constructor below sets
-    spare_state = nil
-    st.key, st.log, st.x, st.y, st.z, st.q, st.e, st.idle, st.dirty = key, log, 0, 0, 0, 0, 0, 0, false
-    st.alg, st.existed, st.cost, st.lease, st.undo = alg, false, cost, lease, undo
-  else
-    st = {
-      key = key, log = log, x = 0, y = 0, z = 0, q = 0, e = 0, idle = 0, dirty = false, alg = alg,
-      existed = false, cost = cost, lease = lease, undo = undo,
-    }
-  end
-  local v
-  if alg == 8 then
-    v = redis.call('HMGET', key, 'y', 'z')
-    st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-  elseif alg == 2 then
-    v = redis.call('HMGET', key, 'y', 'z', 'q')
-    st.y, st.z, st.q = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-  elseif alg == 3 then
-    v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q')
-    st.x, st.y, st.z = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-    st.e = v[5] == false and tonumber(v[4]) or 0
-  else
-    v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
-    local y = v[2]
-    if y == '0' then -- often: GCRA's remainder under a whole rate
-      y = 0
-    else
-      y = tonumber(y) or 0
-    end
-    st.x, st.y = tonumber(v[1]) or 0, y
-    st.e = v[4] == false and tonumber(v[3]) or 0
-  end
-  st.existed = v[1] ~= false
-  return p, st, b + 2, k
-end
-
--- copy returns a copy of state st (every field load sets).
-local function copy(st)
+  local x, y, z, e, existed = read_state(alg, key)
   return {
-    key = st.key, log = st.log, x = st.x, y = st.y, z = st.z, q = st.q, e = st.e,
-    idle = st.idle, dirty = st.dirty, alg = st.alg, existed = st.existed,
-    cost = st.cost, lease = st.lease, undo = st.undo,
-  }
+    p = p, f = algorithms[alg], c = c, lease = lease, undo = undo, key = key, log = log, existed = existed,
+    x = x, y = y, z = z, e = e, sx = x, sy = y, sz = z, idle = 0, commit = false,
+    allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0, rl = '', ru = '',
+  }, b + 2, k
 end
 
--- step decides request (p, st); cost 0 is a peek, as in algo.Step. The
--- table algorithms (sluice.Algorithm code -> function) is written by the
--- script assembler (scripts.go) before this file.
-local function step(p, st, now, commit)
-  local f = algorithms[p.alg]
-  if st.cost == 0 then
-    local probe = f(st, p, now, 1, false)
-    local r = f(st, p, now, 0, false)
-    r.allowed, r.retry, r.delay = probe.allowed, probe.retry, probe.delay
-    return r
-  end
-  return f(st, p, now, st.cost, commit)
-end
-
--- save writes a changed state back: the fields its algorithm uses. A state
--- charged by this script lives at least until it is fresh again (plus
--- SLACK_MS); a state only normalised (a window rolled over, a log pruned)
--- keeps its TTL.
---
--- The scalar algorithms (all but sliding_log and concurrency) also keep in
--- field e the time, on the script's clock, until which the key's TTL holds
--- it. A charge that needs the key no longer than that leaves the TTL alone:
--- no PEXPIRE, the costliest command of a decision. When the TTL must grow,
--- it is set to the need plus a headroom (SLACK_MS plus an eighth of the time
--- to freshness), so a busy key extends it about once a second instead of on
--- every request. A key also holding field q was written by an older sluice,
--- which sets TTLs without updating e: its e is not trusted.
-local function save(st, now)
-  if not st.dirty or (not st.existed and st.idle == 0) then
-    return -- unchanged, or a fresh state nothing was charged to: keep no key
-  end
-  local alg = st.alg
-  if alg == 2 or alg == 8 then
-    if alg == 2 then
-      redis.call('HSET', st.key, 'y', int(st.y), 'z', int(st.z), 'q', int(st.q))
-    else
-      redis.call('HSET', st.key, 'y', int(st.y), 'z', int(st.z))
-    end
-    if st.idle > 0 then
-      local ttl = cdiv(max(st.idle - now, 0), 1000) + SLACK_MS
-      redis.call('PEXPIRE', st.key, int(ttl))
-      redis.call('PEXPIRE', st.log, int(ttl))
-    end
-    return
-  end
-  local e = 0
-  if st.idle > 0 then
-    local need = st.idle
-    if need < now then
-      need = now
-    end
-    need = need + SLACK_MS * 1000
-    if st.e < need then
-      e = need + SLACK_MS * 1000 + idiv(max(st.idle - now, 0), 8)
-    end
-  end
-  if e > 0 then
-    if alg == 3 then
-      redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y), 'z', int(st.z), 'e', int(e))
-    else
-      redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y), 'e', int(e))
-    end
-    redis.call('PEXPIRE', st.key, int(cdiv(e - now, 1000)))
-  elseif alg == 3 then
-    redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y), 'z', int(st.z))
-  else
-    redis.call('HSET', st.key, 'x', int(st.x), 'y', int(st.y))
+-- save writes request r's state back (write_state) if it changed.
+local function save(r, now)
+  if r.idle > 0 or r.sx ~= r.x or r.sy ~= r.y or r.sz ~= r.z then
+    write_state(r.p.alg, r.key, r.log, r.existed, r.sx, r.sy, r.sz, r.idle, r.e, now)
   end
 end
 
--- put appends results rs to out after index o and returns the new last
--- index: 6 integers per request (allowed, limit, remaining, retry, reset,
--- delay), or 8 values per request, the lease and undo token last, when any
--- request has a lease or an undo token (the shorter reply saves the server
--- two strings per decision). When marked, the stride itself comes first:
--- a batch script's reply is one flat array, the checks' results one after
--- another, which costs the server less than an array per check.
-local function put(out, o, rs, marked)
+-- emit appends the decisions of requests rs to out after index o and
+-- returns the new last index: 6 values per request (allowed, limit,
+-- remaining, retry, reset, delay), or 8, the lease and undo token last,
+-- when any request has a lease or an undo token (the shorter reply saves
+-- the server two strings per decision). When marked, the stride itself
+-- comes first: a batch script's reply is one flat array, the checks'
+-- results one after another, which costs the server less than an array
+-- per check.
+local function emit(out, o, rs, marked)
   local stride = 6
   for i = 1, #rs do
-    if rs[i].lease ~= '' or rs[i].undo ~= '' then
+    if rs[i].rl ~= '' or rs[i].ru ~= '' then
       stride = 8
     end
   end
@@ -264,126 +324,115 @@ local function put(out, o, rs, marked)
       allowed = 1
     end
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
-      allowed, r.limit, r.remaining, r.retry, r.reset, r.delay
+      allowed, r.p.limit, r.remaining, r.retry, r.reset, r.delay
     if stride == 8 then
-      out[o + 7], out[o + 8] = r.lease, r.undo
+      out[o + 7], out[o + 8] = r.rl, r.ru
     end
     o = o + stride
   end
   return o
 end
 
--- reply returns results rs as a script's reply (see put).
-local function reply(rs)
-  local out = {}
-  put(out, 0, rs, false)
-  return out
-end
-
--- put_one is put for one result, marked.
-local function put_one(out, o, r)
-  local allowed = 0
-  if r.allowed then
-    allowed = 1
-  end
-  if r.lease ~= '' or r.undo ~= '' then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] =
-      8, allowed, r.limit, r.remaining, r.retry, r.reset, r.delay, r.lease, r.undo
-    return o + 9
-  end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
-    6, allowed, r.limit, r.remaining, r.retry, r.reset, r.delay
-  return o + 7
-end
-
--- reply_one is reply for one result, built in one table constructor.
-local function reply_one(r)
-  local allowed = 0
-  if r.allowed then
-    allowed = 1
-  end
-  if r.lease ~= '' or r.undo ~= '' then
-    return { allowed, r.limit, r.remaining, r.retry, r.reset, r.delay, r.lease, r.undo }
-  end
-  return { allowed, r.limit, r.remaining, r.retry, r.reset, r.delay }
-end
-
 -- check decides the n requests whose arguments start at ARGV[b] and whose
 -- keys start at KEYS[k], all-or-nothing, at time now. Without out it
--- returns the reply (see reply); with out it appends the results to out
--- after index o with emit_one or emit, which are put_one and put (passed
--- in, so that a script not batching does not build them); then where the next check's arguments and
--- keys start, and the new last index of out.
+-- returns the reply (see emit); with out it appends the results to out
+-- after index o, marked; then where the next check's arguments and keys
+-- start, and the new last index of out.
 --
--- One request is decided and charged in one pass; several are first decided
--- with their charges applied to copies of their states (or without
--- charging, for the log algorithms), and charged only if every one is
--- admitted. When the check is refused, a request that alone would have been
--- admitted reports its current state with allowed = 0 and no retry.
-local function check(now, n, b, k, out, o, emit_one, emit)
-  if n == 1 then -- the common case, without the tables a check needs
-    local p, st
-    p, st, b, k = load(k, b)
-    local r
-    if st.cost > 0 then
-      r = algorithms[p.alg](st, p, now, st.cost, true)
+-- One request is decided and charged in one pass, in locals. Several are
+-- first decided with the scalar ones charged only in the states returned
+-- (the log algorithms, which write their log at once, without charging),
+-- and charged only if every one is admitted. When the check is refused, a
+-- request that alone would have been admitted reports its current state
+-- with allowed = 0 and no retry.
+local function check(now, n, b, k, out, o)
+  if n == 1 then -- the common case, without a table per request
+    local p = params(argv[b])
+    local alg = p.alg
+    local c, lease, undo = argv[b + 1], '', ''
+    if c == '1' then
+      c = 1
     else
-      r = step(p, st, now, true)
+      c, lease, undo = cost_arg(c)
     end
-    save(st, now)
+    local key, log = keys[k], nil
+    if alg == 2 or alg == 8 then
+      log = keys[k + 1]
+      k = k + 2
+    else
+      k = k + 1
+    end
+    local x, y, z, e, existed = read_state(alg, key)
+    local allowed, remaining, retry, reset, delay, x2, y2, z2, idle, rl, ru
+    if c > 0 and undo == '' and alg ~= 8 then
+      allowed, remaining, retry, reset, delay, x2, y2, z2, idle = algorithms[alg](p, x, y, z, now, c, true, log)
+      rl, ru = '', ''
+    else
+      allowed, remaining, retry, reset, delay, x2, y2, z2, idle, rl, ru =
+        take(algorithms[alg], p, existed, x, y, z, now, c, true, log, lease, undo)
+    end
+    if idle > 0 or x2 ~= x or y2 ~= y or z2 ~= z then
+      write_state(alg, key, log, existed, x2, y2, z2, idle, e, now)
+    end
+    local a = 0
+    if allowed then
+      a = 1
+    end
     if out then
-      -- Batched: the results are copied into out, and nothing else holds
-      -- st or r, so the next request of the batch may refill them.
-      o = emit_one(out, o, r)
-      spare_state, spare_result = st, r
-      return nil, b, k, o
-    end
-    return reply_one(r), b, k, o
-  end
-  local ps, sts, rs = {}, {}, {}
-  for i = 1, n do
-    ps[i], sts[i], b, k = load(k, b)
-  end
-  -- The first pass charges a copy of each scalar state (all algorithms but
-  -- sliding_log and concurrency, whose charge writes their log at once), so
-  -- that an admitted check keeps the copies instead of deciding each
-  -- request a second time. A refused request's copy holds its state
-  -- normalised and not charged, as the first pass leaves it.
-  local all, charged = true, {}
-  for i = 1, n do
-    local p, st = ps[i], sts[i]
-    if st.cost > 0 and st.alg ~= 2 and st.alg ~= 8 then
-      charged[i] = copy(st)
-      rs[i] = algorithms[p.alg](charged[i], p, now, st.cost, true)
-    else
-      rs[i] = step(p, st, now, false)
-    end
-    all = all and rs[i].allowed
-  end
-  for i = 1, n do
-    if all then
-      if charged[i] then
-        sts[i] = charged[i]
-      else
-        rs[i] = step(ps[i], sts[i], now, true)
+      if rl ~= '' or ru ~= '' then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] =
+          8, a, p.limit, remaining, retry, reset, delay, rl, ru
+        return nil, b + 2, k, o + 9
       end
-    elseif charged[i] and not rs[i].allowed then
-      sts[i] = charged[i]
-    elseif rs[i].allowed then
-      -- admitted alone, refused with the check: report the state uncharged
-      -- (the peek normalises it, as the first pass would have)
-      local cost = sts[i].cost
-      sts[i].cost = 0
-      rs[i] = step(ps[i], sts[i], now, false)
-      sts[i].cost = cost
-      rs[i].allowed, rs[i].retry, rs[i].delay = false, 0, 0
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+        6, a, p.limit, remaining, retry, reset, delay
+      return nil, b + 2, k, o + 7
     end
+    if rl ~= '' or ru ~= '' then
+      return { a, p.limit, remaining, retry, reset, delay, rl, ru }, b + 2, k, o
+    end
+    return { a, p.limit, remaining, retry, reset, delay }, b + 2, k, o
+  end
+  local rs = {}
+  for i = 1, n do
+    rs[i], b, k = load(k, b)
+  end
+  local all = true
+  for i = 1, n do
+    local r = rs[i]
+    r.commit = r.c > 0 and r.p.alg ~= 2 and r.p.alg ~= 8
+    r.allowed, r.remaining, r.retry, r.reset, r.delay, r.sx, r.sy, r.sz, r.idle, r.rl, r.ru =
+      take(r.f, r.p, r.existed, r.x, r.y, r.z, now, r.c, r.commit, r.log, r.lease, r.undo)
+    all = all and r.allowed
   end
   for i = 1, n do
-    save(sts[i], now)
+    local r = rs[i]
+    if all then
+      if not r.commit then -- a log algorithm or a peek: charged (or peeked) now
+        r.allowed, r.remaining, r.retry, r.reset, r.delay, r.sx, r.sy, r.sz, r.idle, r.rl, r.ru =
+          take(r.f, r.p, r.existed, r.sx, r.sy, r.sz, now, r.c, true, r.log, r.lease, r.undo)
+      end
+    elseif r.allowed then
+      -- admitted alone, refused with the check: its state uncharged, as a
+      -- peek reports it (a scalar request's state from before the first
+      -- pass charged it)
+      local x, y, z = r.sx, r.sy, r.sz
+      if r.commit then
+        x, y, z = r.x, r.y, r.z
+      end
+      r.allowed, r.remaining, r.retry, r.reset, r.delay, r.sx, r.sy, r.sz, r.idle =
+        peek(r.f, r.p, x, y, z, now, r.log, r.lease)
+      r.allowed, r.retry, r.delay, r.rl, r.ru = false, 0, 0, '', ''
+    end
+    -- refused: the first pass's decision and state, not charged
+  end
+  for i = 1, n do
+    save(rs[i], now)
   end
   if out then
     return nil, b, k, emit(out, o, rs, true)
   end
-  return reply(rs), b, k, o
+  local reply = {}
+  emit(reply, 0, rs, false)
+  return reply, b, k, o
 end

@@ -1,5 +1,5 @@
 -- take.lua: decide n requests all-or-nothing (see state.lua for KEYS and
 -- ARGV, and check there for how). Returns 6 or 8 values per request (see
--- reply in state.lua): allowed, limit, remaining, retry (µs), reset (µs),
+-- emit in state.lua): allowed, limit, remaining, retry (µs), reset (µs),
 -- delay (µs)[, lease, undo token].
 return (check(clock_of(ARGV[1]), tonumber(ARGV[2]), 3, 1))

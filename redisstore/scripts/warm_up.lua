@@ -1,21 +1,16 @@
 -- warm_up.lua: Guava's SmoothWarmingUp, cold factor 3. x = when the next
 -- request may start, y = warmth in µs (0 = cold, Warm = fully warm).
-local function warm_up(st, p, now, c, commit)
-  local nxt, warmth = st.x, st.y
+local function warm_up(p, x, y, z, now, c, commit)
+  local nxt, warmth = x, y
   if now > nxt then
     warmth = max(0, warmth - (now - nxt))
     nxt = now
   end
-  local r = result(1)
   if nxt > now then
-    r.retry = nxt - now
-    r.reset = nxt - now
-    return r
+    return false, 0, nxt - now, nxt - now, 0, x, y, z, 0
   end
-  r.allowed = true
   if c == 0 then
-    r.remaining = 1
-    return r
+    return true, 1, 0, 0, 0, x, y, z, 0
   end
   local stored = p.Warm - warmth
   local stable = cdiv(c * p.P, p.N)
@@ -27,14 +22,10 @@ local function warm_up(st, p, now, c, commit)
     extra = cdiv((u2 - u1) * (u2 + u1), 2 * p.Warm)
   end
   nxt = now + stable + extra
-  r.reset = nxt - now
+  local idle = 0
   if commit then
-    local before = st.undo ~= '' and before_charge(st)
-    st.x, st.y, st.dirty = nxt, warmth + take, true
-    st.idle = nxt + st.y
-    if before then
-      r.undo = undo_token(before, st, int(stable + extra) .. ':' .. int(take))
-    end
+    x, y = nxt, warmth + take
+    idle = x + y
   end
-  return r
+  return true, 0, 0, nxt - now, 0, x, y, z, idle, stable + extra, take
 end
