@@ -37,9 +37,12 @@ type unit struct {
 }
 
 // merge turns a batch of calls into pipeline commands. Take calls of one
-// slot, up to maxMerge, become one batch script whose keys and arguments
-// are theirs concatenated; others go alone. Order within a slot is kept,
-// so a key's calls are decided in the order they were queued.
+// slot and one clock argument (always, but for a test clock), up to
+// maxMerge, become one batch script: their keys concatenated, and as
+// arguments the clock, then each call's requests, a call of several
+// requests preceded by their count (see scripts/batch.lua); others go
+// alone. Order within a slot is kept, so a key's calls are decided in the
+// order they were queued.
 func merge(batch []*call) []*unit {
 	units := make([]*unit, 0, len(batch))
 	open := map[uint16]*unit{} // per slot, the unit still taking calls
@@ -49,7 +52,7 @@ func merge(batch []*call) []*unit {
 			continue
 		}
 		u := open[c.slot]
-		if u == nil || len(u.calls) == maxMerge {
+		if u == nil || len(u.calls) == maxMerge || u.calls[0].args[0] != c.args[0] {
 			u = &unit{script: c.script, calls: make([]*call, 0, 8)}
 			open[c.slot] = u
 			units = append(units, u)
@@ -70,9 +73,13 @@ func merge(batch []*call) []*unit {
 			na += len(c.args)
 		}
 		u.keys, u.args = make([]string, 0, nk), make([]any, 0, na)
+		u.args = append(u.args, u.calls[0].args[0]) // the clock they share
 		for _, c := range u.calls {
 			u.keys = append(u.keys, c.keys...)
-			u.args = append(u.args, c.args...)
+			if c.n > 1 {
+				u.args = append(u.args, c.args[1]) // its request count
+			}
+			u.args = append(u.args, c.args[2:]...)
 		}
 		u.script = u.script.batch
 	}
