@@ -5,19 +5,43 @@
 -- bucket decides at time at >= now (a clock that went back is held at the
 -- state's time) and returns allowed, remaining, retry and reset (counted
 -- from now) and the debt after it.
+--
+-- The divisions are idiv and cdiv written out: this is the costliest
+-- function of the commonest decisions, and a Lua call costs more than the
+-- arithmetic.
 local function bucket(p, debt, c, at, now)
-  local A, Full = p.A, p.Full
-  local need, retry, remaining = c * p.B, 0, 0
+  local A, B, Full = p.A, p.B, p.Full
+  local need, retry, remaining = c * B, 0, 0
   local allowed = debt + need <= Full
+  local a, q
   if allowed then
     debt = debt + need
   else
-    retry = cdiv(debt + need - Full, A)
+    a = debt + need - Full + A - 1 -- retry = cdiv(debt + need - Full, A)
+    retry = floor(a / A)
+    if retry * A > a then
+      retry = retry - 1
+    elseif (retry + 1) * A <= a then
+      retry = retry + 1
+    end
   end
-  if debt < Full then -- (max and the like inlined: a call costs more)
-    remaining = idiv(Full - debt, p.B)
+  if debt < Full then -- remaining = idiv(Full - debt, B)
+    a = Full - debt
+    remaining = floor(a / B)
+    if remaining * B > a then
+      remaining = remaining - 1
+    elseif (remaining + 1) * B <= a then
+      remaining = remaining + 1
+    end
   end
-  return allowed, remaining, retry + at - now, cdiv(debt, A) + at - now, debt
+  a = debt + A - 1 -- reset = cdiv(debt, A)
+  q = floor(a / A)
+  if q * A > a then
+    q = q - 1
+  elseif (q + 1) * A <= a then
+    q = q + 1
+  end
+  return allowed, remaining, retry + at - now, q + at - now, debt
 end
 
 -- token_bucket: x = used units at time y.

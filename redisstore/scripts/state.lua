@@ -184,6 +184,9 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now)
     end
     return
   end
+  -- (x is rarely 0, y often is; the TTL arithmetic need not be exact, only
+  -- never short, so it does without idiv's correction)
+  local sx, sy = format('%d', x), int(y)
   local until_ = 0
   if idle > 0 then
     local need = idle
@@ -192,20 +195,24 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now)
     end
     need = need + SLACK_MS * 1000
     if e < need then
-      until_ = need + SLACK_MS * 1000 + idiv(max(idle - now, 0), 8)
+      until_ = need + SLACK_MS * 1000
+      if idle > now then
+        until_ = until_ + floor((idle - now) / 8)
+      end
     end
   end
   if until_ > 0 then
+    local se = format('%d', until_)
     if alg == 3 then
-      redis.call('HSET', key, 'x', int(x), 'y', int(y), 'z', int(z), 'e', int(until_))
+      redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'e', se)
     else
-      redis.call('HSET', key, 'x', int(x), 'y', int(y), 'e', int(until_))
+      redis.call('HSET', key, 'x', sx, 'y', sy, 'e', se)
     end
-    redis.call('PEXPIRE', key, int(cdiv(until_ - now, 1000)))
+    redis.call('PEXPIRE', key, format('%d', floor((until_ - now) / 1000) + 1))
   elseif alg == 3 then
-    redis.call('HSET', key, 'x', int(x), 'y', int(y), 'z', int(z))
+    redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z))
   else
-    redis.call('HSET', key, 'x', int(x), 'y', int(y))
+    redis.call('HSET', key, 'x', sx, 'y', sy)
   end
 end
 
@@ -273,7 +280,8 @@ end
 -- key existed, its state as read (x, y, z, e), its state now (sx, sy, sz,
 -- idle) and its decision.
 local function load(k, b)
-  local p = params(argv[b])
+  local a = argv[b]
+  local p = plists[a] or params(a)
   local alg = p.alg
   local c, lease, undo = cost_arg(argv[b + 1])
   local key, log = keys[k], nil
@@ -347,7 +355,8 @@ end
 -- with allowed = 0 and no retry.
 local function check(now, n, b, k, out, o)
   if n == 1 then -- the common case, without a table per request
-    local p = params(argv[b])
+    local a = argv[b]
+    local p = plists[a] or params(a) -- (a call less when cached)
     local alg = p.alg
     local c, lease, undo = argv[b + 1], '', ''
     if c == '1' then
