@@ -28,6 +28,7 @@
 -- batch.lua takes several such argument lists (and key lists) one after
 -- another, one per check.
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
+local REUSE_MS = 10000 -- and a key charged again extends its TTL by this much more
 
 -- clock_of reads a clock argument: the time it holds, or, for "", the
 -- server's TIME, read once per script (every check of a batch then decides
@@ -162,9 +163,12 @@ end
 -- field e the time, on the script's clock, until which the key's TTL holds
 -- it (read as e). A charge that needs the key no longer than that leaves
 -- the TTL alone: no PEXPIRE, the costliest command of a decision. When the
--- TTL must grow, it is set to the need plus a headroom (SLACK_MS plus an
--- eighth of the time to freshness), so a busy key extends it about once a
--- second instead of on every request. A key also holding field q was
+-- TTL must grow, it is set to the need plus a headroom: SLACK_MS plus an
+-- eighth of the time to freshness, plus REUSE_MS for a key that existed (a
+-- key in use, which would otherwise pay PEXPIRE on every request that
+-- comes more than a second after the last): a key used again extends its
+-- TTL about once every REUSE_MS, and lingers at most that much longer
+-- after its last request; a key used once keeps the short TTL. A key also holding field q was
 -- written by an older sluice, which sets TTLs without updating e: its e is
 -- not trusted (read_state returns 0).
 local function write_state(alg, key, log, existed, x, y, z, idle, e, now)
@@ -196,6 +200,9 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now)
     need = need + SLACK_MS * 1000
     if e < need then
       until_ = need + SLACK_MS * 1000
+      if existed then
+        until_ = until_ + REUSE_MS * 1000
+      end
       if idle > now then
         until_ = until_ + floor((idle - now) / 8)
       end
