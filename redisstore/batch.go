@@ -92,8 +92,9 @@ func merge(batch []*call) []*unit {
 // one, and under load many calls share each round trip. A go-redis cluster
 // pipeline splits itself by node.
 type batcher struct {
-	client Client
-	active atomic.Int64 // calls submitted and not yet answered
+	client  Client
+	scripts atomic.Bool  // send scripts (EVALSHA) rather than call functions
+	active  atomic.Int64 // calls submitted and not yet answered
 	queue  chan *call
 	max    int
 	stop   chan struct{}
@@ -172,23 +173,92 @@ func (b *batcher) work() {
 	}
 }
 
-// exec runs a batch with EVALSHA and, for commands the server answered
-// with NOSCRIPT (after a restart or SCRIPT FLUSH), again with EVAL, which
-// loads the script as it runs. A call run on its caller's goroutine gets
-// the caller's context (its deadline bounds the round trip); a shared
-// pipeline is bounded by the client's own timeouts.
+// exec runs a batch: one call alone, several in a pipeline. A call run on
+// its caller's goroutine gets the caller's context (its deadline bounds the
+// round trip); a shared pipeline is bounded by the client's own timeouts.
 func (b *batcher) exec(ctx context.Context, batch []*call) {
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
-		cmd := b.client.EvalSha(ctx, c.script.sha, c.keys, c.args...)
-		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			cmd = b.client.Eval(ctx, c.script.src, c.keys, c.args...)
-		}
-		reply, err := cmd.Slice()
+		reply, err := b.one(ctx, c.script, c.keys, c.args).Slice()
 		b.deliver(c, reply, err)
 		return
 	}
 	b.send(ctx, merge(batch), true)
+}
+
+// caller is what sends a command: the client, or a pipeline.
+type caller interface {
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+}
+
+// issue sends sc's job: its function of the library (FCALL), or the script
+// itself (EVALSHA).
+func (b *batcher) issue(ctx context.Context, c caller, sc *script, keys []string, args []any) *redis.Cmd {
+	if b.scripts.Load() {
+		return c.EvalSha(ctx, sc.sha, keys, args...)
+	}
+	return c.FCall(ctx, sc.fn, keys, args...)
+}
+
+// one sends sc's job alone and, when the server lacks sluice's code, makes
+// up for it and sends it again: for NOSCRIPT (a script cache emptied by a
+// restart or SCRIPT FLUSH) the script itself with EVAL, which loads it as it
+// runs; for a missing function (a restart without persistence, FUNCTION
+// FLUSH, a new node) it loads the library first; and on a server without
+// functions it turns to scripts for good.
+func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+	cmd := b.issue(ctx, b.client, sc, keys, args)
+	for range 2 {
+		err := cmd.Err()
+		switch {
+		case err == nil:
+			return cmd
+		case strings.HasPrefix(err.Error(), "NOSCRIPT"):
+			return b.client.Eval(ctx, sc.src, keys, args...)
+		case noFunctions(err):
+			b.scripts.Store(true)
+		case strings.Contains(err.Error(), "Function not found"):
+			if lerr := b.load(ctx); lerr != nil {
+				if !noFunctions(lerr) {
+					cmd.SetErr(lerr) // why it is missing (READONLY on a replica, say)
+					return cmd
+				}
+				b.scripts.Store(true)
+			}
+		default:
+			return cmd
+		}
+		cmd = b.issue(ctx, b.client, sc, keys, args)
+	}
+	return cmd
+}
+
+// missing reports whether err says the server lacks sluice's code (see
+// one).
+func missing(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "NOSCRIPT") ||
+		strings.Contains(err.Error(), "Function not found") || noFunctions(err))
+}
+
+// noFunctions reports whether err says the server cannot run or load
+// functions: one without them answers "unknown command", an ACL that
+// denies FCALL or FUNCTION answers NOPERM naming the command.
+func noFunctions(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown command") ||
+		strings.HasPrefix(msg, "noperm") && (strings.Contains(msg, "fcall") || strings.Contains(msg, "function"))
+}
+
+// load loads the function library: on every master of a Cluster, else on
+// the server.
+func (b *batcher) load(ctx context.Context) error {
+	if cc, ok := b.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.FunctionLoadReplace(ctx, lib.src).Err()
+		})
+	}
+	return b.client.FunctionLoadReplace(ctx, lib.src).Err()
 }
 
 // send runs units in one pipeline. If again is set, the units Redis
@@ -203,33 +273,22 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 	cmds := make([]*redis.Cmd, len(units))
 	pipe := b.client.Pipeline()
 	for i, u := range units {
-		cmds[i] = pipe.EvalSha(ctx, u.script.sha, u.keys, u.args...)
+		cmds[i] = b.issue(ctx, pipe, u.script, u.keys, u.args)
 	}
 	pipe.Exec(ctx) // per-command errors are read below
-	var retry []int
 	var later []*unit
 	for i, cmd := range cmds {
 		err := cmd.Err()
 		switch {
-		case err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
-			retry = append(retry, i)
+		case missing(err):
+			// rare (after a restart or a flush): sent again one by one
+			b.answer(units[i], b.one(ctx, units[i].script, units[i].keys, units[i].args))
 		case err != nil && again && notRun(err):
 			for _, c := range units[i].calls {
 				later = append(later, &unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
 			}
 		default:
 			b.answer(units[i], cmd)
-		}
-	}
-	if len(retry) > 0 {
-		pipe = b.client.Pipeline()
-		for _, i := range retry {
-			u := units[i]
-			cmds[i] = pipe.Eval(ctx, u.script.src, u.keys, u.args...)
-		}
-		pipe.Exec(ctx)
-		for _, i := range retry {
-			b.answer(units[i], cmds[i])
 		}
 	}
 	if len(later) > 0 {

@@ -65,7 +65,7 @@ func TestCompileCacheBounded(t *testing.T) {
 	}
 }
 
-// cannedClient answers every EVALSHA with one admitting decision, without
+// cannedClient answers every EVALSHA and FCALL with one admitting decision, without
 // a server: BenchmarkGoSide measures the store's own work per decision.
 type cannedClient struct{ redis.Cmdable }
 
@@ -73,6 +73,10 @@ func (cannedClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...any)
 	c := redis.NewCmd(ctx)
 	c.SetVal([]any{int64(1), int64(1000000), int64(999999), int64(0), int64(1), int64(0)})
 	return c
+}
+
+func (c cannedClient) FCall(ctx context.Context, _ string, keys []string, args ...any) *redis.Cmd {
+	return c.EvalSha(ctx, "", keys, args...)
 }
 
 func (cannedClient) Pipeline() redis.Pipeliner { return nil }

@@ -24,11 +24,17 @@ import (
 // decide exactly as memstore does.
 
 func TestConformanceStandalone(t *testing.T) {
-	conformance(t, redistest.Standalone(t))
+	conformance(t, redistest.Standalone(t), false)
 }
 
 func TestConformanceCluster(t *testing.T) {
-	conformance(t, redistest.Cluster(t))
+	conformance(t, redistest.Cluster(t), false)
+}
+
+// TestConformanceScripts: the same, the Lua sent as scripts (EVALSHA)
+// instead of called as the function library.
+func TestConformanceScripts(t *testing.T) {
+	conformance(t, redistest.Standalone(t), true)
 }
 
 // fakeClock is shared by both stores of one trace.
@@ -60,7 +66,7 @@ func genLimit(t *rapid.T) sluice.Limit {
 	}
 }
 
-func conformance(t *testing.T, client redis.UniversalClient) {
+func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 	base := redistest.Prefix(t)
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
@@ -72,7 +78,7 @@ func conformance(t *testing.T, client redis.UniversalClient) {
 		}
 		defer mem.Close()
 		red, err := redisstore.New(client, redisstore.Config{
-			Prefix: fmt.Sprintf("%s%d:", base, run.Add(1)), Now: clk.now, NearCache: -1,
+			Prefix: fmt.Sprintf("%s%d:", base, run.Add(1)), Now: clk.now, NearCache: -1, Scripts: scripts,
 		})
 		if err != nil {
 			rt.Fatal(err)

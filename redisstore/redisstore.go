@@ -49,6 +49,8 @@ import (
 // redis.UniversalClient (standalone, Sentinel failover or Cluster) satisfy it.
 type Client interface {
 	redis.Scripter
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	FunctionLoadReplace(ctx context.Context, code string) *redis.StringCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -77,6 +79,15 @@ type Config struct {
 	// take calls among them are merged into batch scripts of up to 64
 	// checks each (per Cluster slot); the rest share a pipeline.
 	MaxBatch int
+
+	// Scripts makes the store send its Lua as scripts (EVALSHA) even to a
+	// server that has functions. By default it loads them as a function
+	// library (FUNCTION LOAD, Redis 7 and later; on every master of a
+	// Cluster) the first time a call finds it missing, and calls them with
+	// FCALL, which costs the server about a third less per lone decision;
+	// on a server without functions (Redis 6, or an ACL that denies them)
+	// it falls back to scripts by itself.
+	Scripts bool
 
 	// Now replaces Redis TIME with a clock of the caller's, for tests that
 	// replay fixed timelines. Never set it in production: instances would
@@ -137,6 +148,7 @@ func New(client Client, cfg Config) (*Store, error) {
 	}
 	s.leaseID.Store(uint64(time.Now().UnixNano()))
 	s.batch = newBatcher(client, cfg.Workers, cfg.MaxBatch)
+	s.batch.scripts.Store(cfg.Scripts)
 	return s, nil
 }
 

@@ -160,9 +160,11 @@ func TestKeyBuilder(t *testing.T) {
 	}
 }
 
+// TestScriptFlushRecovers: a store sending scripts loads them again after
+// SCRIPT FLUSH (as after a restart).
 func TestScriptFlushRecovers(t *testing.T) {
 	c := redistest.Standalone(t)
-	s := newStore(t, c, redisstore.Config{})
+	s := newStore(t, c, redisstore.Config{Scripts: true})
 	lim := sluice.FixedWindow(10, time.Hour)
 	for i := range 3 {
 		if err := c.ScriptFlush(ctx).Err(); err != nil {
@@ -171,6 +173,71 @@ func TestScriptFlushRecovers(t *testing.T) {
 		d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1})
 		if err != nil || !d.Allowed || d.Remaining != int64(9-i) {
 			t.Fatalf("after SCRIPT FLUSH: %+v %v", d, err)
+		}
+	}
+}
+
+// TestFunctionFlushRecovers: after FUNCTION FLUSH (as after a restart
+// without persistence) the store loads its library again, on every master
+// of a Cluster, and decides on.
+func TestFunctionFlushRecovers(t *testing.T) {
+	for _, deploy := range []string{"standalone", "cluster"} {
+		t.Run(deploy, func(t *testing.T) {
+			var c redis.UniversalClient = redistest.Standalone(t)
+			flush := func() error { return c.FunctionFlush(ctx).Err() }
+			if deploy == "cluster" {
+				cc := redistest.Cluster(t)
+				c = cc
+				flush = func() error {
+					return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FunctionFlush(ctx).Err() })
+				}
+			}
+			s := newStore(t, c, redisstore.Config{Prefix: redistest.Prefix(t)})
+			lim := sluice.FixedWindow(10, time.Hour)
+			for i := range 3 {
+				if err := flush(); err != nil {
+					t.Fatal(err)
+				}
+				// A check spanning slots on the cluster: several masters.
+				rs := []sluice.Request{{Key: "a", Limit: lim, Cost: 1}, {Key: "b", Limit: lim, Cost: 1}, {Key: "c", Limit: lim, Cost: 1}}
+				ds := make([]sluice.Decision, len(rs))
+				if err := s.TakeAll(ctx, rs, ds); err != nil {
+					t.Fatalf("after FUNCTION FLUSH %d: %v", i, err)
+				}
+				for j, d := range ds {
+					if !d.Allowed || d.Remaining != int64(9-i) {
+						t.Fatalf("after FUNCTION FLUSH %d, request %d: %+v", i, j, d)
+					}
+				}
+			}
+			n, err := c.FunctionList(ctx, redis.FunctionListQuery{}).Result()
+			if err != nil || len(n) != 1 || !strings.HasPrefix(n[0].Name, "sluice_") {
+				t.Fatalf("libraries on the server: %+v %v", n, err)
+			}
+		})
+	}
+}
+
+// TestScriptsWithoutFunctions: a user whose ACL denies FCALL and FUNCTION
+// (as a server without functions refuses them) gets the same decisions:
+// the store turns to scripts by itself.
+func TestScriptsWithoutFunctions(t *testing.T) {
+	admin := redistest.Standalone(t)
+	user := "sluice-nofn-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-fcall", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	opt := admin.Options()
+	opt.Username, opt.Password = user, "pw"
+	c := redis.NewClient(opt)
+	defer c.Close()
+	s := newStore(t, c, redisstore.Config{Prefix: redistest.Prefix(t)})
+	lim := sluice.GCRA(sluice.PerSecond(1), 3)
+	for i := range 4 {
+		d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1})
+		if err != nil || d.Allowed != (i < 3) {
+			t.Fatalf("call %d: %+v %v", i, d, err)
 		}
 	}
 }

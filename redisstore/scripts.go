@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -32,11 +33,13 @@ var algorithmFiles = map[sluice.Algorithm][2]string{
 	sluice.AlgorithmConcurrency:   {"concurrency.lua", "concurrency"},
 }
 
-// script is one assembled Lua script and its SHA1, for EVALSHA.
+// script is one assembled Lua script and its SHA1, for EVALSHA, and the
+// name of the function of the library that does the same job, for FCALL.
 type script struct {
 	name string
 	src  string
 	sha  string
+	fn   string
 	// batch, for a take script, is batch.lua with the same algorithms: it
 	// decides several calls of this script in one.
 	batch *script
@@ -66,10 +69,11 @@ func assemble(entry string, algs ...sluice.Algorithm) *script {
 	}
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("state.lua"))
+	b.WriteString("keys, argv = KEYS, ARGV\n")
 	b.WriteString(read(entry))
 	src := prune(b.String())
 	sum := sha1.Sum([]byte(src))
-	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:])}
+	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:]), fn: lib.fn[entry]}
 }
 
 var every = []sluice.Algorithm{
@@ -77,6 +81,62 @@ var every = []sluice.Algorithm{
 	sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket,
 	sluice.AlgorithmWarmUp, sluice.AlgorithmConcurrency,
 }
+
+// library is every entry point as a function of one Redis function
+// library (Redis 7 and later): loaded once, it spares the server what a
+// script costs on every call, running its whole text again (a closure for
+// each of its functions), which is most of the cost of a lone decision;
+// and a function keeps its parsed limits from call to call. The library is
+// named after a digest of its text, and so are its functions, so that
+// instances running different versions of sluice share a server safely.
+//
+// Redis runs a library's text when it loads it, without the standard
+// libraries (math, string); so the text only registers the functions, and
+// the first call builds the rest (what a script builds on every call),
+// once.
+type library struct {
+	name string
+	src  string
+	fn   map[string]string // entry file -> function name
+}
+
+var lib = func() library {
+	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua"}
+	var body strings.Builder
+	body.WriteString(read("lib.lua"))
+	dispatch := "local algorithms = {"
+	seen := map[string]bool{}
+	for _, a := range every {
+		f := algorithmFiles[a]
+		if !seen[f[0]] {
+			seen[f[0]] = true
+			body.WriteString(read(f[0]))
+		}
+		dispatch += "[" + string(rune('0'+int(a))) + "] = " + f[1] + ", "
+	}
+	body.WriteString(dispatch + "}\n")
+	body.WriteString(read("state.lua"))
+	body.WriteString("return {\n")
+	for _, e := range entries {
+		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time = k, a, nil\n%send,\n", e, read(e))
+	}
+	body.WriteString("}\n")
+	text := prune(body.String())
+	sum := sha1.Sum([]byte(text))
+	l := library{name: "sluice_" + hex.EncodeToString(sum[:6]), fn: map[string]string{}}
+	var b strings.Builder
+	fmt.Fprintf(&b, "#!lua name=%s\n-- sluice's scripts as a function library: see redisstore/scripts.go.\n", l.name)
+	b.WriteString("local entries = nil\nlocal function build()\n")
+	b.WriteString(text)
+	b.WriteString("\nend\n")
+	b.WriteString("local function entry(e)\n  return function(k, a)\n    if not entries then\n      entries = build()\n    end\n    return entries[e](k, a)\n  end\nend\n")
+	for _, e := range entries {
+		l.fn[e] = l.name + "_" + strings.TrimSuffix(e, ".lua")
+		fmt.Fprintf(&b, "redis.register_function('%s', entry(%q))\n", l.fn[e], e)
+	}
+	l.src = b.String()
+	return l
+}()
 
 var (
 	takeScript    = withBatch(assemble("take.lua", every...), every...)

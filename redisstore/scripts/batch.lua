@@ -1,6 +1,6 @@
 -- batch.lua: decide several independent checks in one call, one after
 -- another, each all-or-nothing exactly as take.lua decides it, at one time.
--- ARGV[1] is the clock (as in state.lua); then come the checks' requests,
+-- argv[1] is the clock (as in state.lua); then come the checks' requests,
 -- in order, each as in state.lua, those of a check of several requests
 -- preceded by their count (a limit argument is never shorter than 5
 -- characters, a count is). KEYS are the checks' own, concatenated in order.
@@ -13,11 +13,11 @@
 -- instead of once per check, which is most of the cost of a single
 -- decision; and every argument costs it time, hence no clock or count per
 -- single request.
-local now = clock_of(ARGV[1])
+local now = clock_of(argv[1])
 local out, o, b, k = {}, 0, 2, 1
-local argc = #ARGV
+local argc = #argv
 while b <= argc do
-  local n, a = 1, ARGV[b]
+  local n, a = 1, argv[b]
   if #a < 5 then
     n, b = tonumber(a), b + 1
   end

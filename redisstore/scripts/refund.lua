@@ -9,7 +9,7 @@
 -- check leaves no trace. Otherwise the charge is subtracted from the current
 -- state.
 local now = clock()
-local n = tonumber(ARGV[2])
+local n = tonumber(argv[2])
 local rs = {}
 local b, k = 3, 1
 for i = 1, n do

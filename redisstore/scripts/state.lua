@@ -30,10 +30,15 @@
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
 local REUSE_MS = 10000 -- and a key charged again extends its TTL by this much more
 
+-- The call's keys and arguments, and the server's time once read: set by
+-- the entry point at every call (from KEYS and ARGV in a script, from its
+-- parameters in a function of the library; see scripts.go). Locals, so
+-- that reading them costs no global lookup.
+local keys, argv, server_time = nil, nil, nil
+
 -- clock_of reads a clock argument: the time it holds, or, for "", the
--- server's TIME, read once per script (every check of a batch then decides
+-- server's TIME, read once per call (every check of a batch then decides
 -- at the same instant, as one atomic script does).
-local server_time = nil
 local function clock_of(arg)
   if arg ~= '' then
     return tonumber(arg)
@@ -46,17 +51,17 @@ local function clock_of(arg)
 end
 
 local function clock()
-  return clock_of(ARGV[1])
+  return clock_of(argv[1])
 end
 
--- The script's arguments, as locals: reading a global costs a lookup.
-local argv, keys = ARGV, KEYS
-
--- plists caches each distinct limit argument of this call, parsed:
--- requests of one script mostly share a few limits, and a table lookup
--- costs a fraction of a pattern match, the tonumbers and a new table.
--- Nothing writes to a parameter table after params.
-local plists = {}
+-- plists caches each distinct limit argument, parsed: requests of one call
+-- mostly share a few limits, and a table lookup costs a fraction of a
+-- pattern match, the tonumbers and a new table. A script starts with an
+-- empty cache at every call; the function library keeps it from call to
+-- call (a limit argument always means the same parameters), emptied when
+-- it reaches MAX_PLISTS limits. Nothing writes to a parameter table after
+-- params.
+local plists, nplists, MAX_PLISTS = {}, 0, 1024
 
 -- The patterns of a limit argument by algorithm: exactly the parameters
 -- state.lua's header lists (a pattern without optional parts costs the
@@ -110,7 +115,10 @@ local function params(s)
       p.limit = 1
     end
   end
-  plists[s] = p
+  if nplists == MAX_PLISTS then
+    plists, nplists = {}, 0
+  end
+  plists[s], nplists = p, nplists + 1
   return p
 end
 
