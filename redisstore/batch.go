@@ -95,11 +95,11 @@ type batcher struct {
 	client  Client
 	scripts atomic.Bool  // send scripts (EVALSHA) rather than call functions
 	active  atomic.Int64 // calls submitted and not yet answered
-	queue  chan *call
-	max    int
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
+	queue   chan *call
+	max     int
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 func newBatcher(client Client, workers, max int) *batcher {
