@@ -25,8 +25,9 @@ import (
 // interleaved rounds on the same server:
 //
 //   - rb-tiny, rb-script: redis-benchmark -c 1 running EVALSHA of "return 1"
-//     and of the exact command sluice sends for one GCRA decision (captured
-//     with MONITOR, keys spread with __rand_int__);
+//     and the exact command sluice sends for one GCRA decision (its FCALL,
+//     captured with MONITOR, keys spread with __rand_int__); rb-evalsha:
+//     the EVALSHA it sends for the same decision as scripts;
 //   - goredis-tiny, goredis-script: the same two commands from a go-redis
 //     client in a plain loop;
 //   - sluice: Limiter.Allow, which sends that command.
@@ -57,40 +58,48 @@ func TestRedisSerialFloor(t *testing.T) {
 	lim := sluice.New(store)
 	limit := sluiceGCRA
 
-	// Capture the EVALSHA of one decision on a key ending in 12 digits,
-	// which redis-benchmark's __rand_int__ can then vary.
+	// Capture the command of one decision on a key ending in 12 digits,
+	// which redis-benchmark's __rand_int__ can then vary: the FCALL sluice
+	// sends by default and the EVALSHA it sends as scripts (Config.Scripts).
 	const probe = "floor:000000000042"
-	conn, err := net.DialTimeout("tcp", redisAddr(), 5*time.Second)
+	capture := func(l *sluice.Limiter, name string) []string {
+		conn, err := net.DialTimeout("tcp", redisAddr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		lines := bufio.NewReader(conn)
+		if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := lines.ReadString('\n'); err != nil || !strings.HasPrefix(l, "+OK") {
+			t.Fatalf("MONITOR: %q %v", l, err)
+		}
+		if _, err := l.Allow(ctx, probe, limit); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("MONITOR showed no %s: %v", name, err)
+			}
+			if strings.Contains(strings.ToUpper(l), `"`+name+`"`) {
+				if c := monitorArgs(l); len(c) >= 4 {
+					t.Logf("sluice sends: %q", c)
+					return c
+				}
+			}
+		}
+	}
+	// (the first call loads the function library, which MONITOR shows first)
+	command := capture(lim, "FCALL")
+	scripted, err := redisstore.New(rdb, redisstore.Config{Prefix: redisPrefix + ":floor:", Scripts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	lines := bufio.NewReader(conn)
-	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := lines.ReadString('\n'); err != nil || !strings.HasPrefix(l, "+OK") {
-		t.Fatalf("MONITOR: %q %v", l, err)
-	}
-	if _, err := lim.Allow(ctx, probe, limit); err != nil {
-		t.Fatal(err)
-	}
-	var command []string
-	for command == nil {
-		l, err := lines.ReadString('\n')
-		if err != nil {
-			t.Fatalf("MONITOR showed no EVALSHA: %v", err)
-		}
-		if strings.Contains(strings.ToUpper(l), `"EVALSHA"`) {
-			command = monitorArgs(l)
-		}
-	}
-	conn.Close()
-	if len(command) < 4 {
-		t.Fatalf("no EVALSHA captured")
-	}
-	t.Logf("sluice sends: %q", command)
+	defer scripted.Close()
+	evalsha := capture(sluice.New(scripted), "EVALSHA")
 	tiny, err := admin.ScriptLoad(ctx, "return 1").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +107,8 @@ func TestRedisSerialFloor(t *testing.T) {
 
 	const n = 20_000
 	keyOf := func(i int) string { return fmt.Sprintf("floor:%012d", i%numKeys) }
-	// withKey is the captured command with probe's key index replaced.
-	withKey := func(k string) []any {
+	// withKey is a captured command with probe's key index replaced.
+	withKey := func(command []string, k string) []any {
 		args := make([]any, len(command))
 		for i, a := range command {
 			args[i] = strings.ReplaceAll(a, probe, k)
@@ -108,19 +117,26 @@ func TestRedisSerialFloor(t *testing.T) {
 	}
 	spread := make([][]any, numKeys)
 	for i := range spread {
-		spread[i] = withKey(keyOf(i))
+		spread[i] = withKey(command, keyOf(i))
 	}
-	rbArgs := []string{"-h", host, "-p", port, "-n", strconv.Itoa(n), "-c", "1", "-r", strconv.Itoa(numKeys), "-q"}
-	for _, a := range withKey("floor:__rand_int__") {
-		rbArgs = append(rbArgs, a.(string))
+	rbFor := func(command []string) []string {
+		args := []string{"-h", host, "-p", port, "-n", strconv.Itoa(n), "-c", "1", "-r", strconv.Itoa(numKeys), "-q"}
+		for _, a := range withKey(command, "floor:__rand_int__") {
+			args = append(args, a.(string))
+		}
+		return args
 	}
+	rbArgs, rbEvalArgs := rbFor(command), rbFor(evalsha)
 
-	type result struct{ rbTiny, rbScript, goTiny, goScript, sluice, goTinyCPU, goScriptCPU, sluiceCPU float64 }
+	type result struct {
+		rbTiny, rbScript, rbEval, goTiny, goScript, sluice, goTinyCPU, goScriptCPU, sluiceCPU float64
+	}
 	var rounds []result
 	for round := range 6 {
 		var r result
 		r.rbTiny = redisBenchmark(t, "-h", host, "-p", port, "-n", strconv.Itoa(n), "-c", "1", "-q", "EVALSHA", tiny, "0")
 		r.rbScript = redisBenchmark(t, rbArgs...)
+		r.rbEval = redisBenchmark(t, rbEvalArgs...)
 		r.goTiny, r.goTinyCPU = timeLoop(n, func(int) error { return rdb.EvalSha(ctx, tiny, nil).Err() })
 		r.goScript, r.goScriptCPU = timeLoop(n, func(i int) error { return rdb.Do(ctx, spread[i%numKeys]...).Err() })
 		r.sluice, r.sluiceCPU = timeLoop(n, func(i int) error {
@@ -130,9 +146,9 @@ func TestRedisSerialFloor(t *testing.T) {
 		if round > 0 { // the first round warms the keys
 			rounds = append(rounds, r)
 		}
-		t.Logf("round %d µs/call: rb-tiny %.1f rb-script %.1f goredis-tiny %.1f goredis-script %.1f sluice %.1f; "+
+		t.Logf("round %d µs/call: rb-tiny %.1f rb-script %.1f rb-evalsha %.1f goredis-tiny %.1f goredis-script %.1f sluice %.1f; "+
 			"client CPU µs/call: goredis-tiny %.1f goredis-script %.1f sluice %.1f",
-			round, r.rbTiny, r.rbScript, r.goTiny, r.goScript, r.sluice, r.goTinyCPU, r.goScriptCPU, r.sluiceCPU)
+			round, r.rbTiny, r.rbScript, r.rbEval, r.goTiny, r.goScript, r.sluice, r.goTinyCPU, r.goScriptCPU, r.sluiceCPU)
 	}
 	median := func(f func(result) float64) float64 {
 		xs := make([]float64, len(rounds))
@@ -142,9 +158,10 @@ func TestRedisSerialFloor(t *testing.T) {
 		slices.Sort(xs)
 		return xs[len(xs)/2]
 	}
-	t.Logf("medians of %d rounds (per-round ratios): sluice / rb-script %.2fx, sluice / goredis-script %.2fx, "+
+	t.Logf("medians of %d rounds (per-round ratios): sluice / rb-evalsha %.2fx, sluice / rb-script %.2fx, sluice / goredis-script %.2fx, "+
 		"goredis-script / rb-script %.2fx, goredis-tiny / rb-tiny %.2fx, rb-script / rb-tiny %.2fx",
 		len(rounds),
+		median(func(r result) float64 { return r.sluice / r.rbEval }),
 		median(func(r result) float64 { return r.sluice / r.rbScript }),
 		median(func(r result) float64 { return r.sluice / r.goScript }),
 		median(func(r result) float64 { return r.goScript / r.rbScript }),
