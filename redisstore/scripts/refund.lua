@@ -71,7 +71,7 @@ for i = 1, n do
     peek(r.f, p, x, y, z, now, r.log, r.lease)
   r.allowed, r.retry, r.delay = false, 0, 0
   if r.existed then
-    write_state(alg, r.key, r.log, true, r.sx, r.sy, r.sz, 0, r.e, now)
+    write_state(alg, r.key, r.log, true, r.sx, r.sy, r.sz, 0, r.e, now, r.x, r.y)
   end
   rs[i] = r
 end
