@@ -123,11 +123,20 @@ func commandStats(ctx context.Context, rdb *redis.Client) (map[string]cmdStat, e
 	return out, nil
 }
 
+// scriptCommand names the commands that run Lua: scripts and functions.
+var scriptCommand = map[string]bool{"eval": true, "evalsha": true, "fcall": true}
+
+// scriptCalls counts the script and function calls of a commandstats
+// reading.
+func scriptCalls(s map[string]cmdStat) int64 {
+	return s["evalsha"].calls + s["eval"].calls + s["fcall"].calls
+}
+
 // serverTime is the server's time for the decisions between two
-// commandstats readings: EVAL/EVALSHA time when scripts ran (Redis counts
-// the commands a script calls in their own lines too, inside the script's
-// time), otherwise the sum over every command, except the harness's own
-// (INFO, CONFIG, FLUSHALL, PING, HELLO, CLIENT).
+// commandstats readings: EVAL/EVALSHA/FCALL time when scripts or functions
+// ran (Redis counts the commands they call in their own lines too, inside
+// the caller's time), otherwise the sum over every command, except the
+// harness's own (INFO, CONFIG, FLUSHALL, PING, HELLO, CLIENT).
 func serverTime(before, after map[string]cmdStat) (usec, calls int64, detail string) {
 	ignored := map[string]bool{"info": true, "config|resetstat": true, "flushall": true, "ping": true, "hello": true, "client|setinfo": true, "client|setname": true}
 	diff := map[string]cmdStat{}
@@ -137,11 +146,11 @@ func serverTime(before, after map[string]cmdStat) (usec, calls int64, detail str
 			diff[name] = d
 		}
 	}
-	scripted := diff["evalsha"].calls+diff["eval"].calls > 0
+	scripted := scriptCalls(diff) > 0
 	var parts []string
 	for name, d := range diff {
 		parts = append(parts, fmt.Sprintf("%s=%d/%.2fµs", name, d.calls, float64(d.usec)/float64(d.calls)))
-		if scripted && name != "evalsha" && name != "eval" {
+		if scripted && !scriptCommand[name] {
 			continue
 		}
 		usec += d.usec
