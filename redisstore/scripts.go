@@ -16,7 +16,8 @@ import (
 // library, the algorithm files it needs, a dispatch table, state.lua and its
 // entry point, so that one EVALSHA can decide requests under different
 // algorithms atomically, while a single request runs a script holding only
-// its own algorithm (less Lua to set up on every call).
+// its own algorithm (less Lua to set up on every call). The function
+// library (see library) holds every algorithm and entry point at once.
 //
 //go:embed scripts/*.lua
 var sources embed.FS

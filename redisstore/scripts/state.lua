@@ -1,6 +1,7 @@
 -- state.lua: reading requests and state, dispatching, writing state back.
 --
--- Every script shares this contract. ARGV[1] is the time in µs since the
+-- Every entry point (a script, or a function of the library: there KEYS
+-- and ARGV are its two parameters) shares this contract. ARGV[1] is the time in µs since the
 -- Unix epoch, or "" to use the server's TIME (the normal case: one clock for
 -- every instance). ARGV[2] is the number n of requests. Each request names
 -- its keys after those of the request before it (the first at KEYS[1]): a
@@ -25,8 +26,8 @@
 --   spanning Redis Cluster slots may have to refund); for refund.lua it is
 --   the token.
 --
--- batch.lua takes several such argument lists (and key lists) one after
--- another, one per check.
+-- batch.lua takes one clock, then the requests of several checks one after
+-- another (see there).
 local SLACK_MS = 1000 -- keys outlive the time their state turns fresh by this much
 local REUSE_MS = 10000 -- and a key charged again extends its TTL by this much more
 
