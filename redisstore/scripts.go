@@ -54,9 +54,9 @@ func read(f string) string {
 	return "-- " + f + "\n" + string(src) + "\n"
 }
 
-// assemble builds entry with the given algorithms.
-func assemble(entry string, algs ...sluice.Algorithm) *script {
-	var b strings.Builder
+// common writes what every entry point needs: the library, the given
+// algorithms and their dispatch table, and state.lua.
+func common(b *strings.Builder, algs ...sluice.Algorithm) {
 	b.WriteString(read("lib.lua"))
 	seen := map[string]bool{}
 	dispatch := "local algorithms = {"
@@ -70,6 +70,12 @@ func assemble(entry string, algs ...sluice.Algorithm) *script {
 	}
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("state.lua"))
+}
+
+// assemble builds entry with the given algorithms.
+func assemble(entry string, algs ...sluice.Algorithm) *script {
+	var b strings.Builder
+	common(&b, algs...)
 	b.WriteString("keys, argv = KEYS, ARGV\n")
 	b.WriteString(read(entry))
 	src := prune(b.String())
@@ -104,19 +110,7 @@ type library struct {
 var lib = func() library {
 	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua"}
 	var body strings.Builder
-	body.WriteString(read("lib.lua"))
-	dispatch := "local algorithms = {"
-	seen := map[string]bool{}
-	for _, a := range every {
-		f := algorithmFiles[a]
-		if !seen[f[0]] {
-			seen[f[0]] = true
-			body.WriteString(read(f[0]))
-		}
-		dispatch += "[" + string(rune('0'+int(a))) + "] = " + f[1] + ", "
-	}
-	body.WriteString(dispatch + "}\n")
-	body.WriteString(read("state.lua"))
+	common(&body, every...)
 	body.WriteString("return {\n")
 	for _, e := range entries {
 		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time = k, a, nil\n%send,\n", e, read(e))

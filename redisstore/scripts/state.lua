@@ -135,6 +135,20 @@ local function cost_arg(s)
   return tonumber(s), '', ''
 end
 
+-- request reads the arguments and keys of the request whose arguments are
+-- ARGV[b] and ARGV[b + 1] and whose keys start at KEYS[k]: its parameters,
+-- cost, lease and undo field, its state key and log key (nil unless its
+-- algorithm keeps a log), and where the next request's keys start.
+local function request(k, b)
+  local a = argv[b]
+  local p = plists[a] or params(a) -- (a call less when cached)
+  local c, lease, undo = cost_arg(argv[b + 1])
+  if p.alg == 2 or p.alg == 8 then
+    return p, c, lease, undo, keys[k], keys[k + 1], k + 2
+  end
+  return p, c, lease, undo, keys[k], nil, k + 1
+end
+
 -- read_state reads a request's state hash: x, y, z (see each algorithm),
 -- e (the time until which the key's TTL holds it, see write_state) and
 -- whether the key exists. Only the fields the algorithm uses are read:
@@ -320,17 +334,9 @@ end
 -- key existed, its state as read (x, y, z, e), its state now (sx, sy, sz,
 -- idle) and its decision.
 local function load(k, b)
-  local a = argv[b]
-  local p = plists[a] or params(a)
+  local p, c, lease, undo, key, log
+  p, c, lease, undo, key, log, k = request(k, b)
   local alg = p.alg
-  local c, lease, undo = cost_arg(argv[b + 1])
-  local key, log = keys[k], nil
-  if alg == 2 or alg == 8 then
-    log = keys[k + 1]
-    k = k + 2
-  else
-    k = k + 1
-  end
   local x, y, z, e, existed = read_state(alg, key)
   return {
     p = p, f = algorithms[alg], c = c, lease = lease, undo = undo, key = key, log = log, existed = existed,
@@ -395,8 +401,10 @@ end
 -- with allowed = 0 and no retry.
 local function check(now, n, b, k, out, o)
   if n == 1 then -- the common case, without a table per request
+    -- request(k, b), written out: the call and its seven values cost 3%
+    -- of a batched decision (callgrind, 58.2k against 60.0k instructions).
     local a = argv[b]
-    local p = plists[a] or params(a) -- (a call less when cached)
+    local p = plists[a] or params(a)
     local alg = p.alg
     local c, lease, undo = argv[b + 1], '', ''
     if c == '1' then
