@@ -274,14 +274,14 @@ func (s *Store) localNow() time.Time {
 
 // call builds one script invocation for rs; undo, if not nil, holds each
 // request's undo field. A request names its state key, and its log key only
-// if its algorithm keeps one, and sends two arguments (see
-// scripts/state.lua): its limit (compiled.params) and its cost, followed by
-// its lease id and undo field when either is set. Every key and argument
-// costs the server time: a batch script spends about as much on them as on
-// the decision itself.
+// if its algorithm keeps one, and sends one argument (see
+// scripts/state.lua): its limit (compiled.params), followed by its cost,
+// lease id and undo field unless its cost is 1 and it has neither. Every key
+// and argument costs the server time: a batch script spends about as much
+// on them as on the decision itself.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	keys := make([]string, 0, len(rs))
-	args := make([]any, 0, 2+2*len(rs))
+	args := make([]any, 0, 2+len(rs))
 	args = append(args, s.clock(), len(rs))
 	for i, r := range rs {
 		keys = append(keys, r.state)
@@ -292,10 +292,13 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 		if undo != nil {
 			u = undo[i]
 		}
-		if r.lease == "" && u == "" {
-			args = append(args, r.params, r.Cost)
-		} else {
-			args = append(args, r.params, strconv.FormatInt(r.Cost, 10)+","+r.lease+","+u)
+		switch {
+		case r.Cost == 1 && r.lease == "" && u == "":
+			args = append(args, r.params)
+		case r.lease == "" && u == "":
+			args = append(args, r.params.(string)+"|"+strconv.FormatInt(r.Cost, 10))
+		default:
+			args = append(args, r.params.(string)+"|"+strconv.FormatInt(r.Cost, 10)+","+r.lease+","+u)
 		}
 	}
 	c := &call{script: sc, keys: keys, args: args, n: len(rs), done: make(chan struct{})}

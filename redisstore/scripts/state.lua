@@ -9,22 +9,20 @@
 -- and, for sliding_log and concurrency only, a sorted set, its log. (A
 -- request names no key that may not exist beside one that does: while a
 -- Cluster slot migrates, Redis refuses such a script with TRYAGAIN.) Each
--- request sends two arguments after those of the request before it (the
--- first at ARGV[3]):
---
---   its limit, "<algorithm code>:<parameters>", the parameters in
---   hexadecimal and only those its algorithm reads:
+-- request sends one argument after that of the request before it (the
+-- first at ARGV[3]): its limit, "<algorithm code>:<parameters>", the
+-- parameters in hexadecimal and only those its algorithm reads:
 --     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
 --     token_bucket (4), gcra (5): A, B, Cap, Full
 --     leaky_bucket (6): A, B, Cap, Full, NoDelay
 --     warm_up (7): N, P (µs), Warm (µs)
 --     concurrency (8): N, TTL (µs)
---   for example "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6);
---
---   its cost, or "<cost>,<lease id>,<undo>" when it has a lease or an undo
---   field. For take.lua, undo is "" or "1" to ask for an undo token (a check
---   spanning Redis Cluster slots may have to refund); for refund.lua it is
---   the token.
+-- for example "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6); then,
+-- unless its cost is 1 and it has no lease and no undo field, "|<cost>" or
+-- "|<cost>,<lease id>,<undo>". For take.lua, undo is "" or "1" to ask for
+-- an undo token (a check spanning Redis Cluster slots may have to refund);
+-- for refund.lua it is the token. (One argument per request: each costs the
+-- server about 1.6k instructions before the Lua starts.)
 --
 -- batch.lua takes one clock, then the requests of several checks one after
 -- another (see there).
@@ -123,26 +121,38 @@ local function params(s)
   return p
 end
 
--- cost_arg reads a request's cost argument: its cost, lease and undo field.
-local function cost_arg(s)
-  if s == '1' then -- the usual request, without parsing
-    return 1, '', ''
+-- limit_arg reads a request's argument: its parameters, cost, lease and
+-- undo field. Only plain limits are cached (a lease or an undo token makes
+-- every argument different).
+local function limit_arg(a)
+  local p = plists[a]
+  if p then -- the usual request: cached, cost 1
+    return p, 1, '', ''
   end
-  local c, l, u = string.match(s, '^(%d+),([^,]*),(.*)$')
+  local bar = string.find(a, '|', 1, true)
+  if not bar then
+    return params(a), 1, '', ''
+  end
+  local s, c, l, u = string.sub(a, bar + 1), nil, '', ''
+  a = string.sub(a, 1, bar - 1)
+  p = plists[a] or params(a)
+  c, l, u = string.match(s, '^(%d+),([^,]*),(.*)$')
   if c then
-    return tonumber(c), l, u
+    return p, tonumber(c), l, u
   end
-  return tonumber(s), '', ''
+  c = tonumber(s)
+  if not c then
+    error('sluice: malformed cost "' .. s .. '"')
+  end
+  return p, c, '', ''
 end
 
--- request reads the arguments and keys of the request whose arguments are
--- ARGV[b] and ARGV[b + 1] and whose keys start at KEYS[k]: its parameters,
+-- request reads the argument and keys of the request whose argument is
+-- ARGV[b] and whose keys start at KEYS[k]: its parameters,
 -- cost, lease and undo field, its state key and log key (nil unless its
 -- algorithm keeps a log), and where the next request's keys start.
 local function request(k, b)
-  local a = argv[b]
-  local p = plists[a] or params(a) -- (a call less when cached)
-  local c, lease, undo = cost_arg(argv[b + 1])
+  local p, c, lease, undo = limit_arg(argv[b])
   if p.alg == 2 or p.alg == 8 then
     return p, c, lease, undo, keys[k], keys[k + 1], k + 2
   end
@@ -342,7 +352,7 @@ local function load(k, b)
     p = p, f = algorithms[alg], c = c, lease = lease, undo = undo, key = key, log = log, existed = existed,
     x = x, y = y, z = z, e = e, sx = x, sy = y, sz = z, idle = 0, commit = false,
     allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0, rl = '', ru = '',
-  }, b + 2, k
+  }, b + 1, k
 end
 
 -- save writes request r's state back (write_state) if it changed.
@@ -404,14 +414,11 @@ local function check(now, n, b, k, out, o)
     -- request(k, b), written out: the call and its seven values cost 3%
     -- of a batched decision (callgrind, 58.2k against 60.0k instructions).
     local a = argv[b]
-    local p = plists[a] or params(a)
-    local alg = p.alg
-    local c, lease, undo = argv[b + 1], '', ''
-    if c == '1' then
-      c = 1
-    else
-      c, lease, undo = cost_arg(c)
+    local p, c, lease, undo = plists[a], 1, '', ''
+    if not p then
+      p, c, lease, undo = limit_arg(a)
     end
+    local alg = p.alg
     local key, log = keys[k], nil
     if alg == 2 or alg == 8 then
       log = keys[k + 1]
@@ -439,16 +446,16 @@ local function check(now, n, b, k, out, o)
       if rl ~= '' or ru ~= '' then
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] =
           8, a, p.limit, remaining, retry, reset, delay, rl, ru
-        return nil, b + 2, k, o + 9
+        return nil, b + 1, k, o + 9
       end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
         6, a, p.limit, remaining, retry, reset, delay
-      return nil, b + 2, k, o + 7
+      return nil, b + 1, k, o + 7
     end
     if rl ~= '' or ru ~= '' then
-      return { a, p.limit, remaining, retry, reset, delay, rl, ru }, b + 2, k, o
+      return { a, p.limit, remaining, retry, reset, delay, rl, ru }, b + 1, k, o
     end
-    return { a, p.limit, remaining, retry, reset, delay }, b + 2, k, o
+    return { a, p.limit, remaining, retry, reset, delay }, b + 1, k, o
   end
   local rs = {}
   for i = 1, n do
