@@ -15,7 +15,8 @@ import (
 )
 
 // TestScriptCostCommands writes, for each algorithm's take script and for
-// composite checks, the exact EVALSHA a Store sends (and its FCALL) (keys spread with
+// composite checks, the exact EVALSHA a Store sends, and the name of the
+// function it calls instead with FCALL (keys spread with
 // redis-benchmark's __rand_int__), as a bash file of redis-benchmark
 // arguments, after loading every script into the server at
 // SLUICE_SCRIPTCOST_ADDR (default: the test Redis), into the file

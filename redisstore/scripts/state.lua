@@ -1,9 +1,9 @@
 -- state.lua: reading requests and state, dispatching, writing state back.
 --
 -- Every entry point (a script, or a function of the library: there KEYS
--- and ARGV are its two parameters) shares this contract. ARGV[1] is the time in µs since the
--- Unix epoch, or "" to use the server's TIME (the normal case: one clock for
--- every instance). ARGV[2] is the number n of requests. Each request names
+-- and ARGV are its two parameters) shares this contract. ARGV[1] is the
+-- time in µs since the Unix epoch, or "" to use the server's TIME (the
+-- normal case: one clock for every instance). ARGV[2] is the number n of requests. Each request names
 -- its keys after those of the request before it (the first at KEYS[1]): a
 -- hash holding its state (fields x, y, z, e, q as the algorithm uses them)
 -- and, for sliding_log and concurrency only, a sorted set, its log. (A
