@@ -2,16 +2,20 @@
 # Instructions the Redis server spends per sluice decision, counted by
 # callgrind (independent of the machine's load, unlike wall-clock time).
 #
-#   bench/callgrind-batch.sh [BATCHES]
+#   bench/callgrind-batch.sh [BATCHES [CHECK]]
 #
 # Starts redis-server under valgrind --tool=callgrind on 127.0.0.1:6397,
-# lets redisstore's TestBatchCost create 1,000 GCRA keys and load the
-# scripts with instrumentation off, then counts BATCHES (default 100)
+# lets redisstore's TestBatchCost create 1,000 GCRA keys (per limit) and
+# use each twice with instrumentation off, then counts BATCHES (default 100)
 # batch scripts of 32 single decisions each, and prints the instructions
-# per decision. Needs valgrind, redis-server and Go; stops only the server
-# it started.
+# per decision. With CHECK (1 to 3) it counts instead BATCHES x 32 lone
+# calls, one after another, each a check of CHECK GCRA limits on keys of
+# their own, and prints the instructions per call. Needs valgrind,
+# redis-server and Go; stops only the server it started.
 set -euo pipefail
 batches=${1:-100}
+check=${2:-}
+export SLUICE_BATCHCOST_CHECK=$check
 cd "$(dirname "$0")/../redisstore"
 out=$(mktemp -d)
 valgrind --tool=callgrind --callgrind-out-file="$out/cg.out" --instr-atstart=no \
@@ -19,11 +23,13 @@ valgrind --tool=callgrind --callgrind-out-file="$out/cg.out" --instr-atstart=no 
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do redis-cli -p 6397 ping >/dev/null 2>&1 && break; sleep 0.2; done
-export SLUICE_BATCHCOST_ADDR=127.0.0.1:6397
-SLUICE_BATCHCOST_BATCHES=10 go test -count=1 -run '^TestBatchCost$' . >/dev/null
-callgrind_control -i on $pid >/dev/null
-SLUICE_BATCHCOST_WARM=0 SLUICE_BATCHCOST_BATCHES=$batches go test -count=1 -run '^TestBatchCost$' . >/dev/null
-callgrind_control -d $pid >/dev/null
+SLUICE_BATCHCOST_ADDR=127.0.0.1:6397 SLUICE_BATCHCOST_CALLGRIND=1 SLUICE_BATCHCOST_BATCHES=$batches \
+	go test -count=1 -run '^TestBatchCost$' . >"$out/test.log" || { cat "$out/test.log" >&2; exit 1; }
 ir=$(callgrind_annotate "$out/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-echo "$((ir / (batches * 32))) instructions per decision ($batches batches of 32 GCRA decisions, $ir in all)"
+if [ -n "$check" ]; then
+	echo "$((ir / (batches * 32))) instructions per call ($((batches * 32)) lone checks of $check GCRA limits, $ir in all)"
+else
+	echo "$((ir / (batches * 32))) instructions per decision ($batches batches of 32 GCRA decisions, $ir in all)"
+fi
+if [ -n "${SLUICE_CG_KEEP:-}" ]; then cp "$out/cg.out.1" "$SLUICE_CG_KEEP"; fi
 rm -rf "$out"

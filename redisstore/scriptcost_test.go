@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,14 +121,22 @@ func TestScriptCostCommands(t *testing.T) {
 	}
 }
 
-// TestBatchCost drives batch scripts for profiling the server (for example
+// TestBatchCost drives the store for profiling the server (for example
 // redis-server under valgrind --tool=callgrind, see
-// bench/callgrind-batch.sh): SLUICE_BATCHCOST_ADDR names the server,
-// SLUICE_BATCHCOST_BATCHES how many batches of 32 single GCRA decisions to
-// send (default 100), over 1,000 keys that a first pass creates unless
-// SLUICE_BATCHCOST_WARM=0. Without the address it runs 10 batches against
-// the test Redis, so that the driver is known to work.
+// bench/callgrind-batch.sh). SLUICE_BATCHCOST_ADDR names the server;
+// SLUICE_BATCHCOST_BATCHES how many batch scripts of 32 single GCRA
+// decisions to send (default 100); with SLUICE_BATCHCOST_CHECK=n, instead,
+// 32 times as many lone calls, one after another, each a check of n GCRA
+// limits on keys of their own (as a check of a global, a per-IP and a
+// per-user limit would be). The keys (1,000 per limit) are first used
+// twice, 1.2 s apart, so that they are measured as keys in use (existing,
+// their TTL extended), not created, and not yet due a longer TTL. With SLUICE_BATCHCOST_CALLGRIND=1 it turns the
+// server's callgrind instrumentation on (callgrind_control -i on) after
+// that warm-up, and dumps the counts (callgrind_control -d) after the
+// measured calls. Without the address it sends 10 batches and 10 lone
+// checks of 3 to the test Redis, so that the driver is known to work.
 func TestBatchCost(t *testing.T) {
+	ctx := context.Background()
 	var rdb *redis.Client
 	prefix, n := "bc:", 100
 	if addr := os.Getenv("SLUICE_BATCHCOST_ADDR"); addr != "" {
@@ -136,28 +145,93 @@ func TestBatchCost(t *testing.T) {
 	} else {
 		rdb, prefix, n = redistest.Standalone(t), redistest.Prefix(t), 10
 	}
+	if v := os.Getenv("SLUICE_BATCHCOST_BATCHES"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
+			t.Fatalf("SLUICE_BATCHCOST_BATCHES=%q: want a count", v)
+		}
+	}
 	s, err := New(rdb, Config{Prefix: prefix, NearCache: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	lim := sluice.GCRA(sluice.PerSecond(1e6), 1e6)
-	run := func(batches, first int) {
-		for b := range batches {
+	lims := []sluice.Limit{
+		sluice.GCRA(sluice.PerSecond(1e6), 1e6), sluice.GCRA(sluice.PerSecond(2e6), 1e6), sluice.GCRA(sluice.PerSecond(3e6), 1e6),
+	}
+	// batches sends count batches of 32 single decisions.
+	batches := func(count, first int) {
+		for b := range count {
 			checks := make([][]sluice.Request, 32)
 			for i := range checks {
-				checks[i] = []sluice.Request{{Key: fmt.Sprintf("k%d", (first+b*32+i)%1000), Limit: lim, Cost: 1}}
+				checks[i] = []sluice.Request{{Key: fmt.Sprintf("k%d", (first+b*32+i)%1000), Limit: lims[0], Cost: 1}}
 			}
 			if _, err := TakeBatch(s, checks, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if os.Getenv("SLUICE_BATCHCOST_WARM") != "0" {
-		run(1000/32+1, 0)
+	// lone sends count lone checks of width limits, one after another.
+	lone := func(count, first, width int) {
+		rs, ds := make([]sluice.Request, width), make([]sluice.Decision, width)
+		for i := range count {
+			for j := range rs {
+				rs[j] = sluice.Request{Key: fmt.Sprintf("k%d:%d", j, (first+i)%1000), Limit: lims[j], Cost: 1}
+			}
+			if err := s.TakeAll(ctx, rs, ds); err != nil {
+				t.Fatal(err)
+			}
+			for j, d := range ds {
+				if !d.Allowed {
+					t.Fatalf("check %d: request %d refused: %+v", i, j, d)
+				}
+			}
+		}
 	}
-	if v := os.Getenv("SLUICE_BATCHCOST_BATCHES"); v != "" {
-		fmt.Sscan(v, &n)
+	width := 0
+	if v := os.Getenv("SLUICE_BATCHCOST_CHECK"); v != "" {
+		if _, err := fmt.Sscan(v, &width); err != nil || width < 1 || width > len(lims) {
+			t.Fatalf("SLUICE_BATCHCOST_CHECK=%q: want 1 to %d", v, len(lims))
+		}
 	}
-	run(n, 7)
+	send := func(count, first int) {
+		if width > 0 {
+			lone(32*count, first, width)
+		} else {
+			batches(count, first)
+		}
+	}
+	if os.Getenv("SLUICE_BATCHCOST_ADDR") == "" {
+		batches(n, 0)
+		lone(n, 0, 3)
+		return
+	}
+	// Every key used, then used again over a second later, when the store
+	// extends its TTL by REUSE_MS (state.lua): the measured calls then find
+	// keys in use, as a busy limit's are, which need no PEXPIRE.
+	send(1000/32+1, 0)
+	time.Sleep(1200 * time.Millisecond)
+	send(1000/32+1, 0)
+	callgrind := os.Getenv("SLUICE_BATCHCOST_CALLGRIND") == "1"
+	control := func(args ...string) {
+		info, err := rdb.Info(ctx, "server").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid string
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "process_id:"); ok {
+				pid = v
+			}
+		}
+		if out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput(); err != nil {
+			t.Fatalf("callgrind_control %v %s: %v\n%s", args, pid, err, out)
+		}
+	}
+	if callgrind {
+		control("-i", "on")
+	}
+	send(n, 7)
+	if callgrind {
+		control("-d")
+	}
 }
