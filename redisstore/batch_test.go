@@ -65,13 +65,17 @@ func TestCompileCacheBounded(t *testing.T) {
 	}
 }
 
-// cannedClient answers every EVALSHA and FCALL with one admitting decision, without
-// a server: BenchmarkGoSide measures the store's own work per decision.
+// cannedClient answers every EVALSHA and FCALL with an admitting decision
+// per key, without a server: BenchmarkGoSide measures the store's own work per decision.
 type cannedClient struct{ redis.Cmdable }
 
-func (cannedClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+func (cannedClient) EvalSha(ctx context.Context, _ string, keys []string, _ ...any) *redis.Cmd {
 	c := redis.NewCmd(ctx)
-	c.SetVal([]any{int64(1), int64(1000000), int64(999999), int64(0), int64(1), int64(0)})
+	reply := make([]any, 0, 6*len(keys))
+	for range keys { // one key per request of the algorithms benchmarked
+		reply = append(reply, int64(1), int64(1000000), int64(999999), int64(0), int64(1), int64(0))
+	}
+	c.SetVal(reply)
 	return c
 }
 
@@ -95,6 +99,29 @@ func BenchmarkGoSide(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := s.Take(ctx, sluice.Request{Key: "user:12345", Limit: lim, Cost: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGoSideCheck: the same for a check of three GCRA limits on keys
+// of their own (one call of the take function).
+func BenchmarkGoSideCheck(b *testing.B) {
+	s, err := New(cannedClient{}, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rs := []sluice.Request{
+		{Key: "route:12345", Limit: sluice.GCRA(sluice.PerSecond(1e6), 1e6), Cost: 1},
+		{Key: "user:12345", Limit: sluice.GCRA(sluice.PerSecond(2e6), 2e6), Cost: 1},
+		{Key: "tenant:12345", Limit: sluice.GCRA(sluice.PerSecond(5e5), 5e5), Cost: 1},
+	}
+	ds := make([]sluice.Decision, len(rs))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.TakeAll(ctx, rs, ds); err != nil {
 			b.Fatal(err)
 		}
 	}
