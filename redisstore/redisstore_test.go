@@ -104,6 +104,104 @@ func TestManyInstancesExactBound(t *testing.T) {
 	}
 }
 
+// TestManyInstancesCompositeBound: three instances with 32 goroutines each
+// send composite checks (a global limit of 300, a limit of 100 per user
+// over 5 users, and a fixed window that never binds) until far more have
+// been tried than can pass. All-or-nothing means the global limit admits
+// exactly 300 checks, no user more than 100, and every limit ends charged
+// by exactly the checks admitted: a refused check charges nothing. On a
+// standalone server and on the cluster with one slot key, each check is one
+// script; on the cluster with its keys spread over slots, parts are
+// charged per slot and refunded when another refuses, which may refuse a
+// check that would have passed (so fewer than 300 may pass there) but
+// must never admit one that should not, and must leave every charge
+// refunded.
+func TestManyInstancesCompositeBound(t *testing.T) {
+	global := sluice.GCRA(sluice.PerHour(1), 300)
+	perUser := sluice.GCRA(sluice.PerHour(1), 100)
+	route := sluice.FixedWindow(1<<20, time.Hour)
+	const users = 5
+	for _, mode := range []string{"standalone", "cluster-one-slot", "cluster-spread"} {
+		t.Run(mode, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			cfg := redisstore.Config{Prefix: prefix}
+			if mode == "cluster-one-slot" {
+				cfg.SlotKey = func(string) string { return "orders" }
+			}
+			var stores []*redisstore.Store
+			for range 3 {
+				var c redisstore.Client = redistest.Standalone(t)
+				if mode != "standalone" {
+					c = redistest.Cluster(t)
+				}
+				stores = append(stores, newStore(t, c, cfg))
+			}
+			check := func(user int) []sluice.Request {
+				return []sluice.Request{
+					{Key: "global", Limit: global, Cost: 1},
+					{Key: fmt.Sprintf("user:%d", user), Limit: perUser, Cost: 1},
+					{Key: "route:/orders", Limit: route, Cost: 1},
+				}
+			}
+			var admitted [users]atomic.Int64
+			var errs atomic.Int64
+			var wg sync.WaitGroup
+			for i, s := range stores {
+				for g := range 32 {
+					wg.Go(func() {
+						ds := make([]sluice.Decision, 3)
+						for k := range 25 {
+							user := (i*32 + g + k) % users
+							if err := s.TakeAll(ctx, check(user), ds); err != nil {
+								errs.Add(1)
+								continue
+							}
+							if ds[0].Allowed != ds[1].Allowed || ds[1].Allowed != ds[2].Allowed {
+								t.Errorf("check for user %d split: %+v", user, ds)
+							}
+							if ds[0].Allowed {
+								admitted[user].Add(1)
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			if errs.Load() != 0 {
+				t.Fatalf("%d errors", errs.Load())
+			}
+			var total int64
+			peek := stores[0]
+			for u := range users {
+				n := admitted[u].Load()
+				total += n
+				if n > 100 {
+					t.Errorf("user %d: %d checks admitted, bound 100", u, n)
+				}
+				d, err := peek.Take(ctx, sluice.Request{Key: fmt.Sprintf("user:%d", u), Limit: perUser})
+				if err != nil || d.Remaining != 100-n {
+					t.Errorf("user %d: %d admitted, so %d should remain; the store says %+v %v", u, n, 100-n, d, err)
+				}
+			}
+			d, err := peek.Take(ctx, sluice.Request{Key: "global", Limit: global})
+			if err != nil || d.Remaining != 300-total {
+				t.Errorf("global: %d admitted, so %d should remain; the store says %+v %v", total, 300-total, d, err)
+			}
+			d, err = peek.Take(ctx, sluice.Request{Key: "route:/orders", Limit: route})
+			if err != nil || d.Remaining != 1<<20-total {
+				t.Errorf("route: %d admitted, so %d should remain; the store says %+v %v", total, 1<<20-total, d, err)
+			}
+			switch {
+			case total > 300:
+				t.Fatalf("%d checks admitted, bound 300", total)
+			case total < 300 && mode != "cluster-spread":
+				t.Fatalf("%d checks admitted, want exactly 300 (2,400 tried)", total)
+			}
+			t.Logf("%s: %d of 2,400 checks admitted", mode, total)
+		})
+	}
+}
+
 // TestKeysExpire: after each limit's state is fresh again (plus a second of
 // slack), no key of the test's prefix remains.
 func TestKeysExpire(t *testing.T) {

@@ -397,11 +397,11 @@ local function emit(out, o, rs, marked)
   return o
 end
 
--- chain decides, in locals, request i of a check of plain requests (see
--- many) and, by calling itself, those after it: its parameters p and
--- cost c, its key keys[k], its results at reply[r + 1] to reply[r + 6];
--- before tells whether every request before it was admitted. It returns
--- whether the whole check is. A request is decided with its charge in the
+-- chain decides, in locals, request i of the n of a check of plain
+-- requests (see many), whose argument is argv[b] and key keys[k], and, by
+-- calling itself, those after it; its results go to reply[r + 1] to
+-- reply[r + 6]. before tells whether every request before it was
+-- admitted. It returns whether the whole check is. A request is decided with its charge in the
 -- state returned (a scalar algorithm touches nothing in Redis), then,
 -- once the check's fate is known, written back charged, or, if the check
 -- is refused, reported and written as a peek if it alone was admitted,
