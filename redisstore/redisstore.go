@@ -546,6 +546,12 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 
 // wrap names the operation, key and limit in a Redis error.
 func (s *Store) wrap(err error, op string, q request) error {
+	if strings.Contains(err.Error(), "attempt to perform arithmetic on a string value") {
+		// read_state (state.lua) found a field that is not a number
+		return fmt.Errorf("redisstore: %s %q under %s: a state hash under prefix %q holds a field that is not a number, "+
+			"so something other than sluice wrote it; delete the key to start that limit afresh: %w",
+			op, q.Key, q.Limit, s.prefix, err)
+	}
 	return fmt.Errorf("redisstore: %s %q under %s: %w", op, q.Key, q.Limit, err)
 }
 

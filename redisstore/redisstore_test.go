@@ -446,6 +446,32 @@ func TestCheckOnClusterSlotKey(t *testing.T) {
 	}
 }
 
+// TestCorruptStateIsAnError: a state field that is not a number (sluice
+// never writes one; another writer might) fails the call, naming the
+// request, instead of reading as a fresh state that would admit a burst.
+func TestCorruptStateIsAnError(t *testing.T) {
+	c, prefix := redistest.Standalone(t), redistest.Prefix(t)
+	s := newStore(t, c, redisstore.Config{Prefix: prefix})
+	lim := sluice.GCRA(sluice.PerHour(1), 2)
+	r := sluice.Request{Key: "user:7", Limit: lim, Cost: 1}
+	if d, err := s.Take(ctx, r); err != nil || !d.Allowed {
+		t.Fatalf("first take: %+v %v", d, err)
+	}
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys: %v %v", keys, err)
+	}
+	if err := c.HSet(ctx, keys[0], "x", "not a number").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Take(ctx, r)
+	if err == nil || !strings.Contains(err.Error(), `redisstore: take "user:7" under gcra(`) ||
+		!strings.Contains(err.Error(), "not a number") {
+		t.Fatalf("take on a corrupt state: %v", err)
+	}
+	t.Log(err)
+}
+
 func TestClosed(t *testing.T) {
 	s, err := redisstore.New(redistest.Standalone(t), redisstore.Config{Prefix: redistest.Prefix(t)})
 	if err != nil {

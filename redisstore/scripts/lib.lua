@@ -59,7 +59,7 @@ end
 
 -- cost_of returns the cost recorded in a log member "id:cost".
 local function cost_of(member)
-  return tonumber(string.match(member, ':(%d+)$'))
+  return string.match(member, ':(%d+)$') + 0 -- digits, converted once (see read_state)
 end
 
 -- walk_log returns the score of the oldest record from which the running
@@ -74,7 +74,7 @@ local function walk_log(log, need)
     for j = 1, #chunk, 2 do
       need = need - cost_of(chunk[j])
       if need <= 0 then
-        return tonumber(chunk[j + 1])
+        return chunk[j + 1] + 0
       end
     end
     from = from + 128
@@ -97,7 +97,7 @@ end
 local function newest_in_log(log)
   local last = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
   if #last > 0 then
-    return tonumber(last[2])
+    return last[2] + 0
   end
   return -1
 end
