@@ -76,10 +76,7 @@ func merge(batch []*call) []*unit {
 		u.args = append(u.args, u.calls[0].args[0]) // the clock they share
 		for _, c := range u.calls {
 			u.keys = append(u.keys, c.keys...)
-			if c.n > 1 {
-				u.args = append(u.args, c.args[1]) // its request count
-			}
-			u.args = append(u.args, c.args[2:]...)
+			u.args = append(u.args, c.args[1:]...) // its count if it has several requests, then its requests
 		}
 		u.script = u.script.batch
 	}

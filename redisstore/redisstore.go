@@ -285,7 +285,11 @@ func (s *Store) localNow() time.Time {
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	keys := make([]string, 0, len(rs))
 	args := make([]any, 0, 2+len(rs))
-	args = append(args, s.clock(), len(rs))
+	args = append(args, s.clock())
+	if len(rs) > 1 || sc.batch == nil {
+		// the count; a take call of one request sends none (state.lua)
+		args = append(args, len(rs))
+	}
 	for i, r := range rs {
 		keys = append(keys, r.state)
 		if usesLog(r.p.Alg) {

@@ -3,15 +3,19 @@
 -- Every entry point (a script, or a function of the library: there KEYS
 -- and ARGV are its two parameters) shares this contract. ARGV[1] is the
 -- time in µs since the Unix epoch, or "" to use the server's TIME (the
--- normal case: one clock for every instance). ARGV[2] is the number n of requests. Each request names
--- its keys after those of the request before it (the first at KEYS[1]): a
--- hash holding its state (fields x, y, z, e, q as the algorithm uses them)
--- and, for sliding_log and concurrency only, a sorted set, its log. (A
--- request names no key that may not exist beside one that does: while a
--- Cluster slot migrates, Redis refuses such a script with TRYAGAIN.) Each
--- request sends one argument after that of the request before it (the
--- first at ARGV[3]): its limit, "<algorithm code>:<parameters>", the
--- parameters in hexadecimal and only those its algorithm reads:
+-- normal case: one clock for every instance). Then comes the number n of
+-- requests: always for refund.lua and release.lua, for take.lua only when
+-- n > 1 (a limit argument is never shorter than 5 characters, a count is;
+-- every argument costs the server time). Each request names its keys after
+-- those of the request before it (the first at KEYS[1]): a hash holding
+-- its state (fields x, y, z, e, q as the algorithm uses them) and, for
+-- sliding_log and concurrency only, a sorted set, its log. (A request
+-- names no key that may not exist beside one that does: while a Cluster
+-- slot migrates, Redis refuses such a script with TRYAGAIN.) Each request
+-- sends one argument after that of the request before it (the first after
+-- the count, or after the clock when there is none): its limit,
+-- "<algorithm code>:<parameters>", the parameters in hexadecimal and only
+-- those its algorithm reads:
 --     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
 --     token_bucket (4), gcra (5): A, B, Cap, Full
 --     leaky_bucket (6): A, B, Cap, Full, NoDelay
