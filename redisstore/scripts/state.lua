@@ -476,7 +476,15 @@ local function many(now, n, b, k, out, o)
     chain(now, n, 1, b, k, out, o + 1, true)
     return nil, b + n, k + n, o + 1 + 6 * n
   end
-  local reply = {}
+  local reply
+  if n <= 4 then
+    -- sized at once (a table grown one value at a time is resized five
+    -- times on the way to 18); the first nil ends the reply
+    reply = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply[6 * n + 1] = nil
+  else
+    reply = {}
+  end
   chain(now, n, 1, b, k, reply, 0, true)
   return reply, b + n, k + n, o
 end
