@@ -35,20 +35,7 @@ func TestRedisCheckRatio(t *testing.T) {
 		turns = n
 	}
 	ctx := context.Background()
-	admin := newClient()
-	defer admin.Close()
-	if err := admin.Ping(ctx).Err(); err != nil {
-		t.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
-	}
-	flush(t, admin)
-	rdb := newClient()
-	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Config{Prefix: redisPrefix + ":ratio:"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	lim := sluice.New(store)
+	lim := freshLimiter(t, redisstore.Config{Prefix: redisPrefix + ":ratio:"})
 
 	kinds := []struct {
 		name string
@@ -96,6 +83,27 @@ func TestRedisCheckRatio(t *testing.T) {
 	}
 	fmt.Fprintf(os.Stderr, "ratio of medians to allow-1 over %d turns: check-3-gcra %.2fx, check-3-mixed %.2fx\n", turns,
 		float64(q(took[1], 0.5))/float64(base), float64(q(took[2], 0.5))/float64(base))
+}
+
+// freshLimiter returns a Limiter on a redisstore configured by cfg, on the
+// benchmark server, flushed first; its client and store close when the test
+// ends.
+func freshLimiter(t *testing.T, cfg redisstore.Config) *sluice.Limiter {
+	t.Helper()
+	admin := newClient()
+	defer admin.Close()
+	if err := admin.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
+	}
+	flush(t, admin)
+	rdb := newClient()
+	t.Cleanup(func() { rdb.Close() })
+	store, err := redisstore.New(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return sluice.New(store)
 }
 
 func check3(ctx context.Context, lim *sluice.Limiter, limits *[3]sluice.Limit, i int) (sluice.Decision, error) {

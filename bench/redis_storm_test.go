@@ -41,18 +41,7 @@ func runStorm(t *testing.T, nearCache int, primed bool) stormResult {
 	ctx := context.Background()
 	admin := newClient()
 	defer admin.Close()
-	if err := admin.Ping(ctx).Err(); err != nil {
-		t.Fatalf("no Redis at %s (start one, or set REDISBENCH_ADDR): %v", redisAddr(), err)
-	}
-	flush(t, admin)
-	rdb := newClient()
-	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Config{Prefix: redisPrefix + ":storm:", NearCache: nearCache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	lim := sluice.New(store)
+	lim := freshLimiter(t, redisstore.Config{Prefix: redisPrefix + ":storm:", NearCache: nearCache})
 
 	parallel := func(n int, f func(i int) error) {
 		var next atomic.Int64
