@@ -34,11 +34,12 @@
 // Such a check pays the call, the clock and the reply once: on Redis 7, a
 // check of three GCRA limits costs the server 2.4 times a lone decision's
 // instructions, its extra requests each about what a request costs in a
-// batch (bench/REDIS.md). When they span slots, each slot's part is decided atomically and, if any part
-// refuses, the parts already charged are refunded in a second round trip.
-// That mode never admits a request some limit refused; between the charge
-// and the refund (one round trip), another request may see the charge and be
-// refused when it would otherwise have been admitted.
+// batch (bench/REDIS.md). When they span slots, each slot's part is
+// decided atomically and, if any part refuses, the parts already charged
+// are refunded in a second round trip. That mode never admits a request
+// some limit refused; between the charge and the refund (one round trip),
+// another request may see the charge and be refused when it would
+// otherwise have been admitted.
 package redisstore
 
 import (
@@ -552,8 +553,8 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 func (s *Store) wrap(err error, op string, q request) error {
 	if strings.Contains(err.Error(), "attempt to perform arithmetic on a string value") {
 		// read_state (state.lua) found a field that is not a number
-		return fmt.Errorf("redisstore: %s %q under %s: a state hash under prefix %q holds a field that is not a number, "+
-			"so something other than sluice wrote it; delete the key to start that limit afresh: %w",
+		return fmt.Errorf("redisstore: %s %q under %s: a state hash under prefix %q holds a field that is not a number "+
+			"(sluice writes only integers: did something else write it?); delete the key to start that limit afresh: %w",
 			op, q.Key, q.Limit, s.prefix, err)
 	}
 	return fmt.Errorf("redisstore: %s %q under %s: %w", op, q.Key, q.Limit, err)
