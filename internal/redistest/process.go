@@ -17,9 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Process is a redis-server process that belongs to one test, for tests of
-// what happens when Redis fails: the test can kill it (SIGKILL), freeze
-// and thaw it (SIGSTOP, SIGCONT) and start it again on the same port. It
+// Process is a redis-server process (or a Sentinel, see StartSentinel)
+// that belongs to one test, for tests of what happens when Redis fails:
+// the test can kill it (SIGKILL), freeze and thaw it (SIGSTOP, SIGCONT)
+// and start it again on the same port. It
 // runs on a free loopback port with its files in a directory of
 // t.TempDir(), persists nothing unless args ask for it (so a restart
 // starts empty), and is killed, by its pid, when the test ends. Unlike
@@ -35,6 +36,7 @@ type Process struct {
 
 	t    testing.TB
 	bin  string
+	conf string // a Sentinel's configuration file, or ""
 	args []string
 
 	mu   sync.Mutex
@@ -47,6 +49,39 @@ type Process struct {
 // answers PING. It fails t if there is no redis-server binary or it does
 // not start.
 func StartProcess(t testing.TB, args ...string) *Process {
+	t.Helper()
+	p := newProcess(t)
+	p.args = args
+	p.Restart()
+	return p
+}
+
+// StartSentinel starts a Redis Sentinel owned by t (redis-server in
+// sentinel mode, on a free loopback port) that monitors the master at
+// master (host:port) under name, with the given quorum, and declares it
+// down after downAfter without an answer; failoverTimeout bounds a
+// failover. It waits until the Sentinel answers PING.
+func StartSentinel(t testing.TB, name, master string, quorum int, downAfter, failoverTimeout time.Duration) *Process {
+	t.Helper()
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		t.Fatalf("redistest: master address %q: %v", master, err)
+	}
+	p := newProcess(t)
+	p.conf = filepath.Join(p.Dir, "sentinel.conf")
+	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\n"+
+		"sentinel down-after-milliseconds %s %d\n"+
+		"sentinel failover-timeout %s %d\n",
+		name, host, port, quorum, name, downAfter.Milliseconds(), name, failoverTimeout.Milliseconds())
+	if err := os.WriteFile(p.conf, []byte(conf), 0o644); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	p.Restart()
+	return p
+}
+
+// newProcess returns a Process owned by t on a free port, not started.
+func newProcess(t testing.TB) *Process {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -62,10 +97,8 @@ func StartProcess(t testing.TB, args ...string) *Process {
 		Dir:  t.TempDir(),
 		t:    t,
 		bin:  bin,
-		args: args,
 	}
 	t.Cleanup(p.kill)
-	p.Restart()
 	return p
 }
 
@@ -130,11 +163,16 @@ func (p *Process) Restart() {
 	p.t.Helper()
 	p.kill()
 	log := filepath.Join(p.Dir, "redis.log")
-	args := append([]string{
+	var args []string
+	if p.conf != "" {
+		args = []string{p.conf, "--sentinel"} // the file first: a Sentinel rewrites it
+	}
+	args = append(args,
 		"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--daemonize", "no", "--save", "", "--appendonly", "no",
 		"--dir", p.Dir, "--logfile", log,
-	}, p.args...)
+	)
+	args = append(args, p.args...)
 	cmd := exec.Command(p.bin, args...)
 	setParentDeathSignal(cmd)
 	out, err := os.OpenFile(filepath.Join(p.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
