@@ -446,6 +446,58 @@ func TestCheckOnClusterSlotKey(t *testing.T) {
 	}
 }
 
+// TestLargeCheck: checks of 2 to 100 requests on a standalone server, each
+// one script (chain in state.lua decides up to 64 plain requests, larger
+// checks go through tables): all admitted while every limit has room; once
+// one request's limit is spent, the check is refused and no other limit is
+// charged.
+func TestLargeCheck(t *testing.T) {
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{})
+	for _, n := range []int{2, 63, 64, 65, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			rs := make([]sluice.Request, n)
+			for i := range rs {
+				rs[i] = sluice.Request{Key: fmt.Sprintf("n%d:k%d", n, i), Limit: sluice.GCRA(sluice.PerHour(1), int64(2+i%3)), Cost: 1}
+			}
+			ds := make([]sluice.Decision, n)
+			if err := s.TakeAll(ctx, rs, ds); err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range ds {
+				if !d.Allowed || d.Remaining != int64(1+i%3) {
+					t.Fatalf("first check, request %d: %+v", i, d)
+				}
+			}
+			// spend the last request's limit alone, then check all again
+			last := rs[n-1]
+			for {
+				d, err := s.Take(ctx, last)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Remaining == 0 {
+					break
+				}
+			}
+			if err := s.TakeAll(ctx, rs, ds); err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range ds {
+				if d.Allowed {
+					t.Fatalf("second check, request %d admitted though request %d's limit is spent: %+v", i, n-1, d)
+				}
+			}
+			for i, r := range rs[:n-1] {
+				r.Cost = 0
+				d, err := s.Take(ctx, r)
+				if err != nil || d.Remaining != int64(1+i%3) {
+					t.Fatalf("request %d after the refused check: %+v %v, want %d remaining (charged once)", i, d, err, 1+i%3)
+				}
+			}
+		})
+	}
+}
+
 // TestCorruptStateIsAnError: a state field that is not a number (sluice
 // never writes one; another writer might) fails the call, naming the
 // request, instead of reading as a fresh state that would admit a burst.
