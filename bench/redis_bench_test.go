@@ -126,29 +126,37 @@ func benchParallel(b *testing.B, goroutines int) {
 	for _, lib := range redisLibs {
 		b.Run(lib.name, func(b *testing.B) {
 			e := startEnv(b, lib.new)
-			ctx := context.Background()
-			var denied, errs atomic.Int64
-			var first errOnce
-			b.SetParallelism(goroutines / procs)
-			b.RunParallel(func(pb *testing.PB) {
-				p := nextPicker(numKeys)
-				var d, n int64
-				for pb.Next() {
-					ok, err := e.allow(ctx, redisKeys[p.next()])
-					switch {
-					case err != nil:
-						n++
-						first.set(err)
-					case !ok:
-						d++
-					}
-				}
-				denied.Add(d)
-				errs.Add(n)
-			})
-			e.finish(b, denied.Load(), errs.Load(), first.err)
+			denied, errs, first := runParallel(b, goroutines, e.allow)
+			e.finish(b, denied, errs, first)
 		})
 	}
+}
+
+// runParallel calls allow b.N times from goroutines goroutines
+// (SetParallelism(goroutines / GOMAXPROCS)), each on keys of its own
+// picker, and counts refusals and errors apart.
+func runParallel(b *testing.B, goroutines int, allow allowFunc) (denied, errs int64, first error) {
+	ctx := context.Background()
+	var d, n atomic.Int64
+	var once errOnce
+	b.SetParallelism(goroutines / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		p := nextPicker(numKeys)
+		var dd, nn int64
+		for pb.Next() {
+			ok, err := allow(ctx, redisKeys[p.next()])
+			switch {
+			case err != nil:
+				nn++
+				once.set(err)
+			case !ok:
+				dd++
+			}
+		}
+		d.Add(dd)
+		n.Add(nn)
+	})
+	return d.Load(), n.Load(), once.err
 }
 
 // The composite check: three limits on three keys of one user, decided
