@@ -209,6 +209,32 @@ func waitState(t *testing.T, s *failover.Store, want failover.State, limit time.
 	return time.Now()
 }
 
+// fallbackSpan checks the samples of a failover in fallback mode: no caller
+// saw an error, and some requests were decided by the fallback. It calls
+// report with how many were and when the last of them ended, and returns
+// that time.
+func fallbackSpan(t *testing.T, samples []sample, report func(degraded int, last time.Time)) time.Time {
+	t.Helper()
+	var last time.Time
+	degraded := 0
+	for _, x := range samples {
+		if x.err != nil {
+			t.Fatalf("a caller got an error in fallback mode: %v", x.err)
+		}
+		if x.d.Degraded {
+			degraded++
+			if x.end.After(last) {
+				last = x.end
+			}
+		}
+	}
+	report(degraded, last)
+	if degraded == 0 {
+		t.Fatal("no request was decided by the fallback: the failover was not exercised")
+	}
+	return last
+}
+
 // TestChaosKillRestart: kill -9 the server under load, restart it on the
 // same port. Fallback mode: no caller sees an error, the breaker opens
 // within its failures, the fallback holds its scaled limit, and traffic
@@ -545,25 +571,11 @@ func TestChaosClusterFailover(t *testing.T) {
 	time.Sleep(time.Second)
 	samples := stop()
 
-	var lastDegraded time.Time
-	degraded := 0
-	for _, x := range samples {
-		if x.err != nil {
-			t.Fatalf("a caller got an error in fallback mode: %v", x.err)
-		}
-		if x.d.Degraded {
-			degraded++
-			if x.end.After(lastDegraded) {
-				lastDegraded = x.end
-			}
-		}
-	}
-	t.Logf("%d calls; cluster ok again %v after the kill; %d degraded, the last %v after the kill; stats %+v; errors seen: %s; test took %v",
-		len(samples), promoted.Sub(killed).Round(time.Millisecond), degraded, lastDegraded.Sub(killed).Round(time.Millisecond),
-		s.Stats(), rec.errors(), time.Since(start).Round(time.Millisecond))
-	if degraded == 0 {
-		t.Fatal("no request was decided by the fallback: the failover was not exercised")
-	}
+	lastDegraded := fallbackSpan(t, samples, func(degraded int, last time.Time) {
+		t.Logf("%d calls; cluster ok again %v after the kill; %d degraded, the last %v after the kill; stats %+v; errors seen: %s; test took %v",
+			len(samples), promoted.Sub(killed).Round(time.Millisecond), degraded, last.Sub(killed).Round(time.Millisecond),
+			s.Stats(), rec.errors(), time.Since(start).Round(time.Millisecond))
+	})
 	// go-redis rereads the slot map at most a second after it is due,
 	// then the next probe (300ms) closes the breaker.
 	if lastDegraded.After(promoted.Add(time.Second + 300*time.Millisecond + 300*time.Millisecond)) {
