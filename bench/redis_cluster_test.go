@@ -26,6 +26,9 @@ import (
 func BenchmarkRedisCluster128(b *testing.B) {
 	env := os.Getenv("REDISBENCH_CLUSTER")
 	if env == "" {
+		if os.Getenv("CI") != "" {
+			b.Fatal("REDISBENCH_CLUSTER is not set: name the nodes of a Redis Cluster (scripts/redis up prints them)")
+		}
 		b.Skip("set REDISBENCH_CLUSTER to the addresses of a Redis Cluster's nodes")
 	}
 	addrs := strings.Split(env, ",")
