@@ -56,8 +56,8 @@ func merge(batch []*call) []*unit {
 			u = &unit{script: c.script, calls: make([]*call, 0, 8)}
 			open[c.slot] = u
 			units = append(units, u)
-		} else if u.script != c.script && u.script != takeScript {
-			u.script = takeScript // calls under different algorithms
+		} else if take := scripts().take; u.script != c.script && u.script != take {
+			u.script = take // calls under different algorithms
 		}
 		u.calls = append(u.calls, c)
 	}
@@ -252,10 +252,10 @@ func noFunctions(err error) bool {
 func (b *batcher) load(ctx context.Context) error {
 	if cc, ok := b.client.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.FunctionLoadReplace(ctx, lib.src).Err()
+			return c.FunctionLoadReplace(ctx, scripts().lib.src).Err()
 		})
 	}
-	return b.client.FunctionLoadReplace(ctx, lib.src).Err()
+	return b.client.FunctionLoadReplace(ctx, scripts().lib.src).Err()
 }
 
 // send runs units in one pipeline. If again is set, the units Redis

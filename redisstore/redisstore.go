@@ -148,6 +148,7 @@ func New(client Client, cfg Config) (*Store, error) {
 		cfg.MaxBatch = 128
 	}
 	_, cluster := client.(*redis.ClusterClient)
+	scripts() // built once, here rather than on the first decision
 	s := &Store{
 		client:  client,
 		cluster: cluster,
@@ -340,7 +341,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if d, ok := s.near.get(q.state, r.Cost, s.localNow()); ok {
 		return d, nil
 	}
-	reply, err := s.run(ctx, s.call(takeOne[q.p.Alg], []request{q}, nil))
+	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{q}, nil))
 	if err != nil {
 		return sluice.Decision{}, s.wrap(err, "take", q)
 	}
@@ -463,7 +464,7 @@ func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups
 		for k, i := range idx { // refund exactly the lease that was granted
 			rs[k].lease = strconv.FormatUint(ds[i].Lease, 10)
 		}
-		c := s.call(refundScript, rs, pickStrings(undo, idx))
+		c := s.call(scripts().refund, rs, pickStrings(undo, idx))
 		if err := s.batch.submit(context.Background(), c); err != nil {
 			return err
 		}
@@ -543,7 +544,7 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 		return err
 	}
 	q.lease = strconv.FormatUint(lease, 10)
-	if _, err := s.run(ctx, s.call(releaseScript, []request{q}, nil)); err != nil {
+	if _, err := s.run(ctx, s.call(scripts().release, []request{q}, nil)); err != nil {
 		return s.wrap(err, "release", q)
 	}
 	return nil

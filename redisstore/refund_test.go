@@ -75,7 +75,7 @@ func TestRefundAfterAnotherCharge(t *testing.T) {
 			t.Fatalf("%s: second charge refused: %+v", l, d2)
 		}
 		first.lease = strconv.FormatUint(d1.Lease, 10)
-		if _, err := s.run(ctx, s.call(refundScript, []request{first}, []string{token})); err != nil {
+		if _, err := s.run(ctx, s.call(scripts().refund, []request{first}, []string{token})); err != nil {
 			t.Fatalf("%s: refund: %v", l, err)
 		}
 		got, _ := take(mk(0), "")

@@ -81,7 +81,7 @@ func TestScriptCostCommands(t *testing.T) {
 		}
 		sc := takeFor(rs)
 		if len(rs) == 1 {
-			sc = takeOne[rs[0].p.Alg]
+			sc = scripts().takeOne[rs[0].p.Alg]
 		}
 		cl := s.call(sc, rs, nil)
 		if sha, err := rdb.ScriptLoad(ctx, sc.src).Result(); err != nil || sha != sc.sha {
