@@ -14,7 +14,8 @@ import (
 // directly or through other kept functions, by whole names outside
 // comments, and drops the others with their lines.
 func TestPrune(t *testing.T) {
-	src := strings.Join([]string{
+	// Each line of the source; those prune must drop are marked "x ".
+	lines := []string{
 		"local x = 1",
 		"local function used(a)", // reached from the entry point
 		"  return helper(a) + x",
@@ -22,15 +23,15 @@ func TestPrune(t *testing.T) {
 		"local function helper(a)", // reached through used
 		"  return a",
 		"end",
-		"local function only_in_comment()", // named only after --
-		"  return 2",
-		"end",
-		"local function used_not()", // "used" is a prefix of its name, not a reference
-		"  return 3",
-		"end",
-		"local function recursive()", // names only itself
-		"  return recursive()",
-		"end",
+		"x local function only_in_comment()", // named only after --
+		"x   return 2",
+		"x end",
+		"x local function used_not()", // "used" is a prefix of its name, not a reference
+		"x   return 3",
+		"x end",
+		"x local function recursive()", // names only itself
+		"x   return recursive()",
+		"x end",
 		"local function twice()", // defined twice: both kept
 		"  return 4",
 		"end",
@@ -38,25 +39,17 @@ func TestPrune(t *testing.T) {
 		"  return 5",
 		"end",
 		"return used(1) + twice() -- only_in_comment()",
-	}, "\n")
-	want := strings.Join([]string{
-		"local x = 1",
-		"local function used(a)",
-		"  return helper(a) + x",
-		"end",
-		"local function helper(a)",
-		"  return a",
-		"end",
-		"local function twice()",
-		"  return 4",
-		"end",
-		"local function twice()",
-		"  return 5",
-		"end",
-		"return used(1) + twice() -- only_in_comment()",
-	}, "\n")
-	if got := prune(src); got != want {
-		t.Errorf("prune:\n%s\nwant:\n%s", got, want)
+	}
+	var src, want []string
+	for _, l := range lines {
+		if d, ok := strings.CutPrefix(l, "x "); ok {
+			src = append(src, d)
+			continue
+		}
+		src, want = append(src, l), append(want, l)
+	}
+	if got := prune(strings.Join(src, "\n")); got != strings.Join(want, "\n") {
+		t.Errorf("prune:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
 	}
 }
 
