@@ -25,9 +25,10 @@
 // limits, and eviction never happens to a key still inside its window; the
 // memory that costs is MaxKeys times the bytes per key.
 //
-// Each key costs about 360 bytes with a 15-byte key, for every algorithm
-// (TestBytesPerKey; docs/operations.md has the table); a sliding_log key
-// adds about 24 bytes per logged request, a concurrency key per lease.
+// Each key costs about 216 bytes with a key of up to 32 bytes, for every
+// algorithm (TestBytesPerKey; docs/operations.md has the table); a longer
+// key adds its length, a sliding_log key about 24 bytes per logged
+// request, a concurrency key per lease.
 package memstore
 
 import (
@@ -48,7 +49,7 @@ import (
 // documents its default.
 type Config struct {
 	// MaxKeys bounds how many (key, limit) states are held. Default
-	// 100,000 (about 36 MB with IPv4 keys; docs/operations.md says how to
+	// 100,000 (about 22 MB with IPv4 keys; docs/operations.md says how to
 	// size it). The bound is enforced per shard, so the total can exceed
 	// MaxKeys by less than the number of shards.
 	MaxKeys int
@@ -104,22 +105,75 @@ type shard struct {
 	m   map[uint64]*entry
 	lru entry // sentinel: lru.next is the most recently used
 	n   int
-	_   [64]byte // keep shards' locks on separate cache lines
+	// limits shares one compiled limit among the shard's entries of that
+	// limit, at most maxShared of them (an entry of any other limit gets
+	// its own): entries stay small, and the parameters every decision
+	// reads stay in cache however many keys there are.
+	limits map[sluice.Limit]*compiled
+	_      [64]byte // keep shards' locks on separate cache lines
 }
 
-// entry is the state of one (key, limit).
+// compiled is a limit and its parameters.
+type compiled struct {
+	lim sluice.Limit
+	p   algo.Params
+}
+
+// maxShared bounds a shard's shared limits. An application has a few
+// limits; one computed from client input (a header's scale, say) could
+// have many, and they must not grow the table.
+const maxShared = 64
+
+// inlineKey is the longest key an entry holds in its own first cache line;
+// a longer key is held in a string of its own.
+const inlineKey = 32
+
+// entry is the state of one (key, limit), 192 bytes: three whole cache
+// lines (the allocator places objects of that size class on multiples of
+// 192 bytes). Finding the entry reads the first line; a decision then
+// reads and writes the second; the third is touched only on insertion,
+// eviction and sweeps. (Entries used to hold the limit and its parameters
+// themselves: 320 bytes over up to six lines, and with 100,000 keys each
+// decision waited on about twice the cache misses.)
 type entry struct {
-	// The fields a decision reads come first, so that they share as few
-	// cache lines as possible.
-	key        string
-	lim        sluice.Limit
-	chain      *entry // next entry with the same hash
-	used       bool   // used since it last passed the eviction hand or the sweeper
-	pinned     bool   // in use by a TakeAll; not evictable
-	st         algo.State
-	p          algo.Params
-	hash       uint64
+	chain  *entry    // next entry with the same hash
+	c      *compiled // its limit and parameters (shared, read only)
+	hash   uint64
+	klen   int8 // length of the key in kbuf, or -1: the key is in long
+	used   bool // used since it last passed the eviction hand or the sweeper
+	pinned bool // in use by a TakeAll; not evictable
+	kbuf   [inlineKey]byte
+
+	st algo.State
+
 	prev, next *entry // eviction list
+	long       string
+	_          [32]byte // pad to 192 bytes (TestEntryLayout)
+}
+
+// is reports whether e is the state of key.
+func (e *entry) is(key string) bool {
+	if e.klen < 0 {
+		return e.long == key
+	}
+	return int(e.klen) == len(key) && string(e.kbuf[:e.klen]) == key
+}
+
+// compile returns lim compiled: the shard's shared copy, or a new one
+// (shared from now on while there is room).
+func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
+	if c := sh.limits[lim]; c != nil {
+		return c, nil
+	}
+	p, err := algo.Compile(lim)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{lim: lim, p: p}
+	if len(sh.limits) < maxShared {
+		sh.limits[lim] = c
+	}
+	return c, nil
 }
 
 // sweepBudget is how many entries a sweep examines per shard, from the
@@ -158,6 +212,7 @@ func New(cfg Config) (*Store, error) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.m = make(map[uint64]*entry)
+		sh.limits = make(map[sluice.Limit]*compiled)
 		sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
 	}
 	if cfg.Resolution < 0 {
@@ -201,9 +256,9 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	sh.mu.Lock()
 	e := sh.lookup(h, r.Key, r.Limit)
 	if e == nil {
-		p, err := algo.Compile(r.Limit)
+		c, err := sh.compile(r.Limit)
 		if err == nil {
-			err = p.CheckCost(r.Cost, r.Limit)
+			err = c.p.CheckCost(r.Cost, r.Limit)
 		}
 		if err != nil || r.Cost == 0 {
 			// Nothing to remember for an error or a peek at a fresh key.
@@ -212,17 +267,18 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 				return sluice.Decision{}, err
 			}
 			var fresh algo.State
-			return algo.Step(&p, &fresh, now, 0, 0, false), nil
+			return algo.Step(&c.p, &fresh, now, 0, 0, false), nil
 		}
-		e = sh.insert(h, r.Key, r.Limit, p, s.perShard)
+		e = sh.insert(h, r.Key, c, s.perShard)
 	} else {
-		if r.Cost < 0 || r.Cost > e.p.Cap {
+		if r.Cost < 0 || r.Cost > e.c.p.Cap {
 			sh.mu.Unlock()
-			return sluice.Decision{}, e.p.CheckCost(r.Cost, r.Limit)
+			return sluice.Decision{}, e.c.p.CheckCost(r.Cost, r.Limit)
 		}
 		e.used = true
 	}
-	d := algo.Step(&e.p, &e.st, now, r.Cost, s.lease(&e.p, r.Cost), true)
+	p := &e.c.p
+	d := algo.Step(p, &e.st, now, r.Cost, s.lease(p, r.Cost), true)
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -287,34 +343,34 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 		e := sh.lookup(hs[i], r.Key, r.Limit)
 		isNew := e == nil
 		if isNew {
-			p, err := algo.Compile(r.Limit)
+			c, err := sh.compile(r.Limit)
 			if err != nil {
 				admitted = false
 				return err
 			}
-			e = sh.insert(hs[i], r.Key, r.Limit, p, s.perShard)
+			e = sh.insert(hs[i], r.Key, c, s.perShard)
 		} else {
 			e.used = true
 		}
 		e.pinned = true
 		es = append(es, e)
 		created = append(created, isNew)
-		if err := e.p.CheckCost(r.Cost, r.Limit); err != nil {
+		if err := e.c.p.CheckCost(r.Cost, r.Limit); err != nil {
 			admitted = false
 			return err
 		}
-		ds[i] = algo.Step(&e.p, &e.st, now, r.Cost, 0, false)
+		ds[i] = algo.Step(&e.c.p, &e.st, now, r.Cost, 0, false)
 		admitted = admitted && ds[i].Allowed
 	}
 	for i, e := range es {
 		if !admitted {
 			if ds[i].Allowed {
-				ds[i] = algo.Step(&e.p, &e.st, now, 0, 0, false)
+				ds[i] = algo.Step(&e.c.p, &e.st, now, 0, 0, false)
 				ds[i].Allowed, ds[i].RetryAfter, ds[i].Delay = false, 0, 0
 			}
 			continue
 		}
-		ds[i] = algo.Step(&e.p, &e.st, now, rs[i].Cost, s.lease(&e.p, rs[i].Cost), true)
+		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, s.lease(&e.c.p, rs[i].Cost), true)
 	}
 	return nil
 }
@@ -424,7 +480,7 @@ func (s *Store) sweep() {
 
 func (sh *shard) lookup(h uint64, key string, lim sluice.Limit) *entry {
 	e := sh.m[h]
-	for e != nil && (e.lim != lim || e.key != key) {
+	for e != nil && (!e.is(key) || e.c.lim != lim) {
 		e = e.chain
 	}
 	return e
@@ -450,8 +506,13 @@ func (sh *shard) pushFront(e *entry) {
 // LRU list does, touches two other entries' cache lines). The hand walks
 // from the oldest end: a used entry loses its flag and goes to the front,
 // an unused one is evicted. Hot keys are used between passes and survive.
-func (sh *shard) insert(h uint64, key string, lim sluice.Limit, p algo.Params, bound int) *entry {
-	e := &entry{key: strings.Clone(key), hash: h, lim: lim, p: p, chain: sh.m[h]}
+func (sh *shard) insert(h uint64, key string, c *compiled, bound int) *entry {
+	e := &entry{hash: h, c: c, chain: sh.m[h], klen: int8(len(key))}
+	if len(key) <= inlineKey {
+		copy(e.kbuf[:], key)
+	} else {
+		e.klen, e.long = -1, strings.Clone(key)
+	}
 	sh.m[h] = e
 	sh.pushFront(e)
 	sh.n++
