@@ -4,25 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
-
-// TestEntryLayout: an entry is three whole cache lines, what finding it
-// reads in the first, its state in the second (see entry).
-func TestEntryLayout(t *testing.T) {
-	var e entry
-	if got := unsafe.Sizeof(e); got != 192 {
-		t.Errorf("entry is %d bytes, want 192 (three cache lines; adjust the padding)", got)
-	}
-	if got := unsafe.Offsetof(e.st); got != 64 {
-		t.Errorf("entry.st at offset %d, want 64 (the second cache line)", got)
-	}
-	if got := unsafe.Offsetof(e.kbuf) + unsafe.Sizeof(e.kbuf); got > 64 {
-		t.Errorf("entry's first line ends at %d, want at most 64", got)
-	}
-}
 
 // TestKeysAndLimitsKeepApart: every (key, limit) has its own state, for
 // keys around the inline bound that share prefixes or differ only at the
