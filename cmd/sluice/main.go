@@ -2,6 +2,7 @@
 //
 //	sluice serve [flags]      run the gateway, decision API, Envoy rate limit service and admin
 //	sluice check FILE...      validate policy, RLS and server config files offline
+//	sluice simulate [flags]   draw how each algorithm treats a traffic pattern
 //	sluice version            print the version
 //
 // `sluice serve` with no flags starts on the memory store with a sample
@@ -49,6 +50,7 @@ const usage = `sluice decides, for every request, whether to admit it, delay it 
 Usage:
   sluice serve [flags]     run the gateway, decision API, Envoy rate limit service and admin
   sluice check FILE...     validate policy, Envoy RLS and server config files (exit 1 if any is invalid)
+  sluice simulate [flags]  draw how each algorithm treats a traffic pattern
   sluice version           print the version
   sluice help [command]    show help
 
@@ -70,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(rest, stdout, stderr)
 	case "check":
 		return check(rest, stdout, stderr)
+	case "simulate":
+		return simulate(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "sluice", versionString())
 		return exitOK
@@ -145,15 +149,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		})
 	}
 	fs.Usage = func() { serveUsage(fs, stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q (flags only; see sluice serve --help)\n", fs.Arg(0))
-		return exitUsage
+	if code, done := parseFlags(fs, args, false, stderr); done {
+		return code
 	}
 	if *showSample {
 		stdout.Write(server.SamplePolicy())
@@ -253,6 +250,23 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
+// parseFlags parses a command's flags. done reports that the command ends
+// here, with code: --help (0) or a bad command line (2, the flag package
+// has said why). Arguments after the flags are refused unless positional.
+func parseFlags(fs *flag.FlagSet, args []string, positional bool, stderr io.Writer) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	if !positional && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q (flags only; see %s --help)\n", fs.Name(), fs.Arg(0), fs.Name())
+		return exitUsage, true
+	}
+	return 0, false
+}
+
 // check validates files offline: policies, Envoy RLS configs and server
 // configs, telling which by their content unless --kind says.
 func check(args []string, stdout, stderr io.Writer) int {
@@ -272,11 +286,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, done := parseFlags(fs, args, true, stderr); done {
+		return code
 	}
 	switch *kind {
 	case "auto", "policy", "rls", "server":

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// simulateOut runs `sluice simulate args...` as a real process and returns
+// its standard output; it fails the test on any other exit than 0.
+func simulateOut(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := execSluice(append([]string{"simulate"}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sluice simulate %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// simLine is one row of the drawing.
+type simLine struct {
+	row            string
+	admitted, most int
+}
+
+var simLineRE = regexp.MustCompile(`^(\S.*?)\s{2,}([.0-9+]+)  (\d+)(?: admitted, at most (\d+) in any \S+)?`)
+
+// parseDrawing reads the drawing's rows by label.
+func parseDrawing(t *testing.T, out string) map[string]simLine {
+	t.Helper()
+	rows := map[string]simLine{}
+	for _, l := range strings.Split(out, "\n") {
+		m := simLineRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[3])
+		most, _ := strconv.Atoi(m[4])
+		rows[m[1]] = simLine{row: m[2], admitted: n, most: most}
+	}
+	return rows
+}
+
+// TestSimulateHandWorked: a scenario small enough to work out by hand.
+// Ten requests at 0.5 s and ten at 1.0 s against 10 per second:
+//   - fixed_window admits all 20 (two windows, [0, 1s) and [1s, 2s)): 20
+//     within half a second, its documented 2x at a boundary;
+//   - sliding_log admits the first 10 and none at 1.0 s (within 1 s);
+//   - the buckets start full (10), refill 5 in the half second;
+//   - sliding_window weighs the previous window: at 1.0 s it is all
+//     previous (10 · 1.0), nothing admitted.
+func TestSimulateHandWorked(t *testing.T) {
+	out := simulateOut(t, "--traffic", "pause 500ms, 10, pause 500ms, 10", "--slot", "250ms")
+	rows := parseDrawing(t, out)
+	want := map[string]simLine{ // columns of 250 ms: 10 arrive in the third, 10 in the fifth
+		"arrivals":                     {"..+.+", 20, 0},
+		"fixed_window(10 per 1s)":      {"..+.+", 20, 20},
+		"sliding_log(10 per 1s)":       {"..+..", 10, 10},
+		"sliding_window(10 per 1s)":    {"..+..", 10, 10},
+		"token_bucket(10/s, burst 10)": {"..+.5", 15, 15},
+		"gcra(10/s, burst 10)":         {"..+.5", 15, 15},
+	}
+	for label, w := range want {
+		if got, ok := rows[label]; !ok {
+			t.Errorf("no row %q in:\n%s", label, out)
+		} else if got != w {
+			t.Errorf("%s: %+v, want %+v\n%s", label, got, w, out)
+		}
+	}
+	if !strings.Contains(out, "traffic: pause 500ms, 10, pause 500ms, 10 (20 requests over 1s); each column 250ms") {
+		t.Errorf("heading:\n%s", out)
+	}
+}
+
+// TestSimulateDefault: the default picture holds every rate algorithm,
+// each row adds up to its total, and each limit keeps its guarantee (at
+// most N in any window for sliding_log, 2N for fixed_window, burst +
+// rate·t for the buckets).
+func TestSimulateDefault(t *testing.T) {
+	out := simulateOut(t)
+	rows := parseDrawing(t, out)
+	if len(rows) != 8 {
+		t.Fatalf("%d rows, want arrivals and 7 algorithms:\n%s", len(rows), out)
+	}
+	for label, r := range rows {
+		if len(r.row) != 70 { // 3.5 s in 50 ms columns
+			t.Errorf("%s: %d columns, want 70", label, len(r.row))
+		}
+		sum, plus := 0, false
+		for _, c := range r.row {
+			switch {
+			case c == '+':
+				plus = true
+			case c >= '1' && c <= '9':
+				sum += int(c - '0')
+			}
+		}
+		if !plus && sum != r.admitted || plus && sum >= r.admitted {
+			t.Errorf("%s: row %s does not add up to %d", label, r.row, r.admitted)
+		}
+	}
+	bounds := map[string]int{ // most in any 1 s
+		"sliding_log(10 per 1s)":  10,
+		"fixed_window(10 per 1s)": 20,
+	}
+	for label, most := range bounds {
+		if r := rows[label]; r.most > most || r.most == 0 {
+			t.Errorf("%s: at most %d in any 1s, want 1..%d", label, r.most, most)
+		}
+	}
+	for _, label := range []string{"token_bucket(10/s, burst 10)", "gcra(10/s, burst 10)"} {
+		if r := rows[label]; r.admitted > 10+35 || r.most > 10+10 {
+			t.Errorf("%s: %d admitted (most %d in 1s); at most 45 (burst + 10/s · 3.5s), 20 in 1s", label, r.admitted, r.most)
+		}
+	}
+	if !strings.Contains(out, "after a delay") {
+		t.Errorf("the leaky bucket's delays are not shown:\n%s", out)
+	}
+}
+
+// TestSimulateLimitsAndCSV: --limit draws the given limits; --csv prints a
+// row per slot whose columns add up to the drawing's totals.
+func TestSimulateLimitsAndCSV(t *testing.T) {
+	args := []string{
+		"--limit", "{algorithm: sliding_window, limit: 100, window: 1m}",
+		"--limit", "{algorithm: gcra, rate: 100/m, burst: 20}",
+		"--traffic", "300/m for 3m", "--slot", "5s",
+	}
+	rows := parseDrawing(t, simulateOut(t, args...))
+	gcra := rows["gcra(100/m, burst 20)"]
+	if _, ok := rows["sliding_window(100 per 1m)"]; !ok || gcra.admitted == 0 {
+		t.Fatalf("rows: %+v", rows)
+	}
+	lines := strings.Split(strings.TrimSpace(simulateOut(t, append(args, "--csv")...)), "\n")
+	if lines[0] != `slot_start_ms,arrivals,"sliding_window(100 per 1m)","gcra(100/m, burst 20)"` {
+		t.Errorf("CSV header %q", lines[0])
+	}
+	if len(lines) != 1+36 { // 3 minutes of 5 s
+		t.Fatalf("%d CSV lines, want 37", len(lines))
+	}
+	sums := make([]int, 3)
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		for i := range sums {
+			n, err := strconv.Atoi(f[i+1])
+			if err != nil {
+				t.Fatalf("CSV line %q: %v", l, err)
+			}
+			sums[i] += n
+		}
+	}
+	if sums[0] != 900 || sums[2] != gcra.admitted {
+		t.Errorf("CSV sums %v, want 900 arrivals and gcra %d", sums, gcra.admitted)
+	}
+	if lines[2][:5] != "5000," {
+		t.Errorf("second slot starts %q, want 5000 ms", lines[2])
+	}
+}
+
+// TestSimulateErrors: bad input is refused with exit 2 and a message that
+// names the flag and what to write instead; nothing is drawn.
+func TestSimulateErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--traffic", ""}, "--traffic: empty"},
+		{[]string{"--traffic", "30, 40/s for"}, `--traffic: phase 2 "40/s for": want N`},
+		{[]string{"--traffic", "pause -1s"}, `phase 1 "pause -1s": want a positive duration after pause`},
+		{[]string{"--traffic", "lots"}, `phase 1 "lots": want N (N requests at once), RATE for DURATION, or pause DURATION`},
+		{[]string{"--traffic", "40/x for 2s"}, `phase 1 "40/x for 2s"`},
+		{[]string{"--traffic", "100000/s for 1h"}, "more than 1000000 requests in all"},
+		{[]string{"--traffic", "9223372036854775807/s for 1d"}, "more than 1000000 requests in all"},
+		{[]string{"--traffic", "10/s for 1h", "--slot", "1s"}, "3600 columns of --slot 1s, more than 2000; give a wider --slot"},
+		{[]string{"--slot", "0s"}, `--slot "0s": want a positive duration`},
+		{[]string{"--rate", "ten"}, "--rate:"},
+		{[]string{"--limit", "{algorithm: concurrency, limit: 5, lease_ttl: 1m}"}, "--limit 1: concurrency limits requests in flight"},
+		{[]string{"--limit", "{algorithm: gcra, burst: 5}"}, "--limit 1"},
+		{[]string{"--limit", "{algorithm: gcra, rate: 5/s, brust: 5}"}, `unknown field "brust"`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		cmd := execSluice(append([]string{"simulate"}, c.args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		if code != exitUsage || !strings.Contains(stderr.String(), c.want) || stdout.Len() > 0 {
+			t.Errorf("sluice simulate %s: exit %d, stderr %q, stdout %q; want exit 2 and %q",
+				fmt.Sprintf("%q", c.args), code, stderr.String(), stdout.String(), c.want)
+		}
+	}
+}
+
+// TestReadmeSimulate keeps README's `sluice simulate` commands working:
+// each one is run (its single-quoted arguments split as a shell would) and
+// must draw a row per limit.
+func TestReadmeSimulate(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "go run ./cmd/sluice simulate")
+		if !ok {
+			continue
+		}
+		n++
+		var args []string
+		for i, part := range strings.Split(rest, "'") {
+			if i%2 == 1 {
+				args = append(args, part) // quoted
+			} else {
+				args = append(args, strings.Fields(part)...)
+			}
+		}
+		if rows := parseDrawing(t, simulateOut(t, args...)); len(rows) < 2 {
+			t.Errorf("README: %s: drew %d rows", line, len(rows))
+		}
+	}
+	if n == 0 {
+		t.Error("README.md shows no `go run ./cmd/sluice simulate` command")
+	}
+}
