@@ -71,8 +71,9 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	redistest.Main(m)
+	code := redistest.Run(m)
+	os.RemoveAll(dir) // the binary; a defer would not run past os.Exit
+	os.Exit(code)
 }
 
 func raceEnabled() bool {

@@ -40,8 +40,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building sluice:", err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	redistest.Main(m)
+	code := redistest.Run(m)
+	os.RemoveAll(dir) // a binary of tens of MB, left in the temporary directory otherwise
+	os.Exit(code)
 }
 
 // proc is a running `sluice serve`.

@@ -253,9 +253,15 @@ func escapeGlob(s string) string {
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main for a TestMain with more to clean up: it runs the tests,
+// stops the private servers and returns the exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	stopPrivate()
-	os.Exit(code)
+	return code
 }
 
 // ---------------------------------------------------------------- private servers
