@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +36,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.String("warmup", "2s", "warm_up's warm-up period")
 	slot := fs.String("slot", "50ms", "the time each column stands for")
 	csv := fs.Bool("csv", false, "print a table of admissions per slot (CSV) instead of the drawing")
+	policyFile := fs.String("policy", "", "draw the limits of this policy file: each limit of each rule, and each rule as a whole (all its limits at once, as the gateway checks them)")
 	var specs []string
 	fs.Func("limit", "a limit to draw, written as in a policy file, e.g. '{algorithm: gcra, rate: 100/s, burst: 20}'; repeat to compare several (replaces the default set)", func(s string) error {
 		specs = append(specs, s)
@@ -47,13 +49,15 @@ Draws how each algorithm treats a traffic pattern, on a simulated clock: it
 finishes at once and prints the same picture every time. Each row is a
 limit, each column a slot of time: how many of that slot's requests were
 admitted (0 as '.', 1-9, '+' for ten or more). By default every rate
-algorithm at the same rate; --limit draws your own.
+algorithm at the same rate; --limit and --policy draw your own (a policy's
+limits as if one client, on one key per limit, sent all the traffic).
 
   sluice simulate
   sluice simulate --traffic '100, 20/s for 5s' --rate 10/s --burst 50
   sluice simulate --limit '{algorithm: sliding_window, limit: 100, window: 1m}' \
                   --limit '{algorithm: gcra, rate: 100/m, burst: 20}' \
                   --traffic '300/m for 3m' --slot 5s
+  sluice simulate --policy policy.yaml --traffic '50, 5/s for 10s' --slot 250ms
 
 Flags:
 `)
@@ -78,19 +82,40 @@ Flags:
 	if columns > maxSimColumns {
 		return fail("--traffic lasts %s: %d columns of --slot %s, more than %d; give a wider --slot", sluice.FormatDuration(span), columns, *slot, maxSimColumns)
 	}
-	var limits []sluice.Limit
-	if len(specs) > 0 {
-		for i, spec := range specs {
-			lim, err := policy.ParseLimit(fmt.Sprintf("--limit %d", i+1), []byte(spec))
-			if err != nil {
-				return fail("%v", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
-			}
-			if lim.Algorithm == sluice.AlgorithmConcurrency {
-				return fail("--limit %d: concurrency limits requests in flight, not a rate of arrivals; it cannot be drawn here", i+1)
-			}
-			limits = append(limits, lim)
+	var subjects []simSubject
+	if *policyFile != "" {
+		p, err := policy.Load(*policyFile, policy.Options{})
+		if err != nil {
+			return fail("--policy: %v", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
 		}
-	} else {
+		for _, rule := range p.Rules {
+			var all []sluice.Limit
+			for _, l := range rule.Limits {
+				if l.Limit.Algorithm == sluice.AlgorithmConcurrency {
+					continue // limits requests in flight, not arrivals
+				}
+				all = append(all, l.Limit)
+				subjects = append(subjects, simSubject{rule.Name + "/" + l.Name + ": " + l.Limit.String(), []sluice.Limit{l.Limit}})
+			}
+			if len(all) > 1 {
+				subjects = append(subjects, simSubject{rule.Name + ": all " + strconv.Itoa(len(all)) + " limits at once", all})
+			}
+		}
+		if len(subjects) == 0 {
+			return fail("--policy %s: no limit to draw (concurrency limits requests in flight, not a rate of arrivals)", *policyFile)
+		}
+	}
+	for i, spec := range specs {
+		lim, err := policy.ParseLimit(fmt.Sprintf("--limit %d", i+1), []byte(spec))
+		if err != nil {
+			return fail("%v", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+		}
+		if lim.Algorithm == sluice.AlgorithmConcurrency {
+			return fail("--limit %d: concurrency limits requests in flight, not a rate of arrivals; it cannot be drawn here", i+1)
+		}
+		subjects = append(subjects, simSubject{lim.String(), []sluice.Limit{lim}})
+	}
+	if len(subjects) == 0 {
 		r, err := policy.ParseRate(*rate)
 		if err != nil {
 			return fail("--rate: %v", err)
@@ -103,7 +128,7 @@ Flags:
 		if err != nil {
 			return fail("--warmup: %v", err)
 		}
-		limits = []sluice.Limit{
+		for _, lim := range []sluice.Limit{
 			sluice.FixedWindow(r.Count, r.Period),
 			sluice.SlidingLog(r.Count, r.Period),
 			sluice.SlidingWindow(r.Count, r.Period),
@@ -111,18 +136,18 @@ Flags:
 			sluice.GCRA(r, b),
 			sluice.LeakyBucket(r, b),
 			sluice.WarmUp(r, w),
-		}
-		for _, lim := range limits {
+		} {
 			if err := lim.Validate(); err != nil {
 				return fail("%s (check --rate, --burst and --warmup)", strings.TrimPrefix(err.Error(), "sluice: "))
 			}
+			subjects = append(subjects, simSubject{lim.String(), []sluice.Limit{lim}})
 		}
 	}
 
-	runs := make([]simRun, len(limits))
-	for i, lim := range limits {
-		if runs[i], err = runSim(lim, arrivals, width, columns); err != nil {
-			return fail("%s: %v", lim, err)
+	runs := make([]simRun, len(subjects))
+	for i, sub := range subjects {
+		if runs[i], err = runSim(sub, arrivals, width, columns); err != nil {
+			return fail("%s: %v", sub.label, err)
 		}
 	}
 	if *csv {
@@ -210,21 +235,30 @@ func mulDiv(a, b, c int64) (int64, bool) {
 	return int64(q), true
 }
 
-// simRun is what one limit did with the arrivals.
+// simSubject is what one row draws: one limit, or the limits of a rule
+// checked together (all or nothing), each on its own key.
+type simSubject struct {
+	label  string
+	limits []sluice.Limit
+}
+
+// simRun is what one subject did with the arrivals.
 type simRun struct {
-	lim      sluice.Limit
+	simSubject
 	admitted []int // per column
 	total    int
 	delayed  int
 	maxDelay time.Duration
-	// most is the most admitted within any span of the limit's period.
-	most int
+	// most is the most admitted within any span of period, the longest
+	// period of its limits.
+	most   int
+	period time.Duration
 }
 
-// runSim feeds the arrivals to lim on one key of a memstore whose clock is
+// runSim feeds the arrivals to sub's limits on a memstore whose clock is
 // the arrival time.
-func runSim(lim sluice.Limit, arrivals []time.Duration, width time.Duration, columns int) (simRun, error) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // a whole minute: fixed windows align with 0
+func runSim(sub simSubject, arrivals []time.Duration, width time.Duration, columns int) (simRun, error) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // a whole day: fixed windows align with 0
 	var now time.Time
 	store, err := memstore.New(memstore.Config{Now: func() time.Time { return now }, SweepInterval: -1})
 	if err != nil {
@@ -232,11 +266,16 @@ func runSim(lim sluice.Limit, arrivals []time.Duration, width time.Duration, col
 	}
 	defer store.Close()
 	limiter := sluice.New(store)
-	r := simRun{lim: lim, admitted: make([]int, columns)}
+	r := simRun{simSubject: sub, admitted: make([]int, columns)}
+	reqs := make([]sluice.Request, len(sub.limits))
+	for i, lim := range sub.limits {
+		reqs[i] = sluice.Request{Key: "sim" + strconv.Itoa(i), Limit: lim, Cost: 1}
+		r.period = max(r.period, lim.Period)
+	}
 	var admittedAt []time.Duration
 	for _, at := range arrivals {
 		now = start.Add(at)
-		d, err := limiter.Allow(context.Background(), "sim", lim)
+		d, err := limiter.Check(context.Background(), reqs...)
 		if err != nil {
 			return simRun{}, err
 		}
@@ -251,8 +290,8 @@ func runSim(lim sluice.Limit, arrivals []time.Duration, width time.Duration, col
 			r.maxDelay = max(r.maxDelay, d.Delay)
 		}
 	}
-	for i, j := 0, 0; lim.Period > 0 && j < len(admittedAt); j++ { // two pointers: (t-period, t]
-		for admittedAt[j]-admittedAt[i] >= lim.Period {
+	for i, j := 0, 0; r.period > 0 && j < len(admittedAt); j++ { // two pointers: (t-period, t]
+		for admittedAt[j]-admittedAt[i] >= r.period {
 			i++
 		}
 		r.most = max(r.most, j-i+1)
@@ -267,14 +306,14 @@ func writeSimDrawing(w io.Writer, traffic string, arrivals []time.Duration, span
 	}
 	label := 0
 	for _, r := range runs {
-		label = max(label, len(r.lim.String()))
+		label = max(label, len(r.label))
 	}
 	label = max(label, len("arrivals"))
 	fmt.Fprintf(w, "traffic: %s (%d requests over %s); each column %s\n\n", traffic, len(arrivals), sluice.FormatDuration(span), sluice.FormatDuration(width))
 	fmt.Fprintf(w, "%-*s  %s  %d\n", label, "arrivals", simRow(perColumn), len(arrivals))
 	for _, r := range runs {
-		fmt.Fprintf(w, "%-*s  %s  %d admitted", label, r.lim, simRow(r.admitted), r.total)
-		fmt.Fprintf(w, ", at most %d in any %s", r.most, sluice.FormatDuration(r.lim.Period))
+		fmt.Fprintf(w, "%-*s  %s  %d admitted", label, r.label, simRow(r.admitted), r.total)
+		fmt.Fprintf(w, ", at most %d in any %s", r.most, sluice.FormatDuration(r.period))
 		if r.delayed > 0 {
 			fmt.Fprintf(w, ", %d after a delay (up to %s)", r.delayed, sluice.FormatDuration(r.maxDelay.Round(time.Millisecond)))
 		}
@@ -287,18 +326,20 @@ func writeSimCSV(w io.Writer, arrivals []time.Duration, runs []simRun, width tim
 	for _, at := range arrivals {
 		perColumn[at/width]++
 	}
-	fmt.Fprint(w, "slot_start_ms,arrivals")
+	cw := csv.NewWriter(w)
+	row := []string{"slot_start_ms", "arrivals"}
 	for _, r := range runs {
-		fmt.Fprintf(w, ",%q", r.lim.String())
+		row = append(row, r.label)
 	}
-	fmt.Fprintln(w)
+	cw.Write(row)
 	for c := range columns {
-		fmt.Fprintf(w, "%s,%d", strconv.FormatFloat(float64(time.Duration(c)*width)/float64(time.Millisecond), 'f', -1, 64), perColumn[c])
+		row = append(row[:0], strconv.FormatFloat(float64(time.Duration(c)*width)/float64(time.Millisecond), 'f', -1, 64), strconv.Itoa(perColumn[c]))
 		for _, r := range runs {
-			fmt.Fprintf(w, ",%d", r.admitted[c])
+			row = append(row, strconv.Itoa(r.admitted[c]))
 		}
-		fmt.Fprintln(w)
+		cw.Write(row)
 	}
+	cw.Flush()
 }
 
 // simRow draws counts: '.' for none, 1-9, '+' for ten or more.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,7 +138,7 @@ func TestSimulateLimitsAndCSV(t *testing.T) {
 		t.Fatalf("rows: %+v", rows)
 	}
 	lines := strings.Split(strings.TrimSpace(simulateOut(t, append(args, "--csv")...)), "\n")
-	if lines[0] != `slot_start_ms,arrivals,"sliding_window(100 per 1m)","gcra(100/m, burst 20)"` {
+	if lines[0] != `slot_start_ms,arrivals,sliding_window(100 per 1m),"gcra(100/m, burst 20)"` {
 		t.Errorf("CSV header %q", lines[0])
 	}
 	if len(lines) != 1+36 { // 3 minutes of 5 s
@@ -159,6 +160,41 @@ func TestSimulateLimitsAndCSV(t *testing.T) {
 	}
 	if lines[2][:5] != "5000," {
 		t.Errorf("second slot starts %q, want 5000 ms", lines[2])
+	}
+}
+
+// TestSimulatePolicy: --policy draws each limit of each rule, and each
+// rule with several limits as a whole, which admits no more than its
+// strictest limit alone; concurrency limits are left out.
+func TestSimulatePolicy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, path, `rules:
+  - name: api
+    limits:
+      - {name: per-ip, key: ip, algorithm: gcra, rate: 5/s, burst: 10}
+      - {name: all, key: global, algorithm: fixed_window, limit: 30, window: 1s}
+      - {name: inflight, key: global, algorithm: concurrency, limit: 5, lease_ttl: 1m}
+`)
+	out := simulateOut(t, "--policy", path, "--traffic", "50, 20/s for 3s", "--slot", "250ms")
+	rows := parseDrawing(t, out)
+	ip, all, both := rows["api/per-ip: gcra(5/s, burst 10)"], rows["api/all: fixed_window(30 per 1s)"], rows["api: all 2 limits at once"]
+	if ip.admitted == 0 || all.admitted == 0 || both.admitted == 0 || len(rows) != 4 {
+		t.Fatalf("rows %+v in:\n%s", rows, out)
+	}
+	if both.admitted > min(ip.admitted, all.admitted) {
+		t.Errorf("the rule admitted %d, more than its limits alone (%d, %d)", both.admitted, ip.admitted, all.admitted)
+	}
+	// The burst of 10 at once, then one per 200 ms (5/s) from 200 ms to the
+	// last arrival at 2.95 s: 14.
+	if ip.admitted != 10+14 {
+		t.Errorf("per-ip admitted %d, want 24", ip.admitted)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, "rules:\n  - name: a\n    limits:\n      - {name: g, key: global, algorithm: gcra, rate: 5/s, brust: 2}\n")
+	cmd := execSluice("simulate", "--policy", bad)
+	msg, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(msg), bad+`:4: rule "a": limit "g": unknown field "brust"`) {
+		t.Errorf("bad policy: exit %d, %s", cmd.ProcessState.ExitCode(), msg)
 	}
 }
 
