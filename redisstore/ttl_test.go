@@ -34,7 +34,7 @@ func TestTTLCoversState(t *testing.T) {
 		sluice.WarmUp(sluice.PerSecond(200), 200*time.Millisecond),
 	}
 	const slack = time.Second
-	const tolerance = 50 * time.Millisecond // between the script and PTTL
+	const tolerance = 250 * time.Millisecond // between the script and PTTL: a stall of a loaded machine, well under the slack
 	check := func(l sluice.Limit, key string, d sluice.Decision) {
 		t.Helper()
 		state, _ := s.stateKeys(key, l)
