@@ -46,6 +46,7 @@ type unit struct {
 func merge(batch []*call) []*unit {
 	units := make([]*unit, 0, len(batch))
 	open := map[uint16]*unit{} // per slot, the unit still taking calls
+	take := scripts().take
 	for _, c := range batch {
 		if c.script.batch == nil {
 			units = append(units, &unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
@@ -56,7 +57,7 @@ func merge(batch []*call) []*unit {
 			u = &unit{script: c.script, calls: make([]*call, 0, 8)}
 			open[c.slot] = u
 			units = append(units, u)
-		} else if take := scripts().take; u.script != c.script && u.script != take {
+		} else if u.script != c.script && u.script != take {
 			u.script = take // calls under different algorithms
 		}
 		u.calls = append(u.calls, c)
