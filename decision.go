@@ -47,27 +47,27 @@ type Decision struct {
 	Degraded bool
 }
 
-// binding returns the decision that governs a combined check: a refusal with
-// the longest RetryAfter if any request was refused, otherwise the admitted
-// decision with the fewest Remaining. Delay is the longest of all, since the
-// caller must honour every shaping limit.
-func binding(ds []Decision) Decision {
+// binding returns the decision that governs a combined check, and its
+// index: a refusal with the longest RetryAfter if any request was refused,
+// otherwise the admitted decision with the fewest Remaining. Delay is the
+// longest of all, since the caller must honour every shaping limit.
+func binding(ds []Decision) (Decision, int) {
 	if len(ds) == 0 {
-		return Decision{Allowed: true}
+		return Decision{Allowed: true}, -1
 	}
-	b := ds[0]
+	b, bi := ds[0], 0
 	var delay time.Duration
-	for _, d := range ds {
+	for i, d := range ds {
 		delay = max(delay, d.Delay)
 		switch {
 		case !d.Allowed && (b.Allowed || d.RetryAfter > b.RetryAfter):
-			b = d
+			b, bi = d, i
 		case d.Allowed && b.Allowed && d.Remaining < b.Remaining:
-			b = d
+			b, bi = d, i
 		}
 	}
 	if b.Allowed {
 		b.Delay = delay
 	}
-	return b
+	return b, bi
 }

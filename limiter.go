@@ -52,24 +52,29 @@ func (l *Limiter) Check(ctx context.Context, reqs ...Request) (Decision, error) 
 	} else {
 		ds = make([]Decision, len(reqs))
 	}
-	return l.CheckEach(ctx, reqs, ds)
+	d, _, err := l.CheckEach(ctx, reqs, ds)
+	return d, err
 }
 
 // CheckEach is Check that also writes each request's own decision into
-// each, which must have the same length as reqs.
-func (l *Limiter) CheckEach(ctx context.Context, reqs []Request, each []Decision) (Decision, error) {
+// each, which must have the same length as reqs, and reports which request
+// decided: the index of the binding decision in each. The binding decision
+// it returns is each[i], except that its Delay is the longest of all when
+// the check was admitted.
+func (l *Limiter) CheckEach(ctx context.Context, reqs []Request, each []Decision) (d Decision, i int, err error) {
 	if len(each) != len(reqs) {
-		return Decision{}, fmt.Errorf("sluice: CheckEach: %d requests but room for %d decisions", len(reqs), len(each))
+		return Decision{}, 0, fmt.Errorf("sluice: CheckEach: %d requests but room for %d decisions", len(reqs), len(each))
 	}
 	if len(reqs) == 1 {
 		d, err := l.store.Take(ctx, reqs[0])
 		each[0] = d
-		return d, err
+		return d, 0, err
 	}
 	if err := l.store.TakeAll(ctx, reqs, each); err != nil {
-		return Decision{}, err
+		return Decision{}, 0, err
 	}
-	return binding(each), nil
+	d, i = binding(each)
+	return d, i, nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, limit, 1).

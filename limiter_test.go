@@ -122,10 +122,20 @@ func TestCheckBindingAndAllOrNothing(t *testing.T) {
 		}
 		each := make([]sluice.Decision, 2)
 		reqs := []sluice.Request{{Key: "global", Limit: global, Cost: 1}, {Key: "user:bob", Limit: perUser, Cost: 1}}
-		if d, err := l.CheckEach(ctx, reqs, each); err != nil || !d.Allowed || each[0].Remaining != 97 || each[1].Remaining != 1 {
-			t.Fatalf("CheckEach: %+v %+v %v", d, each, err)
+		// CheckEach reports which request decided: the tighter per-user
+		// limit while both admit, the per-user refusal after.
+		if d, i, err := l.CheckEach(ctx, reqs, each); err != nil || !d.Allowed || i != 1 || each[0].Remaining != 97 || each[1].Remaining != 1 {
+			t.Fatalf("CheckEach: %+v (by %d) %+v %v", d, i, each, err)
 		}
-		if _, err := l.CheckEach(ctx, reqs, each[:1]); err == nil {
+		l.CheckEach(ctx, reqs, each)
+		if d, i, err := l.CheckEach(ctx, reqs, each); err != nil || d.Allowed || i != 1 || d != each[1] {
+			t.Fatalf("CheckEach, bob's third: %+v (by %d) %+v %v", d, i, each, err)
+		}
+		reqs[0], reqs[1] = reqs[1], reqs[0]
+		if d, i, err := l.CheckEach(ctx, reqs, each); err != nil || d.Allowed || i != 0 {
+			t.Fatalf("CheckEach, swapped: %+v (by %d) %v", d, i, err)
+		}
+		if _, _, err := l.CheckEach(ctx, reqs, each[:1]); err == nil {
 			t.Fatal("CheckEach accepted a short decision slice")
 		}
 	})

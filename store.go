@@ -1,6 +1,10 @@
 package sluice
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
 
 // Request is one thing to limit: a key under a limit, charged Cost units.
 //
@@ -12,6 +16,53 @@ type Request struct {
 	Key   string
 	Limit Limit
 	Cost  int64
+
+	// OnError says what a store that can fail (package failover, in
+	// front of Redis) does with this request when it cannot decide it.
+	// The zero value, FailDefault, leaves it to that store's default.
+	// Stores that cannot fail ignore it.
+	OnError FailureMode
+}
+
+// FailureMode says what happens to a request when the store meant to decide
+// it cannot: admit it uncounted, refuse it, or decide it with a local
+// fallback limiter. It travels with each Request, so that a store wrapper
+// (package failover) applies the mode of the rule that planned the request.
+type FailureMode uint8
+
+const (
+	// FailDefault leaves the choice to the store's configured default.
+	FailDefault FailureMode = iota
+	// FailOpen admits the request without counting it: availability over
+	// the limit.
+	FailOpen
+	// FailClosed refuses the request: the limit over availability.
+	FailClosed
+	// FailFallback decides the request with a local limiter whose limits
+	// are a share of the shared ones.
+	FailFallback
+)
+
+var failureModeNames = [...]string{FailDefault: "default", FailOpen: "open", FailClosed: "closed", FailFallback: "fallback"}
+
+// String returns "default", "open", "closed" or "fallback", the names
+// configuration files use.
+func (m FailureMode) String() string {
+	if int(m) < len(failureModeNames) {
+		return failureModeNames[m]
+	}
+	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseFailureMode returns the FailureMode named "open", "closed" or
+// "fallback" ("default" too, for FailDefault).
+func ParseFailureMode(s string) (FailureMode, error) {
+	for m, name := range failureModeNames {
+		if s == name {
+			return FailureMode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("sluice: unknown failure mode %q (want open, closed or fallback)", s)
 }
 
 // Store keeps the state of every (key, limit) and runs the algorithms on it.

@@ -53,5 +53,5 @@ func ExampleParseMode() {
 	// open <nil>
 	// closed <nil>
 	// fallback <nil>
-	// open failover: unknown mode "half" (want open, closed or fallback)
+	// default failover: unknown mode "half" (want open, closed or fallback)
 }

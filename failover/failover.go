@@ -48,9 +48,10 @@
 //	...
 //	limiter := sluice.New(store)
 //
-// With a policy, let each rule's on_error choose: Mode: holder.FailureMode
-// (see policy.Holder.FailureMode). docs/operations.md discusses what each
-// mode trades and how to choose the settings.
+// A request that carries its own mode (sluice.Request.OnError, which package
+// policy sets from each rule's on_error) is decided by that mode; Config.Mode
+// picks the mode of the others. docs/operations.md discusses what each mode
+// trades and how to choose the settings.
 package failover
 
 import (
@@ -68,44 +69,32 @@ import (
 )
 
 // Mode says what happens to a request when the primary store cannot
-// decide it. The zero value is FailOpen.
-type Mode uint8
+// decide it: sluice.FailureMode, which each sluice.Request carries in its
+// OnError field. A request whose OnError is sluice.FailDefault gets the
+// mode Config.Mode picks for it.
+type Mode = sluice.FailureMode
 
 const (
 	// FailOpen admits the request without counting it: availability over
 	// the limit. The decision has Allowed and Degraded set, Limit the
 	// limit's capacity and Remaining as for a key with no history.
-	FailOpen Mode = iota
+	FailOpen = sluice.FailOpen
 	// FailClosed refuses the request with an error that wraps
 	// ErrUnavailable: the limit over availability.
-	FailClosed
+	FailClosed = sluice.FailClosed
 	// Fallback decides the request with a local store (by default a
 	// memstore), under the request's limit scaled by Config.FallbackScale:
 	// each instance enforces its share of the limit on its own.
-	Fallback
+	Fallback = sluice.FailFallback
 )
-
-// String returns "open", "closed" or "fallback", the names policy files use.
-func (m Mode) String() string {
-	switch m {
-	case FailOpen:
-		return "open"
-	case FailClosed:
-		return "closed"
-	case Fallback:
-		return "fallback"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
 
 // ParseMode returns the Mode named "open", "closed" or "fallback".
 func ParseMode(s string) (Mode, error) {
-	for _, m := range []Mode{FailOpen, FailClosed, Fallback} {
-		if s == m.String() {
-			return m, nil
-		}
+	m, err := sluice.ParseFailureMode(s)
+	if err != nil || m == sluice.FailDefault {
+		return 0, fmt.Errorf("failover: unknown mode %q (want open, closed or fallback)", s)
 	}
-	return 0, fmt.Errorf("failover: unknown mode %q (want open, closed or fallback)", s)
+	return m, nil
 }
 
 // ErrUnavailable is wrapped by the error a FailClosed request gets when the
@@ -169,9 +158,10 @@ type Config struct {
 	// Default 1s.
 	ProbeInterval time.Duration
 
-	// Mode picks the failure mode of each request; it is called only for
-	// requests the primary could not decide. Default: FailOpen for all.
-	// policy.Holder.FailureMode picks the mode each rule's on_error names.
+	// Mode picks the failure mode of a request whose OnError is
+	// sluice.FailDefault; it is called only for requests the primary could
+	// not decide. A request that names its own mode (a policy rule's
+	// on_error) gets that mode. Default: FailOpen.
 	Mode func(sluice.Request) Mode
 
 	// FallbackScale multiplies the counts of a Fallback request's limit
@@ -228,7 +218,7 @@ type Store struct {
 	state  atomic.Uint32
 
 	calls, failures, shorted, opens atomic.Int64
-	degraded                        [3]atomic.Int64 // by Mode
+	degraded                        [4]atomic.Int64 // by Mode
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -530,7 +520,7 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 
 func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision, cause error) error {
 	modes := make([]Mode, len(rs))
-	var n [3]int64
+	var n [4]int64
 	for i, r := range rs {
 		modes[i] = s.mode(r)
 		n[modes[i]]++
@@ -572,8 +562,11 @@ func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluic
 }
 
 func (s *Store) mode(r sluice.Request) Mode {
-	m := s.cfg.Mode(r)
-	if m > Fallback {
+	m := r.OnError
+	if m == sluice.FailDefault {
+		m = s.cfg.Mode(r)
+	}
+	if m == sluice.FailDefault || m > Fallback {
 		return FailOpen // an unknown mode; ParseMode never makes one
 	}
 	return m

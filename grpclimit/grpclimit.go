@@ -3,6 +3,9 @@
 // per metadata value, per peer address, global) in one all-or-nothing sluice
 // Check, and refuse with RESOURCE_EXHAUSTED carrying a RetryInfo detail that
 // says when to retry.
+//
+// It is a thin adapter over package decide, the decision path every sluice
+// front-end shares.
 package grpclimit
 
 import (
@@ -16,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/decide"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,19 +50,24 @@ func Global(context.Context, string) (string, error) { return "global", nil }
 // ByMethod keys calls by their full method name.
 func ByMethod(_ context.Context, fullMethod string) (string, error) { return fullMethod, nil }
 
-// ByMetadata keys calls by the first value of a request metadata key;
-// calls without it are not limited by this limit. A value longer than
-// httplimit.MaxKeyValue bytes is keyed by its SHA-256 digest
-// (httplimit.KeyValue), so a long value is limited like any other rather
-// than stored whole or let through.
+// ByMetadata keys calls by the value of a request metadata key; calls
+// without it are not limited by this limit, and a call that sends it more
+// than once is refused with INVALID_ARGUMENT (counting one value while the
+// service reads another would let a caller choose its key). A value longer
+// than decide.MaxKeyValue bytes is keyed by its SHA-256 digest
+// (decide.KeyValue), so a long value is limited like any other rather than
+// stored whole or let through.
 func ByMetadata(name string) KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		v := md.Get(name)
-		if len(v) == 0 {
+		switch len(v) {
+		case 0:
 			return "", nil
+		case 1:
+			return v[0], nil
 		}
-		return httplimit.KeyValue(v[0]), nil
+		return "", &decide.ClientError{Field: "metadata " + name, Reason: fmt.Sprintf("sent %d times; send it once", len(v))}
 	}
 }
 
@@ -85,28 +93,34 @@ type Config struct {
 	// charged.
 	Limits []Limit
 
-	// OnError decides what happens when a key cannot be computed or the
-	// store fails: true lets the call through (fail open), false refuses it
-	// with UNAVAILABLE. Default: fail open and log, at most once a second.
-	OnError func(ctx context.Context, fullMethod string, err error) bool
+	// OnError is the failure mode when a key cannot be computed or the
+	// store fails: sluice.FailOpen lets the call through uncounted,
+	// sluice.FailClosed refuses it with UNAVAILABLE. An invalid limit is
+	// never let through. Default FailOpen, logged at most once a second.
+	OnError sluice.FailureMode
+
+	// MaxDelay bounds the shaping delay (leaky_bucket limits) a call waits
+	// before its handler runs; a call given a longer one is refused.
+	// Default 1s.
+	MaxDelay time.Duration
 
 	// Logger receives the interceptors' logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// Observe, if set, is called for each decided call (see
+	// decide.Observation). It must be fast and safe for concurrent use.
+	Observe func(ctx context.Context, fullMethod string, o decide.Observation)
 }
 
 // Interceptors holds the unary and stream interceptors of one Config.
 type Interceptors struct {
-	limiter *sluice.Limiter
-	cfg     Config
-	logMu   sync.Mutex
-	lastLog time.Time
+	dc   *decide.Decider
+	cfg  Config
+	pool sync.Pool
 }
 
 // New returns the interceptors for limiter and cfg.
 func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
-	if limiter == nil {
-		return nil, errors.New("grpclimit: New: limiter is nil")
-	}
 	if len(cfg.Limits) == 0 {
 		return nil, errors.New("grpclimit: New: no limits")
 	}
@@ -125,24 +139,31 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 			return nil, fmt.Errorf("grpclimit: limit %q: %w", l.Name, err)
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	dc, err := decide.New(limiter, decide.Config{
+		Wait: true, MaxDelay: cfg.MaxDelay, OnError: cfg.OnError, Component: "grpclimit", Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	in := &Interceptors{limiter: limiter, cfg: cfg}
-	if in.cfg.OnError == nil {
-		in.cfg.OnError = in.failOpen
-	}
+	in := &Interceptors{dc: dc, cfg: cfg}
+	in.pool.New = func() any { return &scratch{} }
 	return in, nil
+}
+
+type scratch struct {
+	checks []decide.Check
+	res    decide.Result
 }
 
 // Unary returns the unary server interceptor.
 func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		release, err := in.admit(ctx, info.FullMethod)
-		if err != nil {
+		sc := in.pool.Get().(*scratch)
+		defer in.pool.Put(sc)
+		if err := in.admit(ctx, info.FullMethod, sc); err != nil {
 			return nil, err
 		}
-		defer release()
+		defer sc.res.Release()
 		return handler(ctx, req)
 	}
 }
@@ -151,86 +172,60 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 // when it opens.
 func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		release, err := in.admit(ss.Context(), info.FullMethod)
-		if err != nil {
+		sc := in.pool.Get().(*scratch)
+		defer in.pool.Put(sc)
+		if err := in.admit(ss.Context(), info.FullMethod, sc); err != nil {
 			return err
 		}
-		defer release()
+		defer sc.res.Release()
 		return handler(srv, ss)
 	}
 }
 
-// admit checks a call's limits. It returns a function that gives back any
-// concurrency leases, or the status error to return.
-func (in *Interceptors) admit(ctx context.Context, method string) (func(), error) {
-	reqs := make([]sluice.Request, 0, len(in.cfg.Limits))
-	names := make([]string, 0, len(in.cfg.Limits))
+// plan appends the checks of a call to dst.
+func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Check) []decide.Check {
+	var buf [128]byte
 	for _, l := range in.cfg.Limits {
 		key, err := l.Key(ctx, method)
-		if err != nil {
-			return in.failed(ctx, method, fmt.Errorf("key of limit %q: %w", l.Name, err))
-		}
-		if key == "" {
-			continue
-		}
-		reqs = append(reqs, sluice.Request{Key: l.Name + "\x00" + key, Limit: l.Limit, Cost: 1})
-		names = append(names, l.Name)
-	}
-	if len(reqs) == 0 {
-		return func() {}, nil
-	}
-	ds := make([]sluice.Decision, len(reqs))
-	d, err := in.limiter.CheckEach(ctx, reqs, ds)
-	if err != nil {
-		return in.failed(ctx, method, err)
-	}
-	if !d.Allowed {
-		name := ""
-		for i, di := range ds {
-			if !di.Allowed && di.RetryAfter == d.RetryAfter {
-				name = names[i]
-				break
-			}
-		}
-		st, _ := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit %q exceeded; retry in %s", name, d.RetryAfter.Round(time.Millisecond))).
-			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
-		return nil, st.Err()
-	}
-	if d.Delay > 0 {
-		t := time.NewTimer(d.Delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, status.FromContextError(ctx.Err()).Err()
+		switch {
+		case err != nil:
+			dst = append(dst, decide.Check{Name: l.Name, Limit: l.Limit, Err: fmt.Errorf("key: %w", err)})
+		case key != "":
+			k := decide.AppendKey(buf[:0], l.Name, key)
+			dst = append(dst, decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1})
 		}
 	}
-	return func() {
-		for i, di := range ds {
-			if di.Lease != 0 {
-				in.limiter.Release(context.WithoutCancel(ctx), reqs[i].Key, reqs[i].Limit, di.Lease)
-			}
-		}
-	}, nil
+	return dst
 }
 
-func (in *Interceptors) failed(ctx context.Context, method string, err error) (func(), error) {
-	if in.cfg.OnError(ctx, method, err) {
-		return func() {}, nil
+// admit decides a call and returns nil if it goes on, or the status error
+// to answer it with.
+func (in *Interceptors) admit(ctx context.Context, method string, sc *scratch) error {
+	sc.checks = in.plan(ctx, method, sc.checks[:0])
+	res := &sc.res
+	in.dc.Run(ctx, sc.checks, res)
+	if in.cfg.Observe != nil {
+		for _, o := range res.Observed {
+			in.cfg.Observe(ctx, method, o)
+		}
 	}
-	return nil, status.Error(codes.Unavailable, "the rate limiter is unavailable")
-}
-
-func (in *Interceptors) failOpen(_ context.Context, method string, err error) bool {
-	in.logMu.Lock()
-	now := time.Now()
-	log := now.Sub(in.lastLog) >= time.Second
-	if log {
-		in.lastLog = now
+	switch res.Outcome {
+	case decide.Admitted, decide.Delayed, decide.Degraded:
+		if ctx.Err() != nil {
+			res.Release()
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return nil
+	case decide.Invalid:
+		return status.Error(codes.InvalidArgument, res.Err.Error())
+	case decide.Failed:
+		return status.Error(codes.Unavailable, "the rate limiter is unavailable")
 	}
-	in.logMu.Unlock()
-	if log {
-		in.cfg.Logger.Warn("grpclimit: admitting a call the limiter could not decide", "method", method, "err", err)
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
 	}
-	return true
+	wait := res.RetryAfter()
+	st, _ := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit %q exceeded; retry in %s", res.DecidedBy().Name, wait.Round(time.Millisecond))).
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
+	return st.Err()
 }

@@ -5,12 +5,15 @@
 // RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-11) on every
 // response.
 //
+// It is a thin adapter over package decide, the decision path every sluice
+// front-end shares: it plans the checks of a request (from Config.Limits or
+// a Source such as a policy), lets a decide.Decider run them, and answers.
+//
 // The middleware has the standard shape func(http.Handler) http.Handler, so
 // it works with net/http's ServeMux, chi and any router built on them.
 package httplimit
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 )
 
 // Limit is one limit the middleware applies to each request.
@@ -30,9 +34,9 @@ type Limit struct {
 	Name string
 	// Key returns the key a request is counted under. An empty key skips
 	// this limit for the request (for example a per-user limit on an
-	// anonymous request). A key longer than MaxKeyValue bytes is replaced
-	// by its digest (KeyValue), so a KeyFunc may return request data as it
-	// is.
+	// anonymous request). A key longer than decide.MaxKeyValue bytes is
+	// replaced by its digest (decide.KeyValue), so a KeyFunc may return
+	// request data as it is.
 	Key KeyFunc
 	// Limit is the algorithm and its parameters.
 	Limit sluice.Limit
@@ -45,8 +49,9 @@ type KeyFunc func(r *http.Request) (string, error)
 func Global(*http.Request) (string, error) { return "global", nil }
 
 // ByHeader keys requests by the value of a request header; requests without
-// it are not limited by this limit. A value longer than MaxKeyValue bytes is
-// counted under its digest (see KeyValue), like every key of Config.Limits.
+// it are not limited by this limit. A value longer than decide.MaxKeyValue
+// bytes is counted under its digest (see decide.KeyValue), like every key of
+// Config.Limits.
 func ByHeader(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, error) { return r.Header.Get(name), nil }
@@ -55,51 +60,15 @@ func ByHeader(name string) KeyFunc {
 // ByIP keys requests by client address, as c resolves it.
 func ByIP(c *ClientIP) KeyFunc { return c.Key }
 
-// Planned is one limit to check for one request, as a Source plans it.
-type Planned struct {
-	// Name identifies the limit in headers and refusals.
-	Name string
-	// Key is the store key; the Source makes keys of different limits
-	// distinct, and bounds the parts it takes from the request with
-	// KeyValue.
-	Key string
-	// Limit and Cost are what is charged.
-	Limit sluice.Limit
-	Cost  int64
-	// Action says what to do when this limit refuses; nil rejects with
-	// the default response.
-	Action *Action
-}
-
 // Source decides which limits apply to a request: a fixed list
 // (Config.Limits), or a policy (package policy) that matches rules.
 type Source interface {
-	// Plan appends to dst the limits that apply to r.
-	Plan(r *http.Request, dst []Planned) ([]Planned, error)
-}
-
-// Action says what happens when a limit refuses a request. The zero value
-// rejects with 429 and a problem document.
-type Action struct {
-	// Wait makes the request wait until it is admitted, for at most
-	// MaxDelay, before it is rejected.
-	Wait     bool
-	MaxDelay time.Duration
-	// Shadow admits the request anyway: the refusal is only counted and
-	// logged (aggregated), to try a limit out before enforcing it.
-	Shadow bool
-	// Status, ContentType and Body replace the default rejection (429,
-	// application/problem+json). Retry-After and the RateLimit fields are
-	// sent either way.
-	Status      int
-	ContentType string
-	Body        []byte
-	// FailClosed refuses requests this limit applies to, with 503, when
-	// the store fails, instead of asking Config.OnError. Retry-After is 1
-	// s, or the store error's RetryAfter() time.Duration rounded up to
-	// whole seconds when it has that method (package failover's errors
-	// carry the time until its circuit breaker next probes the store).
-	FailClosed bool
+	// Plan appends to dst the checks of r. An error in what the client
+	// sent is a *decide.ClientError, answered with a 4xx; a limit that
+	// cannot be planned for another reason is a check with Err set, so
+	// that its failure mode applies and the other limits are still
+	// checked. Any other error is decided by Config.OnError.
+	Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error)
 }
 
 // Config configures the middleware. Give Limits or Source.
@@ -108,7 +77,7 @@ type Config struct {
 	// none is charged.
 	Limits []Limit
 
-	// Source plans the limits of each request instead of Limits, for
+	// Source plans the checks of each request instead of Limits, for
 	// example a *policy.Policy or a policy.Holder.
 	Source Source
 
@@ -117,24 +86,25 @@ type Config struct {
 	// already set). Use it to localise the message or to serve a fallback.
 	Refused func(w http.ResponseWriter, r *http.Request, d sluice.Decision, limit string)
 
-	// OnError decides what happens when a key cannot be computed or the
-	// store fails. It returns true to let the request through (fail open)
-	// or false to refuse it with 503. Default: fail open and log the
-	// error, at most once per second.
-	OnError func(r *http.Request, err error) bool
+	// OnError is the failure mode of limits that name none (all of
+	// Limits; a policy's rules without on_error) when a key cannot be
+	// computed or the store fails: sluice.FailOpen lets the request
+	// through uncounted, sluice.FailClosed refuses it with 503. An invalid
+	// limit or cost is never let through. Default FailOpen, logged at
+	// most once a second.
+	OnError sluice.FailureMode
 
 	// MaxDelay bounds the shaping delay (leaky_bucket limits) the
-	// middleware waits before calling the handler; a longer one is refused.
-	// Default 1s.
+	// middleware waits before calling the handler; a request given a
+	// longer one is refused. Default 1s.
 	MaxDelay time.Duration
 
 	// MaxWaiting bounds how many requests may wait at once under each limit
 	// (by name), for a shaping delay or an Action.Wait: a waiting request
 	// holds its goroutine, connection and buffers, and a flood of them
 	// would otherwise pile up for MaxDelay each. A request that would wait
-	// beyond the bound is refused at once, as if its delay were longer
-	// than MaxDelay (a shaping limit has then already counted it). Default
-	// 1000; negative: no request waits.
+	// beyond the bound is refused at once. Default 1000; negative: no
+	// request waits.
 	MaxWaiting int
 
 	// LegacyHeaders also sends X-RateLimit-Limit, -Remaining and -Reset
@@ -150,72 +120,26 @@ type Config struct {
 	// Logger receives the middleware's logs. Default slog.Default().
 	// Refusals, real and shadow, are logged at Info as one line per second
 	// in which there were any, never one per request: the count per limit,
-	// the ten keys refused most with their counts, and how many more keys
-	// and refusals there were (at most 1,000 keys are counted per second,
-	// so logging holds bounded memory). Errors are logged at most once a
-	// second.
+	// the ten keys refused most (masked, see ShowKeys) with their counts,
+	// and how many more keys and refusals there were (at most 1,000 keys
+	// are counted per second, so logging holds bounded memory). Errors are
+	// logged at most once a second.
 	Logger *slog.Logger
 
-	// Observe, if set, is called once for every decided check of a request
-	// (the enforced limits, and the shadow limits separately), with the
-	// limit that decided it: the one that refused, or the one closest to
-	// refusing. It feeds metrics and status pages; it must be fast and safe
-	// for concurrent use.
-	Observe func(o Observation)
-}
+	// ShowKeys makes the refusal logs show key values instead of masks
+	// (decide.MaskKey). Keys hold what clients send: addresses, tokens.
+	ShowKeys bool
 
-// Outcome is what the middleware did with a request.
-type Outcome uint8
-
-const (
-	// Admitted requests went on to the handler at once.
-	Admitted Outcome = iota + 1
-	// Delayed requests went on after a shaping delay or a wait.
-	Delayed
-	// Refused requests were answered with a refusal.
-	Refused
-	// ShadowRefused requests would have been refused by a shadow limit.
-	ShadowRefused
-	// Failed requests could not be decided (a key or store error); OnError
-	// or FailClosed chose what happened to them.
-	Failed
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Admitted:
-		return "admitted"
-	case Delayed:
-		return "delayed"
-	case Refused:
-		return "refused"
-	case ShadowRefused:
-		return "shadow_refused"
-	case Failed:
-		return "failed"
-	}
-	return "unknown"
-}
-
-// Observation describes one decided check, for Config.Observe.
-type Observation struct {
-	Request *http.Request
-	// Limit and Key are the deciding limit's name and store key (empty
-	// when the check failed before any limit was planned).
-	Limit, Key string
-	Outcome    Outcome
-	// Decision is the deciding limit's decision; Decision.Degraded tells a
-	// decision made without the intended store.
-	Decision sluice.Decision
-	// Err is the error of a Failed check.
-	Err error
+	// Observe, if set, is called for each decided group of checks of a
+	// request (the enforced limits, and the shadow limits separately),
+	// with the limit that decided it: the one that refused, or the one
+	// closest to refusing. It feeds metrics and status pages; it must be
+	// fast and safe for concurrent use.
+	Observe func(r *http.Request, o decide.Observation)
 }
 
 // New returns the middleware for limiter and cfg.
 func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, error) {
-	if limiter == nil {
-		return nil, errors.New("httplimit: New: limiter is nil")
-	}
 	switch {
 	case cfg.Source != nil && len(cfg.Limits) > 0:
 		return nil, errors.New("httplimit: New: give Limits or Source, not both")
@@ -228,30 +152,24 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 		}
 		cfg.Source = src
 	}
-	if cfg.MaxDelay == 0 {
-		cfg.MaxDelay = time.Second
-	}
-	if cfg.MaxWaiting == 0 {
-		cfg.MaxWaiting = 1000
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &middleware{limiter: limiter, cfg: cfg}
-	if cfg.OnError == nil {
-		m.cfg.OnError = m.failOpen
+	dc, err := decide.New(limiter, decide.Config{
+		Wait: true, MaxDelay: cfg.MaxDelay, MaxWaiting: cfg.MaxWaiting, OnError: cfg.OnError,
+		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	m.refused = newRefusalLog(cfg.Logger, "httplimit: refused requests")
-	m.shadow = newRefusalLog(cfg.Logger, "httplimit: shadow limits would have refused requests")
-	m.waiting.max = cfg.MaxWaiting
+	m := &middleware{dc: dc, cfg: cfg}
 	m.pool.New = func() any { return &scratch{} }
 	return m.wrap, nil
 }
 
 // static is the Source of Config.Limits.
 type static struct {
-	limits   []Limit
-	prefixes []string // each limit's key prefix: its name and a NUL
+	limits []Limit
 }
 
 func newStatic(limits []Limit) (*static, error) {
@@ -271,21 +189,19 @@ func newStatic(limits []Limit) (*static, error) {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
 	}
-	st := &static{limits: limits}
-	for _, l := range limits {
-		st.prefixes = append(st.prefixes, l.Name+"\x00")
-	}
-	return st, nil
+	return &static{limits: limits}, nil
 }
 
-func (s *static) Plan(r *http.Request, dst []Planned) ([]Planned, error) {
-	for i, l := range s.limits {
+func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
+	var buf [128]byte
+	for _, l := range s.limits {
 		key, err := l.Key(r)
-		if err != nil {
-			return dst, fmt.Errorf("key of limit %q: %w", l.Name, err)
-		}
-		if key != "" {
-			dst = append(dst, Planned{Name: l.Name, Key: s.prefixes[i] + KeyValue(key), Limit: l.Limit, Cost: 1})
+		switch {
+		case err != nil:
+			dst = append(dst, decide.Check{Name: l.Name, Limit: l.Limit, Err: fmt.Errorf("key: %w", err)})
+		case key != "":
+			k := decide.AppendKey(buf[:0], l.Name, key)
+			dst = append(dst, decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1})
 		}
 	}
 	return dst, nil
@@ -304,35 +220,15 @@ func checkName(name string) error {
 }
 
 type middleware struct {
-	limiter *sluice.Limiter
-	cfg     Config
-	pool    sync.Pool
-	logMu   sync.Mutex
-	lastLog time.Time
-	refused *refusalLog // enforced refusals, logged once per interval
-	shadow  *refusalLog // shadow refusals, likewise
-	waiting waitQueue
+	dc   *decide.Decider
+	cfg  Config
+	pool sync.Pool
 }
 
 // scratch holds one request's slices, reused across requests.
 type scratch struct {
-	planned  []Planned
-	enforced []Planned
-	shadow   []Planned
-	reqs     []sluice.Request
-	ds       []sluice.Decision
-	buf      []byte
-}
-
-// check runs one all-or-nothing Check of ps, leaving the decisions in
-// sc.ds.
-func (m *middleware) check(r *http.Request, sc *scratch, ps []Planned) (sluice.Decision, error) {
-	sc.reqs, sc.ds = sc.reqs[:0], sc.ds[:0]
-	for _, p := range ps {
-		sc.reqs = append(sc.reqs, sluice.Request{Key: p.Key, Limit: p.Limit, Cost: p.Cost})
-		sc.ds = append(sc.ds, sluice.Decision{})
-	}
-	return m.limiter.CheckEach(r.Context(), sc.reqs, sc.ds)
+	checks []decide.Check
+	res    decide.Result
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
@@ -340,114 +236,68 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		sc := m.pool.Get().(*scratch)
 		defer m.pool.Put(sc)
 		var err error
-		sc.planned, err = m.cfg.Source.Plan(r, sc.planned[:0])
-		if err != nil {
-			m.observe(Observation{Request: r, Outcome: Failed, Err: err})
-			m.failed(w, r, next, err)
-			return
+		sc.checks, err = m.cfg.Source.Plan(r, sc.checks[:0])
+		if err != nil { // decided as a check that could not be planned
+			sc.checks = append(sc.checks[:0], decide.Check{Name: "plan", Err: err})
 		}
-		sc.enforced, sc.shadow = sc.enforced[:0], sc.shadow[:0]
-		for _, p := range sc.planned {
-			if p.Action != nil && p.Action.Shadow {
-				sc.shadow = append(sc.shadow, p)
-			} else {
-				sc.enforced = append(sc.enforced, p)
+		res := &sc.res
+		m.dc.Run(r.Context(), sc.checks, res)
+		defer res.Release()
+		if m.cfg.Observe != nil {
+			for _, o := range res.Observed {
+				m.cfg.Observe(r, o)
 			}
 		}
-		if len(sc.enforced) > 0 {
-			d, err := m.check(r, sc, sc.enforced)
-			if err != nil {
-				m.observe(Observation{Request: r, Limit: sc.enforced[0].Name, Key: sc.enforced[0].Key, Outcome: Failed, Err: err})
-				for _, p := range sc.enforced {
-					if p.Action != nil && p.Action.FailClosed {
-						m.unavailable(w, r, err, true)
-						return
-					}
-				}
-				m.failed(w, r, next, err)
-				return
-			}
-			refuser, waited := binding(sc.ds, d), false
-			if !d.Allowed {
-				if a := sc.enforced[refuser].Action; a != nil && a.Wait && d.RetryAfter <= a.MaxDelay && m.waiting.enter(sc.enforced[refuser].Name) {
-					name := sc.enforced[refuser].Name
-					d, err = m.wait(r, sc, a.MaxDelay, d)
-					m.waiting.leave(name)
-					if err != nil && r.Context().Err() != nil {
-						return // the client went away while waiting: nothing to answer
-					}
-					if err != nil {
-						m.observe(Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Outcome: Failed, Err: err})
-						m.failed(w, r, next, err)
-						return
-					}
-					refuser = binding(sc.ds, d)
-					waited = d.Allowed
-				}
-			}
-			// A shaping delay is waited out only within MaxDelay and while
-			// the limit has room in its waiting line.
-			tooLong, shaping := d.Delay > m.cfg.MaxDelay, false
-			if d.Allowed && d.Delay > 0 && !tooLong {
-				shaping = m.waiting.enter(sc.enforced[refuser].Name)
-				tooLong = !shaping
-			}
-			if m.cfg.Observe != nil {
-				o := Observation{Request: r, Limit: sc.enforced[refuser].Name, Key: sc.enforced[refuser].Key, Decision: d, Outcome: Admitted}
-				switch {
-				case !d.Allowed || tooLong:
-					o.Outcome = Refused
-				case waited || d.Delay > 0:
-					o.Outcome = Delayed
-				}
-				m.cfg.Observe(o)
-			}
-			sc.buf = setHeaders(w.Header(), sc.enforced, sc.ds, d, m.cfg.LegacyHeaders, sc.buf)
-			if m.cfg.DegradedHeader != "" && degraded(sc.ds) {
-				w.Header().Set(m.cfg.DegradedHeader, "true")
-			}
-			if d.Allowed {
-				defer m.releaser(sc)()
-			}
-			if !d.Allowed || tooLong {
-				m.refused.add(sc.enforced[refuser].Name, sc.enforced[refuser].Key)
-				m.refuse(w, r, d, sc.enforced[refuser])
-				return
-			}
-			if shaping {
-				ok := sleep(r.Context(), d.Delay)
-				m.waiting.leave(sc.enforced[refuser].Name)
-				if !ok {
-					return // the client has gone
-				}
-			}
+		if r.Context().Err() != nil {
+			return // the client went away while waiting: nothing to answer
 		}
-		if len(sc.shadow) > 0 {
-			d, err := m.check(r, sc, sc.shadow)
-			switch {
-			case err != nil:
-				m.observe(Observation{Request: r, Limit: sc.shadow[0].Name, Key: sc.shadow[0].Key, Outcome: Failed, Err: err})
-			case d.Allowed:
-				defer m.releaser(sc)() // shadow concurrency limits hold leases too
-			default:
-				p := sc.shadow[binding(sc.ds, d)]
-				m.shadow.add(p.Name, p.Key)
-				m.observe(Observation{Request: r, Limit: p.Name, Key: p.Key, Outcome: ShadowRefused, Decision: d})
-			}
-		}
-		next.ServeHTTP(w, r)
+		m.answer(w, r, next, res)
 	})
 }
 
-func (m *middleware) observe(o Observation) {
-	if m.cfg.Observe != nil {
-		m.cfg.Observe(o)
+// answer writes the headers of a decided request and refuses it, or calls
+// next.
+func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Handler, res *decide.Result) {
+	switch res.Outcome {
+	case decide.Invalid:
+		ce, _ := decide.AsClientError(res.Err)
+		writeProblem(w, ce.HTTPStatus(), http.StatusText(ce.HTTPStatus()), ce.Error(), nil)
+		return
+	case decide.Failed:
+		unavailable(w, res.Err)
+		return
 	}
+	h := w.Header()
+	if f := res.Fields(); f.Policy != "" {
+		h[canonicalPolicy] = []string{f.Policy}
+		h[canonicalRateLimit] = []string{f.RateLimit}
+		if f.RetryAfter != "" {
+			h[canonicalRetryAfter] = []string{f.RetryAfter}
+		}
+		if m.cfg.LegacyHeaders {
+			d := res.Decision
+			h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+			h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, d.Remaining), 10))
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(decide.Seconds(d.ResetAfter), 10))
+		}
+	}
+	if m.cfg.DegradedHeader != "" && degraded(res) {
+		h.Set(m.cfg.DegradedHeader, "true")
+	}
+	if res.Outcome == decide.Refused {
+		m.refuse(w, r, res)
+		return
+	}
+	next.ServeHTTP(w, r)
 }
 
-// degraded reports whether any decision was made without the intended store.
-func degraded(ds []sluice.Decision) bool {
-	for _, d := range ds {
+// degraded reports whether the request was let through uncounted or any
+// decision was made without the intended store.
+func degraded(res *decide.Result) bool {
+	if res.Outcome == decide.Degraded {
+		return true
+	}
+	for _, d := range res.Each {
 		if d.Degraded {
 			return true
 		}
@@ -455,73 +305,16 @@ func degraded(ds []sluice.Decision) bool {
 	return false
 }
 
-// binding returns the index of the decision that governs d.
-func binding(ds []sluice.Decision, d sluice.Decision) int {
-	for i, di := range ds {
-		if di.Allowed == d.Allowed && di.RetryAfter == d.RetryAfter && di.Remaining == d.Remaining {
-			return i
-		}
-	}
-	return 0
-}
-
-// wait retries a refused check after each RetryAfter until it is admitted
-// or maxDelay has passed.
-func (m *middleware) wait(r *http.Request, sc *scratch, maxDelay time.Duration, d sluice.Decision) (sluice.Decision, error) {
-	deadline := time.Now().Add(maxDelay)
-	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(deadline.Add(time.Millisecond)) {
-		if !sleep(r.Context(), d.RetryAfter) {
-			return d, r.Context().Err()
-		}
-		var err error
-		if d, err = m.limiter.CheckEach(r.Context(), sc.reqs, sc.ds); err != nil {
-			return d, err
-		}
-	}
-	return d, nil
-}
-
-// releaser returns a function that gives back the concurrency leases of
-// the last check, to run when the handler has finished.
-func (m *middleware) releaser(sc *scratch) func() {
-	var reqs []sluice.Request
-	var leases []uint64
-	for i, d := range sc.ds {
-		if d.Lease != 0 {
-			reqs, leases = append(reqs, sc.reqs[i]), append(leases, d.Lease)
-		}
-	}
-	return func() {
-		for i, req := range reqs {
-			m.limiter.Release(context.Background(), req.Key, req.Limit, leases[i])
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // refuse answers a refused request: the Refused hook, the limit's Action,
 // or a 429 problem document naming the limit.
-func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, d sluice.Decision, p Planned) {
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, res *decide.Result) {
+	c := res.DecidedBy()
 	if m.cfg.Refused != nil {
-		m.cfg.Refused(w, r, d, p.Name)
+		m.cfg.Refused(w, r, res.Decision, c.Name)
 		return
 	}
-	retry := max(1, seconds(d.RetryAfter))
-	if d.Allowed { // admitted with a shaping delay longer than MaxDelay
-		retry = max(1, seconds(d.Delay))
-		w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
-	}
-	if a := p.Action; a != nil && (a.Status != 0 || a.Body != nil) {
+	retry := max(1, decide.Seconds(res.RetryAfter()))
+	if a := c.Action; a != nil && (a.Status != 0 || a.Body != nil) {
 		status := a.Status
 		if status == 0 {
 			status = http.StatusTooManyRequests
@@ -535,52 +328,20 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, d sluice.Dec
 		return
 	}
 	writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-		fmt.Sprintf("Rate limit %q exceeded; retry in %d s.", p.Name, retry),
-		map[string]any{"limit": p.Name, "retry_after": retry})
-}
-
-func (m *middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if m.cfg.OnError(r, err) {
-		next.ServeHTTP(w, r)
-		return
-	}
-	m.unavailable(w, r, err, false)
+		fmt.Sprintf("Rate limit %q exceeded; retry in %d s.", c.Name, retry),
+		map[string]any{"limit": c.Name, "retry_after": retry})
 }
 
 // unavailable refuses a request the limiter could not decide, with 503 and
-// a Retry-After of err's RetryAfter() if it has one, else 1 s. With logErr,
-// err is logged (at most once a second).
-func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err error, logErr bool) {
-	if logErr && m.logDue() {
-		m.cfg.Logger.Warn("httplimit: refusing a request the limiter could not decide (fail closed)", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
+// a Retry-After of err's RetryAfter() if it has one, else 1 s.
+func unavailable(w http.ResponseWriter, err error) {
 	retry := int64(1)
 	var ra interface{ RetryAfter() time.Duration }
 	if errors.As(err, &ra) {
-		retry = max(1, seconds(ra.RetryAfter()))
+		retry = max(1, decide.Seconds(ra.RetryAfter()))
 	}
-	w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
+	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The rate limiter is unavailable.", nil)
-}
-
-// logDue reports whether a once-a-second log line may be written now.
-func (m *middleware) logDue() bool {
-	m.logMu.Lock()
-	defer m.logMu.Unlock()
-	now := time.Now()
-	if now.Sub(m.lastLog) < time.Second {
-		return false
-	}
-	m.lastLog = now
-	return true
-}
-
-// failOpen is the default OnError: admit, and log at most once a second.
-func (m *middleware) failOpen(r *http.Request, err error) bool {
-	if m.logDue() {
-		m.cfg.Logger.Warn("httplimit: admitting a request the limiter could not decide", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	return true
 }
 
 // writeProblem writes an RFC 9457 problem document.
@@ -595,3 +356,9 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string, ext m
 	w.WriteHeader(status)
 	w.Write(body)
 }
+
+var (
+	canonicalPolicy     = http.CanonicalHeaderKey("RateLimit-Policy")
+	canonicalRateLimit  = http.CanonicalHeaderKey("RateLimit")
+	canonicalRetryAfter = http.CanonicalHeaderKey("Retry-After")
+)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -162,7 +163,7 @@ func TestStoreErrorFailsOpenOrClosed(t *testing.T) {
 	if resp, _ := get(t, open.URL); resp.StatusCode != 200 || calls.Load() != 1 {
 		t.Fatalf("fail open: %d", resp.StatusCode)
 	}
-	closed, calls2 := server(t, mem, httplimit.Config{Limits: limits, OnError: func(*http.Request, error) bool { return false }})
+	closed, calls2 := server(t, mem, httplimit.Config{Limits: limits, OnError: sluice.FailClosed})
 	if resp, body := get(t, closed.URL); resp.StatusCode != 503 || calls2.Load() != 0 || !strings.Contains(body, "unavailable") {
 		t.Fatalf("fail closed: %d %s", resp.StatusCode, body)
 	}
@@ -201,12 +202,15 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// failingSource plans one limit whose action fails closed.
+// failingSource plans one limit that fails closed, or open.
 type failingSource struct{ closed bool }
 
-func (f failingSource) Plan(r *http.Request, dst []httplimit.Planned) ([]httplimit.Planned, error) {
-	return append(dst, httplimit.Planned{Name: "g", Key: "g", Limit: sluice.FixedWindow(1, time.Hour), Cost: 1,
-		Action: &httplimit.Action{FailClosed: f.closed}}), nil
+func (f failingSource) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
+	mode := sluice.FailOpen
+	if f.closed {
+		mode = sluice.FailClosed
+	}
+	return append(dst, decide.Check{Name: "g", Key: "g", Limit: sluice.FixedWindow(1, time.Hour), Cost: 1, OnError: mode}), nil
 }
 
 func TestPerLimitFailClosed(t *testing.T) {

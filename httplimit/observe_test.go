@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
@@ -37,7 +38,7 @@ func TestObserve(t *testing.T) {
 				return r.Header.Get("X-User"), nil
 			}, Limit: sluice.FixedWindow(5, time.Minute)},
 		},
-		Observe: func(o httplimit.Observation) {
+		Observe: func(_ *http.Request, o decide.Observation) {
 			mu.Lock()
 			defer mu.Unlock()
 			s := o.Limit + " " + o.Outcome.String()
@@ -52,12 +53,15 @@ func TestObserve(t *testing.T) {
 	get(t, srv.URL, "X-User", "u1")
 	get(t, srv.URL, "X-Fail", "1")
 	// The first request leaves "two" at 1 remaining and "user" at 4: the
-	// deciding limit is the one closest to refusing, "two".
+	// deciding limit is the one closest to refusing, "two". A key that
+	// cannot be computed leaves its limit out (on_error: open), and the
+	// others are still checked.
 	want := []string{
 		"two admitted",
 		"two admitted",
 		"two refused",
-		` failed key of limit "user": no key today`,
+		`user degraded limit "user": key: no key today`,
+		"two refused",
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -65,7 +66,7 @@ func (h *Holder) Policy() *Policy { return h.current.Load() }
 func (h *Holder) Failures() int64 { return h.failures.Load() }
 
 // Plan plans r under the current policy.
-func (h *Holder) Plan(r *http.Request, dst []httplimit.Planned) ([]httplimit.Planned, error) {
+func (h *Holder) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
 	return h.current.Load().Plan(r, dst)
 }
 
@@ -85,7 +86,7 @@ func (p *Policy) Snapshot() string {
 			fmt.Fprintf(&b, " %s by %s %s", l.Name, l.Key(), l.Limit)
 		}
 		switch {
-		case r.Action.Shadow:
+		case r.Shadow:
 			b.WriteString(" (shadow)")
 		case r.Action.Wait:
 			fmt.Fprintf(&b, " (delay up to %s)", r.Action.MaxDelay)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -44,7 +44,7 @@ func clientRequest(user, token, sid, host string) *http.Request {
 
 // TestLongKeyValues: values of any length from headers, queries, cookies
 // and the host are planned under keys of bounded length (long values by
-// their digest, through httplimit.KeyValue), never refused with an error.
+// their digest, through decide.KeyValue), never refused with an error.
 func TestLongKeyValues(t *testing.T) {
 	p := keyPolicy(t)
 	long := strings.Repeat("v", 64<<10)
@@ -57,10 +57,10 @@ func TestLongKeyValues(t *testing.T) {
 		t.Fatalf("planned %d limits, want 5", len(planned))
 	}
 	for _, pl := range planned {
-		if len(pl.Key) > 5*(httplimit.MaxKeyValue+8)+32 {
+		if len(pl.Key) > 5*(decide.MaxKeyValue+8)+32 {
 			t.Errorf("%s: key of %d bytes", pl.Name, len(pl.Key))
 		}
-		if !strings.Contains(pl.Key, httplimit.DigestPrefix) {
+		if !strings.Contains(pl.Key, decide.DigestPrefix) {
 			t.Errorf("%s: key %q holds no digest", pl.Name, pl.Key)
 		}
 	}
@@ -77,7 +77,7 @@ func TestLongKeyValues(t *testing.T) {
 // keep them apart).
 func FuzzPlanKeys(f *testing.F) {
 	p := keyPolicy(f)
-	long := strings.Repeat("x", httplimit.MaxKeyValue+1)
+	long := strings.Repeat("x", decide.MaxKeyValue+1)
 	f.Add("ann", "t", "s", "h", "ann", "t", "s", "h2")
 	f.Add("a:b", "c", "s", "h", "a", "b:c", "s", "h")
 	f.Add(long, "t", "s", "h", "sha256:"+strings.Repeat("0", 64), "t", "s", "h")
@@ -103,7 +103,7 @@ func FuzzPlanKeys(f *testing.F) {
 		}
 		for _, k := range []map[string]string{k1, k2} {
 			for name, key := range k {
-				if len(key) > 5*(httplimit.MaxKeyValue+8)+32 {
+				if len(key) > 5*(decide.MaxKeyValue+8)+32 {
 					t.Fatalf("%s: key of %d bytes", name, len(key))
 				}
 			}
@@ -120,7 +120,7 @@ func values(r *http.Request) [4]string {
 	return [4]string{r.Header.Get("X-User"), r.URL.Query().Get("token"), sid, r.Host}
 }
 
-func keysByName(ps []httplimit.Planned) map[string]string {
+func keysByName(ps []decide.Check) map[string]string {
 	m := map[string]string{}
 	for _, p := range ps {
 		m[p.Name] = p.Key

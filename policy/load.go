@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"go.yaml.in/yaml/v3"
 )
@@ -274,7 +274,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	} else {
 		r.match = l.match(nil, w)
 	}
-	r.Action = l.action(f["action"], w, &r.OnError)
+	r.Action = l.action(f["action"], w, r)
 	limits := f["limits"]
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
@@ -344,8 +344,8 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 	return m
 }
 
-func (l *loader) action(n *yaml.Node, w where, onError *failover.Mode) httplimit.Action {
-	a := httplimit.Action{}
+func (l *loader) action(n *yaml.Node, w where, r *Rule) decide.Action {
+	a := decide.Action{}
 	if n == nil {
 		return a
 	}
@@ -356,7 +356,7 @@ func (l *loader) action(n *yaml.Node, w where, onError *failover.Mode) httplimit
 		case "delay":
 			a.Wait = true
 		case "shadow":
-			a.Shadow = true
+			r.Shadow = true
 		default:
 			l.fail(v, w, "action.refuse", "%q: want reject, delay or shadow", s)
 		}
@@ -383,12 +383,11 @@ func (l *loader) action(n *yaml.Node, w where, onError *failover.Mode) httplimit
 	}
 	if v := f["on_error"]; v != nil {
 		s := l.str(v, w, "action.on_error")
-		m, err := failover.ParseMode(s)
-		if err != nil {
+		m, err := sluice.ParseFailureMode(s)
+		if err != nil || m == sluice.FailDefault {
 			l.fail(v, w, "action.on_error", "%q: want open (admit when the store fails), closed (refuse with 503) or fallback (decide with a local limiter)", s)
 		}
-		a.FailClosed = m == failover.FailClosed
-		*onError = m
+		r.OnError = m
 	}
 	if v := f["body"]; v != nil {
 		a.Body = []byte(l.str(v, w, "action.body"))

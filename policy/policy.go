@@ -19,7 +19,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -37,10 +37,14 @@ type Policy struct {
 type Rule struct {
 	Name   string
 	Limits []*Limit
-	Action httplimit.Action
-	// OnError is the failure mode its action.on_error names (default
-	// failover.FailOpen); see Policy.FailureMode.
-	OnError failover.Mode
+	// Action is what happens when one of its limits refuses.
+	Action decide.Action
+	// Shadow rules (action.refuse: shadow) count and report, never refuse.
+	Shadow bool
+	// OnError is the failure mode its action.on_error names;
+	// sluice.FailDefault, the store's default, when it names none. Every
+	// check the rule plans carries it (decide.Check.OnError).
+	OnError sluice.FailureMode
 	match   *matcher
 }
 
@@ -113,98 +117,86 @@ func (m *matcher) matches(r *http.Request) bool {
 	return pattern != ""
 }
 
-// Plan appends to dst the limits of every rule matching r, with their keys,
-// costs and actions: the policy as an httplimit.Source.
-func (p *Policy) Plan(r *http.Request, dst []httplimit.Planned) ([]httplimit.Planned, error) {
+// Plan appends to dst the checks of every rule matching r, with their keys,
+// costs, actions and failure modes: the policy as an httplimit.Source. An
+// error in what the client sent (a cost header that is not a whole number
+// from 1 to the limit's capacity) is a *decide.ClientError, and no check is
+// planned; a key that cannot be computed for another reason is a check with
+// Err set, decided by its rule's on_error.
+func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
 	var buf [128]byte
 	for _, rule := range p.Rules {
 		if !rule.match.matches(r) {
 			continue
 		}
 		for _, l := range rule.Limits {
-			key, value, skip, err := p.key(r, rule, l, buf[:0])
+			c, ok, err := p.plan(r, rule, l, buf[:0])
 			if err != nil {
-				return dst, fmt.Errorf("rule %q: limit %q: %w", rule.Name, l.Name, err)
+				return dst, err
 			}
-			if skip {
-				continue
+			if ok {
+				dst = append(dst, c)
 			}
-			lim, unlimited := l.Limit, false
-			for _, o := range l.overrides {
-				if (o.key != "" && o.key == value) || (o.header != "" && r.Header.Get(o.header) == o.equals) {
-					if o.unlimited {
-						unlimited = true
-					} else {
-						lim = o.limit
-					}
-					break
-				}
-			}
-			if unlimited {
-				continue
-			}
-			cost := l.cost
-			if l.costHeader != "" {
-				if cost, err = headerCost(r, l.costHeader, lim.Capacity()); err != nil {
-					return dst, fmt.Errorf("rule %q: limit %q: %w", rule.Name, l.Name, err)
-				}
-			}
-			dst = append(dst, httplimit.Planned{Name: l.Name, Key: string(key), Limit: lim, Cost: cost, Action: &rule.Action})
 		}
 	}
 	return dst, nil
 }
 
-// key builds the store key of a request under one limit: the rule and limit
-// names, then the value of each key part, each length-prefixed so that no
-// two different requests share a key by accident. Each value passes through
-// httplimit.KeyValue: one longer than httplimit.MaxKeyValue bytes is
-// replaced by its SHA-256 digest, so a key is at most a few hundred bytes
-// per part whatever the request carries. value is the parts'
-// values joined by "+", for overrides by key value, when the limit has
-// such overrides. skip is true when a part has no value (a missing header:
-// the limit does not apply).
-func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, b []byte) (key []byte, value string, skip bool, err error) {
-	lp := func(b []byte, s string) []byte {
-		b = strconv.AppendInt(b, int64(len(s)), 10)
-		b = append(b, ':')
-		return append(b, s...)
+// plan plans one limit of a matching rule. ok is false when the limit does
+// not apply: a key part has no value, or an override makes it unlimited.
+func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
+	c = decide.Check{Name: l.Name, Limit: l.Limit, Shadow: rule.Shadow, OnError: rule.OnError, Action: &rule.Action}
+	key, value, skip, err := p.key(r, rule, l, buf)
+	if ce, ok := decide.AsClientError(err); ok {
+		ce.Limit = l.Name
+		return c, false, ce
 	}
-	b = lp(b, rule.Name)
-	b = lp(b, l.Name)
+	if err != nil {
+		c.Err = fmt.Errorf("rule %q: key: %w", rule.Name, err)
+		return c, true, nil
+	}
+	if skip {
+		return c, false, nil
+	}
+	c.Key = string(key)
+	for _, o := range l.overrides {
+		if (o.key != "" && o.key == value) || (o.header != "" && r.Header.Get(o.header) == o.equals) {
+			if o.unlimited {
+				return c, false, nil
+			}
+			c.Limit = o.limit
+			break
+		}
+	}
+	c.Cost = l.cost
+	if l.costHeader != "" {
+		if c.Cost, err = headerCost(r, l.costHeader, c.Limit.Capacity()); err != nil {
+			return c, false, &decide.ClientError{Limit: l.Name, Field: "header " + l.costHeader, Reason: err.Error()}
+		}
+	}
+	return c, true, nil
+}
+
+// key builds the store key of a request under one limit with
+// decide.AppendKey: the rule and limit names, then the value of each key
+// part, each bounded and length-prefixed, so that no two different requests
+// share a key by accident and a key is at most a few hundred bytes per part
+// whatever the request carries. value is the parts' values joined by "+",
+// for overrides by key value, when the limit has such overrides. skip is
+// true when a part has no value (a missing header: the limit does not
+// apply).
+func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, b []byte) (key []byte, value string, skip bool, err error) {
+	b = decide.AppendKey(b, rule.Name, l.Name)
 	for _, part := range l.key {
-		var v string
-		switch part.kind {
-		case "global":
-			v = "*"
-		case "ip":
-			if v, err = p.ClientIP.Key(r); err != nil {
-				return nil, "", false, err
-			}
-		case "route":
-			_, v = rule.match.mux.Handler(r)
-		case "method":
-			v = r.Method
-		case "host":
-			v = r.Host
-		case "header":
-			v = r.Header.Get(part.name)
-		case "query":
-			v = r.URL.Query().Get(part.name)
-		case "cookie":
-			if c, cerr := r.Cookie(part.name); cerr == nil {
-				v = c.Value
-			}
-		case "func":
-			if v, err = part.fn(r); err != nil {
-				return nil, "", false, err
-			}
+		v, err := p.part(r, rule, part)
+		if err != nil {
+			return nil, "", false, err
 		}
 		if v == "" {
 			return nil, "", true, nil
 		}
-		v = httplimit.KeyValue(v) // long values become a fixed-size digest
-		b = lp(b, v)
+		v = decide.KeyValue(v) // long values become a fixed-size digest
+		b = decide.AppendKeyPart(b, v)
 		if len(l.overrides) > 0 {
 			if value != "" {
 				value += "+"
@@ -215,14 +207,66 @@ func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, b []byte) (key []byt
 	return b, value, false, nil
 }
 
-func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
-	s := r.Header.Get(header)
-	if s == "" {
-		return 1, nil
+// part returns the value of one key part for r ("" when it has none).
+func (p *Policy) part(r *http.Request, rule *Rule, part keyPart) (string, error) {
+	switch part.kind {
+	case "global":
+		return "*", nil
+	case "ip":
+		return p.ClientIP.Key(r)
+	case "route":
+		_, v := rule.match.mux.Handler(r)
+		return v, nil
+	case "method":
+		return r.Method, nil
+	case "host":
+		return r.Host, nil
+	case "header":
+		return header(r, part.name)
+	case "query":
+		return r.URL.Query().Get(part.name), nil
+	case "cookie":
+		if c, err := r.Cookie(part.name); err == nil {
+			return c.Value, nil
+		}
+		return "", nil
+	case "func":
+		return part.fn(r)
 	}
+	return "", fmt.Errorf("unknown key part %q", part.kind)
+}
+
+// headerCost reads a request's cost from a header: absent, it is 1;
+// present, it must be sent once and be a whole number from 1 to capacity,
+// written in plain digits. A client may not peek (0), charge less than
+// nothing, or name a cost twice.
+func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
+	vs := r.Header.Values(header)
+	switch {
+	case len(vs) == 0:
+		return 1, nil
+	case len(vs) > 1:
+		return 0, fmt.Errorf("sent %d times; send it once", len(vs))
+	}
+	s := vs[0]
 	c, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || c < 0 || c > capacity {
-		return 0, fmt.Errorf("cost header %s: %q is not a whole number from 0 to %d", header, s, capacity)
+	if err != nil || c < 1 || c > capacity || s[0] < '0' || s[0] > '9' {
+		return 0, fmt.Errorf("%.40q is not a whole number from 1 to %d", s, capacity)
 	}
 	return c, nil
+}
+
+// header returns the value of a header a key is made of. A header sent
+// more than once is the client's error: counting one value while the
+// upstream reads another would let a client choose the key it is counted
+// under.
+func header(r *http.Request, name string) (string, error) {
+	vs := r.Header.Values(name)
+	if len(vs) > 1 {
+		return "", &decide.ClientError{Field: "header " + name, Reason: fmt.Sprintf("sent %d times; a header a rate limit key is made of must be sent once", len(vs))}
+	}
+	if len(vs) == 0 {
+		return "", nil
+	}
+	return vs[0], nil
 }

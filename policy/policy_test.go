@@ -138,8 +138,11 @@ func examplePolicy(t *testing.T, srv *httptest.Server) {
 	if resp, _ := do(t, "POST", srv.URL+"/api/orders/4", "X-User-ID", "bob", "X-Cost", "6"); resp.StatusCode != 429 {
 		t.Fatalf("bob second cost 6: %d", resp.StatusCode)
 	}
-	if resp, _ := do(t, "POST", srv.URL+"/api/orders/4", "X-User-ID", "bob", "X-Cost", "lots"); resp.StatusCode != 200 {
-		t.Fatalf("a bad cost header fails open by default: %d", resp.StatusCode)
+	// A cost the client got wrong is its error (400), never an admission.
+	for _, cost := range []string{"lots", "0", "-1", "1.5", "999999", "9223372036854775808", "+3", "0x10"} {
+		if resp, _ := do(t, "POST", srv.URL+"/api/orders/4", "X-User-ID", "carol", "X-Cost", cost); resp.StatusCode != 400 {
+			t.Fatalf("cost header %q: %d, want 400", cost, resp.StatusCode)
+		}
 	}
 	// Another method matches no rule: no limits, no headers.
 	if resp, _ := do(t, "GET", srv.URL+"/api/orders/1"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {

@@ -144,7 +144,7 @@ func actionString(r *policy.Rule) string {
 	a := r.Action
 	var out string
 	switch {
-	case a.Shadow:
+	case r.Shadow:
 		out = "shadow (count, admit)"
 	case a.Wait:
 		out = "delay up to " + sluice.FormatDuration(a.MaxDelay) + ", then reject"
@@ -154,8 +154,13 @@ func actionString(r *policy.Rule) string {
 	if a.Status != 0 {
 		out += fmt.Sprintf(" with %d", a.Status)
 	}
-	if a.FailClosed {
+	switch r.OnError {
+	case sluice.FailOpen:
+		out += "; on store error: admit"
+	case sluice.FailClosed:
 		out += "; on store error: refuse (503)"
+	case sluice.FailFallback:
+		out += "; on store error: local fallback"
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -93,9 +94,10 @@ type releaseRequest struct {
 	Lease uint64          `json:"lease"`
 }
 
-// explicitPrefix starts the store keys of explicit checks, apart from every
-// policy key.
-const explicitPrefix = "api\x00"
+// explicitPrefix starts the store keys of explicit checks: decide.AppendKey
+// of an empty part and "api", which no policy key and no RLS key starts
+// with.
+var explicitPrefix = string(decide.AppendKey(nil, "", "api"))
 
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
@@ -137,99 +139,73 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
-	planned, err := s.planAPI(&req)
+	checks, err := s.planAPI(&req)
 	if err != nil {
 		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
-	resp := checkResponse{Allowed: true, Status: http.StatusOK, Decisions: []apiDecision{}, Headers: map[string]string{}}
-	var enforced, shadow []httplimit.Planned
-	for _, p := range planned {
-		if p.Action != nil && p.Action.Shadow {
-			shadow = append(shadow, p)
-		} else {
-			enforced = append(enforced, p)
-		}
-	}
-	for gi, group := range [][]httplimit.Planned{enforced, shadow} {
-		if len(group) == 0 {
-			continue
-		}
-		isShadow := gi == 1
-		reqs := make([]sluice.Request, len(group))
-		ds := make([]sluice.Decision, len(group))
-		for i, p := range group {
-			reqs[i] = sluice.Request{Key: p.Key, Limit: p.Limit, Cost: p.Cost}
-		}
-		d, err := s.limiter.CheckEach(r.Context(), reqs, ds)
-		if err != nil {
-			s.observe("api", httplimit.Observation{Limit: apiLimitName(group[0]), Outcome: httplimit.Failed, Err: err})
-			if isShadow {
-				continue
-			}
-			s.logAPIError(err)
-			writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+err.Error())
-			return
-		}
-		bind := 0
-		for i := range ds {
-			if ds[i].Allowed == d.Allowed && ds[i].RetryAfter == d.RetryAfter && ds[i].Remaining == d.Remaining {
-				bind = i
-				break
-			}
-		}
-		for i, p := range group {
-			resp.Decisions = append(resp.Decisions, apiDecision{
-				Name: p.Name, Key: p.Key, Shadow: isShadow, Allowed: ds[i].Allowed,
-				Limit: ds[i].Limit, Remaining: max(0, ds[i].Remaining),
-				RetryAfterMs: ms(ds[i].RetryAfter), ResetAfterMs: ms(ds[i].ResetAfter),
-				DelayMs: ms(ds[i].Delay), Lease: ds[i].Lease,
-			})
-		}
-		o := httplimit.Observation{Limit: apiLimitName(group[bind]), Key: group[bind].Key, Decision: d, Outcome: httplimit.Admitted}
-		if isShadow {
-			if !d.Allowed {
-				o.Outcome = httplimit.ShadowRefused
-				s.observe("api", o)
-			}
-			continue
-		}
-		switch {
-		case !d.Allowed:
-			o.Outcome = httplimit.Refused
-		case d.Delay > 0:
-			o.Outcome = httplimit.Delayed
+	var res decide.Result
+	s.api.Run(r.Context(), checks, &res)
+	for _, o := range res.Observed {
+		if len(req.Checks) > 0 {
+			o.Limit = "explicit" // names chosen by callers: unbounded
 		}
 		s.observe("api", o)
-		h := http.Header{}
-		httplimit.SetHeaders(h, group, ds, d)
-		for k := range h {
-			resp.Headers[headerNames[k]] = h.Get(k)
+	}
+	switch res.Outcome {
+	case decide.Invalid:
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", res.Err.Error())
+		return
+	case decide.Failed:
+		s.logAPIError(res.Err)
+		writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(apiAnswer(&res))
+}
+
+// apiAnswer is the JSON answer to a decided check.
+func apiAnswer(res *decide.Result) checkResponse {
+	resp := checkResponse{Allowed: res.Proceed(), Status: http.StatusOK, Degraded: res.Outcome == decide.Degraded,
+		Decisions: []apiDecision{}, Headers: map[string]string{}}
+	add := func(cs []decide.Check, ds []sluice.Decision, shadow bool) {
+		for i, c := range cs {
+			var d sluice.Decision
+			if i < len(ds) {
+				d = ds[i]
+			}
+			resp.Decisions = append(resp.Decisions, apiDecision{
+				Name: c.Name, Key: c.Key, Shadow: shadow, Allowed: d.Allowed,
+				Limit: d.Limit, Remaining: max(0, d.Remaining),
+				RetryAfterMs: ms(d.RetryAfter), ResetAfterMs: ms(d.ResetAfter),
+				DelayMs: ms(d.Delay), Lease: d.Lease,
+			})
 		}
-		resp.Allowed, resp.Limit, resp.Degraded = d.Allowed, group[bind].Name, d.Degraded
-		resp.RetryAfterMs, resp.DelayMs = ms(d.RetryAfter), ms(d.Delay)
-		if !d.Allowed {
+	}
+	add(res.Enforced, res.Each, false)
+	add(res.Shadow, res.ShadowEach, true)
+	if c := res.DecidedBy(); c != nil {
+		resp.Limit = c.Name
+		resp.Degraded = resp.Degraded || res.Decision.Degraded
+		resp.RetryAfterMs, resp.DelayMs = ms(res.RetryAfter()), ms(res.Decision.Delay)
+		if res.Outcome == decide.Refused {
 			resp.Status = http.StatusTooManyRequests
-			if a := group[bind].Action; a != nil && a.Status != 0 {
-				resp.Status = a.Status
+			if c.Action != nil && c.Action.Status != 0 {
+				resp.Status = c.Action.Status
 			}
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
-}
-
-// apiLimitName is the limit name a decision is counted under in metrics:
-// the policy's limit names are bounded by the policy, explicit ones are
-// chosen by callers and so are all counted as "explicit".
-func apiLimitName(p httplimit.Planned) string {
-	if strings.HasPrefix(p.Key, explicitPrefix) {
-		return "explicit"
+	f := res.Fields()
+	for name, v := range map[string]string{"RateLimit-Policy": f.Policy, "RateLimit": f.RateLimit, "Retry-After": f.RetryAfter} {
+		if v != "" {
+			resp.Headers[name] = v
+		}
 	}
-	return p.Name
+	return resp
 }
 
-func (s *Server) planAPI(req *checkRequest) ([]httplimit.Planned, error) {
+func (s *Server) planAPI(req *checkRequest) ([]decide.Check, error) {
 	hits := int64(1)
 	if req.Hits != nil {
 		hits = *req.Hits
@@ -251,7 +227,7 @@ func (s *Server) planAPI(req *checkRequest) ([]httplimit.Planned, error) {
 	return nil, errors.New(`give request (to apply the policy) or checks (explicit keys and limits), for example {"request": {"method": "GET", "path": "/", "ip": "203.0.113.7"}}`)
 }
 
-func (s *Server) planPolicy(req *checkRequest, hits int64) ([]httplimit.Planned, error) {
+func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, error) {
 	a := req.Request
 	method := a.Method
 	if method == "" {
@@ -296,10 +272,12 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]httplimit.Planned,
 	p := s.currentPolicy()
 	planned, err := p.Plan(hr, nil)
 	if err != nil {
-		if errors.Is(err, httplimit.ErrNoClientIP) && a.IP == "" {
-			return nil, fmt.Errorf("request.ip: missing, and a limit keyed by ip applies (%v)", err)
-		}
 		return nil, err
+	}
+	for _, c := range planned {
+		if errors.Is(c.Err, httplimit.ErrNoClientIP) && a.IP == "" {
+			return nil, fmt.Errorf("request.ip: missing, and a limit keyed by ip applies (%q)", c.Name)
+		}
 	}
 	if req.Rule != "" {
 		var rule *policy.Rule
@@ -331,11 +309,11 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]httplimit.Planned,
 	return planned, nil
 }
 
-func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]httplimit.Planned, error) {
+func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide.Check, error) {
 	if len(checks) > maxAPIChecks {
 		return nil, fmt.Errorf("checks: %d, more than %d", len(checks), maxAPIChecks)
 	}
-	var planned []httplimit.Planned
+	var planned []decide.Check
 	var errs []error
 	for i, c := range checks {
 		field := "checks[" + strconv.Itoa(i) + "]"
@@ -368,7 +346,13 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]httpli
 			errs = append(errs, fmt.Errorf("%s.name: at most 64 printable ASCII characters", field))
 			continue
 		}
-		planned = append(planned, httplimit.Planned{Name: name, Key: explicitPrefix + c.Key, Limit: lim, Cost: cost})
+		key := explicitPrefix + string(decide.AppendKeyPart(nil, c.Key))
+		for _, p := range planned {
+			if p.Key == key && p.Limit == lim {
+				errs = append(errs, fmt.Errorf("%s: the same key and limit as check %q; merge the two into one check with the summed hits", field, p.Name))
+			}
+		}
+		planned = append(planned, decide.Check{Name: name, Key: key, Limit: lim, Cost: cost})
 	}
 	return planned, errors.Join(errs...)
 }

@@ -5,7 +5,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/server/rls"
 )
 
@@ -38,14 +38,14 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		Logger:          s.log,
 		ResponseHeaders: true,
 		Observe: func(domain string, o rls.Outcome) {
-			var outcome httplimit.Outcome
+			var outcome decide.Outcome
 			switch o.Result {
 			case rls.ResultOK:
-				outcome = httplimit.Admitted
+				outcome = decide.Admitted
 			case rls.ResultOverLimit:
-				outcome = httplimit.Refused
+				outcome = decide.Refused
 			case rls.ResultShadowOverLimit:
-				outcome = httplimit.ShadowRefused
+				outcome = decide.ShadowRefused
 			default:
 				return // no limit, unlimited, replaced, or not charged because another refused
 			}
@@ -54,7 +54,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 			if o.Value != "" {
 				key += "=" + o.Value
 			}
-			s.observe("rls", httplimit.Observation{Limit: limit, Key: key, Outcome: outcome})
+			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome})
 		},
 	})
 	return &envoyRLS{svc: svc, paths: paths}, nil

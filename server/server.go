@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -47,6 +47,7 @@ type Server struct {
 
 	backend *backend
 	limiter *sluice.Limiter
+	api     *decide.Decider // the decision API's
 	metrics *metrics
 	stats   *stats
 
@@ -89,17 +90,22 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.version = "dev"
 	}
 	s.metrics = newMetrics(s.version)
-	b, err := openStore(cfg.Store, func(r sluice.Request) failover.Mode {
-		if s.holder != nil {
-			return s.holder.FailureMode(r)
-		}
-		return s.sample.FailureMode(r)
-	}, s.metrics.breakerChanged, s.log)
+	b, err := openStore(cfg.Store, s.metrics.breakerChanged, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
+	// The decision API answers a store error with 503 and lets its caller
+	// choose (a store behind failover has already applied each rule's
+	// on_error); it never sleeps: delays go back to the caller.
+	s.api, err = decide.New(s.limiter, decide.Config{
+		OnError: sluice.FailClosed, MaxDelay: time.Duration(cfg.MaxDelay), Component: "decision API", Logger: s.log,
+	})
+	if err != nil {
+		b.close()
+		return nil, err
+	}
 	if b.failover != nil {
 		s.metrics.watchFailover(b.failover)
 	}
@@ -150,7 +156,7 @@ func (s *Server) source() httplimit.Source {
 }
 
 // observe counts one decision in the metrics and the status page.
-func (s *Server) observe(source string, o httplimit.Observation) {
+func (s *Server) observe(source string, o decide.Observation) {
 	outcome := o.Outcome.String()
 	degraded := "false"
 	if o.Decision.Degraded {
@@ -301,7 +307,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
 		DegradedHeader: s.cfg.DegradedHeader,
 		Logger:         s.log,
-		Observe:        func(o httplimit.Observation) { s.observe("gateway", o) },
+		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
 	})
 	if err != nil {
 		return nil, err

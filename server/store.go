@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
-	"github.com/sluicehq/sluice/server/rls"
 )
 
 // backend is the store the server decides with, and how to tell it works.
@@ -32,9 +30,9 @@ type backend struct {
 
 // openStore builds the store cfg describes. A Redis store sits behind a
 // failover.Store: a deadline per call, a circuit breaker, and the failure
-// mode of each request: modeOf (the policy's on_error) for the policy's
-// keys, store.redis.on_error for the rest.
-func openStore(cfg StoreConfig, modeOf func(sluice.Request) failover.Mode, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
+// mode of each request: the one it carries (its policy rule's on_error),
+// else store.redis.on_error.
+func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
 	switch cfg.Type {
 	case "memory":
 		s, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
@@ -111,12 +109,7 @@ func openStore(cfg StoreConfig, modeOf func(sluice.Request) failover.Mode, onSta
 			Window:              time.Duration(r.Breaker.Window),
 			ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
 			FallbackScale:       r.FallbackScale,
-			Mode: func(req sluice.Request) failover.Mode {
-				if modeOf != nil && isPolicyKey(req.Key) {
-					return modeOf(req)
-				}
-				return defaultMode
-			},
+			Mode:                func(sluice.Request) failover.Mode { return defaultMode },
 			OnStateChange: func(from, to failover.State) {
 				if to == failover.StateOpen && cluster != nil {
 					cluster.ReloadState(context.Background()) // asynchronous
@@ -154,10 +147,4 @@ func warmUp(client redis.UniversalClient) {
 		return
 	}
 	client.Ping(ctx)
-}
-
-// isPolicyKey tells the keys a policy planned from those of the Envoy RLS
-// and of the decision API's explicit checks.
-func isPolicyKey(key string) bool {
-	return !strings.HasPrefix(key, rls.KeyPrefix) && !strings.HasPrefix(key, explicitPrefix)
 }

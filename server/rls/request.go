@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -121,35 +121,23 @@ func (d *domain) match(entries []*commonpb.RateLimitDescriptor_Entry) *rule {
 	return nil
 }
 
-// KeyPrefix starts every sluice key the service checks, so that a store
-// shared with other sources (sluice serve's policy and decision API) keeps
-// them apart, and a caller can tell them.
-const KeyPrefix = "rls:"
-
-// key builds the sluice key of a descriptor: KeyPrefix, then the domain and
-// every entry's key and value, each prefixed with its length, so that no two
-// different (domain, entries) ever meet ("a_b"+"c" and "a"+"b_c" stay
-// apart). The value is the request's, so each distinct value of a key-only
-// or wildcard descriptor has its own counter.
+// key builds the sluice key of a descriptor with decide.AppendKey: an
+// empty first part and "rls" (no policy key starts with an empty part, and
+// the decision API's explicit keys continue with "api"), then the domain
+// and every entry's key and value, each bounded (a value longer than
+// decide.MaxKeyValue bytes is counted under its digest, as the gateway
+// counts header values) and length-prefixed, so that no two different
+// (domain, entries) ever meet ("a_b"+"c" and "a"+"b_c" stay apart). The
+// value is the request's, so each distinct value of a key-only or wildcard
+// descriptor has its own counter.
 func key(domain string, entries []*commonpb.RateLimitDescriptor_Entry) string {
-	n := len(KeyPrefix) + len(domain) + 5
+	var buf [256]byte
+	b := decide.AppendKey(buf[:0], "", "rls", domain)
 	for _, e := range entries {
-		n += len(e.Key) + len(e.Value) + 10
-	}
-	b := make([]byte, 0, n)
-	b = append(b, KeyPrefix...)
-	b = appendPart(b, domain)
-	for _, e := range entries {
-		b = appendPart(b, e.Key)
-		b = appendPart(b, e.Value)
+		b = decide.AppendKeyPart(b, e.Key)
+		b = decide.AppendKeyPart(b, e.Value)
 	}
 	return string(b)
-}
-
-func appendPart(b []byte, s string) []byte {
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, ':')
-	return append(b, s...)
 }
 
 func contains(names []string, name string) bool {

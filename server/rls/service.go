@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -126,10 +128,10 @@ type Outcome struct {
 // It is safe for concurrent use. Swap replaces the configuration atomically;
 // requests in flight finish under the configuration they started with.
 type Service struct {
-	limiter *sluice.Limiter
-	cfg     atomic.Pointer[Config]
-	opts    Options
-	logs    *aggregator
+	dc   *decide.Decider
+	cfg  atomic.Pointer[Config]
+	opts Options
+	logs *aggregator
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
@@ -147,7 +149,13 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	s := &Service{limiter: limiter, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
+	// A store error is answered UNAVAILABLE (on_error closed), so that
+	// Envoy's own failure_mode_deny decides, as with envoyproxy/ratelimit.
+	dc, err := decide.New(limiter, decide.Config{OnError: sluice.FailClosed, Component: "rls", Logger: opts.Logger})
+	if err != nil {
+		panic(err) // only for a nil limiter, a caller's bug
+	}
+	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
 	return s
@@ -192,11 +200,22 @@ type item struct {
 	key    string
 	cost   uint64
 	result Result
-	check  int // index into the checked requests, or -1
+	check  int // index of its check among the enforced or the shadow ones, or -1
 	d      sluice.Decision
 	over   bool          // refused without asking the store
 	value  string        // detailed_metric value
 	reset  time.Duration // duration_until_reset
+}
+
+// request is one ShouldRateLimit call as it is decided: its items, the
+// checks planned from them, and the result.
+type request struct {
+	req      *rlspb.RateLimitRequest
+	items    []item
+	enforced []decide.Check
+	shadow   []decide.Check
+	refused  bool // an enforced limit refuses without asking the store
+	res      decide.Result
 }
 
 // ShouldRateLimit decides one request (see the package documentation for
@@ -207,214 +226,226 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if err := validate(req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	cfg := s.cfg.Load()
-	resp := &rlspb.RateLimitResponse{
-		OverallCode: rlspb.RateLimitResponse_OK,
-		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors)),
-	}
-	dom := cfg.domains[req.Domain]
+	dom := s.cfg.Load().domains[req.Domain]
 	if dom == nil {
-		// As envoyproxy/ratelimit: a domain without configuration limits
-		// nothing, even descriptors carrying their own limit.
-		s.logs.unknownDomain(req.Domain)
-		for i := range resp.Statuses {
-			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-			if s.opts.Observe != nil {
-				s.opts.Observe(req.Domain, Outcome{Result: ResultNoLimit, Hits: hits(req, req.Descriptors[i])})
-			}
-		}
-		return resp, nil
+		return s.unknownDomain(req), nil
 	}
+	r := &request{req: req, items: make([]item, len(req.Descriptors))}
+	if err := r.match(dom); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	r.plan()
+	if err := s.run(ctx, r); err != nil {
+		return nil, err
+	}
+	return s.answer(r), nil
+}
 
-	items := make([]item, len(req.Descriptors))
+// unknownDomain answers a request for a domain without configuration: as
+// envoyproxy/ratelimit, it limits nothing, even descriptors carrying their
+// own limit.
+func (s *Service) unknownDomain(req *rlspb.RateLimitRequest) *rlspb.RateLimitResponse {
+	s.logs.unknownDomain(req.Domain)
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		if s.opts.Observe != nil {
+			s.opts.Observe(req.Domain, Outcome{Result: ResultNoLimit, Hits: hits(req, req.Descriptors[i])})
+		}
+	}
+	return resp
+}
+
+// match finds the rule of each descriptor, and settles the descriptors
+// that need no check: no limit, unlimited, replaced.
+func (r *request) match(dom *domain) error {
 	var replaced []string
-	for i, desc := range req.Descriptors {
-		it := &items[i]
+	for i, desc := range r.req.Descriptors {
+		it := &r.items[i]
 		it.check = -1
-		it.cost = hits(req, desc)
+		it.cost = hits(r.req, desc)
 		if ov := desc.GetLimit(); ov != nil {
-			r, err := override(ov)
+			ru, err := override(ov)
 			if err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "rls: descriptor %d: limit: %v", i, err)
+				return fmt.Errorf("rls: descriptor %d: limit: %v", i, err)
 			}
-			it.rule = r
+			it.rule = ru
 		} else {
 			it.rule = dom.match(desc.Entries)
 		}
-		if it.rule == nil {
+		switch {
+		case it.rule == nil:
 			it.result = ResultNoLimit
 			continue
+		case it.rule.unlimited:
+			it.result = ResultUnlimited
 		}
 		replaced = append(replaced, it.rule.replaces...)
 		if it.rule.detailed && len(desc.Entries) > 0 {
 			it.value = desc.Entries[len(desc.Entries)-1].Value
 		}
-		if it.rule.unlimited {
-			it.result = ResultUnlimited
-		}
 	}
 	// A matched limit named in another matched limit's replaces is dropped.
-	if len(replaced) > 0 {
-		for i := range items {
-			if r := items[i].rule; r != nil && r.name != "" && items[i].result == 0 && contains(replaced, r.name) {
-				items[i].result = ResultReplaced
-			}
+	for i := range r.items {
+		if ru := r.items[i].rule; ru != nil && ru.name != "" && r.items[i].result == 0 && contains(replaced, ru.name) {
+			r.items[i].result = ResultReplaced
 		}
 	}
+	return nil
+}
 
-	// Plan the checks: enforced limits together (all-or-nothing), shadow
-	// limits after them, each on its own.
-	var enforced, shadow []sluice.Request
-	var shadowIdx []int
-	refused := false // an enforced limit refuses without asking the store
-	for i := range items {
-		it := &items[i]
+// plan turns the items still to decide into checks: enforced limits
+// together (all-or-nothing), shadow limits after them. Two descriptors
+// that name the same counter are charged once with the summed cost. A
+// limit that refuses every charge (requests_per_unit: 0), or a cost above
+// the capacity, refuses the request without asking the store
+// (envoyproxy/ratelimit answers OVER_LIMIT for both); the store is then
+// only peeked, to report what is left.
+func (r *request) plan() {
+	for i := range r.items {
+		it := &r.items[i]
 		if it.result != 0 {
 			continue
 		}
-		r := it.rule
-		it.key = key(req.Domain, req.Descriptors[i].Entries)
-		if r.rpu == 0 || it.cost > uint64(r.limit.Capacity()) {
-			// requests_per_unit 0 refuses every charge; a cost above the
-			// capacity could never be admitted (envoyproxy/ratelimit
-			// answers OVER_LIMIT for both). A peek (cost 0) of an
-			// all-refusing limit is within it.
-			if r.rpu == 0 && it.cost == 0 {
-				it.result = ResultOK
-				continue
-			}
+		ru := it.rule
+		it.key = key(r.req.Domain, r.req.Descriptors[i].Entries)
+		if ru.rpu == 0 && it.cost == 0 { // a peek of a limit that refuses all is within it
+			it.result = ResultOK
+			continue
+		}
+		if ru.rpu == 0 || it.cost > uint64(ru.limit.Capacity()) {
 			it.over = true
-			if !r.shadow {
-				refused = true
-			}
-			if r.rpu == 0 {
+			r.refused = r.refused || !ru.shadow
+			if ru.rpu == 0 {
 				continue
 			}
 		}
 		cost := int64(it.cost)
 		if it.over {
-			cost = 0 // only peeked, to report what is left
+			cost = 0
 		}
-		if r.shadow {
-			it.check = len(shadow)
-			shadow = append(shadow, sluice.Request{Key: it.key, Limit: r.limit, Cost: cost})
-			shadowIdx = append(shadowIdx, i)
+		r.add(it, cost)
+	}
+	for j := range r.enforced {
+		if r.enforced[j].Cost > r.enforced[j].Limit.Capacity() { // the sum of duplicates
+			r.refused = true
+			for i := range r.items {
+				if it := &r.items[i]; it.check == j && !it.rule.shadow {
+					it.over = true
+				}
+			}
+		}
+	}
+	if r.refused { // a refused request charges nothing, shadow limits included
+		for j := range r.enforced {
+			r.enforced[j].Cost = 0
+		}
+		for j := range r.shadow {
+			r.shadow[j].Cost = 0
+		}
+	}
+}
+
+// add plans the check of one item, merging it with an enforced check of
+// the same counter.
+func (r *request) add(it *item, cost int64) {
+	c := decide.Check{Name: it.rule.path, Key: it.key, Limit: it.rule.limit, Cost: cost, Shadow: it.rule.shadow}
+	if c.Shadow {
+		it.check, r.shadow = len(r.shadow), append(r.shadow, c)
+		return
+	}
+	for j, q := range r.enforced {
+		if q.Key == c.Key && q.Limit == c.Limit {
+			it.check = j
+			r.enforced[j].Cost = min(q.Cost+cost, math.MaxInt64/2)
+			return
+		}
+	}
+	it.check, r.enforced = len(r.enforced), append(r.enforced, c)
+}
+
+// run decides the planned checks and sets each item's result.
+func (s *Service) run(ctx context.Context, r *request) error {
+	checks := append(r.enforced, r.shadow...)
+	if len(checks) > 0 {
+		s.dc.Run(ctx, checks, &r.res)
+	}
+	switch r.res.Outcome {
+	case decide.Failed:
+		return s.storeError(ctx, r.req.Domain, r.res.Err)
+	case decide.Invalid:
+		return status.Error(codes.InvalidArgument, r.res.Err.Error())
+	}
+	admitted := !r.refused && (len(r.enforced) == 0 || r.res.Decision.Allowed)
+	for i := range r.items {
+		it := &r.items[i]
+		if it.result != 0 {
 			continue
 		}
-		// Two descriptors may name the same counter: charge it once with
-		// the summed cost.
-		merged := false
-		for j, q := range enforced {
-			if q.Key == it.key && q.Limit == r.limit {
-				it.check, merged = j, true
-				if !it.over {
-					enforced[j].Cost = min(q.Cost+cost, math.MaxInt64/2)
-				}
-				break
-			}
-		}
-		if !merged {
-			it.check = len(enforced)
-			enforced = append(enforced, sluice.Request{Key: it.key, Limit: r.limit, Cost: cost})
-		}
-	}
-	for j := range enforced {
-		if c := enforced[j].Cost; c > enforced[j].Limit.Capacity() {
-			enforced[j].Cost = 0 // the sum of duplicates exceeds the capacity
-			refused = true
-			for i := range items {
-				if items[i].check == j && !items[i].rule.shadow {
-					items[i].over = true
-				}
-			}
-		}
-	}
-	if refused {
-		for j := range enforced {
-			enforced[j].Cost = 0 // peek: a refused request charges nothing
-		}
-	}
-
-	each := make([]sluice.Decision, len(enforced))
-	admitted := !refused
-	if len(enforced) > 0 {
-		binding, err := s.limiter.CheckEach(ctx, enforced, each)
-		if err != nil {
-			return nil, s.storeError(ctx, req.Domain, err)
-		}
-		if !refused && !binding.Allowed {
-			admitted = false
-		}
-	}
-	for i := range items {
-		it := &items[i]
-		if it.result != 0 || it.rule.shadow {
+		if it.rule.shadow {
+			it.result = shadowResult(it, &r.res, admitted)
 			continue
 		}
 		if it.check >= 0 {
-			it.d = each[it.check]
+			it.d = r.res.Each[it.check]
 		}
 		switch {
 		case it.over:
 			it.result = ResultOverLimit
 		case admitted:
 			it.result = ResultOK
-		case !it.d.Allowed && it.d.RetryAfter > 0 && !refused:
+		case !it.d.Allowed && it.d.RetryAfter > 0 && !r.refused: // the one that refused
 			it.result = ResultOverLimit
 		default:
 			it.result = ResultNotCharged
 		}
 	}
-	// Shadow limits count only requests the enforced limits admitted: a
-	// request refused upstream never reaches the backend.
-	for k, i := range shadowIdx {
-		it := &items[i]
-		q := shadow[k]
-		if !admitted {
-			q.Cost = 0
-		}
-		d, err := s.limiter.AllowN(ctx, q.Key, q.Limit, q.Cost)
-		if err != nil {
-			return nil, s.storeError(ctx, req.Domain, err)
-		}
-		it.d = d
-		switch {
-		case it.over || (!d.Allowed && q.Cost > 0):
-			it.result = ResultShadowOverLimit
-		case admitted:
-			it.result = ResultOK
-		default:
-			it.result = ResultNotCharged
-		}
-	}
-	for i := range items {
-		if items[i].result == ResultShadowOverLimit {
-			s.logs.shadow(req.Domain, items[i].rule.path)
-		}
-	}
+	return nil
+}
 
-	now := time.Time{}
-	for i := range items {
-		it := &items[i]
+// shadowResult is the result of a shadow limit's descriptor. Shadow limits
+// count only requests the enforced limits admitted (a request refused
+// upstream never reaches the backend), all or nothing among themselves.
+func shadowResult(it *item, res *decide.Result, admitted bool) Result {
+	if it.over {
+		return ResultShadowOverLimit
+	}
+	if !admitted || it.check < 0 || it.check >= len(res.ShadowEach) {
+		return ResultNotCharged
+	}
+	it.d = res.ShadowEach[it.check]
+	if !it.d.Allowed {
+		return ResultShadowOverLimit
+	}
+	for _, d := range res.ShadowEach {
+		if !d.Allowed {
+			return ResultNotCharged // another shadow limit refused
+		}
+	}
+	return ResultOK
+}
+
+// answer builds the response: a status per descriptor, the overall code,
+// and the RateLimit header fields when asked for.
+func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{
+		OverallCode: rlspb.RateLimitResponse_OK,
+		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(r.items)),
+	}
+	var now time.Time
+	for i := range r.items {
+		it := &r.items[i]
+		if it.result == ResultShadowOverLimit {
+			s.logs.shadow(r.req.Domain, it.rule.path)
+		}
 		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 		switch it.result {
 		case ResultUnlimited:
 			st.LimitRemaining = math.MaxUint32
 		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit:
 			st.CurrentLimit = it.rule.current()
-			reset := it.d.ResetAfter
-			if it.rule.rpu == 0 || reset <= 0 && it.rule.limit.Algorithm == sluice.AlgorithmFixedWindow {
-				// No store answer to go by (a limit that refuses all, or
-				// a window nothing was charged to yet): the time left in
-				// the aligned window, by this process's clock.
-				if now.IsZero() {
-					now = s.opts.Now()
-				}
-				p := it.rule.period.Microseconds()
-				reset = time.Duration(p-now.UnixMicro()%p) * time.Microsecond
-			}
-			it.reset = reset
-			st.DurationUntilReset = durationpb.New(ceilSecond(reset))
+			it.reset = s.reset(it, &now)
+			st.DurationUntilReset = durationpb.New(ceilSecond(it.reset))
 			if it.result == ResultOverLimit {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
@@ -424,17 +455,36 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			}
 		}
 		resp.Statuses[i] = st
-		if s.opts.Observe != nil {
-			o := Outcome{Result: it.result, Hits: it.cost, Degraded: it.d.Degraded, Value: it.value}
-			if it.rule != nil {
-				o.Rule, o.Name, o.Shadow = it.rule.path, it.rule.name, it.rule.shadow
-				o.Limit = it.rule.limit
-			}
-			s.opts.Observe(req.Domain, o)
-		}
+		s.observe(r.req.Domain, it)
 	}
 	if s.opts.ResponseHeaders {
-		resp.ResponseHeadersToAdd = headers(items)
+		resp.ResponseHeadersToAdd = headers(r.items)
 	}
-	return resp, nil
+	return resp
+}
+
+// reset is an item's duration_until_reset: the store's answer, or, with
+// none to go by (a limit that refuses all, or a window nothing was charged
+// to yet), the time left in the aligned window by this process's clock.
+func (s *Service) reset(it *item, now *time.Time) time.Duration {
+	reset := it.d.ResetAfter
+	if it.rule.rpu == 0 || reset <= 0 && it.rule.limit.Algorithm == sluice.AlgorithmFixedWindow {
+		if now.IsZero() {
+			*now = s.opts.Now()
+		}
+		p := it.rule.period.Microseconds()
+		reset = time.Duration(p-now.UnixMicro()%p) * time.Microsecond
+	}
+	return reset
+}
+
+func (s *Service) observe(domain string, it *item) {
+	if s.opts.Observe == nil {
+		return
+	}
+	o := Outcome{Result: it.result, Hits: it.cost, Degraded: it.d.Degraded, Value: it.value}
+	if it.rule != nil {
+		o.Rule, o.Name, o.Shadow, o.Limit = it.rule.path, it.rule.name, it.rule.shadow, it.rule.limit
+	}
+	s.opts.Observe(domain, o)
 }

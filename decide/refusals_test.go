@@ -1,4 +1,4 @@
-package httplimit
+package decide
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 // the rest, while the log holds at most maxTrackedKeys keys.
 func TestRefusalLogBounded(t *testing.T) {
 	var buf bytes.Buffer
-	l := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), "refused")
+	l := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), "refused", ShowKey)
 	l.interval = 0 // flushed by hand
 	for i := range 1_000_000 {
 		switch {
@@ -52,7 +52,7 @@ func TestRefusalLogBounded(t *testing.T) {
 		t.Fatalf("totals: %s", lines[0])
 	}
 	if len(line.TopKeys) != maxListedKeys || line.TopKeys["1"].Refused != 100_000 || line.TopKeys["2"].Refused != 100_000 ||
-		line.TopKeys["1"].Key != "203.0.113.7" || line.TopKeys["2"].Key != "hot" {
+		line.TopKeys["1"].Key != "per-ip\x00203.0.113.7" || line.TopKeys["2"].Key != "per-user\x00hot" {
 		t.Fatalf("top keys: %+v", line.TopKeys)
 	}
 	listed := 0
@@ -76,7 +76,7 @@ func TestRefusalLogBounded(t *testing.T) {
 // line in the text format.
 func TestRefusalLogInjection(t *testing.T) {
 	var buf bytes.Buffer
-	l := newRefusalLog(slog.New(slog.NewTextHandler(&buf, nil)), "refused")
+	l := newRefusalLog(slog.New(slog.NewTextHandler(&buf, nil)), "refused", ShowKey)
 	l.interval = 0
 	l.add("q", "x\nlevel=ERROR msg=forged")
 	l.flush()

@@ -1,11 +1,10 @@
-package httplimit
+package decide
 
 import (
 	"cmp"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +29,7 @@ type refusalLog struct {
 	msg      string
 	logger   *slog.Logger
 	interval time.Duration
+	show     func(key string) string // MaskKey or ShowKey
 
 	mu       sync.Mutex
 	since    time.Time
@@ -43,8 +43,8 @@ type refusalLog struct {
 
 type limitKey struct{ limit, key string }
 
-func newRefusalLog(logger *slog.Logger, msg string) *refusalLog {
-	return &refusalLog{msg: msg, logger: logger, interval: logInterval,
+func newRefusalLog(logger *slog.Logger, msg string, show func(string) string) *refusalLog {
+	return &refusalLog{msg: msg, logger: logger, interval: logInterval, show: show,
 		byLimit: map[string]int{}, byKey: map[limitKey]int{}}
 }
 
@@ -101,7 +101,7 @@ func (l *refusalLog) flush() {
 	top := make([]slog.Attr, 0, len(shown))
 	moreRefusals := l.untraced
 	for i, k := range shown {
-		top = append(top, slog.Group(strconv.Itoa(i+1), "limit", k.limit, "key", displayKey(k.limit, k.key), "refused", k.n))
+		top = append(top, slog.Group(strconv.Itoa(i+1), "limit", k.limit, "key", l.show(k.key), "refused", k.n))
 	}
 	for _, k := range keys[len(shown):] {
 		moreRefusals += k.n
@@ -124,12 +124,4 @@ func (l *refusalLog) flush() {
 	l.timer = nil
 	l.mu.Unlock()
 	l.logger.Info(l.msg, args...)
-}
-
-// displayKey drops the "<limit name>\x00" prefix Config.Limits keys carry.
-func displayKey(limit, key string) string {
-	if rest, ok := strings.CutPrefix(key, limit+"\x00"); ok {
-		return rest
-	}
-	return key
 }

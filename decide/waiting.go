@@ -1,4 +1,4 @@
-package httplimit
+package decide
 
 import "sync"
 

@@ -1,0 +1,160 @@
+// Package decide is the one decision path of every sluice front-end: the
+// HTTP middleware (httplimit), the gRPC interceptors (grpclimit), and sluice
+// serve's gateway, decision API and Envoy rate limit service.
+//
+// Every front-end does the same five things; only the first and the last
+// are its own:
+//
+//	read its input      an HTTP request, a gRPC call, RLS descriptors, JSON
+//	plan                the Checks of the request: which limits, under which
+//	                    keys (built by AppendKey, bounded by KeyValue), what
+//	                    cost, what failure mode, what action on refusal;
+//	                    input the client got wrong ends here, as a
+//	                    ClientError (a 4xx), never as an admission
+//	run                 Decider.Run: enforced checks all or nothing, shadow
+//	                    checks after them, waits, failure modes
+//	outcome             Result: admitted, delayed, refused, degraded, failed
+//	                    or invalid, with the check that decided
+//	answer              headers and a 429 problem document, RESOURCE_EXHAUSTED
+//	                    with RetryInfo, RLS statuses, JSON
+//
+// What the lower layers need travels down with each check (its failure mode
+// in sluice.Request.OnError, its longest delay in sluice.Request.MaxDelay);
+// the limiter reports which request decided. Nothing is recovered later by
+// parsing a key or comparing decisions.
+package decide
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Check is one limit to charge for one request, as a front-end plans it.
+type Check struct {
+	// Name identifies the limit in answers, logs and metrics. It comes
+	// from configuration, never from the request, so it is bounded.
+	Name string
+	// Key is the store key, built with AppendKey.
+	Key string
+	// Limit and Cost are what is charged. Cost 0 peeks.
+	Limit sluice.Limit
+	Cost  int64
+	// Shadow checks are counted and reported, never enforced: they run
+	// after the enforced checks of an admitted request.
+	Shadow bool
+	// OnError is what happens to the request when the store cannot decide
+	// this check (see sluice.FailureMode); FailDefault leaves it to the
+	// store, and to Config.OnError when the store returns its error.
+	OnError sluice.FailureMode
+	// Action says what happens when this check refuses; nil rejects with
+	// the front-end's default answer.
+	Action *Action
+	// Err reports that the check could not be planned for a reason that is
+	// not the client's (a key function failed). Run applies OnError: a
+	// FailClosed check refuses the request, any other is left out and the
+	// rest are checked.
+	Err error
+}
+
+// Action says what happens when a check refuses. The zero value rejects.
+type Action struct {
+	// Wait makes the request wait until it is admitted, for at most
+	// MaxDelay, before it is refused. Only front-ends that can hold a
+	// request (httplimit, grpclimit) wait; the others refuse at once.
+	Wait     bool
+	MaxDelay time.Duration
+	// Status, ContentType and Body replace an HTTP front-end's default
+	// refusal (429, application/problem+json).
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// ClientError is an error in what the client sent: a cost header that is
+// not a whole number in range, a path that cannot be normalised, a missing
+// key part a limit requires. Front-ends answer it with a 4xx (Status) and
+// charge nothing; it never admits.
+type ClientError struct {
+	// Status is the HTTP status to answer with: 400 unless set.
+	Status int
+	// Limit names the limit whose planning failed, if one did.
+	Limit string
+	// Field names what was wrong ("header X-Cost", "path").
+	Field string
+	// Reason says what was wrong with it, for the client.
+	Reason string
+}
+
+func (e *ClientError) Error() string {
+	s := e.Field + ": " + e.Reason
+	if e.Limit != "" {
+		s = fmt.Sprintf("limit %q: %s", e.Limit, s)
+	}
+	return s
+}
+
+// HTTPStatus is the status a front-end answers e with.
+func (e *ClientError) HTTPStatus() int {
+	if e.Status == 0 {
+		return 400
+	}
+	return e.Status
+}
+
+// AsClientError returns the ClientError in err's chain, if there is one.
+func AsClientError(err error) (*ClientError, bool) {
+	var ce *ClientError
+	ok := errors.As(err, &ce)
+	return ce, ok
+}
+
+// Outcome is what happened to a request.
+type Outcome uint8
+
+const (
+	// Admitted requests go on at once.
+	Admitted Outcome = iota + 1
+	// Delayed requests go on after a shaping delay or a wait.
+	Delayed
+	// Refused requests are answered with a refusal (429).
+	Refused
+	// ShadowRefused marks an observation of a shadow check that would
+	// have refused; the request itself goes on.
+	ShadowRefused
+	// Degraded requests go on without having been counted: the store
+	// failed and the failure mode (open) admitted them.
+	Degraded
+	// Failed requests could not be decided and are refused (503): the
+	// store failed under a closed failure mode, or a limit was invalid.
+	Failed
+	// Invalid requests carried input no limit could be checked with (a
+	// ClientError): answered with a 4xx, nothing charged.
+	Invalid
+)
+
+var outcomeNames = [...]string{"", "admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid"}
+
+// String returns the snake_case name of o, for metric labels.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Observation describes one decided check group, for Config.Observe: the
+// enforced checks of a request, or its shadow checks.
+type Observation struct {
+	// Limit and Key are the deciding check's name and store key (empty
+	// when the request failed before any check was planned).
+	Limit, Key string
+	Outcome    Outcome
+	// Decision is the deciding check's decision; Decision.Degraded tells a
+	// decision made without the intended store.
+	Decision sluice.Decision
+	// Err is the error of a Failed, Degraded or Invalid request.
+	Err error
+}

@@ -1,0 +1,402 @@
+package decide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Config configures a Decider. The zero value is ready to use; each field
+// documents its default.
+type Config struct {
+	// Wait says the front-end holds a request while it waits: Run then
+	// sleeps a shaping delay and waits for room under an Action.Wait
+	// before it returns. Without it, Run never sleeps: a shaping delay is
+	// returned in Result.Decision.Delay for the caller to honour, and an
+	// Action.Wait refuses at once.
+	Wait bool
+
+	// MaxDelay bounds the shaping delay (leaky_bucket) a request may be
+	// given. A longer one is refused. Default 1s.
+	MaxDelay time.Duration
+
+	// MaxWaiting bounds how many requests may wait at once under each
+	// limit (by name), for a shaping delay or an Action.Wait: a waiting
+	// request holds its goroutine, connection and buffers. A request
+	// beyond it is refused at once. Default 1000; negative: none waits.
+	MaxWaiting int
+
+	// OnError is the failure mode of checks whose own is FailDefault, when
+	// the store returns an error for them (a store behind package failover
+	// decides failures itself and returns only FailClosed errors).
+	// Default FailOpen: admit uncounted, and log.
+	OnError sluice.FailureMode
+
+	// Component names the front-end in log lines ("httplimit"). Default
+	// "sluice".
+	Component string
+
+	// Logger receives the logs: refusals, real and shadow, as one line per
+	// second in which there were any (the count per limit and the keys
+	// refused most), and errors at most once a second. Default
+	// slog.Default().
+	Logger *slog.Logger
+
+	// ShowKeys makes refusal logs show key values (ShowKey) instead of
+	// masks (MaskKey). Keys hold what clients send: addresses, tokens.
+	ShowKeys bool
+}
+
+// Decider runs planned checks: the one path of every front-end. It is safe
+// for concurrent use.
+type Decider struct {
+	limiter *sluice.Limiter
+	cfg     Config
+	waiting waitQueue
+	refused *refusalLog // enforced refusals, logged once per interval
+	shadow  *refusalLog // shadow refusals, likewise
+	logMu   sync.Mutex
+	lastLog time.Time
+}
+
+// New returns a Decider that charges limiter.
+func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
+	if limiter == nil {
+		return nil, errors.New("decide: New: limiter is nil")
+	}
+	if cfg.MaxDelay == 0 {
+		cfg.MaxDelay = time.Second
+	}
+	if cfg.MaxDelay < 0 {
+		return nil, fmt.Errorf("decide: MaxDelay must not be negative (got %s)", cfg.MaxDelay)
+	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = 1000
+	}
+	if cfg.OnError == sluice.FailDefault {
+		cfg.OnError = sluice.FailOpen
+	}
+	if cfg.Component == "" {
+		cfg.Component = "sluice"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	dc := &Decider{limiter: limiter, cfg: cfg}
+	dc.waiting.max = cfg.MaxWaiting
+	show := MaskKey
+	if cfg.ShowKeys {
+		show = ShowKey
+	}
+	dc.refused = newRefusalLog(cfg.Logger, cfg.Component+": refused requests", show)
+	dc.shadow = newRefusalLog(cfg.Logger, cfg.Component+": shadow limits would have refused requests", show)
+	return dc, nil
+}
+
+// MaxDelay is the longest shaping delay the Decider gives a request.
+func (dc *Decider) MaxDelay() time.Duration { return dc.cfg.MaxDelay }
+
+// Result is what Run decided for one request. Reuse one across requests
+// (Run resets it) to spare allocations; call Release when the request's
+// work is done.
+type Result struct {
+	// Outcome is what happened to the request.
+	Outcome Outcome
+	// Decision is the binding decision of the enforced checks: the
+	// refusal, or the admission closest to refusing (zero when none ran).
+	Decision sluice.Decision
+	// Decided is the index in Enforced of the check that decided, -1 when
+	// none did.
+	Decided int
+	// Enforced are the enforced checks that ran, and Each their
+	// decisions (zero when the store failed).
+	Enforced []Check
+	Each     []sluice.Decision
+	// Shadow are the shadow checks, and ShadowEach their decisions (zero
+	// when they did not run: the request was not admitted, or the store
+	// failed).
+	Shadow     []Check
+	ShadowEach []sluice.Decision
+	// Err is the error of a Failed, Degraded or Invalid outcome.
+	Err error
+	// Observed lists what a front-end reports to metrics and status
+	// pages: one observation for the enforced checks (with the check that
+	// decided), one for the shadow checks when they would refuse or fail,
+	// and one per check left out because it could not be planned.
+	Observed []Observation
+
+	dc         *Decider
+	leftOut    bool // a check that could not be planned was left out
+	reqs       []sluice.Request
+	shadowReqs []sluice.Request
+	leases     []lease
+}
+
+type lease struct {
+	req sluice.Request
+	id  uint64
+}
+
+// DecidedBy returns the check that decided, or nil.
+func (r *Result) DecidedBy() *Check {
+	if r.Decided < 0 || r.Decided >= len(r.Enforced) {
+		return nil
+	}
+	return &r.Enforced[r.Decided]
+}
+
+// Proceed reports whether the request goes on to its handler or upstream.
+func (r *Result) Proceed() bool {
+	switch r.Outcome {
+	case Admitted, Delayed, Degraded:
+		return true
+	}
+	return false
+}
+
+// Release gives back the concurrency leases the request holds. Call it when
+// its work has ended (httplimit: when the handler returns).
+func (r *Result) Release() {
+	for _, l := range r.leases {
+		r.dc.limiter.Release(context.Background(), l.req.Key, l.req.Limit, l.id)
+	}
+	r.leases = r.leases[:0]
+}
+
+func (r *Result) reset(dc *Decider) {
+	*r = Result{
+		Decided: -1, dc: dc,
+		Enforced: r.Enforced[:0], Each: r.Each[:0], reqs: r.reqs[:0],
+		Shadow: r.Shadow[:0], shadowReqs: r.shadowReqs[:0], ShadowEach: r.ShadowEach[:0],
+		leases: r.leases[:0], Observed: r.Observed[:0],
+	}
+}
+
+// Run decides a request whose checks a front-end planned: the enforced
+// checks in one all-or-nothing check (if any refuses, none is charged),
+// then, if the request was admitted, the shadow checks likewise. It writes
+// what happened into res. A check that could not be planned (Check.Err)
+// refuses the request if its failure mode is FailClosed and is left out
+// otherwise; a store error is decided by the checks' failure modes, and an
+// invalid limit or cost is never admitted.
+func (dc *Decider) Run(ctx context.Context, checks []Check, res *Result) {
+	res.reset(dc)
+	if !dc.split(checks, res) {
+		return
+	}
+	res.Outcome = Admitted
+	if len(res.Enforced) > 0 && !dc.enforce(ctx, res) {
+		return
+	}
+	if len(res.Shadow) > 0 {
+		dc.runShadow(ctx, res)
+	}
+	if res.Outcome == Admitted && res.leftOut {
+		res.Outcome = Degraded // not every limit counted it
+	}
+}
+
+// split sorts checks into enforced and shadow, building their requests, and
+// deals with the checks that could not be planned. It reports whether the
+// request is still to be decided.
+func (dc *Decider) split(checks []Check, res *Result) bool {
+	for i := range checks {
+		c := &checks[i]
+		if c.Err != nil {
+			if ce, ok := AsClientError(c.Err); ok {
+				res.Outcome, res.Err = Invalid, ce
+				res.observe(Observation{Limit: c.Name, Outcome: Invalid, Err: ce})
+				return false
+			}
+			if dc.mode(c.OnError) == sluice.FailClosed {
+				res.Outcome, res.Err = Failed, fmt.Errorf("limit %q: %w", c.Name, c.Err)
+				dc.logError("refusing a request whose limit could not be planned (on_error: closed)", res.Err)
+				res.observe(Observation{Limit: c.Name, Outcome: Failed, Err: res.Err})
+				return false
+			}
+			err := fmt.Errorf("limit %q: %w", c.Name, c.Err)
+			res.leftOut = true
+			dc.logError("leaving out a limit that could not be planned", err)
+			res.observe(Observation{Limit: c.Name, Outcome: Degraded, Err: err})
+			continue
+		}
+		r := sluice.Request{Key: c.Key, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError}
+		if c.Shadow {
+			res.Shadow, res.shadowReqs = append(res.Shadow, *c), append(res.shadowReqs, r)
+			res.ShadowEach = append(res.ShadowEach, sluice.Decision{})
+		} else {
+			res.Enforced, res.reqs = append(res.Enforced, *c), append(res.reqs, r)
+			res.Each = append(res.Each, sluice.Decision{})
+		}
+	}
+	return true
+}
+
+// enforce runs the enforced checks, waits as they and Config.Wait allow,
+// and reports whether the request goes on.
+func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
+	d, i, err := dc.limiter.CheckEach(ctx, res.reqs, res.Each)
+	if err != nil {
+		return dc.failed(res, err)
+	}
+	waited := false
+	if !d.Allowed {
+		if d, i, waited, err = dc.waitForRoom(ctx, res, d, i); err != nil {
+			return dc.failed(res, err)
+		}
+	}
+	res.Decision, res.Decided = d, i
+	c := &res.Enforced[i]
+	tooLong := d.Allowed && d.Delay > dc.cfg.MaxDelay
+	switch {
+	case !d.Allowed || tooLong:
+		res.Outcome = Refused
+	case waited || d.Delay > 0:
+		res.Outcome = Delayed
+	}
+	res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: res.Outcome, Decision: d})
+	if d.Allowed {
+		res.keepLeases(res.reqs, res.Each)
+	}
+	if res.Outcome == Refused {
+		dc.refused.add(c.Name, c.Key)
+		return false
+	}
+	if d.Delay > 0 && dc.cfg.Wait {
+		if !dc.waiting.enter(c.Name) {
+			res.Outcome = Refused // no room to wait
+			dc.refused.add(c.Name, c.Key)
+			return false
+		}
+		ok := sleep(ctx, d.Delay)
+		dc.waiting.leave(c.Name)
+		if !ok {
+			res.Err = ctx.Err()
+			return false // the client has gone
+		}
+	}
+	return true
+}
+
+// waitForRoom retries a refused check after each RetryAfter until it is
+// admitted or the deciding check's Action.MaxDelay has passed, when the
+// check asks to wait and the front-end can.
+func (dc *Decider) waitForRoom(ctx context.Context, res *Result, d sluice.Decision, i int) (sluice.Decision, int, bool, error) {
+	c := &res.Enforced[i]
+	a := c.Action
+	if !dc.cfg.Wait || a == nil || !a.Wait || d.RetryAfter > a.MaxDelay || !dc.waiting.enter(c.Name) {
+		return d, i, false, nil
+	}
+	defer dc.waiting.leave(c.Name)
+	deadline := time.Now().Add(a.MaxDelay)
+	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(deadline.Add(time.Millisecond)) {
+		if !sleep(ctx, d.RetryAfter) {
+			return d, i, false, nil // the client has gone; refused, nothing charged
+		}
+		var err error
+		if d, i, err = dc.limiter.CheckEach(ctx, res.reqs, res.Each); err != nil {
+			return d, i, false, err
+		}
+	}
+	return d, i, d.Allowed, nil
+}
+
+// failed decides a request whose enforced check returned an error, and
+// reports whether it goes on. An invalid limit or cost never admits; a
+// store error refuses if any check's failure mode is closed and admits
+// uncounted otherwise.
+func (dc *Decider) failed(res *Result, err error) bool {
+	res.Err = err
+	name := res.Enforced[0].Name
+	if invalid(err) {
+		res.Outcome = Failed
+		dc.logError("refusing a request whose limits the store cannot check (a configuration error)", err)
+		res.observe(Observation{Limit: name, Outcome: Failed, Err: err})
+		return false
+	}
+	for i := range res.Enforced {
+		if dc.mode(res.Enforced[i].OnError) == sluice.FailClosed {
+			res.Outcome = Failed
+			dc.logError("refusing a request the store could not decide (on_error: closed)", err)
+			res.observe(Observation{Limit: res.Enforced[i].Name, Outcome: Failed, Err: err})
+			return false
+		}
+	}
+	res.Outcome = Degraded
+	dc.logError("admitting a request the store could not decide (on_error: open)", err)
+	res.observe(Observation{Limit: name, Outcome: Degraded, Err: err})
+	return true
+}
+
+// invalid reports whether err says a request could never be decided by any
+// store: a bug in planning or configuration, not a failure of the store.
+func invalid(err error) bool {
+	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrCostExceedsCapacity) ||
+		errors.Is(err, sluice.ErrNegativeCost) || errors.Is(err, sluice.ErrDuplicateRequest)
+}
+
+func (dc *Decider) mode(m sluice.FailureMode) sluice.FailureMode {
+	if m == sluice.FailDefault {
+		return dc.cfg.OnError
+	}
+	return m
+}
+
+// runShadow runs the shadow checks of an admitted request. They never
+// change what happens to it: a refusal is observed and logged, an error
+// only logged.
+func (dc *Decider) runShadow(ctx context.Context, res *Result) {
+	d, i, err := dc.limiter.CheckEach(ctx, res.shadowReqs, res.ShadowEach)
+	switch {
+	case err != nil:
+		res.ShadowEach = res.ShadowEach[:0] // no decisions to report
+		dc.logError("shadow limits could not be checked", err)
+		res.observe(Observation{Limit: res.Shadow[0].Name, Outcome: Failed, Err: err})
+	case d.Allowed:
+		res.keepLeases(res.shadowReqs, res.ShadowEach) // shadow concurrency limits hold leases too
+	default:
+		c := &res.Shadow[i]
+		dc.shadow.add(c.Name, c.Key)
+		res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})
+	}
+}
+
+func (r *Result) keepLeases(reqs []sluice.Request, ds []sluice.Decision) {
+	for i, d := range ds {
+		if d.Lease != 0 {
+			r.leases = append(r.leases, lease{reqs[i], d.Lease})
+		}
+	}
+}
+
+func (r *Result) observe(o Observation) { r.Observed = append(r.Observed, o) }
+
+// logError logs err at most once a second.
+func (dc *Decider) logError(msg string, err error) {
+	dc.logMu.Lock()
+	now := time.Now()
+	due := now.Sub(dc.lastLog) >= time.Second
+	if due {
+		dc.lastLog = now
+	}
+	dc.logMu.Unlock()
+	if due {
+		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, "err", err)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
