@@ -13,6 +13,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -98,8 +99,13 @@ type matcher struct {
 var found = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 
 // add registers a pattern, turning ServeMux's panic on a bad pattern into
-// an error.
+// an error. The pattern's host is normalised as request hosts are (see
+// Normalize), and a host with a port or a path that Normalize refuses is an
+// error: the rule could never match.
 func (m *matcher) add(pattern string) (err error) {
+	if pattern, err = normalPattern(pattern); err != nil {
+		return err
+	}
 	if m.mux == nil {
 		m.mux = http.NewServeMux()
 	}
@@ -112,18 +118,55 @@ func (m *matcher) add(pattern string) (err error) {
 	return nil
 }
 
+// normalPattern returns a ServeMux pattern ("[METHOD ][HOST]/PATH") with
+// its host in normal form.
+func normalPattern(pattern string) (string, error) {
+	method, rest, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, rest = "", pattern
+	}
+	host, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		host, path = rest[:i], rest[i:]
+	}
+	lower := strings.ToLower(path)
+	if strings.ContainsAny(path, ";\\") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
+		return "", errors.New(`a path with ";", a backslash, %2F or %5C never matches: requests with one are refused (400)`)
+	}
+	if host == "" {
+		return pattern, nil
+	}
+	if _, port, err := splitHost(host); err != nil {
+		return "", err
+	} else if port != "" {
+		return "", fmt.Errorf("host %q: rules ignore the port (write the name alone)", host)
+	}
+	h, _ := NormalizeHost(host)
+	if method != "" {
+		return method + " " + h + path, nil
+	}
+	return h + path, nil
+}
+
 func (m *matcher) matches(r *http.Request) bool {
 	_, pattern := m.mux.Handler(r)
 	return pattern != ""
 }
 
 // Plan appends to dst the checks of every rule matching r, with their keys,
-// costs, actions and failure modes: the policy as an httplimit.Source. An
-// error in what the client sent (a cost header that is not a whole number
-// from 1 to the limit's capacity) is a *decide.ClientError, and no check is
-// planned; a key that cannot be computed for another reason is a check with
+// costs, actions and failure modes: the policy as an httplimit.Source.
+// Rules match, and keys are built from, r as Normalize returns it (host
+// lower-cased, path decoded and resolved); a handler behind the middleware
+// should serve that request too (sluice serve's gateway forwards it), not
+// r. An error in what the client sent (a target Normalize refuses, a cost
+// header that is not a whole number from 1 to the limit's capacity) is a
+// *decide.ClientError, and no check is planned; a key that cannot be computed for another reason is a check with
 // Err set, decided by its rule's on_error.
 func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
+	r, err := Normalize(r)
+	if err != nil {
+		return dst, err
+	}
 	var buf [128]byte
 	for _, rule := range p.Rules {
 		if !rule.match.matches(r) {
@@ -220,7 +263,7 @@ func (p *Policy) part(r *http.Request, rule *Rule, part keyPart) (string, error)
 	case "method":
 		return r.Method, nil
 	case "host":
-		return r.Host, nil
+		return hostname(r.Host), nil
 	case "header":
 		return header(r, part.name)
 	case "query":
