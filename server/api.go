@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
@@ -116,21 +119,96 @@ func (s *Server) apiHandler() http.Handler {
 	return mux
 }
 
-// decode reads a JSON body into v, strictly and bounded.
+// decode reads a JSON body into v, strictly and bounded. The body must be
+// valid UTF-8 without escapes of lone surrogates: encoding/json would turn
+// every invalid sequence into U+FFFD, and two different keys into one.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return fmt.Errorf("body larger than %d bytes", maxAPIBody)
 		}
 		return fmt.Errorf("body: %v", err)
 	}
+	if err := checkUTF8(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body: %v", err)
+	}
 	if dec.More() {
 		return errors.New("body: more than one JSON value")
 	}
 	return nil
+}
+
+// checkUTF8 refuses a body that is not valid UTF-8 or escapes a lone
+// surrogate ("\ud800"): JSON decoding replaces either with U+FFFD, so the
+// keys of two different values would meet.
+func checkUTF8(body []byte) error {
+	if !utf8.Valid(body) {
+		i := 0
+		for i < len(body) {
+			r, n := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("body: not valid UTF-8 (byte %d)", i)
+	}
+	for i := 0; i+1 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] != 'u' {
+			i++ // an escaped character: skip it ("\\u" is a backslash and a u)
+			continue
+		}
+		hi, ok := hex4(body[i+2:])
+		if !ok || hi < 0xd800 || hi > 0xdfff {
+			continue
+		}
+		if !lowSurrogate(hi, body[i+6:]) {
+			return fmt.Errorf("body: \\u%04x at byte %d is half of a UTF-16 surrogate pair", hi, i)
+		}
+		i += 11
+	}
+	return nil
+}
+
+// lowSurrogate reports whether hi is a high surrogate and b starts with the
+// escape of a low one, completing the pair.
+func lowSurrogate(hi rune, b []byte) bool {
+	if hi >= 0xdc00 || len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return false
+	}
+	lo, ok := hex4(b[2:])
+	return ok && lo >= 0xdc00 && lo <= 0xdfff
+}
+
+// hex4 reads four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
@@ -253,14 +331,8 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 	}
 	u.RawQuery = a.Query
 	hr := &http.Request{Method: method, URL: u, Host: host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-	for k, v := range a.Headers {
-		if !validToken(k) {
-			return nil, fmt.Errorf("request.headers: %q is not a header name", k)
-		}
-		hr.Header.Set(k, v)
-	}
-	for k, v := range a.Cookies {
-		hr.AddCookie(&http.Cookie{Name: k, Value: v, Quoted: false})
+	if err := apiHeaders(hr, a); err != nil {
+		return nil, err
 	}
 	if a.IP != "" {
 		ip, err := netip.ParseAddr(a.IP)
@@ -270,9 +342,9 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 		hr.RemoteAddr = netip.AddrPortFrom(ip, 0).String()
 	}
 	p := s.currentPolicy()
-	planned, err := p.Plan(hr, nil)
+	planned, err := p.Plan(hr, nil) // host and path normalised as the gateway's
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("request: %w", err)
 	}
 	for _, c := range planned {
 		if errors.Is(c.Err, httplimit.ErrNoClientIP) && a.IP == "" {
@@ -307,6 +379,52 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 		planned[i].Cost = c
 	}
 	return planned, nil
+}
+
+// apiHeaders sets the headers and cookies of a decision API request on hr,
+// refusing what an HTTP request could not carry as it is: a header named
+// twice (in two cases), a control byte in a value, a cookie whose value
+// the Cookie header would change. Each would let two different values
+// meet under one key, or a value be counted that no server would read.
+func apiHeaders(hr *http.Request, a *apiRequest) error {
+	names := make(map[string]string, len(a.Headers))
+	for k, v := range a.Headers {
+		if !validToken(k) {
+			return fmt.Errorf("request.headers: %q is not a header name", k)
+		}
+		ck := http.CanonicalHeaderKey(k)
+		if other, dup := names[ck]; dup {
+			return fmt.Errorf("request.headers: %q and %q name one header; send it once", other, k)
+		}
+		names[ck] = k
+		if !validFieldValue(v) {
+			return fmt.Errorf("request.headers: the value of %q holds a control byte", k)
+		}
+		hr.Header.Set(k, v)
+	}
+	for k, v := range a.Cookies {
+		if !validToken(k) {
+			return fmt.Errorf("request.cookies: %q is not a cookie name", k)
+		}
+		hr.AddCookie(&http.Cookie{Name: k, Value: v, Quoted: false})
+	}
+	for k, v := range a.Cookies {
+		if c, err := hr.Cookie(k); err != nil || c.Value != v {
+			return fmt.Errorf("request.cookies: the value of %q is not a cookie value (no control bytes, quotes, ';' or '\\')", k)
+		}
+	}
+	return nil
+}
+
+// validFieldValue reports whether v can be sent as a header field's value:
+// no control bytes but horizontal tab.
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide.Check, error) {

@@ -62,6 +62,13 @@ type Config struct {
 	// infrastructure.
 	DegradedHeader string `yaml:"degraded_header"`
 
+	// ShowKeys shows key values (client addresses, API tokens, e-mail
+	// addresses: whatever the keys are made of) in the refusal logs, the
+	// status page and /status.json. Default false: they show a mask
+	// instead (decide.MaskKey), the same for one key for the life of the
+	// process, beside the limit's name.
+	ShowKeys bool `yaml:"show_keys"`
+
 	Log LogConfig `yaml:"log"`
 }
 
@@ -229,6 +236,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
+	{"SLUICE_SHOW_KEYS", "show-keys", "show_keys"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
 }
@@ -275,6 +283,12 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want true or false"))
 		}
 		c.Watch = &b
+	case "show-keys":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.ShowKeys = b
 	case "store":
 		c.Store.Type = v
 	case "max-keys":

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // newProxy returns the gateway's reverse proxy to upstream. It appends the
@@ -48,6 +51,24 @@ func newProxy(upstream *url.URL, logger *slog.Logger) *httputil.ReverseProxy {
 			writeJSONProblem(w, http.StatusBadGateway, "Bad Gateway", "The upstream service could not be reached.")
 		},
 	}
+}
+
+// normalizing brings the target of each request to the normal form the
+// policy matches (policy.Normalize) before next sees it, so that the
+// upstream receives the host and path the rules matched, not another
+// spelling of them. A target that cannot be normalised without guessing
+// how the upstream would read it is answered 400 with a problem document,
+// and counted as invalid, like any client error of planning.
+func (s *Server) normalizing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := policy.Normalize(r)
+		if err != nil {
+			s.observe("gateway", decide.Observation{Limit: "plan", Outcome: decide.Invalid, Err: err})
+			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+			return
+		}
+		next.ServeHTTP(w, n)
+	})
 }
 
 // demoUpstream is the service the gateway fronts when no upstream is

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/failover"
 )
 
@@ -155,21 +156,29 @@ var outcomes = []string{"admitted", "delayed", "refused", "shadow_refused", "fai
 
 // stats keeps what the status page shows: totals per (source, limit,
 // outcome) and the keys refused most often. Both are bounded: at most
-// maxTracked limits, and a fixed number of heavy keys.
+// maxTracked limits, and a fixed number of heavy keys. Keys are kept and
+// shown masked (decide.MaskKey) unless the server shows keys.
 type stats struct {
 	mu     sync.RWMutex // guards limits; counters are atomic
 	limits map[statsKey]*[5]atomic.Int64
 	heavyM sync.Mutex // guards heavy, taken on refusals only
 	heavy  heavyKeys
 	start  time.Time
+	show   func(key string) string // what the page shows of a key
 }
 
 type statsKey struct{ source, limit string }
 
 const maxTracked = 10_000
 
-func newStats() *stats {
-	return &stats{limits: map[statsKey]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now()}
+// newStats returns empty stats that show keys masked, or as they are with
+// showKeys.
+func newStats(showKeys bool) *stats {
+	show := decide.MaskKey
+	if showKeys {
+		show = func(key string) string { return printable(decide.ShowKey(key)) }
+	}
+	return &stats{limits: map[statsKey]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now(), show: show}
 }
 
 // add counts one decision. Every decision passes here, so the common case
@@ -198,6 +207,7 @@ func (s *stats) add(source, limit, outcome, key string) {
 		c[i].Add(1)
 	}
 	if outcome == "refused" && key != "" {
+		key = s.show(key)
 		s.heavyM.Lock()
 		s.heavy.add(source+" "+limit, key)
 		s.heavyM.Unlock()
@@ -242,7 +252,10 @@ type heavyKeys struct {
 }
 
 type heavyKey struct {
+	// Limit is the source and the limit's name ("gateway per-ip").
 	Limit string `json:"limit"`
+	// Key is the key's mask (decide.MaskKey), or, when the server shows
+	// keys, its parts (decide.ShowKey) as printable text.
 	Key   string `json:"key"`
 	Count int64  `json:"count"`
 	// Error is how much Count may overestimate.
@@ -252,8 +265,8 @@ type heavyKey struct {
 // maxShownKey bounds the bytes of a key kept for display.
 const maxShownKey = 200
 
+// add counts one refusal of key (as shown) under limit.
 func (h *heavyKeys) add(limit, key string) {
-	key = printable(key)
 	for i := range h.items {
 		if h.items[i].Limit == limit && h.items[i].Key == key {
 			h.items[i].Count++

@@ -82,7 +82,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(), stats: newStats()}
+	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(), stats: newStats(cfg.ShowKeys)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -101,6 +101,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// on_error); it never sleeps: delays go back to the caller.
 	s.api, err = decide.New(s.limiter, decide.Config{
 		OnError: sluice.FailClosed, MaxDelay: time.Duration(cfg.MaxDelay), Component: "decision API", Logger: s.log,
+		ShowKeys: cfg.ShowKeys,
 	})
 	if err != nil {
 		b.close()
@@ -307,12 +308,13 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
 		DegradedHeader: s.cfg.DegradedHeader,
 		Logger:         s.log,
+		ShowKeys:       s.cfg.ShowKeys,
 		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
 	})
 	if err != nil {
 		return nil, err
 	}
-	return mw(upstream), nil
+	return s.normalizing(mw(upstream)), nil
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to

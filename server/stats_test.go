@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluicehq/sluice/decide"
 )
 
 // TestHeavyKeys checks the Space-Saving guarantee the status page relies
@@ -12,7 +14,7 @@ import (
 // listed, its count never underestimated and overestimated by at most its
 // error; and the sketch never holds more than 32 keys.
 func TestHeavyKeys(t *testing.T) {
-	s := newStats()
+	s := newStats(true)
 	total := 0
 	for i := range 20_000 {
 		key := fmt.Sprintf("k%d", i) // 20,000 keys refused once each...
@@ -46,7 +48,7 @@ func TestHeavyKeys(t *testing.T) {
 // TestStatsConcurrent adds from many goroutines while snapshots are taken
 // (run with -race); totals are exact.
 func TestStatsConcurrent(t *testing.T) {
-	s := newStats()
+	s := newStats(true)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -75,5 +77,27 @@ func TestPrintable(t *testing.T) {
 	got := printable("10:everything6:per-ip\x00\x07" + strings.Repeat("x", 300))
 	if !strings.HasPrefix(got, `10:everything6:per-ip|\x7`) || len(got) > maxShownKey+8 {
 		t.Errorf("printable = %q", got)
+	}
+}
+
+// TestHeavyKeysMasked: by default the heavy keys hold masks, never the key
+// values clients sent; the same key gets the same mask.
+func TestHeavyKeysMasked(t *testing.T) {
+	s := newStats(false)
+	key := string(decide.AppendKey(nil, "api", "per-token", "tok_live_SECRET"))
+	for range 3 {
+		s.add("gateway", "per-token", "refused", key)
+	}
+	_, heavy := s.snapshot()
+	if len(heavy) != 1 || heavy[0].Count != 3 || heavy[0].Key != decide.MaskKey(key) || heavy[0].Limit != "gateway per-token" {
+		t.Fatalf("heavy keys %+v, want one masked key counted 3 times", heavy)
+	}
+	if strings.Contains(heavy[0].Key, "SECRET") {
+		t.Fatalf("heavy key %q shows the value", heavy[0].Key)
+	}
+	s = newStats(true)
+	s.add("gateway", "per-token", "refused", key)
+	if _, heavy := s.snapshot(); heavy[0].Key != "api / per-token / tok_live_SECRET" {
+		t.Errorf("shown key %q", heavy[0].Key)
 	}
 }

@@ -131,9 +131,14 @@ var settingFlags = []struct{ name, help string }{
 	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
+	{"show-keys", "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }
+
+// boolFlags are the settingFlags that may be given alone (--show-keys) as
+// well as with a value (--show-keys=false).
+var boolFlags = map[string]bool{"show-keys": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
@@ -143,10 +148,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	type setting struct{ name, value string }
 	var set []setting
 	for _, f := range settingFlags {
-		fs.Func(f.name, f.help, func(v string) error {
+		add := func(v string) error {
 			set = append(set, setting{f.name, v})
 			return nil
-		})
+		}
+		if boolFlags[f.name] {
+			fs.BoolFunc(f.name, f.help, add)
+		} else {
+			fs.Func(f.name, f.help, add)
+		}
 	}
 	fs.Usage = func() { serveUsage(fs, stderr) }
 	if code, done := parseFlags(fs, args, false, stderr); done {
