@@ -126,12 +126,12 @@ func splitHost(host string) (name, port string, err error) {
 	name = host
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
 		name, port = host[:i], host[i+1:]
-		if port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		if port == "" || len(port) > 5 || !all(port, isDigit) {
 			return "", "", bad("the port is not a number")
 		}
 	}
 	if strings.HasPrefix(name, "[") {
-		if !strings.HasSuffix(name, "]") || strings.Trim(name[1:len(name)-1], "0123456789abcdefABCDEF:.") != "" || len(name) < 4 {
+		if len(name) < 4 || !strings.HasSuffix(name, "]") || !all(name[1:len(name)-1], ipv6Byte) {
 			return "", "", bad("not an IPv6 address in brackets")
 		}
 		return name, port, nil
@@ -148,6 +148,20 @@ func splitHost(host string) (name, port string, err error) {
 		}
 	}
 	return name, port, nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func ipv6Byte(c byte) bool { return unhex(c) >= 0 || c == ':' || c == '.' }
+
+// all reports whether every byte of s satisfies ok.
+func all(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func hostByte(c byte) bool {
@@ -236,7 +250,7 @@ func normalPath(p string) bool {
 			}
 			continue
 		}
-		if pathByte(c) != raw {
+		if pathBytes[c] != raw {
 			return false
 		}
 	}
@@ -250,24 +264,26 @@ const (
 	refused        // not at all: the path is refused
 )
 
-// pathByte says how byte c is written in a normal path: raw if it is
+// pathBytes says how each byte is written in a normal path: raw if it is
 // unreserved, a sub-delimiter other than ";", ':' or '@' (RFC 3986's
-// pchar); refused if it is a control byte, '\' or ';'; encoded otherwise.
+// pchar); refused if it is a control byte, '\\' or ';'; encoded otherwise.
 // '%' is encoded: an escape is kept or decoded by normalSegment, never
 // passed through as it is.
-func pathByte(c byte) int {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return raw
-	case c < 0x20 || c == 0x7f || c == '\\' || c == ';':
-		return refused
-	case c >= 0x80:
-		return encoded
-	case strings.IndexByte("-._~!$&'()*+,=:@", c) >= 0:
-		return raw
+var pathBytes = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+			t[c] = raw
+		case c < 0x20 || c == 0x7f || c == '\\' || c == ';':
+			t[c] = refused
+		case c < 0x80 && strings.IndexByte("-._~!$&'()*+,=:@", byte(c)) >= 0:
+			t[c] = raw
+		default:
+			t[c] = encoded
+		}
 	}
-	return encoded
-}
+	return t
+}()
 
 func unreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
@@ -300,7 +316,7 @@ func normalSegment(seg string) (string, error) {
 			}
 			continue
 		}
-		switch pathByte(c) {
+		switch pathBytes[c] {
 		case raw:
 			b = append(b, c)
 		case encoded:
