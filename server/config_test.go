@@ -82,3 +82,25 @@ func TestConfigSetAndValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestShowKeysSetting: show_keys is off by default and set by the file,
+// SLUICE_SHOW_KEYS or the flag's setting, which takes true or false only.
+func TestShowKeysSetting(t *testing.T) {
+	cfg := server.Defaults()
+	if cfg.ShowKeys {
+		t.Fatal("keys shown by default")
+	}
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte("show_keys: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := server.LoadConfig(path, cfg); err != nil || !cfg.ShowKeys {
+		t.Errorf("file: %v, %v", cfg.ShowKeys, err)
+	}
+	if err := cfg.ApplyEnv(func(k string) (string, bool) { return "true", k == "SLUICE_SHOW_KEYS" }); err != nil || !cfg.ShowKeys {
+		t.Errorf("SLUICE_SHOW_KEYS=true: %v, %v", cfg.ShowKeys, err)
+	}
+	if err := cfg.Set("show-keys", "--show-keys", "maybe"); err == nil || !strings.Contains(err.Error(), "want true or false") {
+		t.Errorf("--show-keys=maybe: %v", err)
+	}
+}
