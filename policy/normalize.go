@@ -37,7 +37,7 @@ import (
 
 // Normalize returns r with its target in normal form: r itself if it is
 // already, or else a shallow copy whose Host, URL (Path and RawPath) and
-// RequestURI are normalised. The error is a *decide.ClientError, for a
+// RequestURI (origin-form) are normalised. The error is a *decide.ClientError, for a
 // 400. Policy.Plan matches rules on the normalised request; a handler that
 // should see the request the rules matched (sluice serve's gateway
 // forwards it) takes the request Normalize returns.
@@ -54,7 +54,7 @@ func Normalize(r *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if host == r.Host && path == raw {
+	if host == r.Host && path == raw && (r.RequestURI == "" || r.RequestURI[0] == '/') {
 		return r, nil
 	}
 	r2 := new(http.Request)
@@ -64,6 +64,9 @@ func Normalize(r *http.Request) (*http.Request, error) {
 	u.RawPath = ""
 	if u.EscapedPath() != path {
 		u.RawPath = path
+	}
+	if u.Host != "" {
+		u.Host = host // an absolute-form target's, which is r.Host
 	}
 	r2.URL, r2.Host = &u, host
 	if r.RequestURI != "" {
@@ -75,8 +78,10 @@ func Normalize(r *http.Request) (*http.Request, error) {
 // targetForm refuses a request whose target is not a path: asterisk-form
 // ("OPTIONS *"), authority-form (CONNECT host:port), an opaque URL.
 func targetForm(r *http.Request) error {
+	// net/http parses an absolute-form target into URL.Scheme (lower case)
+	// and URL.Host, and clears the scheme of CONNECT's authority-form.
+	absolute := r.URL != nil && (r.URL.Scheme == "http" || r.URL.Scheme == "https")
 	t := r.RequestURI
-	absolute := strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://")
 	if r.URL == nil || r.URL.Opaque != "" || (t != "" && t[0] != '/' && !absolute) {
 		return &decide.ClientError{Field: "request target", Reason: "not a path (origin-form) or an http(s) URL"}
 	}

@@ -94,6 +94,8 @@ func TestNormalizeHostile(t *testing.T) {
 		{"/", "Beta.Example.Com.:8080", "/", []string{"beta"}},
 		{"/api/x", "beta.example.com", "/api/x", []string{"api", "beta"}},
 		{"http://BETA.example.com./x", "example.com", "/x", []string{"beta"}},
+		{"HTTP://beta.example.com/x", "example.com", "/x", []string{"beta"}},
+		{"ftp://beta.example.com/x", "example.com", refused, nil},
 		{"/", "beta.example.com..", refused, nil},
 		{"/", "beta..example.com", refused, nil},
 		{"/", ".beta.example.com", refused, nil},
