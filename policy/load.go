@@ -61,14 +61,22 @@ func Parse(file string, data []byte, opts Options) (*Policy, error) {
 	if len(l.errs) > 0 {
 		return nil, fmt.Errorf("%w:\n%w", ErrInvalid, errors.Join(l.errs...))
 	}
+	p.Warnings = l.warns
+	p.protected = p.protectedHeaders()
 	return p, nil
 }
 
-// loader walks the YAML tree, collecting errors.
+// loader walks the YAML tree, collecting errors and warnings.
 type loader struct {
-	file string
-	opts Options
-	errs []error
+	file  string
+	opts  Options
+	errs  []error
+	warns []string
+}
+
+// warn records something that loads but is likely not what was meant.
+func (l *loader) warn(n *yaml.Node, w where, field, format string, args ...any) {
+	l.warns = append(l.warns, fmt.Sprintf("%s:%d: %s%s: %s", l.file, n.Line, w, field, fmt.Sprintf(format, args...)))
 }
 
 // where is the place an error is about.
@@ -412,7 +420,7 @@ var limitFields = map[sluice.Algorithm][]string{
 }
 
 func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
-	common := []string{"name", "key", "algorithm", "cost", "overrides"}
+	common := []string{"name", "key", "algorithm", "cost", "overrides", "on_missing"}
 	all := append(slices.Clone(common), "limit", "window", "rate", "burst", "queue", "nodelay", "warmup", "lease_ttl")
 	f := l.fields(n, where{rule: rw.rule, limit: peekName(n)}, "limit", all...)
 	name := l.name(f["name"], rw, "limit")
@@ -444,20 +452,9 @@ func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
 		l.fail(n, w, "key", "missing (global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME, func:NAME, or a list of these)")
 		return nil
 	}
-	for _, s := range l.strings(keyNode, w, "key") {
-		part, err := parseKeyPart(s)
-		if err != nil {
-			l.fail(keyNode, w, "key", "%v", err)
-			continue
-		}
-		if part.kind == "func" && l.opts.Funcs[part.name] == nil {
-			l.fail(keyNode, w, "key", "func:%s is not registered (policy.Options.Funcs)", part.name)
-			continue
-		}
-		if part.kind == "func" {
-			part.fn = l.opts.Funcs[part.name]
-		}
-		lim.key = append(lim.key, part)
+	lim.key = l.keyParts(keyNode, w, "key")
+	if v := f["on_missing"]; v != nil {
+		lim.onMissing, lim.missingKey = l.onMissing(v, w)
 	}
 	if v := f["cost"]; v != nil {
 		s := l.str(v, w, "cost")
@@ -476,8 +473,47 @@ func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
 	}
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit)
+		l.warnOverrides(v, w, lim, p)
 	}
 	return lim
+}
+
+// keyParts reads a key: one part or a list of parts.
+func (l *loader) keyParts(n *yaml.Node, w where, field string) []keyPart {
+	var parts []keyPart
+	for _, s := range l.strings(n, w, field) {
+		part, err := parseKeyPart(s)
+		if err != nil {
+			l.fail(n, w, field, "%v", err)
+			continue
+		}
+		if part.kind == "func" {
+			if part.fn = l.opts.Funcs[part.name]; part.fn == nil {
+				l.fail(n, w, field, "func:%s is not registered (policy.Options.Funcs)", part.name)
+				continue
+			}
+		}
+		parts = append(parts, part)
+	}
+	return parts
+}
+
+// onMissing reads what a limit does with a request that lacks a part of
+// its key: skip, refuse, or count it under another key.
+func (l *loader) onMissing(n *yaml.Node, w where) (missing, []keyPart) {
+	if n.Kind == yaml.ScalarNode {
+		switch n.Value {
+		case "skip":
+			return missingSkip, nil
+		case "refuse":
+			return missingRefuse, nil
+		}
+	}
+	parts := l.keyParts(n, w, "on_missing")
+	if len(parts) == 0 {
+		l.fail(n, w, "on_missing", "want skip, refuse, or a key to count such requests under (global, ip, [ip, header:X-Tenant], ...)")
+	}
+	return missingOtherKey, parts
 }
 
 // parameters builds the sluice.Limit of one limit from its fields.
@@ -556,7 +592,7 @@ func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override 
 	var out []override
 	for _, on := range n.Content {
 		on = resolve(on)
-		f := l.fields(on, w, "overrides", "key", "header", "equals", "scale", "unlimited")
+		f := l.fields(on, w, "overrides", "key", "header", "equals", "scale", "unlimited", "from")
 		o := override{scale: 1}
 		if v := f["key"]; v != nil {
 			o.key = l.str(v, w, "overrides.key")
@@ -592,6 +628,23 @@ func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override 
 		if f["scale"] == nil && !o.unlimited {
 			l.fail(on, w, "overrides", "give scale or unlimited: true")
 		}
+		if v := f["from"]; v != nil {
+			switch from := l.str(v, w, "overrides.from"); from {
+			case "trusted_proxies":
+			case "anyone":
+				o.anyone = true
+			default:
+				l.fail(v, w, "overrides.from", "%q: want trusted_proxies (the default for a header override that grants more) or anyone", from)
+			}
+			if f["header"] == nil {
+				l.fail(v, w, "overrides.from", "applies only to header overrides")
+			}
+		}
+		o.grants = o.unlimited || o.scale > 1
+		if !o.grants && f["header"] != nil {
+			o.anyone = true // a client may only lower its own limit
+		}
+		o.limit = base
 		if o.scale != 1 {
 			o.limit = scale(base, o.scale)
 			if err := o.limit.Validate(); err != nil {
@@ -601,6 +654,29 @@ func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override 
 		out = append(out, o)
 	}
 	return out
+}
+
+// warnOverrides warns about overrides that grant more to whoever sends a
+// value: a client can forge a header, and a key value made of request data
+// is only as safe as that data is secret.
+func (l *loader) warnOverrides(n *yaml.Node, w where, lim *Limit, p *Policy) {
+	var fromClient []string
+	for _, part := range lim.key {
+		if part.kind == "header" || part.kind == "query" || part.kind == "cookie" {
+			fromClient = append(fromClient, part.kind+":"+part.name)
+		}
+	}
+	for _, o := range lim.overrides {
+		switch {
+		case !o.grants:
+		case o.header != "" && o.anyone:
+			l.warn(n, w, "overrides", "anyone who sends %s: %s gets %s; with from: trusted_proxies only requests through trusted_proxies would (and sluice serve removes the header from the others)", o.header, o.equals, o.grant())
+		case o.header != "" && len(p.ClientIP.TrustedProxies) == 0:
+			l.warn(n, w, "overrides", "%s: %s can never apply: a header override that grants more is honoured only for requests through trusted_proxies, and the policy lists none", o.header, o.equals)
+		case o.key != "" && len(fromClient) > 0:
+			l.warn(n, w, "overrides", "anyone who sends the key value %q (%s) gets %s; that is safe only if the value is a secret, such as an API key", o.key, strings.Join(fromClient, "+"), o.grant())
+		}
+	}
 }
 
 // scale multiplies a limit's counts by s (at least 1 each).

@@ -312,7 +312,22 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mw(upstream), nil
+	return mw(s.stripProtected(upstream)), nil
+}
+
+// stripProtected removes from requests that did not come through a trusted
+// proxy the headers the policy honours only from such proxies (overrides
+// that grant more): the upstream never sees a value sluice did not honour.
+func (s *Server) stripProtected(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := s.currentPolicy()
+		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
+			for _, h := range hs {
+				r.Header.Del(h)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to

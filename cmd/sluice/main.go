@@ -350,7 +350,11 @@ func checkFile(path, kind string) (string, error) {
 		for _, r := range p.Rules {
 			n += len(r.Limits)
 		}
-		return fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n), nil
+		msg := fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n)
+		for _, w := range p.Warnings {
+			msg += "\n  warning: " + w
+		}
+		return msg, nil
 	case "rls":
 		return checkRLS(path, data)
 	default:
