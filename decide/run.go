@@ -122,7 +122,8 @@ type Result struct {
 	// failed).
 	Shadow     []Check
 	ShadowEach []sluice.Decision
-	// Err is the error of a Failed, Degraded or Invalid outcome.
+	// Err is the error of a Failed, Degraded or Invalid outcome, or of
+	// the first check left out because it could not be planned.
 	Err error
 	// Observed lists what a front-end reports to metrics and status
 	// pages: one observation for the enforced checks (with the check that
@@ -221,6 +222,9 @@ func (dc *Decider) split(checks []Check, res *Result) bool {
 			}
 			err := fmt.Errorf("limit %q: %w", c.Name, c.Err)
 			res.leftOut = true
+			if res.Err == nil {
+				res.Err = err
+			}
 			dc.logError("leaving out a limit that could not be planned", err)
 			res.observe(Observation{Limit: c.Name, Outcome: Degraded, Err: err})
 			continue
