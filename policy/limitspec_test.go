@@ -26,7 +26,7 @@ func TestParseLimit(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		``:                                    "req:0: want a limit such as",
+		``:                                    "req: want a limit such as",
 		`[1, 2]`:                              `req:1: want a limit such as`,
 		`{rate: 1/s}`:                         `req:1: algorithm: missing`,
 		`{algorithm: token_bucket, brust: 2}`: `unknown field "brust"`,
