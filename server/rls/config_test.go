@@ -115,3 +115,30 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestConfigErrors: a configuration's errors are values naming file, line,
+// domain, descriptor and field, across files, and the whole still wraps
+// ErrInvalidConfig.
+func TestConfigErrors(t *testing.T) {
+	_, err := rls.LoadConfig("testdata/invalid/bad-unit.yaml", "testdata/invalid/nodelay-above-queue.yaml", "testdata/invalid/empty.yaml")
+	if !errors.Is(err, rls.ErrInvalidConfig) {
+		t.Fatalf("%v does not wrap ErrInvalidConfig", err)
+	}
+	want := []rls.ConfigError{
+		{File: "testdata/invalid/bad-unit.yaml", Line: 9, Domain: "edge", Descriptor: "remote_address/path=/api", Field: "rate_limit.unit", Msg: `unknown unit "sec" (want second, minute, hour, day, week, month or year)`},
+		{File: "testdata/invalid/nodelay-above-queue.yaml", Line: 11, Domain: "edge", Descriptor: "user", Field: "rate_limit.sluice.nodelay", Msg: "leaky_bucket: nodelay must be between 0 and the queue length 2 (got 3)"},
+		{File: "testdata/invalid/empty.yaml", Msg: "the file is empty; it needs a domain"},
+	}
+	got := rls.ConfigErrors(err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(got), len(want), err)
+	}
+	for i := range want {
+		if *got[i] != want[i] {
+			t.Errorf("error %d:\n got %+v\nwant %+v", i, *got[i], want[i])
+		}
+	}
+	if rls.ConfigErrors(errors.New("other")) != nil {
+		t.Error("errors found in a plain error")
+	}
+}
