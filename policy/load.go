@@ -567,6 +567,9 @@ func (l *loader) params(f map[string]*yaml.Node, w where, alg sluice.Algorithm, 
 			if v != nil {
 				lim.LeaseTTL, _ = l.Duration(v, w, field)
 			}
+		case "limit", "window", "rate": // read by parameters
+		default: // a parameter of a new algorithm this loader does not read
+			l.Fail(v, w, field, "%s takes %s, which this loader cannot read", alg, field)
 		}
 	}
 }
@@ -589,11 +592,15 @@ func (l *loader) limitError(err error, f map[string]*yaml.Node, n *yaml.Node, w 
 			field = "window"
 		}
 	}
+	msg := le.Detail()
+	if field == le.Field {
+		msg = le.Reason // "burst: must be ...", not "burst: token_bucket: burst must be ..."
+	}
 	at := f[field]
 	if at == nil {
-		at, field = n, ""
+		at, field, msg = n, "", le.Detail()
 	}
-	l.Fail(at, w, field, "%s", le.Detail())
+	l.Fail(at, w, field, "%s", msg)
 }
 
 func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override {

@@ -725,6 +725,8 @@ func (ext extension) limit(n int64, period time.Duration) (sluice.Limit, error) 
 			lim.NoDelay = ext.nodelay
 		case "warmup":
 			lim.Warmup = ext.warmup
+		default: // a parameter of a new algorithm this loader does not read
+			return lim, fmt.Errorf("rls: %s takes %s, which this loader cannot read", ext.alg, field)
 		}
 	}
 	return lim, lim.Validate()
@@ -739,15 +741,15 @@ func (l *loader) limitError(err error, n *yaml.Node, f map[string]*yaml.Node, ex
 		l.Fail(n, w, "rate_limit", "%v", err)
 		return
 	}
-	field, at := "rate_limit.sluice."+le.Field, ext.f[le.Field]
+	field, at, msg := "rate_limit.sluice."+le.Field, ext.f[le.Field], le.Reason
 	switch le.Field {
 	case "count":
-		field, at = "rate_limit.requests_per_unit", f["requests_per_unit"]
+		field, at, msg = "rate_limit.requests_per_unit", f["requests_per_unit"], le.Detail()
 	case "window", "period":
-		field, at = "rate_limit.unit", f["unit"]
+		field, at, msg = "rate_limit.unit", f["unit"], le.Detail()
 	}
 	if at == nil { // a default, such as the burst of one unit's worth
-		field, at = "rate_limit", n
+		field, at, msg = "rate_limit", n, le.Detail()
 	}
-	l.Fail(at, w, field, "%s", le.Detail())
+	l.Fail(at, w, field, "%s", msg)
 }
