@@ -343,8 +343,8 @@ func checkFile(path, kind string) (string, error) {
 	switch kind {
 	case "policy":
 		p, err := policy.Parse(path, data, policy.Options{})
-		if err != nil { // drop "policy: invalid:": INVALID says it
-			return "", errors.New(strings.TrimPrefix(strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+":"), "\n"))
+		if err != nil { // each error on a line; INVALID says the file is invalid
+			return "", each(err, policy.Errors(err))
 		}
 		n := 0
 		for _, r := range p.Rules {
@@ -367,6 +367,20 @@ func checkFile(path, kind string) (string, error) {
 		}
 		return "server config", nil
 	}
+}
+
+// each returns the errors of list joined, one per line, without the
+// wrapping error's prefix ("policy: invalid:"); err itself when list is
+// empty (an error that is not about the file's content).
+func each[E error](err error, list []E) error {
+	if len(list) == 0 {
+		return err
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
 }
 
 // sniff tells a policy (rules:) from an RLS config (domain:) from a

@@ -16,13 +16,14 @@ type result struct {
 	lease               uint64
 }
 
-// CheckCost reports whether cost is acceptable under p (l is for the message).
+// CheckCost reports whether cost is acceptable under p (l is for the
+// message): the error is a *sluice.LimitError whose Field is "cost".
 func (p *Params) CheckCost(cost int64, l sluice.Limit) error {
 	if cost < 0 {
-		return fmt.Errorf("%w: cost %d under %s", sluice.ErrNegativeCost, cost, l)
+		return &sluice.LimitError{Algorithm: l.Algorithm, Field: "cost", Reason: fmt.Sprintf("%d is below zero under %s", cost, l), Err: sluice.ErrNegativeCost}
 	}
 	if cost > p.Cap {
-		return fmt.Errorf("%w: cost %d, capacity %d of %s", sluice.ErrCostExceedsCapacity, cost, p.Cap, l)
+		return &sluice.LimitError{Algorithm: l.Algorithm, Field: "cost", Reason: fmt.Sprintf("%d exceeds the capacity %d of %s", cost, p.Cap, l), Err: sluice.ErrCostExceedsCapacity}
 	}
 	return nil
 }
