@@ -117,9 +117,9 @@ type Result struct {
 	// decisions (zero when the store failed).
 	Enforced []Check
 	Each     []sluice.Decision
-	// Shadow are the shadow checks, and ShadowEach their decisions (zero
-	// when they did not run: the request was not admitted, or the store
-	// failed).
+	// Shadow are the shadow checks, and ShadowEach their decisions, each
+	// checked on its own (zero when it did not run: the request was not
+	// admitted, or the store failed).
 	Shadow     []Check
 	ShadowEach []sluice.Decision
 	// Err is the error of a Failed, Degraded or Invalid outcome, or of
@@ -180,7 +180,7 @@ func (r *Result) reset(dc *Decider) {
 
 // Run decides a request whose checks a front-end planned: the enforced
 // checks in one all-or-nothing check (if any refuses, none is charged),
-// then, if the request was admitted, the shadow checks likewise. It writes
+// then, if the request was admitted, each shadow check on its own. It writes
 // what happened into res. A check that could not be planned (Check.Err)
 // refuses the request if its failure mode is FailClosed and is left out
 // otherwise; a store error is decided by the checks' failure modes, and an
@@ -351,22 +351,26 @@ func (dc *Decider) mode(m sluice.FailureMode) sluice.FailureMode {
 	return m
 }
 
-// runShadow runs the shadow checks of an admitted request. They never
-// change what happens to it: a refusal is observed and logged, an error
-// only logged.
+// runShadow runs the shadow checks of an admitted request, each on its
+// own: a shadow limit reports what it would do if it alone were enforced,
+// so one tight shadow limit does not hide what another would refuse. They
+// never change what happens to the request: a refusal is observed and
+// logged, an error only logged (its decision is left zero).
 func (dc *Decider) runShadow(ctx context.Context, res *Result) {
-	d, i, err := dc.limiter.CheckEach(ctx, res.shadowReqs, res.ShadowEach)
-	switch {
-	case err != nil:
-		res.ShadowEach = res.ShadowEach[:0] // no decisions to report
-		dc.logError("shadow limits could not be checked", err)
-		res.observe(Observation{Limit: res.Shadow[0].Name, Outcome: Failed, Err: err})
-	case d.Allowed:
-		res.keepLeases(res.shadowReqs, res.ShadowEach) // shadow concurrency limits hold leases too
-	default:
+	for i := range res.Shadow {
 		c := &res.Shadow[i]
-		dc.shadow.add(c.Name, c.Key)
-		res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})
+		d, _, err := dc.limiter.CheckEach(ctx, res.shadowReqs[i:i+1], res.ShadowEach[i:i+1])
+		switch {
+		case err != nil:
+			res.ShadowEach[i] = sluice.Decision{}
+			dc.logError("a shadow limit could not be checked", err)
+			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: Failed, Err: err})
+		case d.Allowed:
+			res.keepLeases(res.shadowReqs[i:i+1], res.ShadowEach[i:i+1]) // shadow concurrency limits hold leases too
+		default:
+			dc.shadow.add(c.Name, c.Key)
+			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})
+		}
 	}
 }
 

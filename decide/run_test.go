@@ -195,3 +195,24 @@ func TestRunWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestRunShadowEachOnItsOwn: a tight shadow limit that would refuse does
+// not keep a loose one from counting, and neither changes the outcome.
+func TestRunShadowEachOnItsOwn(t *testing.T) {
+	dc, mem := newDecider(t, decide.Config{})
+	tight, loose := check("tight", 1), check("loose", 10)
+	tight.Shadow, loose.Shadow = true, true
+	var res decide.Result
+	for range 3 {
+		dc.Run(context.Background(), []decide.Check{tight, loose}, &res)
+		if res.Outcome != decide.Admitted {
+			t.Fatalf("outcome %v: shadow limits changed it", res.Outcome)
+		}
+	}
+	if got := remaining(t, mem, loose); got != 7 {
+		t.Fatalf("loose shadow limit has %d left, want 7 (counted every request)", got)
+	}
+	if len(res.Observed) != 1 || res.Observed[0].Outcome != decide.ShadowRefused || res.Observed[0].Limit != "tight" {
+		t.Fatalf("observed %+v, want tight's shadow refusal", res.Observed)
+	}
+}
