@@ -1,6 +1,9 @@
 package sluice
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Request is one thing to limit: a key under a limit, charged Cost units.
 //
@@ -12,6 +15,21 @@ type Request struct {
 	Key   string
 	Limit Limit
 	Cost  int64
+
+	// MaxDelay is the longest shaping Delay the caller will wait; zero
+	// means no bound, a negative value is an error (ErrNegativeMaxDelay).
+	// A request whose Delay would exceed it is refused and not charged,
+	// in the same atomic step that decides it, so a caller that will not
+	// wait never holds a place in the queue. Its RetryAfter is then the
+	// time until the same request, with the same MaxDelay, would be
+	// admitted with a Delay of at most MaxDelay if nothing else happened
+	// meanwhile: the later of the time until the queue ahead has drained
+	// to MaxDelay (Delay - MaxDelay) and the time until the limit admits
+	// it at all. Delays are whole microseconds, so MaxDelay counts in
+	// whole microseconds, rounded down. Only leaky_bucket returns a Delay;
+	// other limits ignore MaxDelay. A peek (Cost 0) reports whether a
+	// unit-cost request would be admitted within MaxDelay.
+	MaxDelay time.Duration
 }
 
 // Store keeps the state of every (key, limit) and runs the algorithms on it.

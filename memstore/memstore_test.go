@@ -144,6 +144,9 @@ func TestTakeAllAllOrNothing(t *testing.T) {
 			reqs := make([]sluice.Request, len(picks))
 			for i, p := range picks {
 				reqs[i] = sluice.Request{Key: pool[p].key, Limit: pool[p].lim, Cost: rapid.Int64Range(1, 3).Draw(rt, "cost")}
+				if rapid.Bool().Draw(rt, "bounded") { // a delay beyond the bound refuses the whole check
+					reqs[i].MaxDelay = time.Duration(rapid.IntRange(1, 800).Draw(rt, "max_delay_ms")) * time.Millisecond
+				}
 			}
 			ds := make([]sluice.Decision, len(reqs))
 			if err := a.TakeAll(ctx, reqs, ds); err != nil {
