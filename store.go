@@ -25,7 +25,10 @@ type Request struct {
 	// admitted with a Delay of at most MaxDelay if nothing else happened
 	// meanwhile: the later of the time until the queue ahead has drained
 	// to MaxDelay (Delay - MaxDelay) and the time until the limit admits
-	// it at all. Delays are whole microseconds, so MaxDelay counts in
+	// it at all. Remaining still counts the room the limit has, so a
+	// refusal with Remaining ≥ Cost was refused for its delay alone, and
+	// asking again later does not help: the place it would start at does
+	// not come sooner. Delays are whole microseconds, so MaxDelay counts in
 	// whole microseconds, rounded down. Only leaky_bucket returns a Delay;
 	// other limits ignore MaxDelay. A peek (Cost 0) reports whether a
 	// unit-cost request would be admitted within MaxDelay.
