@@ -124,7 +124,9 @@ type Config struct {
 	OnError func(r *http.Request, err error) bool
 
 	// MaxDelay bounds the shaping delay (leaky_bucket limits) the
-	// middleware waits before calling the handler; a longer one is refused.
+	// middleware waits before calling the handler, and an Action.Wait's
+	// MaxDelay bounds it for that limit instead: a request whose delay
+	// would be longer is refused by the store without being counted.
 	// Default 1s.
 	MaxDelay time.Duration
 
@@ -322,14 +324,22 @@ type scratch struct {
 	reqs     []sluice.Request
 	ds       []sluice.Decision
 	buf      []byte
+	maxDelay time.Duration // the longest MaxDelay of reqs
 }
 
 // check runs one all-or-nothing Check of ps, leaving the decisions in
 // sc.ds.
 func (m *middleware) check(r *http.Request, sc *scratch, ps []Planned) (sluice.Decision, error) {
-	sc.reqs, sc.ds = sc.reqs[:0], sc.ds[:0]
+	sc.reqs, sc.ds, sc.maxDelay = sc.reqs[:0], sc.ds[:0], 0
 	for _, p := range ps {
-		sc.reqs = append(sc.reqs, sluice.Request{Key: p.Key, Limit: p.Limit, Cost: p.Cost})
+		// A shaped request that would wait longer than it may is refused
+		// by the store, uncharged.
+		bound := m.cfg.MaxDelay
+		if p.Action != nil && p.Action.Wait && p.Action.MaxDelay > 0 {
+			bound = p.Action.MaxDelay
+		}
+		sc.maxDelay = max(sc.maxDelay, bound)
+		sc.reqs = append(sc.reqs, sluice.Request{Key: p.Key, Limit: p.Limit, Cost: p.Cost, MaxDelay: bound})
 		sc.ds = append(sc.ds, sluice.Decision{})
 	}
 	return m.limiter.CheckEach(r.Context(), sc.reqs, sc.ds)
@@ -387,7 +397,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			}
 			// A shaping delay is waited out only within MaxDelay and while
 			// the limit has room in its waiting line.
-			tooLong, shaping := d.Delay > m.cfg.MaxDelay, false
+			tooLong, shaping := d.Delay > sc.maxDelay, false
 			if d.Allowed && d.Delay > 0 && !tooLong {
 				shaping = m.waiting.enter(sc.enforced[refuser].Name)
 				tooLong = !shaping

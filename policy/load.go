@@ -21,6 +21,13 @@ import (
 type Options struct {
 	// Funcs are key functions a limit can name as key: func:NAME.
 	Funcs map[string]httplimit.KeyFunc
+
+	// MaxDelay is the longest shaping delay the front-end waits
+	// (httplimit.Config.MaxDelay, sluice serve --max-delay) for rules
+	// without refuse: delay, whose bound is their action.max_delay. A
+	// leaky_bucket whose full queue would wait longer is an error. Default
+	// (zero): 1s, httplimit's default.
+	MaxDelay time.Duration
 }
 
 // ErrInvalid wraps every error of a policy that does not load.
@@ -275,6 +282,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 		r.match = l.match(nil, w)
 	}
 	r.Action = l.action(f["action"], w, &r.OnError)
+	bound := l.delayBound(r.Action)
 	limits := f["limits"]
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
@@ -285,7 +293,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 		return r
 	}
 	for _, ln := range limits.Content {
-		lim := l.limit(resolve(ln), w, p)
+		lim := l.limit(resolve(ln), w, p, bound)
 		if lim == nil {
 			continue
 		}
@@ -412,7 +420,7 @@ var limitFields = map[sluice.Algorithm][]string{
 	sluice.AlgorithmConcurrency:   {"limit", "lease_ttl"},
 }
 
-func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
+func (l *loader) limit(n *yaml.Node, rw where, p *Policy, bound delayBound) *Limit {
 	common := []string{"name", "key", "algorithm", "cost", "overrides"}
 	all := append(slices.Clone(common), "limit", "window", "rate", "burst", "queue", "nodelay", "warmup", "lease_ttl")
 	f := l.fields(n, where{rule: rw.rule, limit: peekName(n)}, "limit", all...)
@@ -439,6 +447,9 @@ func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
 		}
 	}
 	lim.Limit = l.parameters(f, w, alg, n)
+	if q := f["queue"]; q != nil {
+		l.servable(q, w, "queue", lim.Limit, bound)
+	}
 
 	keyNode := f["key"]
 	if keyNode == nil {
@@ -476,7 +487,7 @@ func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
 		lim.cost = 1
 	}
 	if v := f["overrides"]; v != nil {
-		lim.overrides = l.overrides(v, w, lim.Limit)
+		lim.overrides = l.overrides(v, w, lim.Limit, bound)
 	}
 	return lim
 }
@@ -549,7 +560,7 @@ func (l *loader) parameters(f map[string]*yaml.Node, w where, alg sluice.Algorit
 	return lim
 }
 
-func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override {
+func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit, bound delayBound) []override {
 	if n.Kind != yaml.SequenceNode {
 		l.fail(n, w, "overrides", "want a list")
 		return nil
@@ -597,6 +608,8 @@ func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override 
 			o.limit = scale(base, o.scale)
 			if err := o.limit.Validate(); err != nil {
 				l.fail(on, w, "overrides.scale", "the scaled limit is invalid: %s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+			} else {
+				l.servable(f["scale"], w, "overrides.scale", o.limit, bound)
 			}
 		}
 		out = append(out, o)

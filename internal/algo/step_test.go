@@ -360,3 +360,28 @@ func TestClockBackwardsFarGCRA(t *testing.T) {
 		}
 	}
 }
+
+// TestLongestDelay: the last place of a full queue gets LongestDelay, and
+// it is the longest delay any request gets.
+func TestLongestDelay(t *testing.T) {
+	for _, l := range []sluice.Limit{
+		sluice.LeakyBucket(sluice.PerSecond(2), 3),
+		sluice.LeakyBucket(sluice.PerSecond(3), 4).WithNoDelay(1),
+		sluice.LeakyBucket(sluice.Per(7, 3*s), 5).WithNoDelay(5),
+		sluice.LeakyBucket(sluice.PerSecond(1), 0),
+	} {
+		p := compile(t, l)
+		var st State
+		var longest int64
+		for {
+			d := Step(&p, &st, t0, 1, NoMaxDelay, 0, true)
+			if !d.Allowed {
+				break
+			}
+			longest = int64(d.Delay / us)
+		}
+		if got := p.LongestDelay(); got != longest {
+			t.Errorf("%s: LongestDelay %dµs, the last place waits %dµs", l, got, longest)
+		}
+	}
+}
