@@ -52,8 +52,10 @@ func MaxDelay(d time.Duration) int64 {
 // Step decides a request of the given cost at time now (µs since the Unix
 // epoch) against state s. A request whose Delay would exceed maxDelay (µs;
 // NoMaxDelay for no bound) is refused and not charged, with a RetryAfter
-// that counts until it would be admitted with a Delay of at most maxDelay.
-// When commit is true and the request is admitted,
+// that counts until it would be admitted with a Delay of at most maxDelay
+// (only the leaky bucket has a Delay: an algorithm that adds one must
+// apply maxDelay as shape does). When commit is true and the request is
+// admitted,
 // s is updated to charge it; otherwise s keeps its meaning (a step may still
 // drop records that have expired, which changes no future decision). lease
 // is the identifier recorded for an admitted concurrency request.
@@ -61,7 +63,7 @@ func MaxDelay(d time.Duration) int64 {
 // Cost 0 is a peek: nothing is charged, Allowed, RetryAfter and Delay are
 // those a unit-cost request would get, Remaining is what is left now.
 //
-// The cost must have passed CheckCost.
+// The request must have passed Check.
 func Step(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit bool) sluice.Decision {
 	// Results are written through a pointer: returning them by value from
 	// every layer copied more than the arithmetic cost.
