@@ -110,7 +110,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.metrics.watchFailover(b.failover)
 	}
 	if cfg.Policy != "" {
-		h, err := policy.NewHolder(cfg.Policy, policy.Options{}, s.log)
+		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
 		s.metrics.reloaded("policy", err)
 		if err != nil {
 			b.close()
@@ -118,7 +118,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.holder = h
 	} else {
-		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{})
+		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)})
 		if err != nil {
 			return nil, fmt.Errorf("the embedded sample policy: %w", err) // a build defect
 		}
