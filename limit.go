@@ -2,55 +2,10 @@ package sluice
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
-
-// Algorithm names the arithmetic a Limit uses. Its String form (for example
-// "token_bucket") is the name used in configuration files and metrics.
-type Algorithm uint8
-
-// The algorithms sluice implements. Each one is built by the constructor of
-// the same name (FixedWindow, SlidingLog, ...), which documents its guarantee.
-const (
-	AlgorithmFixedWindow   Algorithm = iota + 1 // see FixedWindow
-	AlgorithmSlidingLog                         // see SlidingLog
-	AlgorithmSlidingWindow                      // see SlidingWindow
-	AlgorithmTokenBucket                        // see TokenBucket
-	AlgorithmGCRA                               // see GCRA
-	AlgorithmLeakyBucket                        // see LeakyBucket
-	AlgorithmWarmUp                             // see WarmUp
-	AlgorithmConcurrency                        // see Concurrency
-)
-
-var algorithmNames = [...]string{
-	AlgorithmFixedWindow:   "fixed_window",
-	AlgorithmSlidingLog:    "sliding_log",
-	AlgorithmSlidingWindow: "sliding_window",
-	AlgorithmTokenBucket:   "token_bucket",
-	AlgorithmGCRA:          "gcra",
-	AlgorithmLeakyBucket:   "leaky_bucket",
-	AlgorithmWarmUp:        "warm_up",
-	AlgorithmConcurrency:   "concurrency",
-}
-
-// String returns the configuration name of a, such as "sliding_window".
-func (a Algorithm) String() string {
-	if a == 0 || int(a) >= len(algorithmNames) {
-		return "algorithm(" + strconv.Itoa(int(a)) + ")"
-	}
-	return algorithmNames[a]
-}
-
-// ParseAlgorithm returns the Algorithm whose String form is name.
-func ParseAlgorithm(name string) (Algorithm, error) {
-	for a, n := range algorithmNames {
-		if n != "" && n == name {
-			return Algorithm(a), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, leaky_bucket, warm_up, concurrency)", ErrInvalidLimit, name)
-}
 
 // Rate is Count events per Period, as in "100/s". Build one with PerSecond,
 // PerMinute, PerHour or Per.
@@ -229,26 +184,32 @@ func Concurrency(n int64, ttl time.Duration) Limit {
 // String formats l for logs and status pages, for example
 // "token_bucket(100/s, burst 20)" or "fixed_window(1000 per 1h)".
 func (l Limit) String() string {
-	name := l.Algorithm.String()
-	rate := Rate{l.Count, l.Period}.String()
-	n := strconv.FormatInt(l.Count, 10)
-	switch l.Algorithm {
-	case AlgorithmFixedWindow, AlgorithmSlidingLog, AlgorithmSlidingWindow:
-		return name + "(" + n + " per " + FormatDuration(l.Period) + ")"
-	case AlgorithmTokenBucket, AlgorithmGCRA:
-		return name + "(" + rate + ", burst " + strconv.FormatInt(l.Burst, 10) + ")"
-	case AlgorithmLeakyBucket:
-		s := name + "(" + rate + ", queue " + strconv.FormatInt(l.Burst, 10)
-		if l.NoDelay > 0 {
-			s += ", nodelay " + strconv.FormatInt(l.NoDelay, 10)
-		}
-		return s + ")"
-	case AlgorithmWarmUp:
-		return name + "(" + rate + ", warm-up " + FormatDuration(l.Warmup) + ")"
-	case AlgorithmConcurrency:
-		return name + "(" + n + ", lease " + FormatDuration(l.LeaseTTL) + ")"
+	s := l.Algorithm.spec()
+	if s == nil {
+		return fmt.Sprintf("%s(count %d, period %s, burst %d)", l.Algorithm, l.Count, FormatDuration(l.Period), l.Burst)
 	}
-	return fmt.Sprintf("%s(count %d, period %s, burst %d)", name, l.Count, FormatDuration(l.Period), l.Burst)
+	b := []byte(s.name + "(")
+	switch s.period {
+	case windowPeriod:
+		b = fmt.Appendf(b, "%d per %s", l.Count, FormatDuration(l.Period))
+	case ratePeriod:
+		b = append(b, Rate{l.Count, l.Period}.String()...)
+	case noPeriod:
+		b = strconv.AppendInt(b, l.Count, 10)
+	}
+	if s.burst != noBurst {
+		b = fmt.Appendf(b, ", %s %d", s.burstName(), l.Burst)
+	}
+	if s.noDelay && l.NoDelay > 0 {
+		b = fmt.Appendf(b, ", nodelay %d", l.NoDelay)
+	}
+	if s.warmup {
+		b = append(b, ", warm-up "+FormatDuration(l.Warmup)...)
+	}
+	if s.leaseTTL {
+		b = append(b, ", lease "+FormatDuration(l.LeaseTTL)...)
+	}
+	return string(append(b, ')'))
 }
 
 // Capacity is the largest cost a single request may have under l: Count for
@@ -256,13 +217,40 @@ func (l Limit) String() string {
 // leaky_bucket, and Count for warm_up (at most one period's worth of
 // requests at once).
 func (l Limit) Capacity() int64 {
-	switch l.Algorithm {
-	case AlgorithmTokenBucket, AlgorithmGCRA:
+	s := l.Algorithm.spec()
+	if s == nil {
+		return l.Count
+	}
+	switch s.burst {
+	case bucketBurst:
 		return l.Burst
-	case AlgorithmLeakyBucket:
+	case queueBurst:
 		return l.Burst + 1
+	case noBurst:
 	}
 	return l.Count
+}
+
+// Quota returns what l advertises in RateLimit-Policy header fields: the
+// quota, its Capacity, and the window in which that much is restored: the
+// window of the window algorithms, Period for warm_up, Capacity ×
+// Period/Count for the buckets (the time the rate takes to refill them),
+// and 0 for concurrency, which restores nothing by time. l must be valid.
+func (l Limit) Quota() (quota int64, window time.Duration) {
+	s := l.Algorithm.spec()
+	quota = l.Capacity()
+	switch {
+	case s == nil || l.Count <= 0:
+		return quota, 0
+	case s.burst != noBurst:
+		// Exact in integers: Validate keeps Capacity × us/g below 2^53.
+		us := int64(l.Period / time.Microsecond)
+		g := gcd(l.Count, us)
+		return quota, time.Duration(quota*(us/g)/(l.Count/g)) * time.Microsecond
+	case s.period != noPeriod:
+		return quota, l.Period
+	}
+	return quota, 0
 }
 
 // Bounds that keep every quantity an exact integer below 2^53, so that the
@@ -279,101 +267,98 @@ const (
 )
 
 // Validate reports whether l is usable, and if not, which field is wrong and
-// why. The error wraps ErrInvalidLimit.
+// why: the error is a *LimitError wrapping ErrInvalidLimit.
 func (l Limit) Validate() error {
-	name := l.Algorithm.String()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalidLimit, name, fmt.Sprintf(format, args...))
+	s := l.Algorithm.spec()
+	if s == nil {
+		return &LimitError{Field: "algorithm", Reason: "is not set (use a constructor such as sluice.TokenBucket)", Err: ErrInvalidLimit}
 	}
-	if l.Algorithm == 0 || int(l.Algorithm) >= len(algorithmNames) {
-		return fmt.Errorf("%w: algorithm is not set (use a constructor such as sluice.TokenBucket)", ErrInvalidLimit)
+	v := validator{l: l}
+	switch {
+	case l.Count < 1:
+		v.fail("count", "must be at least 1 (got %d)", l.Count)
+	case l.Count > maxCountGeneral:
+		v.fail("count", "must be at most %d (got %d)", int64(maxCountGeneral), l.Count)
 	}
-	if l.Count < 1 {
-		return bad("count must be at least 1 (got %d)", l.Count)
+	v.duration(s.period != noPeriod, s.periodName(), l.Period, s.maxPeriod)
+	v.duration(s.warmup, "warmup", l.Warmup, maxWarmup)
+	v.duration(s.leaseTTL, "lease_ttl", l.LeaseTTL, maxLeaseTTL)
+	if s.burst == noBurst {
+		v.unused("burst", l.Burst != 0)
+	} else if min := s.minBurst(); l.Burst < min {
+		v.fail(s.burstName(), "must be at least %d (got %d)", min, l.Burst)
 	}
-	if l.Count > maxCountGeneral {
-		return bad("count must be at most %d (got %d)", int64(maxCountGeneral), l.Count)
+	if !s.noDelay {
+		v.unused("nodelay", l.NoDelay != 0)
+	} else if l.NoDelay < 0 || l.NoDelay > l.Burst {
+		v.fail("nodelay", "must be between 0 and the queue length %d (got %d)", l.Burst, l.NoDelay)
 	}
-	unused := func(field string, set bool) error {
-		if set {
-			return bad("%s is not used by %s and must be left zero", field, name)
-		}
-		return nil
+	if l.Count > s.maxCount {
+		v.fail("count", s.tooMany, s.maxCount, l.Count)
 	}
-	checkPeriod := func(field string, d, max time.Duration) error {
-		switch {
-		case d <= 0:
-			return bad("%s must be positive (got %s)", field, d)
-		case d%time.Microsecond != 0:
-			return bad("%s must be a whole number of microseconds (got %s)", field, d)
-		case d > max:
-			return bad("%s must be at most %s (got %s)", field, FormatDuration(max), FormatDuration(d))
-		}
-		return nil
+	if v.err == nil {
+		v.exact(s)
 	}
-	var err error
-	switch l.Algorithm {
-	case AlgorithmFixedWindow, AlgorithmSlidingLog, AlgorithmSlidingWindow:
-		max := maxPeriod
-		if l.Algorithm == AlgorithmSlidingWindow {
-			max = maxSlidingWindow
-		}
-		err = firstErr(checkPeriod("window", l.Period, max),
-			unused("burst", l.Burst != 0), unused("nodelay", l.NoDelay != 0),
-			unused("warmup", l.Warmup != 0), unused("lease_ttl", l.LeaseTTL != 0))
-		if err == nil && l.Algorithm == AlgorithmSlidingLog && l.Count > maxLogCount {
-			err = bad("count must be at most %d for sliding_log, which stores every request (got %d); use sliding_window", maxLogCount, l.Count)
-		}
-	case AlgorithmTokenBucket, AlgorithmGCRA, AlgorithmLeakyBucket:
-		field := "burst"
-		min := int64(1)
-		if l.Algorithm == AlgorithmLeakyBucket {
-			field, min = "queue", 0
-		}
-		err = firstErr(checkPeriod("period", l.Period, maxPeriod),
-			unused("warmup", l.Warmup != 0), unused("lease_ttl", l.LeaseTTL != 0))
-		if err == nil && l.Burst < min {
-			err = bad("%s must be at least %d (got %d)", field, min, l.Burst)
-		}
-		if err == nil && l.Algorithm != AlgorithmLeakyBucket {
-			err = unused("nodelay", l.NoDelay != 0)
-		}
-		if err == nil && (l.NoDelay < 0 || l.NoDelay > l.Burst) {
-			err = bad("nodelay must be between 0 and the queue length %d (got %d)", l.Burst, l.NoDelay)
-		}
-		if err == nil {
-			// One request is worth Period/gcd(Count, Period) units of
-			// credit; the full bucket must stay an exact integer.
-			us := int64(l.Period / time.Microsecond)
-			units := us / gcd(l.Count, us)
-			if c := l.Capacity(); c > maxExact/units {
-				err = bad("%s %d at %s is too large to compute exactly (at most %d at this rate)", field, l.Burst, Rate{l.Count, l.Period}, maxExact/units-(c-l.Burst))
-			}
-		}
-	case AlgorithmWarmUp:
-		err = firstErr(checkPeriod("period", l.Period, maxPeriod), checkPeriod("warmup", l.Warmup, maxWarmup),
-			unused("burst", l.Burst != 0), unused("nodelay", l.NoDelay != 0), unused("lease_ttl", l.LeaseTTL != 0))
-		if us := int64(l.Period / time.Microsecond); err == nil && l.Count > maxExact/us {
-			err = bad("count %d per %s is too large to compute exactly (at most %d per %s)", l.Count, FormatDuration(l.Period), maxExact/us, FormatDuration(l.Period))
-		}
-	case AlgorithmConcurrency:
-		err = firstErr(checkPeriod("lease_ttl", l.LeaseTTL, maxLeaseTTL),
-			unused("period", l.Period != 0), unused("burst", l.Burst != 0),
-			unused("nodelay", l.NoDelay != 0), unused("warmup", l.Warmup != 0))
-		if err == nil && l.Count > maxConcurrency {
-			err = bad("count must be at most %d (got %d)", maxConcurrency, l.Count)
-		}
-	}
-	return err
+	return v.err
 }
 
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
+// minBurst is the least Burst an algorithm that uses it accepts: a bucket
+// holds at least one token, a queue may be empty.
+func (s *algorithmSpec) minBurst() int64 {
+	if s.burst == queueBurst {
+		return 0
+	}
+	return 1
+}
+
+// validator keeps the first error Validate finds.
+type validator struct {
+	l   Limit
+	err error
+}
+
+func (v *validator) fail(field, format string, args ...any) {
+	if v.err == nil {
+		v.err = &LimitError{Algorithm: v.l.Algorithm, Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidLimit}
+	}
+}
+
+func (v *validator) unused(field string, set bool) {
+	if set {
+		v.fail(field, "is not used by %s and must be left zero", v.l.Algorithm)
+	}
+}
+
+// duration checks a duration the algorithm uses, or that one it does not
+// use is zero.
+func (v *validator) duration(used bool, field string, d, max time.Duration) {
+	switch {
+	case !used:
+		v.unused(field, d != 0)
+	case d <= 0:
+		v.fail(field, "must be positive (got %s)", d)
+	case d%time.Microsecond != 0:
+		v.fail(field, "must be a whole number of microseconds (got %s)", d)
+	case d > max:
+		v.fail(field, "must be at most %s (got %s)", FormatDuration(max), FormatDuration(d))
+	}
+}
+
+// exact checks that the algorithm's arithmetic stays in exact integers.
+func (v *validator) exact(s *algorithmSpec) {
+	l := v.l
+	us := int64(l.Period / time.Microsecond)
+	if s.burst != noBurst {
+		// One request is worth Period/gcd(Count, Period) units of credit;
+		// the full bucket must stay an exact integer.
+		units := us / gcd(l.Count, us)
+		if c := l.Capacity(); c > maxExact/units {
+			v.fail(s.burstName(), "%d at %s is too large to compute exactly (at most %d at this rate)", l.Burst, Rate{l.Count, l.Period}, maxExact/units-(c-l.Burst))
 		}
 	}
-	return nil
+	if s.warmup && l.Count > maxExact/us {
+		v.fail("count", "%d per %s is too large to compute exactly (at most %d per %s)", l.Count, FormatDuration(l.Period), maxExact/us, FormatDuration(l.Period))
+	}
 }
 
 func gcd(a, b int64) int64 {
@@ -381,6 +366,53 @@ func gcd(a, b int64) int64 {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// maxScale bounds the factor Scale accepts.
+const maxScale = 1e6
+
+// Scale returns l with its quantities multiplied by f: Count, and Burst
+// (the bucket or the queue) and NoDelay where the algorithm uses them.
+// Periods, Warmup and LeaseTTL are kept. The rule, the one every scaled
+// limit in sluice follows (policy overrides, failover's fallback): each
+// product is rounded to the nearest integer, halves away from zero, then
+// raised to its least value (1 for Count and a bucket, 0 for a queue and
+// NoDelay); NoDelay stays at most the queue, so nginx's nodelay stays
+// nodelay. Scale(1) returns l.
+//
+// f must be above 0 and at most 1e6. The error is a *LimitError wrapping
+// ErrInvalidLimit: l's own, one for f (Field "scale"), or the scaled
+// limit's (a count scaled past what the algorithm can compute exactly).
+func (l Limit) Scale(f float64) (Limit, error) {
+	if err := l.Validate(); err != nil {
+		return l, err
+	}
+	if !(f > 0 && f <= maxScale) { // also refuses NaN
+		return l, &LimitError{Algorithm: l.Algorithm, Field: "scale", Reason: fmt.Sprintf("must be above 0 and at most %g (got %g)", float64(maxScale), f), Err: ErrInvalidLimit}
+	}
+	if f == 1 {
+		return l, nil
+	}
+	s := l.Algorithm.spec()
+	mul := func(n, least int64) int64 {
+		v := math.Round(float64(n) * f)
+		if v >= maxExact { // past every bound Validate allows; keeps the conversion defined
+			return maxExact
+		}
+		return max(least, int64(v))
+	}
+	out := l
+	out.Count = mul(l.Count, 1)
+	if s.burst != noBurst {
+		out.Burst = mul(l.Burst, s.minBurst())
+	}
+	if s.noDelay {
+		out.NoDelay = min(mul(l.NoDelay, 0), out.Burst)
+	}
+	if err := out.Validate(); err != nil {
+		return l, err
+	}
+	return out, nil
 }
 
 // FormatDuration formats d in the largest unit that divides it exactly:

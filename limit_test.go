@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +78,134 @@ func TestValidate(t *testing.T) {
 	}
 	if _, err := sluice.ParseAlgorithm("leaky"); err == nil {
 		t.Error("ParseAlgorithm accepted an unknown name")
+	}
+}
+
+// TestLimitError: the errors of Validate, ParseAlgorithm and Scale carry the
+// algorithm, the field and the reason, and still wrap ErrInvalidLimit.
+func TestLimitError(t *testing.T) {
+	for _, tc := range []struct {
+		err                         error
+		alg                         sluice.Algorithm
+		field, reason, detail, full string
+	}{
+		{sluice.TokenBucket(sluice.PerSecond(10), 0).Validate(), sluice.AlgorithmTokenBucket, "burst", "must be at least 1 (got 0)",
+			"token_bucket: burst must be at least 1 (got 0)", "sluice: invalid limit: token_bucket: burst must be at least 1 (got 0)"},
+		{sluice.Limit{}.Validate(), 0, "algorithm", "is not set (use a constructor such as sluice.TokenBucket)",
+			"algorithm is not set (use a constructor such as sluice.TokenBucket)", "sluice: invalid limit: algorithm is not set (use a constructor such as sluice.TokenBucket)"},
+		{second(sluice.ParseAlgorithm("leaky")), 0, "algorithm",
+			`"leaky" is unknown (want one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, leaky_bucket, warm_up, concurrency)`,
+			`algorithm "leaky" is unknown (want one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, leaky_bucket, warm_up, concurrency)`,
+			`sluice: invalid limit: algorithm "leaky" is unknown (want one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, leaky_bucket, warm_up, concurrency)`},
+		{second(sluice.GCRA(sluice.PerSecond(1), 1).Scale(0)), sluice.AlgorithmGCRA, "scale", "must be above 0 and at most 1e+06 (got 0)",
+			"gcra: scale must be above 0 and at most 1e+06 (got 0)", "sluice: invalid limit: gcra: scale must be above 0 and at most 1e+06 (got 0)"},
+	} {
+		var le *sluice.LimitError
+		if !errors.As(tc.err, &le) || !errors.Is(tc.err, sluice.ErrInvalidLimit) {
+			t.Errorf("%v: not a *LimitError wrapping ErrInvalidLimit", tc.err)
+			continue
+		}
+		if le.Algorithm != tc.alg || le.Field != tc.field || le.Reason != tc.reason || le.Detail() != tc.detail || le.Error() != tc.full {
+			t.Errorf("got  %v %q %q %q %q\nwant %v %q %q %q %q", le.Algorithm, le.Field, le.Reason, le.Detail(), le.Error(), tc.alg, tc.field, tc.reason, tc.detail, tc.full)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// everyAlgorithm is one valid limit of each algorithm; TestAlgorithmTable
+// fails when an algorithm is added without a row here.
+var everyAlgorithm = map[sluice.Algorithm]sluice.Limit{
+	sluice.AlgorithmFixedWindow:   sluice.FixedWindow(100, time.Minute),
+	sluice.AlgorithmSlidingLog:    sluice.SlidingLog(10, time.Second),
+	sluice.AlgorithmSlidingWindow: sluice.SlidingWindow(100, time.Hour),
+	sluice.AlgorithmTokenBucket:   sluice.TokenBucket(sluice.PerSecond(10), 20),
+	sluice.AlgorithmGCRA:          sluice.GCRA(sluice.PerMinute(6), 3),
+	sluice.AlgorithmLeakyBucket:   sluice.LeakyBucket(sluice.PerSecond(2), 5).WithNoDelay(5),
+	sluice.AlgorithmWarmUp:        sluice.WarmUp(sluice.PerSecond(10), 10*time.Second),
+	sluice.AlgorithmConcurrency:   sluice.Concurrency(4, time.Minute),
+}
+
+// TestAlgorithmTable: every algorithm has a name that parses back, the
+// fields a configuration sets, and a quota and window to advertise.
+func TestAlgorithmTable(t *testing.T) {
+	type row struct {
+		fields string
+		quota  int64
+		window time.Duration
+	}
+	want := map[sluice.Algorithm]row{
+		sluice.AlgorithmFixedWindow:   {"limit window rate", 100, time.Minute},
+		sluice.AlgorithmSlidingLog:    {"limit window rate", 10, time.Second},
+		sluice.AlgorithmSlidingWindow: {"limit window rate", 100, time.Hour},
+		sluice.AlgorithmTokenBucket:   {"rate burst", 20, 2 * time.Second},
+		sluice.AlgorithmGCRA:          {"rate burst", 3, 30 * time.Second},
+		sluice.AlgorithmLeakyBucket:   {"rate queue nodelay", 6, 3 * time.Second},
+		sluice.AlgorithmWarmUp:        {"rate warmup", 10, time.Second},
+		sluice.AlgorithmConcurrency:   {"limit lease_ttl", 4, 0},
+	}
+	algs := sluice.Algorithms()
+	if len(algs) != len(want) || len(algs) != len(everyAlgorithm) {
+		t.Fatalf("%d algorithms, %d rows here, %d in everyAlgorithm", len(algs), len(want), len(everyAlgorithm))
+	}
+	for _, a := range algs {
+		if p, err := sluice.ParseAlgorithm(a.String()); p != a || err != nil {
+			t.Errorf("ParseAlgorithm(%q) = %v, %v", a, p, err)
+		}
+		lim := everyAlgorithm[a]
+		q, w := lim.Quota()
+		got := row{fmt.Sprint(a.Fields()), q, w}
+		got.fields = strings.Trim(got.fields, "[]")
+		if got != want[a] {
+			t.Errorf("%s: got %+v, want %+v", a, got, want[a])
+		}
+	}
+	if sluice.Algorithm(0).Fields() != nil || sluice.Algorithm(99).Fields() != nil {
+		t.Error("an unknown algorithm has fields")
+	}
+}
+
+// TestScale is the one rule for scaling a limit, over every algorithm:
+// counts rounded half away from zero and kept at least 1 (a queue and
+// nodelay at least 0, nodelay at most the queue), durations kept.
+func TestScale(t *testing.T) {
+	for _, tc := range []struct {
+		lim  sluice.Limit
+		f    float64
+		want sluice.Limit
+	}{
+		{sluice.FixedWindow(100, time.Minute), 0.25, sluice.FixedWindow(25, time.Minute)},
+		{sluice.SlidingLog(10, time.Second), 0.05, sluice.SlidingLog(1, time.Second)}, // 0.5 rounds up
+		{sluice.SlidingLog(10, time.Second), 0.01, sluice.SlidingLog(1, time.Second)}, // at least 1
+		{sluice.SlidingWindow(3, time.Hour), 2.5, sluice.SlidingWindow(8, time.Hour)}, // 7.5 rounds up
+		{sluice.TokenBucket(sluice.PerSecond(10), 20), 10, sluice.TokenBucket(sluice.PerSecond(100), 200)},
+		{sluice.TokenBucket(sluice.PerSecond(10), 1), 0.1, sluice.TokenBucket(sluice.PerSecond(1), 1)},
+		{sluice.GCRA(sluice.PerMinute(6), 3), 0.5, sluice.GCRA(sluice.PerMinute(3), 2)}, // 1.5 rounds up
+		{sluice.LeakyBucket(sluice.PerSecond(2), 5).WithNoDelay(5), 2, sluice.LeakyBucket(sluice.PerSecond(4), 10).WithNoDelay(10)},
+		{sluice.LeakyBucket(sluice.PerSecond(2), 5).WithNoDelay(2), 0.1, sluice.LeakyBucket(sluice.PerSecond(1), 1)},  // queue 0.5 → 1, nodelay 0.2 → 0
+		{sluice.LeakyBucket(sluice.PerSecond(20), 1).WithNoDelay(1), 0.4, sluice.LeakyBucket(sluice.PerSecond(8), 0)}, // queue 0.4 → 0, nodelay ≤ queue
+		{sluice.WarmUp(sluice.PerSecond(10), 10*time.Second), 3, sluice.WarmUp(sluice.PerSecond(30), 10*time.Second)},
+		{sluice.Concurrency(4, time.Minute), 0.5, sluice.Concurrency(2, time.Minute)},
+	} {
+		got, err := tc.lim.Scale(tc.f)
+		if err != nil || got != tc.want {
+			t.Errorf("%s.Scale(%g) = %s, %v; want %s", tc.lim, tc.f, got, err, tc.want)
+		}
+	}
+	for a, lim := range everyAlgorithm {
+		if got, err := lim.Scale(1); err != nil || got != lim {
+			t.Errorf("%s: Scale(1) = %s, %v; want the limit itself", a, got, err)
+		}
+		for _, f := range []float64{0, -1, 1e7} {
+			if _, err := lim.Scale(f); !errors.Is(err, sluice.ErrInvalidLimit) {
+				t.Errorf("%s: Scale(%g) = %v, want ErrInvalidLimit", a, f, err)
+			}
+		}
+		if _, err := lim.Scale(1e6); a == sluice.AlgorithmSlidingLog && err == nil { // 10 million records
+			t.Errorf("%s: Scale(1e6) passed", a)
+		}
+	}
+	if _, err := (sluice.Limit{}).Scale(2); !errors.Is(err, sluice.ErrInvalidLimit) {
+		t.Error("an invalid limit scaled")
 	}
 }

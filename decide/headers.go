@@ -7,19 +7,11 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// QuotaAndWindow returns the quota and window a limit advertises: for the
-// window algorithms, n per window; for the buckets, the burst and the time
-// the rate takes to refill it; for concurrency, n and no window.
+// QuotaAndWindow returns the quota and window (whole seconds, rounded up;
+// 0 for none) a limit advertises in RateLimit-Policy: sluice.Limit.Quota.
 func QuotaAndWindow(l sluice.Limit) (q int64, w int64) {
-	switch l.Algorithm {
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		return l.Burst, Seconds(time.Duration(l.Burst) * l.Period / time.Duration(l.Count))
-	case sluice.AlgorithmLeakyBucket:
-		return l.Burst + 1, Seconds(time.Duration(l.Burst+1) * l.Period / time.Duration(l.Count))
-	case sluice.AlgorithmConcurrency:
-		return l.Count, 0
-	}
-	return l.Count, Seconds(l.Period)
+	q, d := l.Quota()
+	return q, Seconds(d)
 }
 
 // Seconds rounds d up to whole seconds: a client told to wait less than it

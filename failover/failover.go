@@ -455,6 +455,7 @@ func classify(ctx, cctx context.Context, err error) outcome {
 	case errors.Is(err, sluice.ErrInvalidLimit),
 		errors.Is(err, sluice.ErrCostExceedsCapacity),
 		errors.Is(err, sluice.ErrNegativeCost),
+		errors.Is(err, sluice.ErrNegativeMaxDelay),
 		errors.Is(err, sluice.ErrDuplicateRequest),
 		errors.Is(err, sluice.ErrWouldExceedDeadline):
 		return neutral
@@ -596,30 +597,11 @@ func admitted(r sluice.Request) sluice.Decision {
 	return sluice.Decision{Allowed: true, Degraded: true, Limit: c, Remaining: max(0, c-r.Cost)}
 }
 
-// scaleLimit multiplies l's counts by f, each at least 1 (a queue at
-// least 0). If the result is not a valid limit, l is returned unscaled.
+// scaleLimit is l scaled by f under sluice's one rule (sluice.Limit.Scale),
+// or l itself when the scaled limit is not valid.
 func scaleLimit(l sluice.Limit, f float64) sluice.Limit {
-	if f == 1 || l.Validate() != nil {
-		return l
+	if s, err := l.Scale(f); err == nil {
+		return s
 	}
-	mul := func(n, least int64) int64 {
-		v := math.Round(float64(n) * f)
-		if v >= 1<<53 {
-			return 1 << 53
-		}
-		return max(least, int64(v))
-	}
-	s := l
-	s.Count = mul(l.Count, 1)
-	switch l.Algorithm {
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		s.Burst = mul(l.Burst, 1)
-	case sluice.AlgorithmLeakyBucket:
-		s.Burst = mul(l.Burst, 0)
-		s.NoDelay = min(mul(l.NoDelay, 0), s.Burst)
-	}
-	if s.Validate() != nil {
-		return l
-	}
-	return s
+	return l
 }

@@ -69,6 +69,14 @@ func (c *ClientIP) Validate() error {
 	return nil
 }
 
+// PeerTrusted reports whether r came straight from one of TrustedProxies:
+// only then are the headers such a proxy sets (forwarding headers, or a
+// header a policy override honours) the proxy's and not the client's.
+func (c *ClientIP) PeerTrusted(r *http.Request) bool {
+	peer, err := remoteAddr(r.RemoteAddr)
+	return err == nil && c.trusted(peer)
+}
+
 // Addr returns the client's address, not grouped.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	peer, err := remoteAddr(r.RemoteAddr)

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestParseLimit(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		``:                                    "req:0: want a limit such as",
+		``:                                    "req: want a limit such as",
 		`[1, 2]`:                              `req:1: want a limit such as`,
 		`{rate: 1/s}`:                         `req:1: algorithm: missing`,
 		`{algorithm: token_bucket, brust: 2}`: `unknown field "brust"`,
@@ -51,4 +52,28 @@ func ExampleParseLimit() {
 	// Output:
 	// token_bucket(10/s, burst 20) <nil>
 	// policy: invalid: request body:1: window: not used by token_bucket (it takes rate, burst)
+}
+
+// TestParseLimitEveryAlgorithm: the loader reads every field of every
+// algorithm sluice has (a new algorithm whose parameters it cannot read
+// fails here).
+func TestParseLimitEveryAlgorithm(t *testing.T) {
+	sample := map[string]string{"limit": "5", "window": "1s", "rate": "5/s", "burst": "5", "queue": "5", "nodelay": "1", "warmup": "10s", "lease_ttl": "30s"}
+	for _, alg := range sluice.Algorithms() {
+		spec := "{algorithm: " + alg.String()
+		for _, f := range alg.Fields() {
+			v, ok := sample[f]
+			if !ok {
+				t.Fatalf("%s: no sample value for %s", alg, f)
+			}
+			if (f == "limit" || f == "window") && slices.Contains(alg.Fields(), "rate") {
+				continue // the window algorithms take rate, or limit and window
+			}
+			spec += ", " + f + ": " + v
+		}
+		lim, err := policy.ParseLimit("req", []byte(spec+"}"))
+		if err != nil || lim.Algorithm != alg || lim.Validate() != nil {
+			t.Errorf("ParseLimit(%s}) = %s, %v", spec, lim, err)
+		}
+	}
 }

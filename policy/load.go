@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/netip"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -21,6 +23,13 @@ import (
 type Options struct {
 	// Funcs are key functions a limit can name as key: func:NAME.
 	Funcs map[string]httplimit.KeyFunc
+
+	// MaxDelay is the longest shaping delay the front-end waits
+	// (httplimit.Config.MaxDelay, sluice serve --max-delay) for rules
+	// without refuse: delay, whose bound is their action.max_delay. A
+	// leaky_bucket whose full queue would wait longer is an error. Default
+	// (zero): 1s, httplimit's default.
+	MaxDelay time.Duration
 }
 
 // ErrInvalid wraps every error of a policy that does not load.
@@ -37,7 +46,7 @@ func Load(path string, opts Options) (*Policy, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if st.Size() > maxFileSize {
-		return nil, fmt.Errorf("%w: %s: %d bytes, larger than %d", ErrInvalid, path, st.Size(), maxFileSize)
+		return nil, invalid("\n", &Error{File: path, Msg: fmt.Sprintf("%d bytes, larger than %d", st.Size(), maxFileSize)})
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -47,28 +56,107 @@ func Load(path string, opts Options) (*Policy, error) {
 }
 
 // Parse compiles a policy from YAML; file names it in errors. Every error
-// is reported (joined), each naming the file, line, rule, limit and field.
+// is reported: the error wraps ErrInvalid and joins one *Error per problem
+// (Errors lists them), each naming the file, line, rule, limit and field.
 func Parse(file string, data []byte, opts Options) (*Policy, error) {
 	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("%w: %s: %d bytes, larger than %d", ErrInvalid, file, len(data), maxFileSize)
+		return nil, invalid("\n", &Error{File: file, Msg: fmt.Sprintf("%d bytes, larger than %d", len(data), maxFileSize)})
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, file, strings.TrimPrefix(err.Error(), "yaml: "))
+	l := newLoader(file, opts)
+	var p *Policy
+	if doc, ok := l.decode(data, "a policy is one document"); ok {
+		p = l.policy(doc)
 	}
-	l := &loader{file: file, opts: opts}
-	p := l.policy(&doc)
-	if len(l.errs) > 0 {
-		return nil, fmt.Errorf("%w:\n%w", ErrInvalid, errors.Join(l.errs...))
+	if len(l.Errs) > 0 {
+		return nil, invalid("\n", l.Errs...)
 	}
+	p.Warnings = l.warns
+	p.protected = p.protectedHeaders()
 	return p, nil
 }
 
-// loader walks the YAML tree, collecting errors.
+// invalid wraps errs in ErrInvalid: "policy: invalid:" then sep then the
+// errors, one per line.
+func invalid(sep string, errs ...error) error {
+	return fmt.Errorf("%w:%s%w", ErrInvalid, sep, errors.Join(errs...))
+}
+
+// Error is one error of a policy file: where it is and what is wrong.
+// Parse, Load and ParseLimit return every one found, joined; Errors lists
+// them.
+type Error struct {
+	File  string
+	Line  int    // 0 when the error is about no line in particular
+	Rule  string // the rule's name, "" outside a rule
+	Limit string // the limit's name, "" outside a limit
+	Field string // as the file writes it, dotted ("action.max_delay"); "" when Msg names it
+	Msg   string // what is wrong
+}
+
+// Error formats e as `file:line: rule "r": limit "l": field: msg`,
+// leaving out the parts e does not have.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Rule != "" {
+		fmt.Fprintf(&b, "rule %q: ", e.Rule)
+	}
+	if e.Limit != "" {
+		fmt.Fprintf(&b, "limit %q: ", e.Limit)
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors returns the *Error values err carries (none when err is not a
+// policy error, for example when the file could not be read), in the
+// order found.
+func Errors(err error) []*Error { return yamlload.Collect[*Error](err) }
+
+// loader walks the YAML tree, collecting errors and warnings.
 type loader struct {
-	file string
-	opts Options
-	errs []error
+	yamlload.Loader[where]
+	file  string
+	opts  Options
+	warns []string
+	// proxies is how many trusted_proxies the policy lists.
+	proxies int
+}
+
+// warn records something that loads but is likely not what was meant.
+func (l *loader) warn(n *yaml.Node, w where, field, format string, args ...any) {
+	e := &Error{File: l.file, Line: n.Line, Rule: w.rule, Limit: w.limit, Field: field, Msg: fmt.Sprintf(format, args...)}
+	l.warns = append(l.warns, e.Error())
+}
+
+func newLoader(file string, opts Options) *loader {
+	l := &loader{file: file, opts: opts}
+	l.New = func(line int, w where, field, msg string) error {
+		return &Error{File: file, Line: line, Rule: w.rule, Limit: w.limit, Field: field, Msg: msg}
+	}
+	return l
+}
+
+// decode parses data, recording a syntax error or a second document
+// (whose error says one, as in "a policy is one document"). ok is false
+// when data is not YAML; doc is nil when it holds no document.
+func (l *loader) decode(data []byte, one string) (doc *yaml.Node, ok bool) {
+	doc, more, err := yamlload.Decode(data)
+	if se, isSyntax := err.(*yamlload.SyntaxError); isSyntax {
+		l.FailAt(se.Line, where{}, "", "%s", se.Msg)
+		return nil, false
+	}
+	if more > 0 {
+		l.FailAt(more, where{}, "", "a second YAML document; %s", one)
+	}
+	return doc, true
 }
 
 // where is the place an error is about.
@@ -76,112 +164,46 @@ type where struct {
 	rule, limit string
 }
 
-func (w where) String() string {
-	var b strings.Builder
-	if w.rule != "" {
-		fmt.Fprintf(&b, "rule %q: ", w.rule)
-	}
-	if w.limit != "" {
-		fmt.Fprintf(&b, "limit %q: ", w.limit)
-	}
-	return b.String()
-}
-
-func (l *loader) fail(n *yaml.Node, w where, field, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if field != "" {
-		msg = field + ": " + msg
-	}
-	l.errs = append(l.errs, fmt.Errorf("%s:%d: %s%s", l.file, n.Line, w, msg))
-}
-
-func resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
-}
-
-// fields reads a mapping, reporting unknown and repeated keys.
-func (l *loader) fields(n *yaml.Node, w where, field string, allowed ...string) map[string]*yaml.Node {
-	n = resolve(n)
-	out := map[string]*yaml.Node{}
-	if n.Kind != yaml.MappingNode {
-		l.fail(n, w, field, "want a mapping of %s", strings.Join(allowed, ", "))
-		return out
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolve(n.Content[i+1])
-		switch {
-		case !slices.Contains(allowed, k.Value):
-			l.fail(k, w, "", "unknown field %q (known: %s)", k.Value, strings.Join(allowed, ", "))
-		case out[k.Value] != nil:
-			l.fail(k, w, "", "field %q appears twice", k.Value)
-		default:
-			out[k.Value] = v
-		}
-	}
-	return out
-}
-
-func (l *loader) str(n *yaml.Node, w where, field string) string {
-	if n.Kind != yaml.ScalarNode {
-		l.fail(n, w, field, "want a string")
-		return ""
-	}
-	return n.Value
-}
-
-func (l *loader) int(n *yaml.Node, w where, field string, min int64) int64 {
-	v, err := strconv.ParseInt(l.str(n, w, field), 10, 64)
-	switch {
-	case n.Kind != yaml.ScalarNode:
-	case err != nil:
-		l.fail(n, w, field, "%q is not a whole number", n.Value)
-	case v < min:
-		l.fail(n, w, field, "must be at least %d (got %d)", min, v)
-	default:
-		return v
-	}
-	return 0
-}
-
-func (l *loader) duration(n *yaml.Node, w where, field string) time.Duration {
-	s := l.str(n, w, field)
-	if n.Kind != yaml.ScalarNode {
-		return 0
-	}
-	d, err := ParseDuration(s)
-	if err != nil {
-		l.fail(n, w, field, "%v", err)
-	}
-	return d
-}
-
-func (l *loader) strings(n *yaml.Node, w where, field string) []string {
-	if n.Kind == yaml.ScalarNode {
-		return []string{n.Value}
-	}
-	if n.Kind != yaml.SequenceNode {
-		l.fail(n, w, field, "want a string or a list of strings")
-		return nil
-	}
-	var out []string
-	for _, c := range n.Content {
-		out = append(out, l.str(resolve(c), w, field))
-	}
-	return out
-}
-
 func (l *loader) policy(doc *yaml.Node) *Policy {
 	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		l.errs = append(l.errs, fmt.Errorf("%s: the file is empty; it needs at least one rule", l.file))
+	if doc == nil || len(doc.Content) == 0 {
+		l.FailAt(0, where{}, "", "the file is empty; it needs at least one rule")
 		return p
 	}
-	f := l.fields(doc.Content[0], where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules")
+	top := doc.Content[0]
+	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules")
+	l.clientIP(f, p.ClientIP)
+	l.proxies = len(p.ClientIP.TrustedProxies)
+	rules := f["rules"]
+	if rules == nil {
+		l.Fail(top, where{}, "rules", "missing: a policy needs at least one rule")
+		return p
+	}
+	if rules.Kind != yaml.SequenceNode || len(rules.Content) == 0 {
+		l.Fail(rules, where{}, "rules", "want a list of at least one rule")
+		return p
+	}
+	ruleNames := map[string]int{}
+	limitNames := map[string]string{}
+	for _, rn := range rules.Content {
+		r := l.rule(yamlload.Resolve(rn), p, limitNames)
+		if r == nil {
+			continue
+		}
+		if line, dup := ruleNames[r.Name]; dup {
+			l.Fail(rn, where{rule: r.Name}, "name", "a rule of that name is already defined at line %d", line)
+			continue
+		}
+		ruleNames[r.Name] = rn.Line
+		p.Rules = append(p.Rules, r)
+	}
+	return p
+}
+
+// clientIP reads the fields that say how client addresses are found.
+func (l *loader) clientIP(f map[string]*yaml.Node, c *httplimit.ClientIP) {
 	if n := f["trusted_proxies"]; n != nil {
-		for _, s := range l.strings(n, where{}, "trusted_proxies") {
+		for _, s := range l.Strings(n, where{}, "trusted_proxies") {
 			pfx, err := netip.ParsePrefix(s)
 			if err != nil {
 				if a, aerr := netip.ParseAddr(s); aerr == nil {
@@ -189,45 +211,22 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 				}
 			}
 			if err != nil {
-				l.fail(n, where{}, "trusted_proxies", "%q is not an address or CIDR prefix", s)
+				l.Fail(n, where{}, "trusted_proxies", "%q is not an address or CIDR prefix", s)
 				continue
 			}
-			p.ClientIP.TrustedProxies = append(p.ClientIP.TrustedProxies, pfx.Masked())
+			c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
 		}
 	}
 	if n := f["client_ip_header"]; n != nil {
-		p.ClientIP.Header = l.str(n, where{}, "client_ip_header")
+		c.Header, _ = l.Str(n, where{}, "client_ip_header")
+		if (&httplimit.ClientIP{Header: c.Header}).Validate() != nil {
+			l.Fail(n, where{}, "client_ip_header", "%q: want X-Forwarded-For, Forwarded or X-Real-IP", c.Header)
+		}
 	}
 	if n := f["ipv6_prefix"]; n != nil {
-		p.ClientIP.IPv6Prefix = int(l.int(n, where{}, "ipv6_prefix", 1))
+		v, _ := l.Int(n, where{}, "ipv6_prefix", 1, 128)
+		c.IPv6Prefix = int(v)
 	}
-	if err := p.ClientIP.Validate(); err != nil {
-		l.fail(doc.Content[0], where{}, "", "%s", strings.TrimPrefix(err.Error(), "httplimit: "))
-	}
-	rules := f["rules"]
-	if rules == nil {
-		l.fail(doc.Content[0], where{}, "rules", "missing: a policy needs at least one rule")
-		return p
-	}
-	if rules.Kind != yaml.SequenceNode || len(rules.Content) == 0 {
-		l.fail(rules, where{}, "rules", "want a list of at least one rule")
-		return p
-	}
-	ruleNames := map[string]int{}
-	limitNames := map[string]string{}
-	for _, rn := range rules.Content {
-		r := l.rule(resolve(rn), p, limitNames)
-		if r == nil {
-			continue
-		}
-		if line, dup := ruleNames[r.Name]; dup {
-			l.fail(rn, where{rule: r.Name}, "name", "a rule of that name is already defined at line %d", line)
-			continue
-		}
-		ruleNames[r.Name] = rn.Line
-		p.Rules = append(p.Rules, r)
-	}
-	return p
 }
 
 // peekName returns the name field of a mapping, if it has a plain one, so
@@ -245,16 +244,16 @@ func peekName(n *yaml.Node) string {
 
 func (l *loader) name(n *yaml.Node, w where, what string) string {
 	if n == nil {
-		l.errs = append(l.errs, fmt.Errorf("%s: %sname: missing: every %s needs a name", l.file, w, what))
+		l.FailAt(0, w, "name", "missing: every %s needs a name", what)
 		return ""
 	}
-	s := l.str(n, w, "name")
-	if s == "" {
-		l.fail(n, w, "name", "must not be empty")
+	s, ok := l.Str(n, w, "name")
+	if ok && s == "" {
+		l.Fail(n, w, "name", "must not be empty")
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\' {
-			l.fail(n, w, "name", "%q: use letters, digits and punctuation other than quotes and backslashes", s)
+			l.Fail(n, w, "name", "%q: use letters, digits and punctuation other than quotes and backslashes", s)
 			break
 		}
 	}
@@ -262,35 +261,32 @@ func (l *loader) name(n *yaml.Node, w where, what string) string {
 }
 
 func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Rule {
-	f := l.fields(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action")
+	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action")
 	name := l.name(f["name"], where{}, "rule")
 	if name == "" {
 		return nil
 	}
 	w := where{rule: name}
 	r := &Rule{Name: name}
-	if m := f["match"]; m != nil {
-		r.match = l.match(m, w)
-	} else {
-		r.match = l.match(nil, w)
-	}
+	r.match = l.match(f["match"], w)
 	r.Action = l.action(f["action"], w, r)
+	bound := l.delayBound(r.Action)
 	limits := f["limits"]
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
 		if limits != nil {
 			at = limits
 		}
-		l.fail(at, w, "limits", "want a list of at least one limit")
+		l.Fail(at, w, "limits", "want a list of at least one limit")
 		return r
 	}
 	for _, ln := range limits.Content {
-		lim := l.limit(resolve(ln), w, p)
+		lim := l.limit(yamlload.Resolve(ln), w, bound)
 		if lim == nil {
 			continue
 		}
 		if other, dup := limitNames[lim.Name]; dup {
-			l.fail(ln, where{rule: name, limit: lim.Name}, "name", "limit names appear in RateLimit headers and must be unique; rule %q already has one", other)
+			l.Fail(ln, where{rule: name, limit: lim.Name}, "name", "limit names appear in RateLimit headers and must be unique; rule %q already has one", other)
 			continue
 		}
 		limitNames[lim.Name] = name
@@ -299,30 +295,32 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	return r
 }
 
+// match reads a rule's match (n is nil when the rule has none: it matches
+// every request).
 func (l *loader) match(n *yaml.Node, w where) *matcher {
 	m := &matcher{}
 	var methods []string
 	host, path := "", "/"
 	if n != nil {
-		f := l.fields(n, w, "match", "methods", "host", "path")
+		f := l.Fields(n, w, "match", "methods", "host", "path")
 		if v := f["methods"]; v != nil {
-			methods = l.strings(v, w, "match.methods")
+			methods = l.Strings(v, w, "match.methods")
 			for _, meth := range methods {
 				if meth == "" || strings.ToUpper(meth) != meth || strings.ContainsAny(meth, " /{}") {
-					l.fail(v, w, "match.methods", "%q is not a method (write GET, POST, ...)", meth)
+					l.Fail(v, w, "match.methods", "%q is not a method (write GET, POST, ...)", meth)
 				}
 			}
 		}
 		if v := f["host"]; v != nil {
-			host = l.str(v, w, "match.host")
+			host, _ = l.Str(v, w, "match.host")
 			if strings.ContainsAny(host, "/ ") {
-				l.fail(v, w, "match.host", "%q is not a host name", host)
+				l.Fail(v, w, "match.host", "%q is not a host name", host)
 			}
 		}
 		if v := f["path"]; v != nil {
-			path = l.str(v, w, "match.path")
+			path, _ = l.Str(v, w, "match.path")
 			if !strings.HasPrefix(path, "/") {
-				l.fail(v, w, "match.path", "%q must start with /", path)
+				l.Fail(v, w, "match.path", "%q must start with /", path)
 				path = "/"
 			}
 		}
@@ -334,11 +332,7 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 	for _, meth := range methods {
 		pattern := strings.TrimSpace(meth + " " + host + path)
 		if err := m.add(pattern); err != nil {
-			at := n
-			if at == nil {
-				at = &yaml.Node{}
-			}
-			l.fail(at, w, "match", "%q: %v", pattern, err)
+			l.Fail(n, w, "match", "%q: %v", pattern, err)
 		}
 	}
 	return m
@@ -349,48 +343,41 @@ func (l *loader) action(n *yaml.Node, w where, r *Rule) decide.Action {
 	if n == nil {
 		return a
 	}
-	f := l.fields(n, w, "action", "refuse", "max_delay", "status", "content_type", "body", "on_error")
+	f := l.Fields(n, w, "action", "refuse", "max_delay", "status", "content_type", "body", "on_error")
 	if v := f["refuse"]; v != nil {
-		switch s := l.str(v, w, "action.refuse"); s {
+		switch s, _ := l.Str(v, w, "action.refuse"); s {
 		case "reject":
 		case "delay":
 			a.Wait = true
 		case "shadow":
 			r.Shadow = true
 		default:
-			l.fail(v, w, "action.refuse", "%q: want reject, delay or shadow", s)
+			l.Fail(v, w, "action.refuse", "%q: want reject, delay or shadow", s)
 		}
 	}
-	if v := f["max_delay"]; v != nil {
-		a.MaxDelay = l.duration(v, w, "action.max_delay")
-		if !a.Wait {
-			l.fail(v, w, "action.max_delay", "applies only with refuse: delay")
-		}
-		if a.MaxDelay <= 0 || a.MaxDelay > time.Minute {
-			l.fail(v, w, "action.max_delay", "must be between 1ms and 1m (got %s)", v.Value)
-		}
-	} else if a.Wait {
-		l.fail(n, w, "action.max_delay", "missing: refuse: delay needs the longest time to wait")
-	}
+	l.maxDelay(f["max_delay"], n, w, &a)
 	if v := f["status"]; v != nil {
-		a.Status = int(l.int(v, w, "action.status", 0))
-		if a.Status < 400 || a.Status > 599 {
-			l.fail(v, w, "action.status", "must be a 4xx or 5xx status (got %s)", v.Value)
+		if s, ok := l.Int(v, w, "action.status", math.MinInt64, math.MaxInt64); ok {
+			a.Status = int(s)
+			if a.Status < 400 || a.Status > 599 {
+				l.Fail(v, w, "action.status", "must be a 4xx or 5xx status (got %s)", v.Value)
+			}
 		}
 	}
 	if v := f["content_type"]; v != nil {
-		a.ContentType = l.str(v, w, "action.content_type")
+		a.ContentType, _ = l.Str(v, w, "action.content_type")
 	}
 	if v := f["on_error"]; v != nil {
-		s := l.str(v, w, "action.on_error")
+		s, _ := l.Str(v, w, "action.on_error")
 		m, err := sluice.ParseFailureMode(s)
 		if err != nil || m == sluice.FailDefault {
-			l.fail(v, w, "action.on_error", "%q: want open (admit when the store fails), closed (refuse with 503) or fallback (decide with a local limiter)", s)
+			l.Fail(v, w, "action.on_error", "%q: want open (admit when the store fails), closed (refuse with 503) or fallback (decide with a local limiter)", s)
 		}
 		r.OnError = m
 	}
 	if v := f["body"]; v != nil {
-		a.Body = []byte(l.str(v, w, "action.body"))
+		body, _ := l.Str(v, w, "action.body")
+		a.Body = []byte(body)
 		if a.ContentType == "" {
 			a.ContentType = "text/plain; charset=utf-8"
 		}
@@ -398,221 +385,402 @@ func (l *loader) action(n *yaml.Node, w where, r *Rule) decide.Action {
 	return a
 }
 
-// limitFields lists, per algorithm, the fields a limit may set besides
-// name, key, algorithm, cost and overrides.
-var limitFields = map[sluice.Algorithm][]string{
-	sluice.AlgorithmFixedWindow:   {"limit", "window", "rate"},
-	sluice.AlgorithmSlidingLog:    {"limit", "window", "rate"},
-	sluice.AlgorithmSlidingWindow: {"limit", "window", "rate"},
-	sluice.AlgorithmTokenBucket:   {"rate", "burst"},
-	sluice.AlgorithmGCRA:          {"rate", "burst"},
-	sluice.AlgorithmLeakyBucket:   {"rate", "queue", "nodelay"},
-	sluice.AlgorithmWarmUp:        {"rate", "warmup"},
-	sluice.AlgorithmConcurrency:   {"limit", "lease_ttl"},
+// maxDelay reads action.max_delay (v, nil when absent) of the action n.
+func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
+	if v == nil {
+		if a.Wait {
+			l.Fail(n, w, "action.max_delay", "missing: refuse: delay needs the longest time to wait")
+		}
+		return
+	}
+	d, ok := l.Duration(v, w, "action.max_delay")
+	a.MaxDelay = d
+	if !a.Wait {
+		l.Fail(v, w, "action.max_delay", "applies only with refuse: delay")
+	}
+	if ok && (d <= 0 || d > time.Minute) {
+		l.Fail(v, w, "action.max_delay", "must be between 1ms and 1m (got %s)", v.Value)
+	}
 }
 
-func (l *loader) limit(n *yaml.Node, rw where, p *Policy) *Limit {
-	common := []string{"name", "key", "algorithm", "cost", "overrides"}
-	all := append(slices.Clone(common), "limit", "window", "rate", "burst", "queue", "nodelay", "warmup", "lease_ttl")
-	f := l.fields(n, where{rule: rw.rule, limit: peekName(n)}, "limit", all...)
+// commonFields are the fields of every limit; the algorithm's own are
+// sluice.Algorithm.Fields.
+var commonFields = []string{"name", "key", "algorithm", "cost", "overrides", "on_missing"}
+
+// paramFields are every algorithm's parameters, for the unknown-field
+// message before the algorithm is known.
+var paramFields = []string{"limit", "window", "rate", "burst", "queue", "nodelay", "warmup", "lease_ttl"}
+
+// algorithmNames lists the algorithms for messages.
+func algorithmNames() string {
+	var names []string
+	for _, a := range sluice.Algorithms() {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
+	f := l.Item(n, where{rule: rw.rule, limit: peekName(n)}, "limit", append(slices.Clone(commonFields), paramFields...)...)
 	name := l.name(f["name"], rw, "limit")
 	if name == "" {
 		return nil
 	}
 	w := where{rule: rw.rule, limit: name}
 	lim := &Limit{Name: name}
-
-	algNode := f["algorithm"]
-	if algNode == nil {
-		l.fail(n, w, "algorithm", "missing (one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, leaky_bucket, warm_up, concurrency)")
+	alg, ok := l.algorithm(f, n, w, commonFields)
+	if !ok {
 		return nil
-	}
-	alg, err := sluice.ParseAlgorithm(l.str(algNode, w, "algorithm"))
-	if err != nil {
-		l.fail(algNode, w, "algorithm", "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
-		return nil
-	}
-	for k, v := range f {
-		if !slices.Contains(common, k) && !slices.Contains(limitFields[alg], k) {
-			l.fail(v, w, k, "not used by %s (it takes %s)", alg, strings.Join(limitFields[alg], ", "))
-		}
 	}
 	lim.Limit = l.parameters(f, w, alg, n)
-
-	keyNode := f["key"]
-	if keyNode == nil {
-		l.fail(n, w, "key", "missing (global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME, func:NAME, or a list of these)")
+	if q := f["queue"]; q != nil {
+		l.servable(q, w, "queue", lim.Limit, bound)
+	}
+	if !l.key(f["key"], n, w, lim) {
 		return nil
 	}
-	for _, s := range l.strings(keyNode, w, "key") {
+	if v := f["on_missing"]; v != nil {
+		lim.onMissing, lim.missingKey = l.onMissing(v, w)
+	}
+	l.cost(f["cost"], w, lim)
+	if v := f["overrides"]; v != nil {
+		lim.overrides = l.overrides(v, w, lim.Limit, bound)
+		l.warnOverrides(v, w, lim, l.proxies)
+	}
+	return lim
+}
+
+// algorithm reads a limit's algorithm and reports the fields it does not
+// take (other than those in common).
+func (l *loader) algorithm(f map[string]*yaml.Node, n *yaml.Node, w where, common []string) (sluice.Algorithm, bool) {
+	algNode := f["algorithm"]
+	if algNode == nil {
+		l.Fail(n, w, "algorithm", "missing (one of %s)", algorithmNames())
+		return 0, false
+	}
+	s, ok := l.Str(algNode, w, "algorithm")
+	if !ok {
+		return 0, false
+	}
+	alg, err := sluice.ParseAlgorithm(s)
+	if err != nil {
+		l.Fail(algNode, w, "algorithm", "unknown algorithm %q (want one of %s)", s, algorithmNames())
+		return 0, false
+	}
+	takes := alg.Fields()
+	for k, v := range f {
+		if !slices.Contains(common, k) && !slices.Contains(takes, k) {
+			l.Fail(v, w, k, "not used by %s (it takes %s)", alg, strings.Join(takes, ", "))
+		}
+	}
+	return alg, true
+}
+
+// key reads a limit's key; false when it is missing.
+func (l *loader) key(keyNode, n *yaml.Node, w where, lim *Limit) bool {
+	if keyNode == nil {
+		l.Fail(n, w, "key", "missing (global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME, func:NAME, or a list of these)")
+		return false
+	}
+	lim.key = l.keyParts(keyNode, w, "key")
+	return true
+}
+
+// keyParts reads a key: one part or a list of parts.
+func (l *loader) keyParts(n *yaml.Node, w where, field string) []keyPart {
+	var parts []keyPart
+	for _, s := range l.Strings(n, w, field) {
 		part, err := parseKeyPart(s)
 		if err != nil {
-			l.fail(keyNode, w, "key", "%v", err)
-			continue
-		}
-		if part.kind == "func" && l.opts.Funcs[part.name] == nil {
-			l.fail(keyNode, w, "key", "func:%s is not registered (policy.Options.Funcs)", part.name)
+			l.Fail(n, w, field, "%v", err)
 			continue
 		}
 		if part.kind == "func" {
-			part.fn = l.opts.Funcs[part.name]
-		}
-		lim.key = append(lim.key, part)
-	}
-	if v := f["cost"]; v != nil {
-		s := l.str(v, w, "cost")
-		if c, err := strconv.ParseInt(s, 10, 64); err == nil {
-			if c < 0 || c > lim.Limit.Capacity() {
-				l.fail(v, w, "cost", "must be between 0 and the limit's capacity %d (got %d)", lim.Limit.Capacity(), c)
+			if part.fn = l.opts.Funcs[part.name]; part.fn == nil {
+				l.Fail(n, w, field, "func:%s is not registered (policy.Options.Funcs)", part.name)
+				continue
 			}
-			lim.cost = c
-		} else if h, ok := strings.CutPrefix(s, "header:"); ok && h != "" {
-			lim.costHeader = http.CanonicalHeaderKey(h)
-		} else {
-			l.fail(v, w, "cost", "%q: want a whole number or header:NAME", s)
 		}
+		parts = append(parts, part)
+	}
+	return parts
+}
+
+// onMissing reads what a limit does with a request that lacks a part of
+// its key: skip, refuse, or count it under another key.
+func (l *loader) onMissing(n *yaml.Node, w where) (missing, []keyPart) {
+	if n.Kind == yaml.ScalarNode {
+		switch n.Value {
+		case "skip":
+			return missingSkip, nil
+		case "refuse":
+			return missingRefuse, nil
+		}
+	}
+	parts := l.keyParts(n, w, "on_missing")
+	if len(parts) == 0 {
+		l.Fail(n, w, "on_missing", "want skip, refuse, or a key to count such requests under (global, ip, [ip, header:X-Tenant], ...)")
+	}
+	return missingOtherKey, parts
+}
+
+// cost reads a limit's cost (v, nil when absent: 1).
+func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
+	lim.cost = 1
+	if v == nil {
+		return
+	}
+	s, _ := l.Str(v, w, "cost")
+	if c, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if c < 0 || c > lim.Limit.Capacity() {
+			l.Fail(v, w, "cost", "must be between 0 and the limit's capacity %d (got %d)", lim.Limit.Capacity(), c)
+		}
+		lim.cost = c
+	} else if h, ok := strings.CutPrefix(s, "header:"); ok && h != "" {
+		lim.costHeader = http.CanonicalHeaderKey(h)
 	} else {
-		lim.cost = 1
+		l.Fail(v, w, "cost", "%q: want a whole number or header:NAME", s)
 	}
-	if v := f["overrides"]; v != nil {
-		lim.overrides = l.overrides(v, w, lim.Limit)
-	}
-	return lim
 }
 
 // parameters builds the sluice.Limit of one limit from its fields.
 func (l *loader) parameters(f map[string]*yaml.Node, w where, alg sluice.Algorithm, n *yaml.Node) sluice.Limit {
-	before := len(l.errs)
-	var rate sluice.Rate
+	before := len(l.Errs)
+	lim := sluice.Limit{Algorithm: alg}
 	if v := f["rate"]; v != nil {
-		r, err := ParseRate(l.str(v, w, "rate"))
+		s, _ := l.Str(v, w, "rate")
+		r, err := ParseRate(s)
 		if err != nil {
-			l.fail(v, w, "rate", "%v", err)
+			l.Fail(v, w, "rate", "%v", err)
 		}
-		rate = r
+		lim.Count, lim.Period = r.Count, r.Period
 	}
 	need := func(field string) *yaml.Node {
 		v := f[field]
 		if v == nil {
-			l.fail(n, w, field, "missing: %s needs %s", alg, strings.Join(limitFields[alg], ", "))
+			l.Fail(n, w, field, "missing: %s needs %s", alg, strings.Join(alg.Fields(), ", "))
 		}
 		return v
 	}
-	var lim sluice.Limit
-	switch alg {
-	case sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingLog, sluice.AlgorithmSlidingWindow:
+	count := func(v *yaml.Node) { lim.Count, _ = l.Int(v, w, "limit", 1, math.MaxInt64) }
+	duration := func(v *yaml.Node, field string, d *time.Duration) { *d, _ = l.Duration(v, w, field) }
+	takes := alg.Fields()
+	switch {
+	case slices.Contains(takes, "window"): // a rate, or limit and window
 		if f["rate"] != nil {
 			if f["limit"] != nil || f["window"] != nil {
-				l.fail(f["rate"], w, "rate", "give either rate, or limit and window, not both")
+				l.Fail(f["rate"], w, "rate", "give either rate, or limit and window, not both")
 			}
 		} else if lv, wv := need("limit"), need("window"); lv != nil && wv != nil {
-			rate = sluice.Per(l.int(lv, w, "limit", 1), l.duration(wv, w, "window"))
+			count(lv)
+			duration(wv, "window", &lim.Period)
 		}
-		lim = sluice.Limit{Algorithm: alg, Count: rate.Count, Period: rate.Period}
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
+	case slices.Contains(takes, "rate"):
 		need("rate")
-		burst := rate.Count // default: one period's worth
-		if v := f["burst"]; v != nil {
-			burst = l.int(v, w, "burst", 1)
-		}
-		lim = sluice.Limit{Algorithm: alg, Count: rate.Count, Period: rate.Period, Burst: burst}
-	case sluice.AlgorithmLeakyBucket:
-		need("rate")
-		lim = sluice.LeakyBucket(rate, 0)
-		if v := need("queue"); v != nil {
-			lim.Burst = l.int(v, w, "queue", 0)
-		}
-		if v := f["nodelay"]; v != nil {
-			lim.NoDelay = l.int(v, w, "nodelay", 0)
-		}
-	case sluice.AlgorithmWarmUp:
-		need("rate")
-		lim = sluice.WarmUp(rate, 0)
-		if v := need("warmup"); v != nil {
-			lim.Warmup = l.duration(v, w, "warmup")
-		}
-	case sluice.AlgorithmConcurrency:
-		lim = sluice.Concurrency(0, time.Minute)
+	case slices.Contains(takes, "limit"):
 		if v := need("limit"); v != nil {
-			lim.Count = l.int(v, w, "limit", 1)
-		}
-		if v := f["lease_ttl"]; v != nil {
-			lim.LeaseTTL = l.duration(v, w, "lease_ttl")
+			count(v)
 		}
 	}
-	if len(l.errs) == before { // report impossible values once the fields read
+	l.params(f, w, alg, need, &lim)
+	if len(l.Errs) == before { // report impossible values once the fields read
 		if err := lim.Validate(); err != nil {
-			l.fail(n, w, "", "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+			l.limitError(err, f, n, w)
 		}
 	}
 	return lim
 }
 
-func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override {
+// params reads the parameters an algorithm takes besides its rate, with
+// their defaults.
+func (l *loader) params(f map[string]*yaml.Node, w where, alg sluice.Algorithm, need func(string) *yaml.Node, lim *sluice.Limit) {
+	for _, field := range alg.Fields() {
+		v := f[field]
+		switch field {
+		case "burst":
+			lim.Burst = lim.Count // default: one period's worth
+			if v != nil {
+				lim.Burst, _ = l.Int(v, w, field, 1, math.MaxInt64)
+			}
+		case "queue":
+			if v = need(field); v != nil {
+				lim.Burst, _ = l.Int(v, w, field, 0, math.MaxInt64)
+			}
+		case "nodelay":
+			if v != nil {
+				lim.NoDelay, _ = l.Int(v, w, field, 0, math.MaxInt64)
+			}
+		case "warmup":
+			if v = need(field); v != nil {
+				lim.Warmup, _ = l.Duration(v, w, field)
+			}
+		case "lease_ttl":
+			lim.LeaseTTL = time.Minute
+			if v != nil {
+				lim.LeaseTTL, _ = l.Duration(v, w, field)
+			}
+		case "limit", "window", "rate": // read by parameters
+		default: // a parameter of a new algorithm this loader does not read
+			l.Fail(v, w, field, "%s takes %s, which this loader cannot read", alg, field)
+		}
+	}
+}
+
+// limitError reports a limit that Validate refused, at the field of the
+// file that sets the parameter at fault.
+func (l *loader) limitError(err error, f map[string]*yaml.Node, n *yaml.Node, w where) {
+	var le *sluice.LimitError
+	if !errors.As(err, &le) {
+		l.Fail(n, w, "", "%v", err)
+		return
+	}
+	field := le.Field
+	switch field {
+	case "count", "window", "period":
+		field = "rate" // or limit and window when the rate is written so
+		if f["rate"] == nil && le.Field == "count" {
+			field = "limit"
+		} else if f["rate"] == nil {
+			field = "window"
+		}
+	}
+	msg := le.Detail()
+	if field == le.Field {
+		msg = le.Reason // "burst: must be ...", not "burst: token_bucket: burst must be ..."
+	}
+	at := f[field]
+	if at == nil {
+		at, field, msg = n, "", le.Detail()
+	}
+	l.Fail(at, w, field, "%s", msg)
+}
+
+func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit, bound delayBound) []override {
 	if n.Kind != yaml.SequenceNode {
-		l.fail(n, w, "overrides", "want a list")
+		l.Fail(n, w, "overrides", "want a list")
 		return nil
 	}
 	var out []override
 	for _, on := range n.Content {
-		on = resolve(on)
-		f := l.fields(on, w, "overrides", "key", "header", "equals", "scale", "unlimited")
-		o := override{scale: 1}
-		if v := f["key"]; v != nil {
-			o.key = l.str(v, w, "overrides.key")
-		}
-		if v := f["header"]; v != nil {
-			o.header = http.CanonicalHeaderKey(l.str(v, w, "overrides.header"))
-			if f["equals"] == nil {
-				l.fail(v, w, "overrides.equals", "missing: header needs equals")
-			}
-		}
-		if v := f["equals"]; v != nil {
-			o.equals = l.str(v, w, "overrides.equals")
-			if f["header"] == nil {
-				l.fail(v, w, "overrides.header", "missing: equals compares a header")
-			}
-		}
-		if (f["key"] == nil) == (f["header"] == nil) {
-			l.fail(on, w, "overrides", "give either key (a key value) or header and equals")
-		}
+		on = yamlload.Resolve(on)
+		f := l.Fields(on, w, "overrides", "key", "header", "equals", "scale", "unlimited", "from")
+		o := l.overrideMatch(f, on, w)
 		if v := f["unlimited"]; v != nil {
-			o.unlimited = l.str(v, w, "overrides.unlimited") == "true"
-			if !o.unlimited && v.Value != "false" {
-				l.fail(v, w, "overrides.unlimited", "want true or false")
-			}
+			o.unlimited = l.Bool(v, w, "overrides.unlimited")
 		}
+		// Every override carries its limit: the base limit itself when
+		// the scale is 1, so that a request it matches is never planned
+		// with a zero limit.
+		o.scale, o.limit = 1, base
 		if v := f["scale"]; v != nil {
-			s, err := strconv.ParseFloat(l.str(v, w, "overrides.scale"), 64)
-			if err != nil || s <= 0 || s > 1e6 {
-				l.fail(v, w, "overrides.scale", "%q: want a number above 0 (10 for ten times the limit, 0.5 for half)", v.Value)
+			o.scale, o.limit = l.scale(v, w, base)
+			if o.limit != base {
+				l.servable(v, w, "overrides.scale", o.limit, bound)
 			}
-			o.scale = s
+		} else if !o.unlimited {
+			l.Fail(on, w, "overrides", "give scale or unlimited: true")
 		}
-		if f["scale"] == nil && !o.unlimited {
-			l.fail(on, w, "overrides", "give scale or unlimited: true")
-		}
-		if o.scale != 1 {
-			o.limit = scale(base, o.scale)
-			if err := o.limit.Validate(); err != nil {
-				l.fail(on, w, "overrides.scale", "the scaled limit is invalid: %s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
-			}
-		}
+		l.overrideTrust(f, w, &o)
 		out = append(out, o)
 	}
 	return out
 }
 
-// scale multiplies a limit's counts by s (at least 1 each).
-func scale(l sluice.Limit, s float64) sluice.Limit {
-	mul := func(n int64) int64 { return max(1, int64(float64(n)*s+0.5)) }
-	l.Count = mul(l.Count)
-	switch l.Algorithm {
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		l.Burst = mul(l.Burst)
-	case sluice.AlgorithmLeakyBucket:
-		l.Burst = max(0, int64(float64(l.Burst)*s+0.5))
-		l.NoDelay = min(l.NoDelay, l.Burst)
+// overrideTrust reads from whom a header override is honoured: one that
+// grants more (unlimited, scale above 1) only through trusted proxies
+// unless from: anyone says otherwise; one that grants less from anyone.
+func (l *loader) overrideTrust(f map[string]*yaml.Node, w where, o *override) {
+	o.grants = o.unlimited || o.scale > 1
+	o.anyone = !o.grants && o.header != ""
+	v := f["from"]
+	if v == nil {
+		return
 	}
-	return l
+	switch from, _ := l.Str(v, w, "overrides.from"); from {
+	case "trusted_proxies":
+	case "anyone":
+		o.anyone = true
+	default:
+		l.Fail(v, w, "overrides.from", "%q: want trusted_proxies (the default for a header override that grants more) or anyone", from)
+	}
+	if o.header == "" {
+		l.Fail(v, w, "overrides.from", "applies only to header overrides")
+	}
+}
+
+// warnOverrides warns about overrides that grant more to whoever sends a
+// value: a client can forge a header, and a key value made of request data
+// is only as safe as that data is secret.
+func (l *loader) warnOverrides(n *yaml.Node, w where, lim *Limit, proxies int) {
+	var fromClient []string
+	for _, part := range lim.key {
+		if part.kind == "header" || part.kind == "query" || part.kind == "cookie" {
+			fromClient = append(fromClient, part.kind+":"+part.name)
+		}
+	}
+	for _, o := range lim.overrides {
+		switch {
+		case !o.grants:
+		case o.header != "" && o.anyone:
+			l.warn(n, w, "overrides", "anyone who sends %s: %s gets %s; with from: trusted_proxies only requests through trusted_proxies would (and sluice serve removes the header from the others)", o.header, o.equals, o.grant())
+		case o.header != "" && proxies == 0:
+			l.warn(n, w, "overrides", "%s: %s can never apply: a header override that grants more is honoured only for requests through trusted_proxies, and the policy lists none", o.header, o.equals)
+		case o.key != "" && len(fromClient) > 0:
+			l.warn(n, w, "overrides", "anyone who sends the key value %q (%s) gets %s; that is safe only if the value is a secret, such as an API key", o.key, strings.Join(fromClient, "+"), o.grant())
+		}
+	}
+}
+
+// overrideMatch reads what an override matches: a key value, or a header
+// and the value it equals.
+func (l *loader) overrideMatch(f map[string]*yaml.Node, on *yaml.Node, w where) override {
+	var o override
+	if v := f["key"]; v != nil {
+		o.key, _ = l.Str(v, w, "overrides.key")
+	}
+	if v := f["header"]; v != nil {
+		h, _ := l.Str(v, w, "overrides.header")
+		o.header = http.CanonicalHeaderKey(h)
+		if f["equals"] == nil {
+			l.Fail(v, w, "overrides.equals", "missing: header needs equals")
+		}
+	}
+	if v := f["equals"]; v != nil {
+		o.equals, _ = l.Str(v, w, "overrides.equals")
+		if f["header"] == nil {
+			l.Fail(v, w, "overrides.header", "missing: equals compares a header")
+		}
+	}
+	if (f["key"] == nil) == (f["header"] == nil) {
+		l.Fail(on, w, "overrides", "give either key (a key value) or header and equals")
+	}
+	return o
+}
+
+// scale reads an override's scale and returns it with the scaled limit
+// (sluice.Limit.Scale: base itself for a scale of 1).
+func (l *loader) scale(v *yaml.Node, w where, base sluice.Limit) (float64, sluice.Limit) {
+	s, _ := l.Str(v, w, "overrides.scale")
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0 && f <= 1e6) {
+		l.Fail(v, w, "overrides.scale", "%q: want a number above 0 (10 for ten times the limit, 0.5 for half)", v.Value)
+		return 1, base
+	}
+	if base.Validate() != nil {
+		return f, base // the limit's own error is reported
+	}
+	scaled, err := base.Scale(f)
+	if err != nil {
+		l.Fail(v, w, "overrides.scale", "the scaled limit is invalid: %s", detail(err))
+	}
+	return f, scaled
+}
+
+// detail is a sluice.LimitError's message without its sentinel's prefix.
+func detail(err error) string {
+	var le *sluice.LimitError
+	if errors.As(err, &le) {
+		return le.Detail()
+	}
+	return err.Error()
 }

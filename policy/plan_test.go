@@ -80,11 +80,17 @@ rules:
 			r.Header.Set("X-Plan", "free")
 			return r
 		}, []want{{"by-route", 10, 1}, {"by-ip", 5, 1}}},
-		{"internal is unlimited", func() *http.Request {
+		{"internal is unlimited, through a trusted proxy", func() *http.Request {
 			r := httptest.NewRequest("GET", "/api/x", nil)
+			r.RemoteAddr = "10.1.1.1:1"
 			r.Header.Set("X-Plan", "internal")
 			return r
 		}, []want{{"by-route", 10, 1}}},
+		{"internal sent by a client grants nothing", func() *http.Request {
+			r := httptest.NewRequest("GET", "/api/x", nil)
+			r.Header.Set("X-Plan", "internal")
+			return r
+		}, []want{{"by-route", 10, 1}, {"by-ip", 10, 1}}},
 		{"two rules, weighted", func() *http.Request {
 			r := httptest.NewRequest("POST", "http://shop.example/api/orders/7", nil)
 			r.Header.Set("X-Cost", "4")

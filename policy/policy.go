@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,12 @@ type Policy struct {
 	Rules []*Rule
 	// ClientIP resolves client addresses for ip keys.
 	ClientIP *httplimit.ClientIP
+	// Warnings are what loads but is likely not what was meant (an
+	// override any client can claim), each naming the file and line;
+	// sluice check prints them.
+	Warnings []string
+
+	protected []string // see ProtectedHeaders
 }
 
 // Rule is one rule of a policy.
@@ -57,10 +64,22 @@ type Limit struct {
 	Name       string
 	Limit      sluice.Limit
 	key        []keyPart
+	onMissing  missing
+	missingKey []keyPart // the key of requests that lack a part of key
 	cost       int64
 	costHeader string
 	overrides  []override
 }
+
+// missing says what a limit does with a request that lacks a part of its
+// key (no X-User-ID header, say).
+type missing uint8
+
+const (
+	missingSkip     missing = iota // the limit does not apply (the default)
+	missingRefuse                  // the request is refused with 400
+	missingOtherKey                // it is counted under missingKey
+)
 
 // Key describes the limit's key as written ("header:X-User+ip").
 func (l *Limit) Key() string {
@@ -88,6 +107,50 @@ type override struct {
 	scale          float64
 	unlimited      bool
 	limit          sluice.Limit // the scaled limit
+	grants         bool         // unlimited or scale above 1: more than the limit
+	anyone         bool         // a header override honoured from any peer
+}
+
+// grant describes what an override grants, for warnings.
+func (o override) grant() string {
+	if o.unlimited {
+		return "no limit"
+	}
+	return fmt.Sprintf("%g times the limit", o.scale)
+}
+
+// applies reports whether override o matches r: by the key value, or by
+// a header, which grants more only when r came through a trusted proxy
+// (a client can send any header it likes).
+func (p *Policy) applies(o *override, r *http.Request, value string) bool {
+	if o.key != "" {
+		return o.key == value
+	}
+	if !o.anyone && !p.ClientIP.PeerTrusted(r) {
+		return false
+	}
+	vs := r.Header.Values(o.header)
+	return len(vs) == 1 && vs[0] == o.equals
+}
+
+// ProtectedHeaders are the request headers of overrides that grant more
+// only through trusted proxies: a gateway removes them from requests of
+// other peers, so that the upstream never sees a value the policy did not
+// honour.
+func (p *Policy) ProtectedHeaders() []string { return p.protected }
+
+func (p *Policy) protectedHeaders() []string {
+	var hs []string
+	for _, r := range p.Rules {
+		for _, l := range r.Limits {
+			for _, o := range l.overrides {
+				if o.header != "" && !o.anyone && !slices.Contains(hs, o.header) {
+					hs = append(hs, o.header)
+				}
+			}
+		}
+	}
+	return hs
 }
 
 // matcher matches requests with net/http's ServeMux patterns.
@@ -160,8 +223,9 @@ func (m *matcher) matches(r *http.Request) bool {
 // should serve that request too (sluice serve's gateway forwards it), not
 // r. An error in what the client sent (a target Normalize refuses, a cost
 // header that is not a whole number from 1 to the limit's capacity) is a
-// *decide.ClientError, and no check is planned; a key that cannot be computed for another reason is a check with
-// Err set, decided by its rule's on_error.
+// *decide.ClientError, and no check is planned; a key that cannot be
+// computed for another reason is a check with Err set, decided by its
+// rule's on_error.
 func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
 	r, err := Normalize(r)
 	if err != nil {
@@ -189,7 +253,19 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 // not apply: a key part has no value, or an override makes it unlimited.
 func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
 	c = decide.Check{Name: l.Name, Limit: l.Limit, Shadow: rule.Shadow, OnError: rule.OnError, Action: &rule.Action}
-	key, value, skip, err := p.key(r, rule, l, buf)
+	key, value, skip, err := p.key(r, rule, l, l.key, buf)
+	if skip && l.onMissing != missingSkip {
+		if l.onMissing == missingRefuse {
+			return c, false, &decide.ClientError{Limit: l.Name, Field: "key " + l.Key(), Reason: "missing, and the limit refuses requests without it"}
+		}
+		// Counted under the other key: an empty part first keeps these
+		// keys apart from those of requests that have every part.
+		buf = decide.AppendKey(buf[:0], rule.Name, l.Name, "")
+		key, value, skip, err = p.key(r, rule, l, l.missingKey, buf)
+		if skip {
+			return c, false, &decide.ClientError{Limit: l.Name, Field: "key " + l.Key(), Reason: "missing, and so is a part of the limit's on_missing key"}
+		}
+	}
 	if ce, ok := decide.AsClientError(err); ok {
 		ce.Limit = l.Name
 		return c, false, ce
@@ -202,8 +278,8 @@ func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c deci
 		return c, false, nil
 	}
 	c.Key = string(key)
-	for _, o := range l.overrides {
-		if (o.key != "" && o.key == value) || (o.header != "" && r.Header.Get(o.header) == o.equals) {
+	for i := range l.overrides {
+		if o := &l.overrides[i]; p.applies(o, r, value) {
 			if o.unlimited {
 				return c, false, nil
 			}
@@ -221,16 +297,18 @@ func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c deci
 }
 
 // key builds the store key of a request under one limit with
-// decide.AppendKey: the rule and limit names, then the value of each key
-// part, each bounded and length-prefixed, so that no two different requests
+// decide.AppendKey: the rule and limit names (unless b already starts the
+// key), then the value of each of parts, each bounded and length-prefixed, so that no two different requests
 // share a key by accident and a key is at most a few hundred bytes per part
 // whatever the request carries. value is the parts' values joined by "+",
 // for overrides by key value, when the limit has such overrides. skip is
 // true when a part has no value (a missing header: the limit does not
 // apply).
-func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, b []byte) (key []byte, value string, skip bool, err error) {
-	b = decide.AppendKey(b, rule.Name, l.Name)
-	for _, part := range l.key {
+func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, parts []keyPart, b []byte) (key []byte, value string, skip bool, err error) {
+	if len(b) == 0 {
+		b = decide.AppendKey(b, rule.Name, l.Name)
+	}
+	for _, part := range parts {
 		v, err := p.part(r, rule, part)
 		if err != nil {
 			return nil, "", false, err

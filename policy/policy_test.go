@@ -122,14 +122,15 @@ func examplePolicy(t *testing.T, srv *httptest.Server) {
 	if got := resp.Header.Get("RateLimit-Policy"); got != `"orders-global";q=5000;w=1, "orders-per-user";q=10;w=1, "orders-per-ip";q=50;w=1` {
 		t.Fatalf("RateLimit-Policy %q", got)
 	}
-	// A VIP gets ten times as much; an internal caller is not limited per
-	// user (the per-IP limit of 50 still applies to everyone from this IP,
-	// so both stay under it).
-	if ok, _ := count(t, 15, "POST", srv.URL+"/api/orders/2", "X-User-ID", "vip-user", "X-Plan", "vip"); ok != 15 {
-		t.Fatalf("vip: %d of 15 ok", ok)
+	// Headers that grant more (a VIP tier, an internal caller) are honoured
+	// only through the trusted proxies (10.0.0.0/8 here): sent straight
+	// from 127.0.0.1 they grant nothing, and the per-user limit of 10
+	// holds. TestOverridesNeedTrustedProxy shows them honoured.
+	if ok, _ := count(t, 15, "POST", srv.URL+"/api/orders/2", "X-User-ID", "vip-user", "X-Plan", "vip"); ok != 10 {
+		t.Fatalf("vip from an untrusted peer: %d of 15 ok, want 10", ok)
 	}
-	if ok, _ := count(t, 15, "POST", srv.URL+"/api/orders/3", "X-User-ID", "billing-svc", "X-Internal-Caller", "billing"); ok != 15 {
-		t.Fatalf("internal caller: %d of 15 ok", ok)
+	if ok, _ := count(t, 15, "POST", srv.URL+"/api/orders/3", "X-User-ID", "billing-svc", "X-Internal-Caller", "billing"); ok != 10 {
+		t.Fatalf("internal caller from an untrusted peer: %d of 15 ok, want 10", ok)
 	}
 	// Weighted: cost 6 twice is over 10.
 	if resp, _ := do(t, "POST", srv.URL+"/api/orders/4", "X-User-ID", "bob", "X-Cost", "6"); resp.StatusCode != 200 {
@@ -305,3 +306,114 @@ func TestReloadUnderTraffic(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestOverridesNeedTrustedProxy: an override that grants more by a header
+// is honoured for requests through a trusted proxy, not for the same
+// header sent by a client; one that grants less applies to anyone; from:
+// anyone opts out (and warns).
+func TestOverridesNeedTrustedProxy(t *testing.T) {
+	src := func(trusted string) string {
+		return trusted + `
+rules:
+  - name: api
+    limits:
+      - name: per-user
+        key: header:X-User
+        algorithm: fixed_window
+        rate: 2/h
+        overrides:
+          - {header: X-Plan, equals: vip, scale: 5}
+          - {header: X-Plan, equals: free, scale: 0.5}
+          - {header: X-Partner, equals: acme, scale: 2, from: anyone}
+`
+	}
+	for _, tc := range []struct {
+		trusted string
+		vip     int // admitted of 12 with X-Plan: vip
+	}{
+		{"trusted_proxies: [127.0.0.0/8]", 10},
+		{"trusted_proxies: [10.0.0.0/8]", 2},
+		{"", 2},
+	} {
+		p, err := policy.Parse("trust.yaml", []byte(src(tc.trusted)), policy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.ProtectedHeaders(); len(got) != 1 || got[0] != "X-Plan" {
+			t.Fatalf("protected headers %q, want [X-Plan]", got)
+		}
+		if len(p.Warnings) == 0 || !strings.Contains(strings.Join(p.Warnings, "\n"), "anyone who sends X-Partner: acme gets 2 times the limit") {
+			t.Fatalf("%q: warnings %q", tc.trusted, p.Warnings)
+		}
+		if tc.trusted == "" && !strings.Contains(strings.Join(p.Warnings, "\n"), "X-Plan: vip can never apply") {
+			t.Fatalf("no warning that the override can never apply: %q", p.Warnings)
+		}
+		mem, _ := memstore.New(memstore.Config{})
+		defer mem.Close()
+		srv := serveOn(t, mem, p)
+		if ok, _ := count(t, 12, "GET", srv.URL+"/", "X-User", "v", "X-Plan", "vip"); ok != tc.vip {
+			t.Errorf("%q: vip admitted %d of 12, want %d", tc.trusted, ok, tc.vip)
+		}
+		if ok, _ := count(t, 3, "GET", srv.URL+"/", "X-User", "f", "X-Plan", "free"); ok != 1 {
+			t.Errorf("%q: free admitted %d of 3, want 1 (half of 2, from anyone)", tc.trusted, ok)
+		}
+		if ok, _ := count(t, 6, "GET", srv.URL+"/", "X-User", "p", "X-Partner", "acme"); ok != 4 {
+			t.Errorf("%q: partner admitted %d of 6, want 4 (from: anyone)", tc.trusted, ok)
+		}
+	}
+}
+
+// TestOnMissing: what a limit does with a request that lacks a part of its
+// key: skip it (the default), refuse it (400, nothing charged), or count it
+// under another key.
+func TestOnMissing(t *testing.T) {
+	p, err := policy.Parse("missing.yaml", []byte(`
+rules:
+  - name: skip
+    match: {path: /skip}
+    limits: [{name: s, key: header:X-User, algorithm: fixed_window, rate: 2/h}]
+  - name: refuse
+    match: {path: /refuse}
+    limits: [{name: r, key: header:X-User, algorithm: fixed_window, rate: 2/h, on_missing: refuse}]
+  - name: shared
+    match: {path: /shared}
+    limits: [{name: g, key: header:X-User, algorithm: fixed_window, rate: 2/h, on_missing: global}]
+  - name: other
+    match: {path: /other}
+    limits: [{name: o, key: [header:X-User, header:X-Team], algorithm: fixed_window, rate: 2/h, on_missing: [header:X-Team]}]
+`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, _ := memstore.New(memstore.Config{})
+	defer mem.Close()
+	srv := serveOn(t, mem, p)
+	for _, tc := range []struct {
+		path    string
+		headers []string
+		ok      int // of 4
+		status  int // of the refusals
+	}{
+		{"/skip", nil, 4, 0},
+		{"/skip", []string{"X-User", "u"}, 2, 429},
+		{"/refuse", nil, 0, 400},
+		{"/refuse", []string{"X-User", "u"}, 2, 429},
+		{"/shared", nil, 2, 429}, // every anonymous request shares one counter
+		{"/shared", []string{"X-User", "anon"}, 2, 429},
+		{"/other", []string{"X-Team", "t"}, 2, 429},
+		{"/other", nil, 0, 400}, // the on_missing key lacks a part too
+	} {
+		ok, status := 0, 0
+		for range 4 {
+			resp, _ := do(t, "GET", srv.URL+tc.path, tc.headers...)
+			if resp.StatusCode == 200 {
+				ok++
+			} else {
+				status = resp.StatusCode
+			}
+		}
+		if ok != tc.ok || status != tc.status {
+			t.Errorf("%s %q: %d of 4 admitted, refusals %d; want %d and %d", tc.path, tc.headers, ok, status, tc.ok, tc.status)
+		}
+	}
+}

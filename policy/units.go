@@ -8,25 +8,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/yamlload"
 )
 
 // ParseDuration reads a duration as people write it in configuration: Go's
 // syntax ("1m30s", "250ms") plus days ("1d", "7d").
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 0 || n > 366 {
-			return 0, fmt.Errorf("%q is not a duration (days are written as a whole number from 0 to 366, like 7d)", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration (write 500ms, 10s, 1m, 1h or 1d)", s)
-	}
-	return d, nil
-}
+func ParseDuration(s string) (time.Duration, error) { return yamlload.ParseDuration(s) }
 
 // ParseRate reads a rate: "100/s", "10/m", "5/h", "1000/d", or a count per
 // any duration, "3/250ms", "100/10s".

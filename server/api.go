@@ -563,10 +563,19 @@ func (lc *limitCache) parse(field string, raw []byte) (sluice.Limit, error) {
 	return lim, nil
 }
 
-// limitError drops policy's "invalid" prefix from an error of ParseLimit:
-// the API's answer already says the request was bad.
+// limitError lists the errors of ParseLimit, one per line, without
+// policy's "invalid" prefix: the API's answer already says the request was
+// bad.
 func limitError(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+	list := policy.Errors(err)
+	if len(list) == 0 {
+		return err
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
 }
 
 // validToken reports whether s is an HTTP token (a method or header name).

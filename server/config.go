@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -187,27 +188,32 @@ func LoadConfig(path string, base Config) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return base, fmt.Errorf("config: %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+			return base, fileError(path, yamlload.Syntax(err))
 		}
-		// "line 3: field gatway not found in type server.Config" becomes
-		// "sluice.yaml:3: unknown field gatway".
 		var errs []error
 		for _, e := range te.Errors {
-			line, msg, ok := strings.Cut(strings.TrimPrefix(e, "line "), ": ")
-			if !ok {
-				errs = append(errs, fmt.Errorf("config: %s: %s", path, e))
-				continue
-			}
-			if f, ok := strings.CutPrefix(msg, "field "); ok {
+			se := yamlload.Syntax(errors.New(e))
+			// yaml's "field gatway not found in type server.Config" is
+			// "unknown field gatway" in the file's terms.
+			if f, ok := strings.CutPrefix(se.Msg, "field "); ok {
 				if name, _, ok := strings.Cut(f, " not found in type"); ok {
-					msg = "unknown field " + name
+					se.Msg = "unknown field " + name
 				}
 			}
-			errs = append(errs, fmt.Errorf("config: %s:%s: %s", path, line, msg))
+			errs = append(errs, fileError(path, se))
 		}
 		return base, errors.Join(errs...)
 	}
 	return cfg, nil
+}
+
+// fileError is an error of the configuration file at path:
+// "config: sluice.yaml:3: unknown field gatway".
+func fileError(path string, se *yamlload.SyntaxError) error {
+	if se.Line == 0 {
+		return fmt.Errorf("config: %s: %s", path, se.Msg)
+	}
+	return fmt.Errorf("config: %s:%d: %s", path, se.Line, se.Msg)
 }
 
 // Env lists the environment variables ApplyEnv reads, each with the

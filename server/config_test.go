@@ -33,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		"gatway: ':1'\n":                   "bad.yaml:1: unknown field gatway",
-		"shutdown_timeout: soon\n":         "line 1:",
+		"shutdown_timeout: soon\n":         `bad.yaml:1: "soon" is not a duration`,
 		"store:\n  redis:\n    db: many\n": "bad.yaml:3: cannot unmarshal",
 	} {
 		p := write("bad.yaml", body)

@@ -152,7 +152,10 @@ func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, 
 }
 
 // outcomes are the outcomes the status page counts, in its order.
-var outcomes = []string{"admitted", "delayed", "refused", "shadow_refused", "failed"}
+// Every decide.Outcome is here: one that is not would vanish from the page.
+var outcomes = [nOutcomes]string{"admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid"}
+
+const nOutcomes = 7
 
 // stats keeps what the status page shows: totals per (source, limit,
 // outcome) and the keys refused most often. Both are bounded: at most
@@ -160,7 +163,7 @@ var outcomes = []string{"admitted", "delayed", "refused", "shadow_refused", "fai
 // shown masked (decide.MaskKey) unless the server shows keys.
 type stats struct {
 	mu     sync.RWMutex // guards limits; counters are atomic
-	limits map[statsKey]*[5]atomic.Int64
+	limits map[statsKey]*[nOutcomes]atomic.Int64
 	heavyM sync.Mutex // guards heavy, taken on refusals only
 	heavy  heavyKeys
 	start  time.Time
@@ -178,7 +181,7 @@ func newStats(showKeys bool) *stats {
 	if showKeys {
 		show = func(key string) string { return printable(decide.ShowKey(key)) }
 	}
-	return &stats{limits: map[statsKey]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now(), show: show}
+	return &stats{limits: map[statsKey]*[nOutcomes]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now(), show: show}
 }
 
 // add counts one decision. Every decision passes here, so the common case
@@ -198,7 +201,7 @@ func (s *stats) add(source, limit, outcome, key string) {
 	if c == nil {
 		s.mu.Lock()
 		if c = s.limits[id]; c == nil && len(s.limits) < maxTracked {
-			c = new([5]atomic.Int64)
+			c = new([nOutcomes]atomic.Int64)
 			s.limits[id] = c
 		}
 		s.mu.Unlock()

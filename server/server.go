@@ -111,7 +111,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.metrics.watchFailover(b.failover)
 	}
 	if cfg.Policy != "" {
-		h, err := policy.NewHolder(cfg.Policy, policy.Options{}, s.log)
+		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
 		s.metrics.reloaded("policy", err)
 		if err != nil {
 			b.close()
@@ -119,7 +119,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.holder = h
 	} else {
-		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{})
+		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)})
 		if err != nil {
 			return nil, fmt.Errorf("the embedded sample policy: %w", err) // a build defect
 		}
@@ -314,7 +314,22 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.normalizing(mw(upstream)), nil
+	return s.normalizing(mw(s.stripProtected(upstream))), nil
+}
+
+// stripProtected removes from requests that did not come through a trusted
+// proxy the headers the policy honours only from such proxies (overrides
+// that grant more): the upstream never sees a value sluice did not honour.
+func (s *Server) stripProtected(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := s.currentPolicy()
+		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
+			for _, h := range hs {
+				r.Header.Del(h)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to

@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -283,9 +284,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kind := fs.String("kind", "auto", "what the files are: auto, policy, rls or server")
+	maxDelay := fs.Duration("max-delay", time.Second, "the shaping delay sluice serve --max-delay allows: a policy's leaky_bucket queue must be served within it")
 	quiet := fs.Bool("q", false, "print only errors")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [-q] FILE...
+		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [--max-delay D] [-q] FILE...
 
 Validates each file and prints what it found, or every error with its file,
 line and field. A file is a policy if it has rules:, an Envoy RLS config if it
@@ -311,7 +313,7 @@ Flags:
 	}
 	code := exitOK
 	for _, path := range expand(fs.Args()) {
-		msg, err := checkFile(path, *kind)
+		msg, err := checkFile(path, *kind, *maxDelay)
 		if err != nil {
 			fmt.Fprintf(stdout, "INVALID %s\n%s\n", path, indent(err.Error()))
 			code = exitInvalid
@@ -342,7 +344,7 @@ func expand(args []string) []string {
 	return out
 }
 
-func checkFile(path, kind string) (string, error) {
+func checkFile(path, kind string, maxDelay time.Duration) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -352,15 +354,19 @@ func checkFile(path, kind string) (string, error) {
 	}
 	switch kind {
 	case "policy":
-		p, err := policy.Parse(path, data, policy.Options{})
-		if err != nil { // drop "policy: invalid:": INVALID says it
-			return "", errors.New(strings.TrimPrefix(strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+":"), "\n"))
+		p, err := policy.Parse(path, data, policy.Options{MaxDelay: maxDelay})
+		if err != nil { // each error on a line; INVALID says the file is invalid
+			return "", each(err, policy.Errors(err))
 		}
 		n := 0
 		for _, r := range p.Rules {
 			n += len(r.Limits)
 		}
-		return fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n), nil
+		msg := fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n)
+		for _, w := range p.Warnings {
+			msg += "\n  warning: " + w
+		}
+		return msg, nil
 	case "rls":
 		return checkRLS(path, data)
 	default:
@@ -373,6 +379,20 @@ func checkFile(path, kind string) (string, error) {
 		}
 		return "server config", nil
 	}
+}
+
+// each returns the errors of list joined, one per line, without the
+// wrapping error's prefix ("policy: invalid:"); err itself when list is
+// empty (an error that is not about the file's content).
+func each[E error](err error, list []E) error {
+	if len(list) == 0 {
+		return err
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
 }
 
 // sniff tells a policy (rules:) from an RLS config (domain:) from a

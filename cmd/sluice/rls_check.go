@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -11,9 +10,8 @@ import (
 // checkRLS validates one Envoy rate limit service config file.
 func checkRLS(path string, data []byte) (string, error) {
 	cfg, err := rls.ParseConfig(path, data)
-	if err != nil { // drop the "invalid" prefix: INVALID says it
-		msg := strings.TrimPrefix(err.Error(), rls.ErrInvalidConfig.Error()+":")
-		return "", errors.New(strings.TrimPrefix(strings.TrimSpace(msg), "\n"))
+	if err != nil { // each error on a line; INVALID says the file is invalid
+		return "", each(err, rls.ConfigErrors(err))
 	}
 	return fmt.Sprintf("Envoy RLS config, domain %s", strings.Join(cfg.Domains(), ", ")), nil
 }

@@ -468,6 +468,10 @@ func TestCheckCommand(t *testing.T) {
 	writeFile(t, bad, "rules:\n  - name: a\n    limits:\n      - {name: g, key: global, algorithm: gcra, rate: 5/s, brust: 2}\n")
 	server := filepath.Join(dir, "server.yaml")
 	writeFile(t, server, "gateway: ':8080'\nstore:\n  type: redis\n  redis:\n    addrs: [127.0.0.1:6379]\n")
+	warned := filepath.Join(dir, "warned.yaml")
+	writeFile(t, warned, "rules:\n  - name: a\n    limits:\n      - name: g\n        key: global\n        algorithm: gcra\n        rate: 5/s\n        overrides: [{header: X-Internal-Caller, equals: billing, unlimited: true}]\n")
+	shaped := filepath.Join(dir, "shaped.yaml")
+	writeFile(t, shaped, "rules:\n  - name: a\n    limits:\n      - {name: s, key: ip, algorithm: leaky_bucket, rate: 10/s, queue: 15}\n")
 	badServer := filepath.Join(dir, "server-bad.yaml")
 	writeFile(t, badServer, "gateway: ':8080'\nstore:\n  type: rediss\n")
 	cases := []struct {
@@ -478,6 +482,9 @@ func TestCheckCommand(t *testing.T) {
 		{[]string{"check", good}, 0, "ok      " + good + ": policy, 1 rules, 1 limits"},
 		{[]string{"check", bad}, 1, bad + `:4: rule "a": limit "g": unknown field "brust"`},
 		{[]string{"check", good, bad}, 1, "INVALID " + bad},
+		{[]string{"check", shaped}, 1, "the last queued request would wait 1500ms (queue 15 at 10/s)"},
+		{[]string{"check", "--max-delay", "2s", shaped}, 0, "ok      " + shaped},
+		{[]string{"check", warned}, 0, "warning: " + warned + `:8: rule "a": limit "g": overrides: X-Internal-Caller: billing can never apply`},
 		{[]string{"check", server}, 0, "server config"},
 		{[]string{"check", badServer}, 1, `store.type: "rediss": want memory or redis`},
 		{[]string{"check", "--kind", "policy", server}, 1, "INVALID"},
@@ -520,4 +527,49 @@ func execSluice(args ...string) *exec.Cmd {
 	c := exec.Command(binary, args...)
 	c.Env = cleanEnv()
 	return c
+}
+
+// TestGatewayProtectedHeaders: a header an override honours only through
+// trusted proxies grants nothing when a client sends it, and the gateway
+// removes it before the upstream sees it; through a trusted proxy it is
+// honoured and passed on.
+func TestGatewayProtectedHeaders(t *testing.T) {
+	var seen sync.Map // X-Internal-Caller values the upstream received
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Header.Get("X-Internal-Caller"), true)
+	}))
+	defer up.Close()
+	for _, tc := range []struct {
+		trusted  string
+		admitted int // of 6
+		upstream string
+	}{
+		{"trusted_proxies: [10.0.0.0/8]", 2, ""},
+		{"trusted_proxies: [127.0.0.0/8]", 6, "billing"},
+	} {
+		seen.Clear()
+		policy := filepath.Join(t.TempDir(), "policy.yaml")
+		writeFile(t, policy, tc.trusted+`
+rules:
+  - name: all
+    limits:
+      - name: per-user
+        key: header:X-User
+        algorithm: fixed_window
+        rate: 2/h
+        overrides: [{header: X-Internal-Caller, equals: billing, unlimited: true}]
+`)
+		p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+		ok := 0
+		for range 6 {
+			if r := get(t, p.url("gateway", "/"), "X-User", "mallory", "X-Internal-Caller", "billing"); r.status == 200 {
+				ok++
+			}
+		}
+		_, got := seen.Load(tc.upstream)
+		_, other := seen.Load("billing")
+		if ok != tc.admitted || !got || (tc.upstream == "" && other) {
+			t.Errorf("%s: %d of 6 admitted (want %d); upstream saw %q: %v, billing: %v", tc.trusted, ok, tc.admitted, tc.upstream, got, other)
+		}
+	}
 }

@@ -86,7 +86,7 @@ Flags:
 	if *policyFile != "" {
 		p, err := policy.Load(*policyFile, policy.Options{})
 		if err != nil {
-			return fail("--policy: %v", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+			return fail("--policy: %v", each(err, policy.Errors(err)))
 		}
 		for _, rule := range p.Rules {
 			var all []sluice.Limit
@@ -108,7 +108,7 @@ Flags:
 	for i, spec := range specs {
 		lim, err := policy.ParseLimit(fmt.Sprintf("--limit %d", i+1), []byte(spec))
 		if err != nil {
-			return fail("%v", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+			return fail("%v", each(err, policy.Errors(err)))
 		}
 		if lim.Algorithm == sluice.AlgorithmConcurrency {
 			return fail("--limit %d: concurrency limits requests in flight, not a rate of arrivals; it cannot be drawn here", i+1)
@@ -138,7 +138,7 @@ Flags:
 			sluice.WarmUp(r, w),
 		} {
 			if err := lim.Validate(); err != nil {
-				return fail("%s (check --rate, --burst and --warmup)", strings.TrimPrefix(err.Error(), "sluice: "))
+				return fail("%s (check --rate, --burst and --warmup)", limitDetail(err))
 			}
 			subjects = append(subjects, simSubject{lim.String(), []sluice.Limit{lim}})
 		}
@@ -356,4 +356,14 @@ func simRow(counts []int) string {
 		}
 	}
 	return b.String()
+}
+
+// limitDetail is a *sluice.LimitError's message without the sentinel's
+// prefix ("token_bucket: burst must be at least 1 (got 0)").
+func limitDetail(err error) string {
+	var le *sluice.LimitError
+	if errors.As(err, &le) {
+		return le.Detail()
+	}
+	return err.Error()
 }

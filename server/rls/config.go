@@ -1,7 +1,6 @@
 package rls
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -142,26 +142,104 @@ type rule struct {
 
 // ParseConfig compiles one configuration file in envoyproxy/ratelimit's
 // format (one domain per file); file names it in errors. Every error is
-// reported (joined), each naming the file, line, domain, descriptor path and
-// field. The error wraps ErrInvalidConfig.
+// reported: the error wraps ErrInvalidConfig and joins one *ConfigError per
+// problem (ConfigErrors lists them), each naming the file, line, domain,
+// descriptor path and field.
 func ParseConfig(file string, data []byte) (*Config, error) {
-	d, err := parseDomain(file, data)
-	if err != nil {
-		return nil, err
+	d, errs := parseDomain(file, data)
+	if len(errs) > 0 {
+		return nil, invalid(errs)
 	}
 	return &Config{domains: map[string]*domain{d.name: d}}, nil
 }
+
+// invalid wraps errs in ErrInvalidConfig, one per line.
+func invalid(errs []error) error {
+	return fmt.Errorf("%w:\n%w", ErrInvalidConfig, errors.Join(errs...))
+}
+
+// ConfigError is one error of a configuration file: where it is and what
+// is wrong. ParseConfig and LoadConfig return every one found, joined;
+// ConfigErrors lists them.
+type ConfigError struct {
+	File       string
+	Line       int    // 0 when the error is about no line in particular
+	Domain     string // "" before the file's domain is known
+	Descriptor string // the descriptor's path, "remote_address/path=/api"; "" outside one
+	Field      string // as the file writes it, dotted ("rate_limit.unit"); "" when Msg names it
+	Msg        string // what is wrong
+}
+
+// Error formats e as `file:line: domain "d": descriptor PATH: field: msg`,
+// leaving out the parts e does not have.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Domain != "" {
+		fmt.Fprintf(&b, "domain %q: ", e.Domain)
+	}
+	if e.Descriptor != "" {
+		b.WriteString("descriptor " + e.Descriptor + ": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// ConfigErrors returns the *ConfigError values err carries (none when err
+// is not a configuration error, for example when a file could not be
+// read), in the order found.
+func ConfigErrors(err error) []*ConfigError { return yamlload.Collect[*ConfigError](err) }
 
 // LoadConfig reads configuration files and compiles them into one Config.
 // Each path is a file, or a directory whose *.yaml and *.yml files are all
 // read (not its subdirectories, nor files whose names start with a dot),
 // as envoyproxy/ratelimit reads its runtime directory. Each file holds one
 // domain; two files with the same domain are an error, as is a directory
-// without configuration files. Errors of every file are reported together.
+// without configuration files. Errors of every file are reported together,
+// as ParseConfig reports them.
 func LoadConfig(paths ...string) (*Config, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no configuration files given", ErrInvalidConfig)
 	}
+	files, err := configFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &Config{domains: map[string]*domain{}}
+	var errs []error
+	for _, f := range files {
+		data, err := readFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d, derrs := parseDomain(f, data)
+		if len(derrs) > 0 {
+			errs = append(errs, derrs...)
+			continue
+		}
+		if other := cfg.domains[d.name]; other != nil {
+			errs = append(errs, &ConfigError{File: f, Msg: fmt.Sprintf("domain %q is already defined in %s", d.name, other.file)})
+			continue
+		}
+		cfg.domains[d.name] = d
+	}
+	if len(errs) > 0 {
+		return nil, invalid(errs)
+	}
+	return cfg, nil
+}
+
+// configFiles lists the files paths name: each file, and the configuration
+// files of each directory.
+func configFiles(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -189,29 +267,7 @@ func LoadConfig(paths ...string) (*Config, error) {
 			return nil, fmt.Errorf("%w: %s: the directory has no .yaml or .yml files", ErrInvalidConfig, p)
 		}
 	}
-	cfg := &Config{domains: map[string]*domain{}}
-	var errs []error
-	for _, f := range files {
-		data, err := readFile(f)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		d, err := parseDomain(f, data)
-		if err != nil {
-			errs = append(errs, unwrapInvalid(err))
-			continue
-		}
-		if other := cfg.domains[d.name]; other != nil {
-			errs = append(errs, fmt.Errorf("%s: domain %q is already defined in %s", f, d.name, other.file))
-			continue
-		}
-		cfg.domains[d.name] = d
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w:\n%w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return cfg, nil
+	return files, nil
 }
 
 func readFile(path string) ([]byte, error) {
@@ -225,52 +281,42 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileSize)
+		return nil, &ConfigError{File: path, Msg: fmt.Sprintf("larger than %d bytes", maxFileSize)}
 	}
 	return data, nil
 }
 
-// unwrapInvalid strips the ErrInvalidConfig prefix of a file's error so
-// LoadConfig can join several under one.
-func unwrapInvalid(err error) error {
-	msg := strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+":\n")
-	msg = strings.TrimPrefix(msg, ErrInvalidConfig.Error()+": ")
-	return errors.New(msg)
-}
-
-func parseDomain(file string, data []byte) (*domain, error) {
+// parseDomain compiles one file; errs are its *ConfigError values.
+func parseDomain(file string, data []byte) (d *domain, errs []error) {
 	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("%w: %s: %d bytes, larger than %d", ErrInvalidConfig, file, len(data), maxFileSize)
+		return nil, []error{&ConfigError{File: file, Msg: fmt.Sprintf("%d bytes, larger than %d", len(data), maxFileSize)}}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			return nil, fmt.Errorf("%w: %s: the file is empty; it needs a domain", ErrInvalidConfig, file)
-		}
-		return nil, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, file, strings.TrimPrefix(err.Error(), "yaml: "))
+	l := newLoader(file)
+	doc, more, err := yamlload.Decode(data)
+	switch se, _ := err.(*yamlload.SyntaxError); {
+	case se != nil:
+		l.FailAt(se.Line, where{}, "", "%s", se.Msg)
+	case more > 0:
+		l.FailAt(more, where{}, "", "a second YAML document; write one domain per file")
+	default:
+		d = l.domain(doc)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		line := extra.Line
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, file, strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-		return nil, fmt.Errorf("%w: %s:%d: a second YAML document; write one domain per file", ErrInvalidConfig, file, line)
-	}
-	l := &loader{file: file}
-	d := l.domain(&doc)
-	if len(l.errs) > 0 {
-		return nil, fmt.Errorf("%w:\n%w", ErrInvalidConfig, errors.Join(l.errs...))
-	}
-	return d, nil
+	return d, l.Errs
 }
 
 // loader walks the YAML tree, collecting errors.
 type loader struct {
+	yamlload.Loader[where]
 	file  string
-	errs  []error
 	nodes int
+}
+
+func newLoader(file string) *loader {
+	l := &loader{file: file}
+	l.New = func(line int, w where, field, msg string) error {
+		return &ConfigError{File: file, Line: line, Domain: w.domain, Descriptor: w.path, Field: field, Msg: msg}
+	}
+	return l
 }
 
 // maxNodes bounds the descriptors of one file, so a hostile or generated
@@ -282,150 +328,19 @@ type where struct {
 	domain, path string
 }
 
-func (w where) String() string {
-	var b strings.Builder
-	if w.domain != "" {
-		fmt.Fprintf(&b, "domain %q: ", w.domain)
-	}
-	if w.path != "" {
-		fmt.Fprintf(&b, "descriptor %s: ", w.path)
-	}
-	return b.String()
-}
-
-func (l *loader) fail(n *yaml.Node, w where, field, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if field != "" {
-		msg = field + ": " + msg
-	}
-	l.errs = append(l.errs, fmt.Errorf("%s:%d: %s%s", l.file, n.Line, w, msg))
-}
-
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-// fields reads a mapping, reporting unknown and repeated keys.
-func (l *loader) fields(n *yaml.Node, w where, field string, allowed ...string) map[string]*yaml.Node {
-	n = resolve(n)
-	out := map[string]*yaml.Node{}
-	if n == nil || n.Kind != yaml.MappingNode {
-		l.fail(n, w, field, "want a mapping of %s", strings.Join(allowed, ", "))
-		return out
-	}
-	prefix := ""
-	if field != "" {
-		prefix = field + "."
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolve(n.Content[i+1])
-		switch {
-		case k.Kind != yaml.ScalarNode || !slices.Contains(allowed, k.Value):
-			l.fail(k, w, "", "unknown field %q (known: %s)", prefix+k.Value, strings.Join(allowed, ", "))
-		case out[k.Value] != nil:
-			l.fail(k, w, "", "field %s%s appears twice", prefix, k.Value)
-		default:
-			out[k.Value] = v
-		}
-	}
-	return out
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-func (l *loader) str(n *yaml.Node, w where, field string) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		l.fail(n, w, field, "want a string")
-		return "", false
-	}
-	if isNull(n) {
-		return "", true
-	}
-	return n.Value, true
-}
-
-// boolean reads true or false; like the YAML 1.1 reader envoyproxy/ratelimit
-// uses, it also takes yes/no and on/off.
-func (l *loader) boolean(n *yaml.Node, w where, field string) bool {
-	if n.Kind == yaml.ScalarNode {
-		switch strings.ToLower(n.Value) {
-		case "true", "yes", "on":
-			return true
-		case "false", "no", "off":
-			return false
-		}
-	}
-	l.fail(n, w, field, "want true or false (got %s)", show(n))
-	return false
-}
-
-// uint reads a whole number from 0 to max.
-func (l *loader) uint(n *yaml.Node, w where, field string, max int64) (int64, bool) {
-	if n.Kind != yaml.ScalarNode {
-		l.fail(n, w, field, "want a whole number")
-		return 0, false
-	}
-	v, err := strconv.ParseInt(n.Value, 10, 64)
-	switch {
-	case err != nil && strings.HasPrefix(n.Value, "-") && isDigits(n.Value[1:]):
-		l.fail(n, w, field, "must not be negative (got %s)", n.Value)
-	case err != nil && isDigits(n.Value):
-		l.fail(n, w, field, "must be at most %d (got %s)", max, n.Value)
-	case err != nil:
-		l.fail(n, w, field, "%q is not a whole number", n.Value)
-	case v < 0:
-		l.fail(n, w, field, "must not be negative (got %d)", v)
-	case v > max:
-		l.fail(n, w, field, "must be at most %d (got %d)", max, v)
-	default:
-		return v, true
-	}
-	return 0, false
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// show quotes a node's value for an error message, or names its kind.
-func show(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		return strconv.Quote(n.Value)
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return "nothing"
-}
-
 func (l *loader) domain(doc *yaml.Node) *domain {
 	d := &domain{file: l.file}
-	if doc.Kind == 0 || len(doc.Content) == 0 || isNull(resolve(doc.Content[0])) {
-		l.errs = append(l.errs, fmt.Errorf("%s: the file is empty; it needs a domain", l.file))
+	if doc == nil || len(doc.Content) == 0 || yamlload.IsNull(yamlload.Resolve(doc.Content[0])) {
+		l.FailAt(0, where{}, "", "the file is empty; it needs a domain")
 		return d
 	}
-	top := resolve(doc.Content[0])
-	f := l.fields(top, where{}, "", "domain", "descriptors")
+	top := yamlload.Resolve(doc.Content[0])
+	f := l.Fields(top, where{}, "", "domain", "descriptors")
 	if n := f["domain"]; n == nil {
-		l.fail(top, where{}, "domain", "missing: every file names the domain its descriptors belong to")
-	} else if s, ok := l.str(n, where{}, "domain"); ok {
+		l.Fail(top, where{}, "domain", "missing: every file names the domain its descriptors belong to")
+	} else if s, ok := l.Str(n, where{}, "domain"); ok {
 		if s == "" {
-			l.fail(n, where{}, "domain", "must not be empty")
+			l.Fail(n, where{}, "domain", "must not be empty")
 		}
 		d.name = s
 	}
@@ -444,8 +359,7 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 	for _, r := range d.rules {
 		for i, name := range r.replaces {
 			if !names[name] {
-				l.errs = append(l.errs, fmt.Errorf("%s:%d: %srate_limit.replaces.name: no rate_limit of this domain is named %q",
-					l.file, r.lines[i], where{domain: d.name, path: r.path}, name))
+				l.FailAt(r.lines[i], where{domain: d.name, path: r.path}, "rate_limit.replaces.name", "no rate_limit of this domain is named %q", name)
 			}
 		}
 	}
@@ -455,23 +369,23 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 // level reads a descriptors list.
 func (l *loader) level(n *yaml.Node, w where, parent string, d *domain, depth int) level {
 	lv := level{exact: map[pair]*node{}, keyOnly: map[string]*node{}}
-	if isNull(n) {
+	if yamlload.IsNull(n) {
 		return lv
 	}
 	if depth > MaxEntries {
-		l.fail(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries)", MaxEntries, MaxEntries)
+		l.Fail(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries)", MaxEntries, MaxEntries)
 		return lv
 	}
 	if n.Kind != yaml.SequenceNode {
-		l.fail(n, w, "descriptors", "want a list of descriptors (got %s)", show(n))
+		l.Fail(n, w, "descriptors", "want a list of descriptors (got %s)", yamlload.Show(n))
 		return lv
 	}
 	lines := map[pair]int{}
 	for _, c := range n.Content {
-		c = resolve(c)
+		c = yamlload.Resolve(c)
 		if l.nodes++; l.nodes > maxNodes {
 			if l.nodes == maxNodes+1 { // report it once
-				l.fail(c, w, "descriptors", "more than %d descriptors in one file", maxNodes)
+				l.Fail(c, w, "descriptors", "more than %d descriptors in one file", maxNodes)
 			}
 			return lv
 		}
@@ -481,7 +395,7 @@ func (l *loader) level(n *yaml.Node, w where, parent string, d *domain, depth in
 		}
 		p := pair{nd.key, nd.value}
 		if first, dup := lines[p]; dup {
-			l.fail(c, where{domain: w.domain, path: join(parent, nd.key, nd.value)}, "",
+			l.Fail(c, where{domain: w.domain, path: join(parent, nd.key, nd.value)}, "",
 				"appears twice in the same list (first at line %d)", first)
 			continue
 		}
@@ -516,7 +430,7 @@ func join(parent, key, value string) string {
 func peekScalar(n *yaml.Node, field string) string {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if v := resolve(n.Content[i+1]); n.Content[i].Value == field && v.Kind == yaml.ScalarNode && !isNull(v) {
+			if v := yamlload.Resolve(n.Content[i+1]); n.Content[i].Value == field && v.Kind == yaml.ScalarNode && !yamlload.IsNull(v) {
 				return v.Value
 			}
 		}
@@ -530,18 +444,18 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 	if key == "" {
 		here.path = join(parent, "?", value)
 	}
-	f := l.fields(n, here, "", "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
+	f := l.Fields(n, here, "", "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
 	if len(f) == 0 && n.Kind != yaml.MappingNode {
 		return nil, 0
 	}
 	nd := &node{}
 	ok := true
 	if k := f["key"]; k == nil {
-		l.fail(n, here, "key", "missing: every descriptor has a key")
+		l.Fail(n, here, "key", "missing: every descriptor has a key")
 		ok = false
-	} else if s, sok := l.str(k, here, "key"); sok {
+	} else if s, sok := l.Str(k, here, "key"); sok {
 		if s == "" {
-			l.fail(k, here, "key", "must not be empty")
+			l.Fail(k, here, "key", "must not be empty")
 			ok = false
 		}
 		nd.key = s
@@ -549,29 +463,29 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 		ok = false
 	}
 	if v := f["value"]; v != nil {
-		if s, sok := l.str(v, here, "value"); sok {
+		if s, sok := l.Str(v, here, "value"); sok {
 			nd.value = s
 		}
 	}
 	path := here.path
 	var shadow, detailed bool
 	if v := f["shadow_mode"]; v != nil {
-		shadow = l.boolean(v, here, "shadow_mode")
+		shadow = l.Bool(v, here, "shadow_mode")
 		if f["rate_limit"] == nil {
-			l.fail(v, here, "shadow_mode", "applies only to a descriptor with a rate_limit")
+			l.Fail(v, here, "shadow_mode", "applies only to a descriptor with a rate_limit")
 		}
 	}
 	if v := f["detailed_metric"]; v != nil {
-		detailed = l.boolean(v, here, "detailed_metric")
+		detailed = l.Bool(v, here, "detailed_metric")
 		if f["rate_limit"] == nil {
-			l.fail(v, here, "detailed_metric", "applies only to a descriptor with a rate_limit")
+			l.Fail(v, here, "detailed_metric", "applies only to a descriptor with a rate_limit")
 		}
 	}
 	if v := f["rate_limit"]; v != nil {
 		if r := l.rateLimit(v, here); r != nil {
 			r.path, r.shadow, r.detailed = path, shadow, detailed
 			if r.unlimited && shadow {
-				l.fail(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
+				l.Fail(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
 			}
 			nd.rule = r
 			d.rules = append(d.rules, r)
@@ -588,16 +502,16 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 }
 
 func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
-	f := l.fields(n, w, "rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces", "unit_multiplier", "sluice")
+	f := l.Fields(n, w, "rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces", "unit_multiplier", "sluice")
 	if len(f) == 0 && n.Kind != yaml.MappingNode {
 		return nil
 	}
-	before := len(l.errs)
+	before := len(l.Errs)
 	r := &rule{mult: 1}
 	if v := f["name"]; v != nil {
-		if s, ok := l.str(v, w, "rate_limit.name"); ok {
+		if s, ok := l.Str(v, w, "rate_limit.name"); ok {
 			if s == "" {
-				l.fail(v, w, "rate_limit.name", "must not be empty (leave the field out instead)")
+				l.Fail(v, w, "rate_limit.name", "must not be empty (leave the field out instead)")
 			}
 			r.name = s
 		}
@@ -606,44 +520,18 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 		r.replaces, r.lines = l.replaces(v, w, r.name)
 	}
 	if v := f["unlimited"]; v != nil {
-		r.unlimited = l.boolean(v, w, "rate_limit.unlimited")
+		r.unlimited = l.Bool(v, w, "rate_limit.unlimited")
 	}
 	if r.unlimited {
 		for _, field := range []string{"unit", "requests_per_unit", "unit_multiplier", "sluice"} {
 			if v := f[field]; v != nil {
-				l.fail(v, w, "rate_limit."+field, "an unlimited rate_limit takes no %s", field)
+				l.Fail(v, w, "rate_limit."+field, "an unlimited rate_limit takes no %s", field)
 			}
 		}
 		return r
 	}
-	unit := f["unit"]
-	if unit == nil {
-		l.fail(n, w, "rate_limit.unit", "missing (want %s, or unlimited: true)", unitNames)
-	} else if s, ok := l.str(unit, w, "rate_limit.unit"); ok {
-		found := false
-		for _, u := range units {
-			if strings.EqualFold(s, u.name) {
-				r.unit, r.period, found = u.pb, u.d, true
-			}
-		}
-		if !found {
-			l.fail(unit, w, "rate_limit.unit", "unknown unit %q (want %s)", s, unitNames)
-		}
-	}
-	if v := f["requests_per_unit"]; v == nil {
-		l.fail(n, w, "rate_limit.requests_per_unit", "missing (0 refuses every request; write it out if that is meant)")
-	} else if x, ok := l.uint(v, w, "rate_limit.requests_per_unit", math.MaxUint32); ok {
-		r.rpu = uint32(x)
-	}
-	if v := f["unit_multiplier"]; v != nil {
-		if x, ok := l.uint(v, w, "rate_limit.unit_multiplier", math.MaxUint32); ok {
-			if x == 0 {
-				l.fail(v, w, "rate_limit.unit_multiplier", "must be at least 1 (leave it out for 1)")
-			}
-			r.mult = uint32(x)
-		}
-	}
-	if len(l.errs) > before {
+	l.rate(f, n, w, r)
+	if len(l.Errs) > before {
 		return nil
 	}
 	r.period *= time.Duration(r.mult)
@@ -651,42 +539,73 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	if v := f["sluice"]; v != nil {
 		ext = l.extension(v, w)
 	}
-	if len(l.errs) > before {
+	if len(l.Errs) > before {
 		return nil
 	}
 	lim, err := ext.limit(int64(r.rpu), r.period)
 	if err != nil {
-		l.fail(n, w, "rate_limit", "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+		l.limitError(err, n, f, ext, w)
 		return nil
 	}
 	r.limit = lim
 	return r
 }
 
+// rate reads a rate_limit's unit, requests_per_unit and unit_multiplier.
+func (l *loader) rate(f map[string]*yaml.Node, n *yaml.Node, w where, r *rule) {
+	unit := f["unit"]
+	if unit == nil {
+		l.Fail(n, w, "rate_limit.unit", "missing (want %s, or unlimited: true)", unitNames)
+	} else if s, ok := l.Str(unit, w, "rate_limit.unit"); ok {
+		found := false
+		for _, u := range units {
+			if strings.EqualFold(s, u.name) {
+				r.unit, r.period, found = u.pb, u.d, true
+			}
+		}
+		if !found {
+			l.Fail(unit, w, "rate_limit.unit", "unknown unit %q (want %s)", s, unitNames)
+		}
+	}
+	if v := f["requests_per_unit"]; v == nil {
+		l.Fail(n, w, "rate_limit.requests_per_unit", "missing (0 refuses every request; write it out if that is meant)")
+	} else if x, ok := l.Int(v, w, "rate_limit.requests_per_unit", 0, math.MaxUint32); ok {
+		r.rpu = uint32(x)
+	}
+	if v := f["unit_multiplier"]; v != nil {
+		if x, ok := l.Int(v, w, "rate_limit.unit_multiplier", 0, math.MaxUint32); ok {
+			if x == 0 {
+				l.Fail(v, w, "rate_limit.unit_multiplier", "must be at least 1 (leave it out for 1)")
+			}
+			r.mult = uint32(x)
+		}
+	}
+}
+
 func (l *loader) replaces(n *yaml.Node, w where, own string) ([]string, []int) {
 	if n.Kind != yaml.SequenceNode {
-		l.fail(n, w, "rate_limit.replaces", "want a list of {name: NAME} (got %s)", show(n))
+		l.Fail(n, w, "rate_limit.replaces", "want a list of {name: NAME} (got %s)", yamlload.Show(n))
 		return nil, nil
 	}
 	var out []string
 	var lines []int
 	for _, c := range n.Content {
-		c = resolve(c)
-		f := l.fields(c, w, "rate_limit.replaces", "name")
+		c = yamlload.Resolve(c)
+		f := l.Fields(c, w, "rate_limit.replaces", "name")
 		v := f["name"]
 		if v == nil {
 			if c.Kind == yaml.MappingNode {
-				l.fail(c, w, "rate_limit.replaces", "each entry needs a name")
+				l.Fail(c, w, "rate_limit.replaces", "each entry needs a name")
 			}
 			continue
 		}
-		s, ok := l.str(v, w, "rate_limit.replaces.name")
+		s, ok := l.Str(v, w, "rate_limit.replaces.name")
 		switch {
 		case !ok:
 		case s == "":
-			l.fail(v, w, "rate_limit.replaces.name", "must not be empty")
+			l.Fail(v, w, "rate_limit.replaces.name", "must not be empty")
 		case s == own:
-			l.fail(v, w, "rate_limit.replaces.name", "%q is this rate_limit's own name", s)
+			l.Fail(v, w, "rate_limit.replaces.name", "%q is this rate_limit's own name", s)
 		default:
 			out = append(out, s)
 			lines = append(lines, v.Line)
@@ -702,114 +621,135 @@ type extension struct {
 	queue   int64
 	nodelay int64
 	warmup  time.Duration
+	f       map[string]*yaml.Node // the block's fields, for errors
 }
 
-// extFields lists, per algorithm, the fields of the sluice block it takes
-// besides algorithm.
-var extFields = map[sluice.Algorithm][]string{
-	sluice.AlgorithmFixedWindow:   nil,
-	sluice.AlgorithmSlidingWindow: nil,
-	sluice.AlgorithmSlidingLog:    nil,
-	sluice.AlgorithmTokenBucket:   {"burst"},
-	sluice.AlgorithmGCRA:          {"burst"},
-	sluice.AlgorithmLeakyBucket:   {"queue", "nodelay"},
-	sluice.AlgorithmWarmUp:        {"warmup"},
+// extFields returns the fields of the sluice block alg takes besides
+// algorithm: its parameters other than the rate, which unit and
+// requests_per_unit give.
+func extFields(alg sluice.Algorithm) []string {
+	return slices.DeleteFunc(alg.Fields(), func(f string) bool {
+		return f == "limit" || f == "window" || f == "rate" || f == "lease_ttl"
+	})
 }
 
-const algorithmNames = "fixed_window, sliding_window, sliding_log, token_bucket, gcra, leaky_bucket or warm_up"
+// algorithmNames lists the algorithms a rate_limit can use, for messages.
+func algorithmNames() string {
+	var names []string
+	for _, a := range sluice.Algorithms() {
+		if a != sluice.AlgorithmConcurrency {
+			names = append(names, a.String())
+		}
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 func (l *loader) extension(n *yaml.Node, w where) extension {
 	ext := extension{alg: sluice.AlgorithmFixedWindow, burst: -1, queue: -1}
-	f := l.fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup")
+	f := l.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup")
+	ext.f = f
 	if v := f["algorithm"]; v != nil {
-		s, _ := l.str(v, w, "rate_limit.sluice.algorithm")
+		s, ok := l.Str(v, w, "rate_limit.sluice.algorithm")
 		alg, err := sluice.ParseAlgorithm(s)
 		switch {
-		case v.Kind != yaml.ScalarNode:
+		case !ok:
 			return ext
 		case alg == sluice.AlgorithmConcurrency:
-			l.fail(v, w, "rate_limit.sluice.algorithm", "concurrency limits requests in flight and needs each one released when it ends, which the rate limit service protocol cannot do; use sluice's gateway or middleware for it")
+			l.Fail(v, w, "rate_limit.sluice.algorithm", "concurrency limits requests in flight and needs each one released when it ends, which the rate limit service protocol cannot do; use sluice's gateway or middleware for it")
 			return ext
 		case err != nil:
-			l.fail(v, w, "rate_limit.sluice.algorithm", "unknown algorithm %q (want %s)", s, algorithmNames)
+			l.Fail(v, w, "rate_limit.sluice.algorithm", "unknown algorithm %q (want %s)", s, algorithmNames())
 			return ext
 		}
 		ext.alg = alg
 	}
+	takes := extFields(ext.alg)
 	for k, v := range f {
-		if k != "algorithm" && !slices.Contains(extFields[ext.alg], k) {
-			takes := "nothing else"
-			if len(extFields[ext.alg]) > 0 {
-				takes = strings.Join(extFields[ext.alg], ", ")
+		if k != "algorithm" && !slices.Contains(takes, k) {
+			what := "nothing else"
+			if len(takes) > 0 {
+				what = strings.Join(takes, ", ")
 			}
-			l.fail(v, w, "rate_limit.sluice."+k, "not used by %s (it takes %s)", ext.alg, takes)
+			l.Fail(v, w, "rate_limit.sluice."+k, "not used by %s (it takes %s)", ext.alg, what)
 		}
 	}
+	l.extParams(f, n, w, &ext)
+	return ext
+}
+
+// extParams reads the parameters of the sluice block.
+func (l *loader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *extension) {
 	const maxBurst = 1 << 32
 	if v := f["burst"]; v != nil {
-		if x, ok := l.uint(v, w, "rate_limit.sluice.burst", maxBurst); ok {
-			if x == 0 {
-				l.fail(v, w, "rate_limit.sluice.burst", "must be at least 1")
-			}
-			ext.burst = x
-		}
+		ext.burst, _ = l.Int(v, w, "rate_limit.sluice.burst", 1, maxBurst)
 	}
 	if v := f["queue"]; v != nil {
-		if x, ok := l.uint(v, w, "rate_limit.sluice.queue", maxBurst); ok {
-			ext.queue = x
-		}
+		ext.queue, _ = l.Int(v, w, "rate_limit.sluice.queue", 0, maxBurst)
 	} else if ext.alg == sluice.AlgorithmLeakyBucket {
-		l.fail(n, w, "rate_limit.sluice.queue", "missing: leaky_bucket needs the number of requests that may wait")
+		l.Fail(n, w, "rate_limit.sluice.queue", "missing: leaky_bucket needs the number of requests that may wait")
 	}
 	if v := f["nodelay"]; v != nil {
-		if x, ok := l.uint(v, w, "rate_limit.sluice.nodelay", maxBurst); ok {
-			ext.nodelay = x
-		}
+		ext.nodelay, _ = l.Int(v, w, "rate_limit.sluice.nodelay", 0, maxBurst)
 	}
 	if v := f["warmup"]; v != nil {
-		if s, ok := l.str(v, w, "rate_limit.sluice.warmup"); ok {
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 {
-				l.fail(v, w, "rate_limit.sluice.warmup", "%q is not a positive duration (write 30s, 1m)", s)
-			}
+		if d, ok := l.Duration(v, w, "rate_limit.sluice.warmup"); ok && d <= 0 {
+			l.Fail(v, w, "rate_limit.sluice.warmup", "must be positive (got %s)", v.Value)
+		} else {
 			ext.warmup = d
 		}
 	} else if ext.alg == sluice.AlgorithmWarmUp {
-		l.fail(n, w, "rate_limit.sluice.warmup", "missing: warm_up needs the time the rate takes to climb")
+		l.Fail(n, w, "rate_limit.sluice.warmup", "missing: warm_up needs the time the rate takes to climb")
 	}
-	return ext
 }
 
 // limit builds the sluice.Limit of n requests per period under ext. n == 0
 // refuses every request and needs no limit.
 func (ext extension) limit(n int64, period time.Duration) (sluice.Limit, error) {
-	if ext.alg == 0 {
-		ext.alg = sluice.AlgorithmFixedWindow
-	}
-	var lim sluice.Limit
-	switch ext.alg {
-	case sluice.AlgorithmFixedWindow:
-		lim = sluice.FixedWindow(n, period)
-	case sluice.AlgorithmSlidingWindow:
-		lim = sluice.SlidingWindow(n, period)
-	case sluice.AlgorithmSlidingLog:
-		lim = sluice.SlidingLog(n, period)
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		burst := ext.burst
-		if burst < 0 {
-			burst = n // default: one unit's worth
-		}
-		lim = sluice.TokenBucket(sluice.Per(n, period), burst)
-		if ext.alg == sluice.AlgorithmGCRA {
-			lim = sluice.GCRA(sluice.Per(n, period), burst)
-		}
-	case sluice.AlgorithmLeakyBucket:
-		lim = sluice.LeakyBucket(sluice.Per(n, period), ext.queue).WithNoDelay(ext.nodelay)
-	case sluice.AlgorithmWarmUp:
-		lim = sluice.WarmUp(sluice.Per(n, period), ext.warmup)
-	}
 	if n == 0 {
 		return sluice.Limit{}, nil
 	}
+	if ext.alg == 0 {
+		ext.alg = sluice.AlgorithmFixedWindow
+	}
+	lim := sluice.Limit{Algorithm: ext.alg, Count: n, Period: period}
+	for _, field := range extFields(ext.alg) {
+		switch field {
+		case "burst":
+			lim.Burst = ext.burst
+			if lim.Burst < 0 {
+				lim.Burst = n // default: one unit's worth
+			}
+		case "queue":
+			lim.Burst = ext.queue
+		case "nodelay":
+			lim.NoDelay = ext.nodelay
+		case "warmup":
+			lim.Warmup = ext.warmup
+		default: // a parameter of a new algorithm this loader does not read
+			return lim, fmt.Errorf("rls: %s takes %s, which this loader cannot read", ext.alg, field)
+		}
+	}
 	return lim, lim.Validate()
+}
+
+// limitError reports a rate_limit whose limit Validate refused, at the
+// field that sets the parameter at fault: requests_per_unit for the count,
+// unit for the period, the sluice block's field for the others.
+func (l *loader) limitError(err error, n *yaml.Node, f map[string]*yaml.Node, ext extension, w where) {
+	var le *sluice.LimitError
+	if !errors.As(err, &le) {
+		l.Fail(n, w, "rate_limit", "%v", err)
+		return
+	}
+	field, at, msg := "rate_limit.sluice."+le.Field, ext.f[le.Field], le.Reason
+	switch le.Field {
+	case "count":
+		field, at, msg = "rate_limit.requests_per_unit", f["requests_per_unit"], le.Detail()
+	case "window", "period":
+		field, at, msg = "rate_limit.unit", f["unit"], le.Detail()
+	}
+	if at == nil { // a default, such as the burst of one unit's worth
+		field, at, msg = "rate_limit", n, le.Detail()
+	}
+	l.Fail(at, w, field, "%s", msg)
 }

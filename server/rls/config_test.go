@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server/rls"
 )
 
@@ -114,4 +115,51 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("domains %q", d)
 		}
 	})
+}
+
+// TestConfigErrors: a configuration's errors are values naming file, line,
+// domain, descriptor and field, across files, and the whole still wraps
+// ErrInvalidConfig.
+func TestConfigErrors(t *testing.T) {
+	_, err := rls.LoadConfig("testdata/invalid/bad-unit.yaml", "testdata/invalid/nodelay-above-queue.yaml", "testdata/invalid/empty.yaml")
+	if !errors.Is(err, rls.ErrInvalidConfig) {
+		t.Fatalf("%v does not wrap ErrInvalidConfig", err)
+	}
+	want := []rls.ConfigError{
+		{File: "testdata/invalid/bad-unit.yaml", Line: 9, Domain: "edge", Descriptor: "remote_address/path=/api", Field: "rate_limit.unit", Msg: `unknown unit "sec" (want second, minute, hour, day, week, month or year)`},
+		{File: "testdata/invalid/nodelay-above-queue.yaml", Line: 11, Domain: "edge", Descriptor: "user", Field: "rate_limit.sluice.nodelay", Msg: "must be between 0 and the queue length 2 (got 3)"},
+		{File: "testdata/invalid/empty.yaml", Msg: "the file is empty; it needs a domain"},
+	}
+	got := rls.ConfigErrors(err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(got), len(want), err)
+	}
+	for i := range want {
+		if *got[i] != want[i] {
+			t.Errorf("error %d:\n got %+v\nwant %+v", i, *got[i], want[i])
+		}
+	}
+	if rls.ConfigErrors(errors.New("other")) != nil {
+		t.Error("errors found in a plain error")
+	}
+}
+
+// TestEveryAlgorithm: a rate_limit's sluice block reads every parameter of
+// every algorithm the protocol can carry (all but concurrency).
+func TestEveryAlgorithm(t *testing.T) {
+	sample := map[string]string{"burst": "5", "queue": "5", "nodelay": "1", "warmup": "10s"}
+	for _, alg := range sluice.Algorithms() {
+		if alg == sluice.AlgorithmConcurrency {
+			continue
+		}
+		src := "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 10\n      sluice:\n        algorithm: " + alg.String() + "\n"
+		for _, f := range alg.Fields() {
+			if v, ok := sample[f]; ok {
+				src += "        " + f + ": " + v + "\n"
+			}
+		}
+		if _, err := rls.ParseConfig("alg.yaml", []byte(src)); err != nil {
+			t.Errorf("%s: %v\n%s", alg, err, src)
+		}
+	}
 }

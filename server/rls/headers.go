@@ -5,7 +5,7 @@ import (
 	"time"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 )
 
 // quotaAndWindow returns the quota and window a limit advertises in
@@ -14,15 +14,10 @@ import (
 // buckets.
 func quotaAndWindow(r *rule) (q, w int64) {
 	l := r.limit
-	switch {
-	case r.rpu == 0:
+	if r.rpu == 0 {
 		return 0, seconds(r.period)
-	case l.Algorithm == sluice.AlgorithmTokenBucket || l.Algorithm == sluice.AlgorithmGCRA:
-		return l.Burst, seconds(time.Duration(l.Burst) * l.Period / time.Duration(l.Count))
-	case l.Algorithm == sluice.AlgorithmLeakyBucket:
-		return l.Burst + 1, seconds(time.Duration(l.Burst+1) * l.Period / time.Duration(l.Count))
 	}
-	return l.Count, seconds(l.Period)
+	return decide.QuotaAndWindow(l)
 }
 
 // headers builds RateLimit-Policy and RateLimit
@@ -54,12 +49,12 @@ func headers(items []item) []*corepb.HeaderValue {
 		}
 		seen = append(seen, name)
 		q, w := quotaAndWindow(it.rule)
-		policy = appendItem(policy, n, name, "q", q, "w", w)
+		policy = decide.AppendItem(policy, n, name, "q", q, "w", w)
 		remaining := int64(0)
 		if it.result != ResultOverLimit {
 			remaining = max(0, it.d.Remaining)
 		}
-		state = appendItem(state, n, name, "r", remaining, "t", seconds(it.reset))
+		state = decide.AppendItem(state, n, name, "r", remaining, "t", seconds(it.reset))
 		n++
 		if it.result == ResultOverLimit {
 			over = true
@@ -93,27 +88,4 @@ func headerName(s string) string {
 		}
 	}
 	return string(b)
-}
-
-// appendItem appends member i of a Structured Field list: a quoted name
-// followed by two integer parameters.
-func appendItem(b []byte, i int, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
-	if i > 0 {
-		b = append(b, ", "...)
-	}
-	b = append(b, '"')
-	for j := 0; j < len(name); j++ {
-		if name[j] == '"' || name[j] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, name[j])
-	}
-	b = append(b, '"', ';')
-	b = append(b, k1...)
-	b = append(b, '=')
-	b = strconv.AppendInt(b, v1, 10)
-	b = append(b, ';')
-	b = append(b, k2...)
-	b = append(b, '=')
-	return strconv.AppendInt(b, v2, 10)
 }
