@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,7 +59,7 @@ func hostileMiddleware(t *testing.T, storeName string, c hostiletest.Case[hostil
 	if err != nil {
 		t.Fatalf("httplimit: the policy does not load%s: %s", note, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
-	mw, err := httplimit.New(sluice.New(store), httplimit.Config{Source: pol})
+	mw, err := httplimit.New(sluice.New(store), httplimit.Config{Source: pol, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

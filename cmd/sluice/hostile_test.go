@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,9 +20,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/hostiletest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/rls"
 )
 
 // TestHostile runs the adversarial table against `sluice serve`'s
@@ -212,6 +218,9 @@ func explicitCases(pfx string) []hostiletest.Case[[]byte] {
 		bad("two JSON values", append(explicitBody("", k), explicitBody("", k)...)),
 		bad("a key of 513 bytes", explicitBody("", pfx+strings.Repeat("k", 513-len(pfx)))),
 		bad("33 checks", explicitBody("", hostileTimes(33, func(i int) string { return fmt.Sprint(k, i) })...)),
+		{Name: "all at once", Phases: []phase{
+			{What: "12 checks racing", Reqs: hostileSame(n, explicitBody("", k)), Want: burst, Parallel: true},
+		}},
 		{Name: "hits 0 peeks", Phases: []phase{
 			{What: "hits 0", Reqs: hostileSame(n, explicitBody(`, "hits": 0`, k)), Want: n},
 			plain,
@@ -327,6 +336,10 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 		bad("request hits_addend 2^32-1", huge),
 		bad("descriptor hits_addend 2^64-1", withHits(math.MaxUint64)),
 		bad("descriptor hits_addend 6, above the capacity", withHits(6)),
+		{Name: "all at once", Phases: []phase{
+			{What: "12 requests racing", Reqs: hostileSame(n, rlsReq(k)), Want: burst, Parallel: true},
+			{What: "12 more with the descriptor twice, racing", Reqs: hostileSame(n, rlsReq(k, k)), Want: 0, Parallel: true},
+		}},
 		{Name: "64 descriptors", Phases: []phase{
 			{What: "64 values", Reqs: hostileSame(n, rlsReq(hostileTimes(64, func(i int) string { return fmt.Sprint(k, i) })...)), Want: burst},
 			plain(burst),
@@ -346,4 +359,75 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 			{What: "its digest as the value", Reqs: hostileSame(n, rlsReq(hostiletest.Digest(long))), Want: burst},
 		}},
 	}
+}
+
+// TestHostileRLSMemory measures what 50,000 distinct 1 KB descriptor values
+// cost the memory store, against 50,000 distinct 1 KB values of a gateway
+// key header: both are bounded by decide.KeyValue, so they cost about the
+// same (before RLS values were bounded: 71.7 MB against 16.4 MB).
+func TestHostileRLSMemory(t *testing.T) {
+	const keys = 50_000
+	value := func(i int) string {
+		v := fmt.Sprintf("%08d", i)
+		return v + strings.Repeat("v", 1024-len(v))
+	}
+	cfg, err := rls.ParseConfig("hostile.yaml", []byte(hostileRLSConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	rlsBytes := heapGrowth(t, func(lim *sluice.Limiter) {
+		svc := rls.New(lim, cfg, rls.Options{Logger: quiet})
+		defer svc.Close()
+		for i := range keys {
+			r, err := svc.ShouldRateLimit(context.Background(), rlsReq(value(i)))
+			if err != nil || r.OverallCode != rlspb.RateLimitResponse_OK {
+				t.Fatalf("descriptor %d: %v %v", i, r, err)
+			}
+		}
+	})
+	gatewayBytes := heapGrowth(t, func(lim *sluice.Limiter) {
+		pol, err := policy.Parse("hostile.yaml", []byte("rules:\n  - name: api\n    limits:\n      - "+
+			`{name: per-user, key: "header:X-User-ID", algorithm: token_bucket, rate: 1/h, burst: 5}`+"\n"), policy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw, err := httplimit.New(lim, httplimit.Config{Source: pol, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		for i := range keys {
+			r := httptest.NewRequest("GET", "/api/x", nil)
+			r.Header.Set("X-User-ID", value(i))
+			w := httptest.NewRecorder()
+			if h.ServeHTTP(w, r); w.Code != 200 {
+				t.Fatalf("request %d: %d", i, w.Code)
+			}
+		}
+	})
+	t.Logf("%d distinct 1 KB values on memstore: RLS descriptors %.1f MB, gateway key headers %.1f MB",
+		keys, float64(rlsBytes)/1e6, float64(gatewayBytes)/1e6)
+	if rlsBytes > gatewayBytes*3/2 {
+		t.Errorf("RLS descriptor values take %.1f MB, more than 1.5 times the gateway's %.1f MB: not bounded like gateway key values",
+			float64(rlsBytes)/1e6, float64(gatewayBytes)/1e6)
+	}
+}
+
+// heapGrowth returns how much the live heap grew while run charged a
+// limiter on a fresh memory store, with the store still holding its keys.
+func heapGrowth(t *testing.T, run func(*sluice.Limiter)) int64 {
+	store, err := memstore.New(memstore.Config{MaxKeys: 200_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	run(sluice.New(store))
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(store)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
 }

@@ -122,6 +122,10 @@ func costCases() []Case[Request] {
 			{What: "x-COST: 0", Reqs: same(N, Request{Header: hdr("x-COST", "0")}), Want: 0},
 			clean(Burst, Request{}),
 		}},
+		Case[Request]{Name: "cost 2, all at once", Policy: policyIPCost, Phases: []Phase[Request]{
+			{What: "X-Cost: 2, racing", Reqs: same(N, Request{Header: hdr("X-Cost", "2")}), Want: 2, Parallel: true},
+			clean(1, Request{}),
+		}},
 		Case[Request]{Name: "cost 3", Policy: policyIPCost, Phases: []Phase[Request]{
 			{What: "X-Cost: 3", Reqs: same(N, Request{Header: hdr("X-Cost", "3")}), Want: 1},
 			clean(Burst-3, Request{}),
@@ -151,6 +155,10 @@ func keyCases() []Case[Request] {
 			{What: "X-User-ID: alice twice", Reqs: same(N, Request{Header: hdr("X-User-ID", "alice", "x-user-id", "alice")}), Want: 0},
 			clean(Burst, user("alice")),
 		}, NoAPI: "one value per header"},
+		{Name: "key header, all at once", Policy: policyUserIP, Phases: []Phase[Request]{
+			{What: "12 requests racing", Reqs: same(N, user("alice")), Want: Burst, Parallel: true},
+			{What: "12 more without the header, racing", Reqs: same(N, Request{}), Want: 8 - Burst, Parallel: true},
+		}},
 		{Name: "key header name in odd case", Policy: policyUser, Phases: []Phase[Request]{
 			{What: "x-user-id, X-USER-ID, ...", Reqs: times(N, func(i int) Request {
 				return Request{Header: hdr(names[i%len(names)], "alice")}

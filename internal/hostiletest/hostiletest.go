@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,6 +67,9 @@ type Phase[R any] struct {
 	Want int
 	// Or4xx also accepts every request of the phase answered with a 4xx.
 	Or4xx bool
+	// Parallel sends the requests all at once, each on its own
+	// goroutine, racing for the limit's last units.
+	Parallel bool
 }
 
 // Case is one hostile input: a policy and the phases sent against it, in
@@ -114,19 +118,7 @@ func Run[R any](t *testing.T, front string, c Case[R], s Sender[R]) {
 	start := s.Through()
 	for _, ph := range c.Phases {
 		before := s.Through()
-		statuses := map[int]int{}
-		bad := 0
-		for i, r := range ph.Reqs {
-			st, err := s.Send(r)
-			if err != nil {
-				t.Errorf("%s: %s: request %d: %v", front, ph.What, i, err)
-				continue
-			}
-			statuses[st]++
-			if st < 200 || st >= 300 && st < 400 || st >= 500 {
-				bad++
-			}
-		}
+		statuses, bad := send(t, front, ph, s)
 		got := int(s.Through() - before)
 		all4xx := got == 0 && len(statuses) > 0
 		for st := range statuses {
@@ -145,6 +137,40 @@ func Run[R any](t *testing.T, front string, c Case[R], s Sender[R]) {
 	if got := int(s.Through() - start); c.Total != 0 && got != c.Total {
 		t.Errorf("%s: %d requests got through in all, want %d%s", front, got, c.Total, note)
 	}
+}
+
+// send sends the requests of ph and returns the count of each status and
+// of answers that are neither 2xx nor 4xx.
+func send[R any](t *testing.T, front string, ph Phase[R], s Sender[R]) (statuses map[int]int, bad int) {
+	statuses = map[int]int{}
+	var mu sync.Mutex
+	one := func(i int, r R) {
+		st, err := s.Send(r)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errorf("%s: %s: request %d: %v", front, ph.What, i, err)
+			return
+		}
+		statuses[st]++
+		if st < 200 || st >= 300 && st < 400 || st >= 500 {
+			bad++
+		}
+	}
+	var wg sync.WaitGroup
+	for i, r := range ph.Reqs {
+		if !ph.Parallel {
+			one(i, r)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(i, r)
+		}()
+	}
+	wg.Wait()
+	return statuses, bad
 }
 
 // Statuses prints a count of statuses ("200×5 429×7").
