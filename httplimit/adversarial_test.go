@@ -68,7 +68,8 @@ func hostileMiddleware(t *testing.T, storeName string, c hostiletest.Case[hostil
 	t.Cleanup(srv.Close)
 	addr := srv.Listener.Addr().String()
 	hostiletest.Run(t, "httplimit", c, hostiletest.Sender[hostiletest.Request]{
-		Send:    func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
-		Through: reached.Load,
+		Send:     func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
+		Pipeline: func(rs []hostiletest.Request) ([]int, error) { return hostiletest.Pipeline(addr, rs) },
+		Through:  reached.Load,
 	})
 }

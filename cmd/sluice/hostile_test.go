@@ -16,8 +16,11 @@ import (
 	"testing"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
@@ -93,8 +96,9 @@ func hostileGateway(t *testing.T, st string, c hostiletest.Case[hostiletest.Requ
 	p := start(t, nil, append(storeArgs(t, st), "--upstream", up.URL, "--policy", path)...)
 	addr := p.addrs["gateway"]
 	hostiletest.Run(t, "gateway", c, hostiletest.Sender[hostiletest.Request]{
-		Send:    func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
-		Through: reached.Load,
+		Send:     func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
+		Pipeline: func(rs []hostiletest.Request) ([]int, error) { return hostiletest.Pipeline(addr, rs) },
+		Through:  reached.Load,
 	})
 }
 
@@ -149,6 +153,7 @@ func apiPolicyCases() []hostiletest.Case[hostiletest.Request] {
 		"      - {name: per-ip, key: ip, algorithm: token_bucket, rate: 1/h, burst: 5}\n"
 	return []hostiletest.Case[hostiletest.Request]{{
 		Name: "request.ip in trusted_proxies, X-Forwarded-For in request.headers", Policy: trusted,
+		Hole: map[string]string{"api": "finding: docs/api.md says trusted_proxies do not apply to request.ip; planPolicy makes it the peer, so the X-Forwarded-For of request.headers is read when it is a trusted proxy"},
 		Phases: []hostiletest.Phase[hostiletest.Request]{{
 			What: "X-Forwarded-For: a new address each time",
 			Reqs: hostileTimes(hostiletest.N, func(i int) hostiletest.Request {
@@ -169,12 +174,14 @@ func hostileTimes[R any](n int, f func(i int) R) []R {
 
 func hostileSame[R any](n int, r R) []R { return hostileTimes(n, func(int) R { return r }) }
 
-// hostileExplicit runs the explicit-check cases on one sluice, each case
-// under keys of its own.
+// hostileExplicit runs the decision API's cases of its own on one sluice,
+// each case under keys (and client addresses) of its own.
 func hostileExplicit(t *testing.T, st string) {
-	p := start(t, nil, storeArgs(t, st)...)
-	for i := range explicitCases("") {
-		c := explicitCases(fmt.Sprintf("case%02d-", i))[i]
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, path, hostileAPIPolicy)
+	p := start(t, nil, append(storeArgs(t, st), "--policy", path)...)
+	for i := range explicitCases(0) {
+		c := explicitCases(i)[i]
 		t.Run(c.Name, func(t *testing.T) {
 			hostiletest.Run(t, "api", c, apiSender(p.url("api", "/v1/check")))
 		})
@@ -193,18 +200,54 @@ func explicitBody(extra string, keys ...string) []byte {
 	return []byte(`{"checks": [` + strings.Join(cs, ", ") + `]}`)
 }
 
-// explicitCases are the decision API's explicit checks a hostile caller
-// sends; every key starts with pfx.
-func explicitCases(pfx string) []hostiletest.Case[[]byte] {
+// hostileAPIPolicy is the policy of the API's own cases: a per-ip limit
+// whose cost a header sets.
+const hostileAPIPolicy = "rules:\n  - name: api\n    match: {path: /api/}\n    limits:\n" +
+	`      - {name: per-ip, key: ip, algorithm: token_bucket, rate: 1/h, burst: 5, cost: "header:X-Cost"}` + "\n"
+
+// policyBody is a /v1/check body under the policy, for GET /api/x from ip
+// with extra fields in the request (request) and the body (top).
+func policyBody(ip, request, top string) []byte {
+	return []byte(fmt.Sprintf(`{"request": {"path": "/api/x", "ip": %q%s}%s}`, ip, request, top))
+}
+
+// explicitCases are the bodies a hostile caller of the decision API sends:
+// explicit checks, every key of case i starting with its own prefix, and
+// requests under the policy, from an address of case i's own.
+func explicitCases(i int) []hostiletest.Case[[]byte] {
 	type phase = hostiletest.Phase[[]byte]
 	n, burst := hostiletest.N, hostiletest.Burst
+	pfx, ip := fmt.Sprintf("case%02d-", i), fmt.Sprintf("10.1.0.%d", i+1)
 	k := pfx + "k"
+	plainPolicy := phase{What: "then plain requests", Reqs: hostileSame(n, policyBody(ip, "", "")), Want: burst}
+	badPolicy := func(what, request, top string) hostiletest.Case[[]byte] {
+		return hostiletest.Case[[]byte]{Name: "policy: " + what, Phases: []phase{
+			{What: what, Reqs: hostileSame(n, policyBody(ip, request, top)), Want: 0}, plainPolicy}}
+	}
 	plain := phase{What: "then plain checks", Reqs: hostileSame(n, explicitBody("", k)), Want: burst}
 	bad := func(what string, body []byte) hostiletest.Case[[]byte] {
 		return hostiletest.Case[[]byte]{Name: what, Phases: []phase{{What: what, Reqs: hostileSame(n, body), Want: 0}, plain}}
 	}
 	long := pfx + strings.Repeat("d", 300)
 	return []hostiletest.Case[[]byte]{
+		badPolicy("hits -1", "", `, "hits": -1`),
+		badPolicy("hits 6, above the capacity", "", `, "hits": 6`),
+		badPolicy("hits 2, X-Cost 3", `, "headers": {"X-Cost": "3"}`, `, "hits": 2`),
+		badPolicy("hits 2^62, X-Cost 4", `, "headers": {"X-Cost": "4"}`, `, "hits": 4611686018427387904`),
+		badPolicy("X-Cost 0", `, "headers": {"X-Cost": "0"}`, ""),
+		badPolicy("X-Cost -1", `, "headers": {"x-cost": "-1"}`, ""),
+		badPolicy("an unknown request field", `, "peer": "203.0.113.7"`, ""),
+		badPolicy("request and checks", "", `, "checks": [{"key": "k", "limit": {"algorithm": "token_bucket", "rate": "1/h", "burst": 5}}]`),
+		{Name: "policy: hits 0 peeks", Phases: []phase{
+			{What: "hits 0", Reqs: hostileSame(n, policyBody(ip, "", `, "hits": 0`)), Want: n},
+			plainPolicy,
+		}},
+		{Name: "policy: request.ip not an address", Phases: []phase{
+			{What: `"ip": "10.1.0.x"`, Reqs: hostileSame(n, []byte(`{"request": {"path": "/api/x", "ip": "10.1.0.x"}}`)), Want: 0},
+		}},
+		{Name: "policy: request.ip missing", Phases: []phase{
+			{What: "no ip", Reqs: hostileSame(n, []byte(`{"request": {"path": "/api/x"}}`)), Want: 0},
+		}},
 		bad("the same key twice", explicitBody("", k, k)),
 		bad("hits -1", explicitBody(`, "hits": -1`, k)),
 		bad("hits 6, above the capacity", explicitBody(`, "hits": 6`, k)),
@@ -228,7 +271,7 @@ func explicitCases(pfx string) []hostiletest.Case[[]byte] {
 		{Name: "a key of 512 bytes", Phases: []phase{
 			{What: "512 bytes", Reqs: hostileSame(n, explicitBody("", pfx+strings.Repeat("k", 512-len(pfx)))), Want: burst},
 		}},
-		{Name: "keys differing only in invalid UTF-8", Hole: map[string]string{"*": "hole 8"}, Phases: []phase{
+		{Name: "keys differing only in invalid UTF-8", Hole: hostiletest.Pending(8), Phases: []phase{
 			{What: `"k\xff" and "k\xfe" in turn`, Reqs: hostileTimes(n, func(i int) []byte {
 				return explicitBody("", k+string([]byte{0xff - byte(i%2)}))
 			}), Want: 2 * burst, Or4xx: true},
@@ -261,6 +304,45 @@ func hostileRLS(t *testing.T, st string) {
 		rc := rlsCases(fmt.Sprintf("case%02d-", i))[i]
 		t.Run(rc.Name, func(t *testing.T) { hostiletest.Run(t, "rls", rc, rlsSender(c)) })
 	}
+	t.Run("a value with invalid UTF-8", func(t *testing.T) { hostileRLSInvalidUTF8(t, p.addrs["grpc"], c) })
+}
+
+// rawCodec sends and receives messages as the bytes they are, so that a
+// test can send what the protobuf library refuses to marshal.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// hostileRLSInvalidUTF8 sends a descriptor value that is not UTF-8 (a
+// protobuf string must be): the call is refused, and charges nothing.
+func hostileRLSInvalidUTF8(t *testing.T, addr string, c rlspb.RateLimitServiceClient) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	wire, err := proto.Marshal(rlsReq("utf8-kZZ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire = bytes.Replace(wire, []byte("kZZ"), []byte("k\xff\xfe"), 1)
+	codes := map[string]int{}
+	for range hostiletest.N {
+		var out []byte
+		err := conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", wire, &out, grpc.ForceCodec(rawCodec{}))
+		codes[status.Code(err).String()]++
+	}
+	if codes["OK"] != 0 || codes["Internal"]+codes["InvalidArgument"] != hostiletest.N {
+		t.Errorf("rls: descriptor value k\\xff\\xfe: answers %v, want every one refused (Internal or InvalidArgument)", codes)
+	}
+	hostiletest.Run(t, "rls", hostiletest.Case[*rlspb.RateLimitRequest]{Phases: []hostiletest.Phase[*rlspb.RateLimitRequest]{
+		{What: "then the value it would be if made valid", Reqs: hostileSame(hostiletest.N, rlsReq("utf8-k\uFFFD\uFFFD")), Want: hostiletest.Burst},
+	}}, rlsSender(c))
 }
 
 // rlsSender asks the RLS: OK is a 200 and counts as through, OVER_LIMIT a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 )
 
 // APIBody returns the body of a decision API request (POST /v1/check)
@@ -26,9 +27,10 @@ func APIBody(r Request, ip string) (body []byte, ok bool) {
 		headers[f.Name] = f.Value
 	}
 	sort.Strings(names)
+	path, query, _ := strings.Cut(r.path(), "?")
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"request": {"method": %s, "host": %s, "path": %s, "ip": %s, "headers": {`,
-		JSONString(r.method()), JSONString(r.host()), JSONString(r.path()), JSONString(ip))
+	fmt.Fprintf(&b, `{"request": {"method": %s, "host": %s, "path": %s, "query": %s, "ip": %s, "headers": {`,
+		JSONString(r.method()), JSONString(r.host()), JSONString(path), JSONString(query), JSONString(ip))
 	for i, n := range names {
 		if i > 0 {
 			b.WriteString(", ")

@@ -91,6 +91,7 @@ func Cases() []Case[Request] {
 	var cs []Case[Request]
 	cs = append(cs, costCases()...)
 	cs = append(cs, keyCases()...)
+	cs = append(cs, partCases()...)
 	cs = append(cs, ipCases()...)
 	cs = append(cs, hostPathCases()...)
 	cs = append(cs, overrideCases()...)
@@ -155,6 +156,9 @@ func keyCases() []Case[Request] {
 			{What: "X-User-ID: alice twice", Reqs: same(N, Request{Header: hdr("X-User-ID", "alice", "x-user-id", "alice")}), Want: 0},
 			clean(Burst, user("alice")),
 		}, NoAPI: "one value per header"},
+		{Name: "key header, pipelined", Policy: policyUser, Phases: []Phase[Request]{
+			{What: "12 requests on one connection", Reqs: same(N, user("alice")), Want: Burst, Pipelined: true},
+		}},
 		{Name: "key header, all at once", Policy: policyUserIP, Phases: []Phase[Request]{
 			{What: "12 requests racing", Reqs: same(N, user("alice")), Want: Burst, Parallel: true},
 			{What: "12 more without the header, racing", Reqs: same(N, Request{}), Want: 8 - Burst, Parallel: true},
@@ -170,7 +174,7 @@ func keyCases() []Case[Request] {
 		{Name: "key header empty", Policy: policyUserIP, Phases: []Phase[Request]{
 			{What: "X-User-ID: (empty): counted per ip", Reqs: same(N, user("")), Want: 8},
 		}},
-		{Name: "key header absent, missing: deny", Policy: policyUserDeny, Hole: map[string]string{"*": "hole 4"}, Phases: []Phase[Request]{
+		{Name: "key header absent, missing: deny", Policy: policyUserDeny, Hole: Pending(4), Phases: []Phase[Request]{
 			{What: "no X-User-ID", Reqs: same(N, Request{}), Want: 0},
 			clean(Burst, user("alice")),
 		}},
@@ -181,11 +185,20 @@ func keyCases() []Case[Request] {
 		{Name: "key header invalid UTF-8", Policy: policyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID: \\xff\\xfe", Reqs: same(N, user("\xff\xfe")), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key headers differing only in invalid bytes", Policy: policyUser, Hole: map[string]string{"api": "hole 8"}, Phases: []Phase[Request]{
+		{Name: "key headers differing only in invalid bytes", Policy: policyUser, Hole: map[string]string{"api": "hole 8: fixed on another branch"}, Phases: []Phase[Request]{
 			{What: "u\\xff and u\\xfe in turn", Reqs: times(N, func(i int) Request {
 				return user("u" + string([]byte{0xff - byte(i%2)}))
 			}), Want: 2 * Burst, Or4xx: true},
 			{What: "u\\uFFFD, which neither is", Reqs: same(N, user("u\uFFFD")), Want: Burst},
+		}},
+		{Name: "key header folded over two lines", Policy: policyUser, NoAPI: "no line folding in JSON", Phases: []Phase[Request]{
+			{What: "X-User-ID: alice CRLF SP bob", Reqs: same(N, user("alice\r\n bob")), Want: Burst, Or4xx: true},
+		}},
+		{Name: "key header name with a blank before the colon", Policy: policyUser, Phases: []Phase[Request]{
+			{What: "X-User-ID : alice", Reqs: same(N, Request{Header: hdr("X-User-ID ", "alice")}), Want: Burst, Or4xx: true},
+		}},
+		{Name: "key header with underscores for dashes", Policy: policyUser, Hole: finding("X_User_ID is not X-User-ID to sluice, but is to CGI/WSGI upstreams (HTTP_X_USER_ID)"), Phases: []Phase[Request]{
+			{What: "X_User_ID: alice", Reqs: same(N, Request{Header: hdr("X_User_ID", "alice")}), Want: Burst, Or4xx: true},
 		}},
 		{Name: "key header with control bytes", Policy: policyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID: a\\x01b", Reqs: same(N, user("a\x01b")), Want: Burst, Or4xx: true},
@@ -205,6 +218,49 @@ func keyCases() []Case[Request] {
 		{Name: "key parts shifted between headers", Policy: policyTwoParts, Phases: []Phase[Request]{
 			{What: "X-A: 1:a, X-B: b", Reqs: same(N, Request{Header: hdr("X-A", "1:a", "X-B", "b")}), Want: Burst},
 			{What: "X-A: 1, X-B: a1:b", Reqs: same(N, Request{Header: hdr("X-A", "1", "X-B", ":a1:b")}), Want: Burst},
+		}},
+	}
+}
+
+// finding marks a case that fails today for a reason no branch fixes yet.
+func finding(why string) map[string]string { return map[string]string{"*": "finding: " + why} }
+
+// partCases spell query parameters and cookies a key is made of so that
+// sluice and the upstream may read them differently.
+func partCases() []Case[Request] {
+	query := rules("", `{name: per-user, key: "query:user", algorithm: token_bucket, rate: 1/h, burst: 5}`)
+	cookie := rules("", `{name: per-session, key: "cookie:session", algorithm: token_bucket, rate: 1/h, burst: 5}`)
+	dropped := finding("a malformed key part is taken as missing, and the limit skipped")
+	twice := finding("a query parameter or cookie sent twice is counted under its first value; a header sent twice is a 400")
+	get := func(path string, kv ...string) Request { return Request{Path: path, Header: hdr(kv...)} }
+	return []Case[Request]{
+		{Name: "query key", Policy: query, Phases: []Phase[Request]{
+			{What: "?user=alice", Reqs: same(N, get("/api/x?user=alice")), Want: Burst},
+		}},
+		{Name: "query key with a bad escape", Policy: query, Hole: dropped, Phases: []Phase[Request]{
+			{What: "?user=alice%zz", Reqs: same(N, get("/api/x?user=alice%zz")), Want: Burst, Or4xx: true},
+		}},
+		{Name: "query key with a semicolon", Policy: query, Hole: dropped, Phases: []Phase[Request]{
+			{What: "?user=alice;x=1", Reqs: same(N, get("/api/x?user=alice;x=1")), Want: Burst, Or4xx: true},
+		}},
+		{Name: "query key sent twice", Policy: query, Hole: twice, Phases: []Phase[Request]{
+			{What: "?user=alice&user=<another each time>", Reqs: times(N, func(i int) Request {
+				return get(fmt.Sprintf("/api/x?user=alice&user=u%d", i))
+			}), Want: 0},
+		}},
+		{Name: "cookie key", Policy: cookie, Phases: []Phase[Request]{
+			{What: "session=s1", Reqs: same(N, get("/api/x", "Cookie", "session=s1")), Want: Burst},
+		}},
+		{Name: "cookie key with a comma", Policy: cookie, Phases: []Phase[Request]{
+			{What: "Cookie: session=s1,x", Reqs: same(N, get("/api/x", "Cookie", "session=s1,x")), Want: Burst, Or4xx: true},
+		}},
+		{Name: "cookie key with a quote inside", Policy: cookie, Hole: dropped, Phases: []Phase[Request]{
+			{What: `Cookie: session=s1"x`, Reqs: same(N, get("/api/x", "Cookie", `session=s1"x`)), Want: Burst, Or4xx: true},
+		}},
+		{Name: "cookie key sent twice", Policy: cookie, Hole: twice, NoAPI: "one value per cookie", Phases: []Phase[Request]{
+			{What: "Cookie: session=s1; session=<another each time>", Reqs: times(N, func(i int) Request {
+				return get("/api/x", "Cookie", fmt.Sprintf("session=s1; session=s%d", i+2))
+			}), Want: 0},
 		}},
 	}
 }
@@ -248,7 +304,7 @@ func ipCases() []Case[Request] {
 // the request is counted under the rule, or refused with a 4xx, never
 // forwarded uncounted.
 func hostPathCases() []Case[Request] {
-	hole := map[string]string{"*": "hole 5"}
+	hole := Pending(5)
 	var cs []Case[Request]
 	for _, h := range []string{"BETA.EXAMPLE.COM", "beta.example.com.", "beta.example.com:8080", "Beta.Example.Com.:8080"} {
 		cs = append(cs, Case[Request]{Name: "host " + h, Policy: policyHost, Hole: hole, Total: Burst, Phases: []Phase[Request]{
@@ -256,6 +312,16 @@ func hostPathCases() []Case[Request] {
 			clean(-1, Request{Host: "beta.example.com"}),
 		}})
 	}
+	cs = append(cs,
+		Case[Request]{Name: "Host sent twice", Policy: policyHost, NoAPI: "one host", Phases: []Phase[Request]{
+			{What: "Host: other.example and Host: beta.example.com", Reqs: same(N, Request{Host: "other.example", Header: hdr("Host", "beta.example.com")}), Want: 0},
+			clean(Burst, Request{Host: "beta.example.com"}),
+		}},
+		Case[Request]{Name: "host in an absolute request target", Policy: policyHost, Total: Burst, Phases: []Phase[Request]{
+			{What: "GET http://beta.example.com/x, Host: other.example", Reqs: same(N, Request{Host: "other.example", Path: "http://beta.example.com/x"}), Want: Burst, Or4xx: true},
+			clean(-1, Request{Host: "beta.example.com"}),
+		}},
+	)
 	for _, p := range []string{"/api%2Fx", "/api;x/x", "/API/x", "//api/x", "/./api/x", "/api/../api/x", "/%61pi/x", "/%61%70%69/x", "/api/x/..%2F..%2Fapi/x", "/api%2fx", "/ap%69/x"} {
 		cs = append(cs, Case[Request]{Name: "path " + p, Policy: policyIP, Hole: hole, Total: Burst, Phases: []Phase[Request]{
 			{What: "GET " + p, Reqs: same(N, Request{Path: p}), Want: Burst, Or4xx: true},
@@ -271,7 +337,7 @@ func overrideCases() []Case[Request] {
 	mallory := func(kv ...string) Request {
 		return Request{Header: hdr(append([]string{"X-User-ID", "mallory"}, kv...)...)}
 	}
-	hole3 := map[string]string{"*": "hole 3"}
+	hole3 := Pending(3)
 	return []Case[Request]{
 		{Name: "override X-Internal-Caller: billing (unlimited)", Policy: policyOverrides, Hole: hole3, Phases: []Phase[Request]{
 			{What: "X-Internal-Caller: billing", Reqs: same(N, mallory("X-Internal-Caller", "billing")), Want: Burst},
@@ -282,7 +348,7 @@ func overrideCases() []Case[Request] {
 		{Name: "override X-Plan: vip (scale 10)", Policy: policyOverrides, Hole: hole3, Phases: []Phase[Request]{
 			{What: "X-Plan: vip", Reqs: same(N*5, mallory("X-Plan", "vip")), Want: Burst},
 		}},
-		{Name: "override with scale 1", Policy: policyScale1, Hole: map[string]string{"*": "hole 2"}, Phases: []Phase[Request]{
+		{Name: "override with scale 1", Policy: policyScale1, Hole: Pending(2), Phases: []Phase[Request]{
 			{What: "the overridden key", Reqs: same(N, Request{}), Want: Burst},
 		}},
 	}

@@ -70,6 +70,10 @@ type Phase[R any] struct {
 	// Parallel sends the requests all at once, each on its own
 	// goroutine, racing for the limit's last units.
 	Parallel bool
+	// Pipelined sends them on one connection, each written before the
+	// answer to the one before it is read (HTTP/1.1 pipelining), where
+	// the front-end's Sender can.
+	Pipelined bool
 }
 
 // Case is one hostile input: a policy and the phases sent against it, in
@@ -81,9 +85,10 @@ type Case[R any] struct {
 	// Total, when not 0, is how many requests of all phases together get
 	// through: what the limit allows, whichever way a phase was answered.
 	Total int
-	// Hole names the issue's hole whose fix, on another branch, this case
-	// needs ("hole 5"), keyed by front-end ("gateway", "api", "httplimit")
-	// or "*" for all; the failure message says so.
+	// Hole says why the case fails today, keyed by front-end ("gateway",
+	// "api", "httplimit", "grpclimit", "rls") or "*" for all: the issue's
+	// hole whose fix, on another branch, it needs, or a finding not yet
+	// fixed. The failure message shows it.
 	Hole map[string]string
 	// NoAPI says why the decision API cannot express the case (repeated
 	// header names, forwarding headers the caller resolves), if it cannot.
@@ -98,6 +103,11 @@ func (c Case[R]) HoleOn(front string) string {
 	return c.Hole["*"]
 }
 
+// Pending marks a case whose fix is on another branch (issue hole n).
+func Pending(hole int) map[string]string {
+	return map[string]string{"*": fmt.Sprintf("hole %d: fixed on another branch", hole)}
+}
+
 // Sender sends one request to a front-end and returns the status it was
 // answered with, in HTTP's terms: 2xx when the request got through, 4xx
 // when it was refused or rejected (a gRPC front-end maps its codes). through reports how many requests got through so far (the
@@ -105,6 +115,10 @@ func (c Case[R]) HoleOn(front string) string {
 type Sender[R any] struct {
 	Send    func(R) (int, error)
 	Through func() int64
+	// Pipeline, if set, sends the requests of a phase marked Pipelined
+	// one after another on one connection, without waiting for answers,
+	// and returns their statuses.
+	Pipeline func([]R) ([]int, error)
 }
 
 // Run sends every phase of c with s and checks the counts. front names the
@@ -113,7 +127,7 @@ func Run[R any](t *testing.T, front string, c Case[R], s Sender[R]) {
 	t.Helper()
 	note := ""
 	if h := c.HoleOn(front); h != "" {
-		note = " [" + h + ": fixed on another branch]"
+		note = " [" + h + "]"
 	}
 	start := s.Through()
 	for _, ph := range c.Phases {
@@ -143,6 +157,19 @@ func Run[R any](t *testing.T, front string, c Case[R], s Sender[R]) {
 // of answers that are neither 2xx nor 4xx.
 func send[R any](t *testing.T, front string, ph Phase[R], s Sender[R]) (statuses map[int]int, bad int) {
 	statuses = map[int]int{}
+	if ph.Pipelined && s.Pipeline != nil {
+		sts, err := s.Pipeline(ph.Reqs)
+		if err != nil {
+			t.Errorf("%s: %s: %v", front, ph.What, err)
+		}
+		for _, st := range sts {
+			statuses[st]++
+			if st < 200 || st >= 300 && st < 400 || st >= 500 {
+				bad++
+			}
+		}
+		return statuses, bad
+	}
 	var mu sync.Mutex
 	one := func(i int, r R) {
 		st, err := s.Send(r)
@@ -187,6 +214,47 @@ func Statuses(m map[int]int) string {
 	return strings.Join(parts, " ")
 }
 
+// Pipeline writes every request of rs to addr on one connection, all
+// before reading any answer, and returns the statuses of the answers.
+func Pipeline(addr string, rs []Request) ([]int, error) {
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	var b bytes.Buffer
+	for i, r := range rs {
+		writeRequest(&b, r, i == len(rs)-1)
+	}
+	if _, err := conn.Write(b.Bytes()); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(conn)
+	var sts []int
+	for range rs {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return sts, fmt.Errorf("answer %d of %d: %v", len(sts)+1, len(rs), err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		sts = append(sts, resp.StatusCode)
+	}
+	return sts, nil
+}
+
+func writeRequest(b *bytes.Buffer, r Request, last bool) {
+	fmt.Fprintf(b, "%s %s HTTP/1.1\r\nHost: %s\r\n", r.method(), r.path(), r.host())
+	for _, f := range r.Header {
+		b.WriteString(f.Name + ": " + f.Value + "\r\n")
+	}
+	if last {
+		b.WriteString("Connection: close\r\n")
+	}
+	b.WriteString("\r\n")
+}
+
 // Send writes r to addr over a new TCP connection, exactly as it is (no
 // client library normalises its path or headers), and returns the status
 // of the answer.
@@ -198,11 +266,7 @@ func Send(addr string, r Request) (int, error) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", r.method(), r.path(), r.host())
-	for _, f := range r.Header {
-		b.WriteString(f.Name + ": " + f.Value + "\r\n")
-	}
-	b.WriteString("Connection: close\r\n\r\n")
+	writeRequest(&b, r, true)
 	if _, err := conn.Write(b.Bytes()); err != nil {
 		return 0, err
 	}
