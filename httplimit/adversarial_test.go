@@ -73,3 +73,39 @@ func hostileMiddleware(t *testing.T, storeName string, c hostiletest.Case[hostil
 		Through:  reached.Load,
 	})
 }
+
+// TestHostileStaticLimits runs the cases of the adversarial table whose
+// policy limits by client address or by X-User-ID against the middleware
+// configured with Config.Limits instead (ByIP, ByHeader), on memstore.
+func TestHostileStaticLimits(t *testing.T) {
+	limits := map[string][]httplimit.Limit{
+		hostiletest.PolicyIP:   {{Name: "per-ip", Key: httplimit.ByIP(&httplimit.ClientIP{}), Limit: sluice.TokenBucket(sluice.PerHour(1), hostiletest.Burst)}},
+		hostiletest.PolicyUser: {{Name: "per-user", Key: httplimit.ByHeader("X-User-ID"), Limit: sluice.TokenBucket(sluice.PerHour(1), hostiletest.Burst)}},
+	}
+	for _, c := range hostiletest.Cases() {
+		ls := limits[c.Policy]
+		if ls == nil {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			mem, err := memstore.New(memstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			mw, err := httplimit.New(sluice.New(mem), httplimit.Config{Limits: ls, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reached atomic.Int64
+			srv := httptest.NewServer(mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
+			defer srv.Close()
+			addr := srv.Listener.Addr().String()
+			hostiletest.Run(t, "httplimit (Config.Limits)", c, hostiletest.Sender[hostiletest.Request]{
+				Send:     func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
+				Pipeline: func(rs []hostiletest.Request) ([]int, error) { return hostiletest.Pipeline(addr, rs) },
+				Through:  reached.Load,
+			})
+		})
+	}
+}

@@ -25,9 +25,13 @@ func rules(top string, limits ...string) string {
 }
 
 var (
-	policyIP        = rules("", limitIP)
+	// PolicyIP limits each client address; PolicyUser each X-User-ID
+	// (requests without it are not limited). Front-ends configured in Go
+	// rather than by a policy (httplimit.Config.Limits) run the cases of
+	// these two with limits of their own that mean the same.
+	PolicyIP        = rules("", limitIP)
+	PolicyUser      = rules("", limitUser)
 	policyIPCost    = rules("", `{name: per-ip, key: ip, algorithm: token_bucket, rate: 1/h, burst: 5, cost: "header:X-Cost"}`)
-	policyUser      = rules("", limitUser)
 	policyUserIP    = rules("", limitUser, limitIP8)
 	policyUserDeny  = rules("", `{name: per-user, key: "header:X-User-ID", algorithm: token_bucket, rate: 1/h, burst: 5, missing: deny}`)
 	policyTwoParts  = rules("", `{name: per-pair, key: ["header:X-A", "header:X-B"], algorithm: token_bucket, rate: 1/h, burst: 5}`)
@@ -146,24 +150,24 @@ func keyCases() []Case[Request] {
 	longA, longB := strings.Repeat("d", 300), strings.Repeat("d", 299)+"e"
 	names := []string{"x-user-id", "X-USER-ID", "X-User-Id", "x-UsEr-iD"}
 	return []Case[Request]{
-		{Name: "key header repeated", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header repeated", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID sent twice", Reqs: times(N, func(i int) Request {
 				return Request{Header: hdr("X-User-ID", "alice", "X-User-ID", fmt.Sprint("other", i))}
 			}), Want: 0},
 			clean(Burst, user("alice")),
 		}, NoAPI: "one value per header"},
-		{Name: "key header repeated with one value", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header repeated with one value", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID: alice twice", Reqs: same(N, Request{Header: hdr("X-User-ID", "alice", "x-user-id", "alice")}), Want: 0},
 			clean(Burst, user("alice")),
 		}, NoAPI: "one value per header"},
-		{Name: "key header, pipelined", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header, pipelined", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "12 requests on one connection", Reqs: same(N, user("alice")), Want: Burst, Pipelined: true},
 		}},
 		{Name: "key header, all at once", Policy: policyUserIP, Phases: []Phase[Request]{
 			{What: "12 requests racing", Reqs: same(N, user("alice")), Want: Burst, Parallel: true},
 			{What: "12 more without the header, racing", Reqs: same(N, Request{}), Want: 8 - Burst, Parallel: true},
 		}},
-		{Name: "key header name in odd case", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header name in odd case", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "x-user-id, X-USER-ID, ...", Reqs: times(N, func(i int) Request {
 				return Request{Header: hdr(names[i%len(names)], "alice")}
 			}), Want: Burst},
@@ -178,32 +182,32 @@ func keyCases() []Case[Request] {
 			{What: "no X-User-ID", Reqs: same(N, Request{}), Want: 0},
 			clean(Burst, user("alice")),
 		}},
-		{Name: "key header 100 KB", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header 100 KB", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "one 100 KB value", Reqs: same(N, user(long)), Want: Burst, Or4xx: true},
 			{What: "another 100 KB value", Reqs: same(N, user(long[1:]+"v")), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key header invalid UTF-8", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header invalid UTF-8", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID: \\xff\\xfe", Reqs: same(N, user("\xff\xfe")), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key headers differing only in invalid bytes", Policy: policyUser, Hole: map[string]string{"api": "hole 8: fixed on another branch"}, Phases: []Phase[Request]{
+		{Name: "key headers differing only in invalid bytes", Policy: PolicyUser, Hole: map[string]string{"api": "hole 8: fixed on another branch"}, Phases: []Phase[Request]{
 			{What: "u\\xff and u\\xfe in turn", Reqs: times(N, func(i int) Request {
 				return user("u" + string([]byte{0xff - byte(i%2)}))
 			}), Want: 2 * Burst, Or4xx: true},
 			{What: "u\\uFFFD, which neither is", Reqs: same(N, user("u\uFFFD")), Want: Burst},
 		}},
-		{Name: "key header folded over two lines", Policy: policyUser, NoAPI: "no line folding in JSON", Phases: []Phase[Request]{
+		{Name: "key header folded over two lines", Policy: PolicyUser, NoAPI: "no line folding in JSON", Phases: []Phase[Request]{
 			{What: "X-User-ID: alice CRLF SP bob", Reqs: same(N, user("alice\r\n bob")), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key header name with a blank before the colon", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header name with a blank before the colon", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID : alice", Reqs: same(N, Request{Header: hdr("X-User-ID ", "alice")}), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key header with underscores for dashes", Policy: policyUser, Hole: finding("X_User_ID is not X-User-ID to sluice, but is to CGI/WSGI upstreams (HTTP_X_USER_ID)"), Phases: []Phase[Request]{
+		{Name: "key header with underscores for dashes", Policy: PolicyUser, Hole: finding("X_User_ID is not X-User-ID to sluice, but is to CGI/WSGI upstreams (HTTP_X_USER_ID)"), Phases: []Phase[Request]{
 			{What: "X_User_ID: alice", Reqs: same(N, Request{Header: hdr("X_User_ID", "alice")}), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key header with control bytes", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header with control bytes", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID: a\\x01b", Reqs: same(N, user("a\x01b")), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key header values differing only after byte 256", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header values differing only after byte 256", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "256 a's then 1, then 2, in turn", Reqs: times(N, func(i int) Request {
 				return user(at256 + fmt.Sprint(i%2+1))
 			}), Want: 2 * Burst},
@@ -211,7 +215,7 @@ func keyCases() []Case[Request] {
 				return user([]string{longA, longB}[i%2])
 			}), Want: 2 * Burst},
 		}},
-		{Name: "key header spelling a long value's digest", Policy: policyUser, Phases: []Phase[Request]{
+		{Name: "key header spelling a long value's digest", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "a 300-byte value", Reqs: same(N, user(longA)), Want: Burst},
 			{What: "its digest, sent as the value", Reqs: same(N, user(Digest(longA))), Want: Burst},
 		}},
@@ -323,7 +327,7 @@ func hostPathCases() []Case[Request] {
 		}},
 	)
 	for _, p := range []string{"/api%2Fx", "/api;x/x", "/API/x", "//api/x", "/./api/x", "/api/../api/x", "/%61pi/x", "/%61%70%69/x", "/api/x/..%2F..%2Fapi/x", "/api%2fx", "/ap%69/x"} {
-		cs = append(cs, Case[Request]{Name: "path " + p, Policy: policyIP, Hole: hole, Total: Burst, Phases: []Phase[Request]{
+		cs = append(cs, Case[Request]{Name: "path " + p, Policy: PolicyIP, Hole: hole, Total: Burst, Phases: []Phase[Request]{
 			{What: "GET " + p, Reqs: same(N, Request{Path: p}), Want: Burst, Or4xx: true},
 			clean(-1, Request{}),
 		}})
