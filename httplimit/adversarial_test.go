@@ -53,7 +53,7 @@ func hostileMiddleware(t *testing.T, storeName string, c hostiletest.Case[hostil
 	}
 	note := ""
 	if h := c.HoleOn("httplimit"); h != "" {
-		note = " [" + h + ": fixed on another branch]"
+		note = " [" + h + "]"
 	}
 	pol, err := policy.Parse("hostile.yaml", []byte(c.Policy), policy.Options{})
 	if err != nil {

@@ -79,7 +79,7 @@ func hostilePolicy[R any](t *testing.T, front string, c hostiletest.Case[R]) str
 	if _, err := policy.Parse("hostile.yaml", []byte(c.Policy), policy.Options{}); err != nil {
 		note := ""
 		if h := c.HoleOn(front); h != "" {
-			note = " [" + h + ": fixed on another branch]"
+			note = " [" + h + "]"
 		}
 		t.Fatalf("%s: the policy does not load%s: %s", front, note, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
