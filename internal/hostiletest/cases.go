@@ -99,7 +99,34 @@ func Cases() []Case[Request] {
 	cs = append(cs, ipCases()...)
 	cs = append(cs, hostPathCases()...)
 	cs = append(cs, overrideCases()...)
-	return cs
+	return append(cs, algorithmCases(cs)...)
+}
+
+// algorithms are the other limits some cases run under: each admits
+// exactly Burst requests over a test, as the token bucket does.
+var algorithms = []struct{ name, spec string }{
+	{"gcra", "algorithm: gcra, rate: 1/h, burst: 5"},
+	{"sliding_log", "algorithm: sliding_log, limit: 5, window: 1h"},
+}
+
+// algorithmCases repeats cases that charge more than one unit or race for
+// the last ones under the other algorithms.
+func algorithmCases(cs []Case[Request]) []Case[Request] {
+	var out []Case[Request]
+	for _, c := range cs {
+		switch c.Name {
+		case "cost 3", `cost "0"`, "cost sent twice", "cost 2, all at once", "key header, all at once", "key header values differing only after byte 256":
+		default:
+			continue
+		}
+		for _, a := range algorithms {
+			v := c
+			v.Name = c.Name + ", " + a.name
+			v.Policy = strings.ReplaceAll(c.Policy, "algorithm: token_bucket, rate: 1/h, burst: 5", a.spec)
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // costCases send `cost: header:X-Cost` values a client must not be able to
