@@ -49,12 +49,23 @@ type KeyFunc func(r *http.Request) (string, error)
 func Global(*http.Request) (string, error) { return "global", nil }
 
 // ByHeader keys requests by the value of a request header; requests without
-// it are not limited by this limit. A value longer than decide.MaxKeyValue
-// bytes is counted under its digest (see decide.KeyValue), like every key of
-// Config.Limits.
+// it are not limited by this limit, and a request that sends it more than
+// once is refused with 400 (counting one value while the handler reads
+// another would let a client choose its key). A value longer than
+// decide.MaxKeyValue bytes is counted under its digest (see
+// decide.KeyValue), like every key of Config.Limits.
 func ByHeader(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) (string, error) { return r.Header.Get(name), nil }
+	return func(r *http.Request) (string, error) {
+		vs := r.Header[name]
+		switch len(vs) {
+		case 0:
+			return "", nil
+		case 1:
+			return vs[0], nil
+		}
+		return "", &decide.ClientError{Field: "header " + name, Reason: fmt.Sprintf("sent %d times; send it once", len(vs))}
+	}
 }
 
 // ByIP keys requests by client address, as c resolves it.

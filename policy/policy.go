@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,12 +346,9 @@ func (p *Policy) part(r *http.Request, rule *Rule, part keyPart) (string, error)
 	case "header":
 		return header(r, part.name)
 	case "query":
-		return r.URL.Query().Get(part.name), nil
+		return query(r, part.name)
 	case "cookie":
-		if c, err := r.Cookie(part.name); err == nil {
-			return c.Value, nil
-		}
-		return "", nil
+		return cookie(r, part.name)
 	case "func":
 		return part.fn(r)
 	}
@@ -380,8 +378,15 @@ func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
 // header returns the value of a header a key is made of. A header sent
 // more than once is the client's error: counting one value while the
 // upstream reads another would let a client choose the key it is counted
-// under.
+// under. So is a header whose name differs from it only in '_' for '-'
+// (X_User_ID for X-User-ID), which CGI, WSGI and Rack servers read as the
+// same header.
 func header(r *http.Request, name string) (string, error) {
+	for k := range r.Header {
+		if k != name && strings.IndexByte(k, '_') >= 0 && SameHeader(k, name) {
+			return "", &decide.ClientError{Field: "header " + k, Reason: fmt.Sprintf("names the same header as %s for many servers; send %s", name, name)}
+		}
+	}
 	vs := r.Header.Values(name)
 	if len(vs) > 1 {
 		return "", &decide.ClientError{Field: "header " + name, Reason: fmt.Sprintf("sent %d times; a header a rate limit key is made of must be sent once", len(vs))}
@@ -390,4 +395,71 @@ func header(r *http.Request, name string) (string, error) {
 		return "", nil
 	}
 	return vs[0], nil
+}
+
+// SameHeader reports whether two header names name the same header for
+// some server: equal but for case, and for '_' against '-'.
+func SameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	fold := func(c byte) byte {
+		switch {
+		case c == '_':
+			return '-'
+		case 'A' <= c && c <= 'Z':
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	for i := 0; i < len(a); i++ {
+		if fold(a[i]) != fold(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// query returns the value of a query parameter a key is made of. A query
+// string that does not parse (bad percent-encoding, ';' separators) or that
+// names the parameter twice is the client's error, as for headers: Go's
+// parser drops what it cannot read, and an upstream may read otherwise.
+func query(r *http.Request, name string) (string, error) {
+	vs, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", &decide.ClientError{Field: "query", Reason: fmt.Sprintf("does not parse (%v)", err)}
+	}
+	switch v := vs[name]; len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return v[0], nil
+	default:
+		return "", &decide.ClientError{Field: "query " + name, Reason: fmt.Sprintf("sent %d times; a parameter a rate limit key is made of must be sent once", len(v))}
+	}
+}
+
+// cookie returns the value of a cookie a key is made of, as the client
+// sent it (one pair of double quotes around it dropped), however strict
+// parsers would judge it: a value they reject is still counted, never
+// taken for an absent cookie. A cookie sent twice is the client's error.
+func cookie(r *http.Request, name string) (string, error) {
+	var value string
+	n := 0
+	for _, line := range r.Header["Cookie"] {
+		for pair := range strings.SplitSeq(line, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || k != name {
+				continue
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			value, n = v, n+1
+		}
+	}
+	if n > 1 {
+		return "", &decide.ClientError{Field: "cookie " + name, Reason: fmt.Sprintf("sent %d times; a cookie a rate limit key is made of must be sent once", n)}
+	}
+	return value, nil
 }

@@ -334,6 +334,12 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 	if err := apiHeaders(hr, a); err != nil {
 		return nil, err
 	}
+	// request.ip is the client's address, already resolved: forwarding
+	// headers the caller passes on must not resolve it again, even when it
+	// falls in trusted_proxies.
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
+		hr.Header.Del(h)
+	}
 	if a.IP != "" {
 		ip, err := netip.ParseAddr(a.IP)
 		if err != nil {

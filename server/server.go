@@ -324,8 +324,12 @@ func (s *Server) stripProtected(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := s.currentPolicy()
 		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
-			for _, h := range hs {
-				r.Header.Del(h)
+			for k := range r.Header { // X_Internal_Caller too: CGI servers read it as X-Internal-Caller
+				for _, h := range hs {
+					if policy.SameHeader(k, h) {
+						delete(r.Header, k)
+					}
+				}
 			}
 		}
 		next.ServeHTTP(w, r)
