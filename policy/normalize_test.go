@@ -71,7 +71,8 @@ func TestNormalizeHostile(t *testing.T) {
 		{"/api/a%3Fb%23c", "example.com", "/api/a%3Fb%23c", []string{"api"}},
 		{"/api/a%253Bb", "example.com", "/api/a%253Bb", []string{"api"}},
 		{"/api/{x}|^", "example.com", "/api/%7Bx%7D%7C%5E", []string{"api"}},
-		{"/API/x", "example.com", "/API/x", nil}, // paths are case-sensitive
+		{"/API/x", "example.com", "/API/x", []string{"api"}}, // matched whatever its case, forwarded as sent
+		{"/Api/%61%41", "example.com", "/Api/aA", []string{"api"}},
 		{"http://example.com/%61pi/x", "other.example", "/api/x", []string{"api"}},
 		{"/api%2Fx", "example.com", refused, nil},
 		{"/api%2fx/", "example.com", refused, nil},
@@ -164,6 +165,36 @@ func TestHostKey(t *testing.T) {
 	}
 	if len(keys) != 1 {
 		t.Errorf("keys %v: want one", keys)
+	}
+}
+
+// TestPathCase: rules match paths whatever their ASCII case, and their
+// patterns likewise (but wildcard names); a route key is the pattern, one
+// key whatever the case of the path.
+func TestPathCase(t *testing.T) {
+	p, err := policy.Parse("case.yaml", []byte(`
+rules:
+  - name: reports
+    match: {path: "/Reports/{ID}"}
+    limits:
+      - {name: reports, key: route, algorithm: gcra, rate: 10/s}
+`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, target := range []string{"/reports/7", "/REPORTS/7", "/Reports/AbC", "/rePorts/x"} {
+		planned, err := p.Plan(readRequest("GET", target, "example.com"), nil)
+		if err != nil || len(planned) != 1 {
+			t.Fatalf("%s: %v, %v", target, names(planned), err)
+		}
+		keys[planned[0].Key] = true
+	}
+	if len(keys) != 1 {
+		t.Errorf("route keys %v: want one", keys)
+	}
+	if planned, _ := p.Plan(readRequest("GET", "/report/7", "example.com"), nil); len(planned) != 0 {
+		t.Errorf("/report/7 planned %v", names(planned))
 	}
 }
 

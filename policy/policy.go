@@ -183,7 +183,8 @@ func (m *matcher) add(pattern string) (err error) {
 }
 
 // normalPattern returns a ServeMux pattern ("[METHOD ][HOST]/PATH") with
-// its host in normal form.
+// its host in normal form and its path in lower case (but the names of its
+// wildcards), as foldCase gives request paths.
 func normalPattern(pattern string) (string, error) {
 	method, rest, ok := strings.Cut(pattern, " ")
 	if !ok {
@@ -197,8 +198,12 @@ func normalPattern(pattern string) (string, error) {
 	if strings.ContainsAny(path, ";\\") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
 		return "", errors.New(`a path with ";", a backslash, %2F or %5C never matches: requests with one are refused (400)`)
 	}
+	path = lowerOutsideBraces(path)
 	if host == "" {
-		return pattern, nil
+		if method != "" {
+			return method + " " + path, nil
+		}
+		return path, nil
 	}
 	if _, port, err := splitHost(host); err != nil {
 		return "", err
@@ -212,9 +217,51 @@ func normalPattern(pattern string) (string, error) {
 	return h + path, nil
 }
 
-func (m *matcher) matches(r *http.Request) bool {
+// lowerOutsideBraces lower-cases the ASCII letters of a pattern's path
+// outside its wildcards ("{ID}" keeps its name).
+func lowerOutsideBraces(path string) string {
+	b := []byte(path)
+	depth := 0
+	for i, c := range b {
+		switch {
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+		case depth == 0 && 'A' <= c && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// pattern returns the pattern that matches r, "" if none does. r's path
+// is in lower case (foldCase), as the patterns are. A request ServeMux
+// would redirect to add a trailing slash ("/api" under "/api/") matches:
+// the upstream receives it as it is, so it is counted.
+func (m *matcher) pattern(r *http.Request) string {
 	_, pattern := m.mux.Handler(r)
-	return pattern != ""
+	return pattern
+}
+
+// foldCase returns r with the ASCII letters of its path in lower case: rules
+// match paths whatever their case, because many upstreams (Express,
+// ASP.NET, anything on a case-insensitive file system) serve /API/x as
+// /api/x. A rule that also counts a path a case-sensitive upstream would
+// not serve costs that client quota; a rule that missed one a
+// case-insensitive upstream does serve would let it through uncounted.
+// The upstream receives the path as sent.
+func foldCase(r *http.Request) *http.Request {
+	p := r.URL.EscapedPath()
+	if strings.IndexFunc(p, func(c rune) bool { return 'A' <= c && c <= 'Z' }) < 0 {
+		return r
+	}
+	u := *r.URL
+	u.Path, u.RawPath = strings.ToLower(u.Path), strings.ToLower(u.RawPath)
+	mr := new(http.Request)
+	*mr = *r
+	mr.URL = &u
+	return mr
 }
 
 // Plan appends to dst the checks of every rule matching r, with their keys,
@@ -232,13 +279,15 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	if err != nil {
 		return dst, err
 	}
+	mr := foldCase(r) // what rules match
 	var buf [128]byte
 	for _, rule := range p.Rules {
-		if !rule.match.matches(r) {
+		route := rule.match.pattern(mr)
+		if route == "" {
 			continue
 		}
 		for _, l := range rule.Limits {
-			c, ok, err := p.plan(r, rule, l, buf[:0])
+			c, ok, err := p.plan(r, route, rule, l, buf[:0])
 			if err != nil {
 				return dst, err
 			}
@@ -250,11 +299,12 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	return dst, nil
 }
 
-// plan plans one limit of a matching rule. ok is false when the limit does
-// not apply: a key part has no value, or an override makes it unlimited.
-func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
+// plan plans one limit of a rule that matched r with the pattern route. ok
+// is false when the limit does not apply: a key part has no value, or an
+// override makes it unlimited.
+func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
 	c = decide.Check{Name: l.Name, Limit: l.Limit, Shadow: rule.Shadow, OnError: rule.OnError, Action: &rule.Action}
-	key, value, skip, err := p.key(r, rule, l, l.key, buf)
+	key, value, skip, err := p.key(r, route, rule, l, l.key, buf)
 	if skip && l.onMissing != missingSkip {
 		if l.onMissing == missingRefuse {
 			return c, false, &decide.ClientError{Limit: l.Name, Field: "key " + l.Key(), Reason: "missing, and the limit refuses requests without it"}
@@ -262,7 +312,7 @@ func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c deci
 		// Counted under the other key: an empty part first keeps these
 		// keys apart from those of requests that have every part.
 		buf = decide.AppendKey(buf[:0], rule.Name, l.Name, "")
-		key, value, skip, err = p.key(r, rule, l, l.missingKey, buf)
+		key, value, skip, err = p.key(r, route, rule, l, l.missingKey, buf)
 		if skip {
 			return c, false, &decide.ClientError{Limit: l.Name, Field: "key " + l.Key(), Reason: "missing, and so is a part of the limit's on_missing key"}
 		}
@@ -305,12 +355,12 @@ func (p *Policy) plan(r *http.Request, rule *Rule, l *Limit, buf []byte) (c deci
 // for overrides by key value, when the limit has such overrides. skip is
 // true when a part has no value (a missing header: the limit does not
 // apply).
-func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, parts []keyPart, b []byte) (key []byte, value string, skip bool, err error) {
+func (p *Policy) key(r *http.Request, route string, rule *Rule, l *Limit, parts []keyPart, b []byte) (key []byte, value string, skip bool, err error) {
 	if len(b) == 0 {
 		b = decide.AppendKey(b, rule.Name, l.Name)
 	}
 	for _, part := range parts {
-		v, err := p.part(r, rule, part)
+		v, err := p.part(r, route, part)
 		if err != nil {
 			return nil, "", false, err
 		}
@@ -329,16 +379,16 @@ func (p *Policy) key(r *http.Request, rule *Rule, l *Limit, parts []keyPart, b [
 	return b, value, false, nil
 }
 
-// part returns the value of one key part for r ("" when it has none).
-func (p *Policy) part(r *http.Request, rule *Rule, part keyPart) (string, error) {
+// part returns the value of one key part for r, which matched the pattern
+// route ("" when it has none).
+func (p *Policy) part(r *http.Request, route string, part keyPart) (string, error) {
 	switch part.kind {
 	case "global":
 		return "*", nil
 	case "ip":
 		return p.ClientIP.Key(r)
 	case "route":
-		_, v := rule.match.mux.Handler(r)
-		return v, nil
+		return route, nil
 	case "method":
 		return r.Method, nil
 	case "host":

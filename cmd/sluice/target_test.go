@@ -73,8 +73,8 @@ func remaining(field, limit string) int {
 
 // TestGatewayNormalizesTargets sends the gateway requests spelled to get
 // around an /api/ rule and a beta.example.com rule (escapes, dot segments,
-// repeated slashes, path parameters, encoded slashes, host case, trailing
-// dots, ports, absolute-form targets) and checks, for each, that it was
+// repeated slashes, path parameters, encoded slashes, path and host case,
+// trailing dots, ports, absolute-form targets) and checks, for each, that it was
 // either refused with a 4xx and never reached the upstream, or counted by
 // the rule (its limit's remaining quota went down by exactly one) and the
 // upstream received the very path and host the rule matched.
@@ -112,7 +112,9 @@ rules:
 		{"GET", "/api/x/..", "a.example", "/api/", "a.example", true, false},
 		{"GET", "/api/caf%c3%a9?q=%2F..", "a.example", "/api/caf%C3%A9?q=%2F..", "a.example", true, false},
 		{"GET", "/api/{x}", "a.example", "/api/%7Bx%7D", "a.example", true, false},
-		{"GET", "/api", "a.example", "/api", "a.example", true, false}, // ServeMux would redirect it: counted all the same
+		{"GET", "/api", "a.example", "/api", "a.example", true, false},     // ServeMux would redirect it: counted all the same
+		{"GET", "/API/x", "a.example", "/API/x", "a.example", true, false}, // matched whatever its case, forwarded as sent
+		{"GET", "/%41pi/X", "a.example", "/Api/X", "a.example", true, false},
 		{"GET", "http://a.example/%61pi/x", "other.example", "/api/x", "a.example", true, false},
 		{"GET", "/api%2Fx", "a.example", refused, "", false, false},
 		{"GET", "/api%2fx/y", "a.example", refused, "", false, false},

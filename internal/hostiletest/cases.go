@@ -216,7 +216,7 @@ func keyCases() []Case[Request] {
 		{Name: "key header invalid UTF-8", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID: \\xff\\xfe", Reqs: same(N, user("\xff\xfe")), Want: Burst, Or4xx: true},
 		}},
-		{Name: "key headers differing only in invalid bytes", Policy: PolicyUser, Hole: map[string]string{"api": "hole 8: fixed on another branch"}, Phases: []Phase[Request]{
+		{Name: "key headers differing only in invalid bytes", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "u\\xff and u\\xfe in turn", Reqs: times(N, func(i int) Request {
 				return user("u" + string([]byte{0xff - byte(i%2)}))
 			}), Want: 2 * Burst, Or4xx: true},
@@ -320,7 +320,7 @@ func ipCases() []Case[Request] {
 			spoof("X-Forwarded-For", func(i int) string { return rnd(i+20) + ", 203.0.113.7" })}},
 		{Name: "X-Forwarded-For of 1000 forged entries through a trusted proxy", Policy: policyTrusted, Phases: []Phase[Request]{
 			spoof("X-Forwarded-For", func(i int) string { return fmt.Sprint(i, ".", many) })}},
-		{Name: "X-Forwarded-For garbage through a trusted proxy", Policy: policyTrusted, Phases: []Phase[Request]{
+		{Name: "X-Forwarded-For garbage through a trusted proxy", Policy: policyTrusted, NoAPI: "the garbage holds invalid UTF-8, which makes a decision API body a 400 (hole 8); the API ignores forwarding headers anyway", Phases: []Phase[Request]{
 			spoof("X-Forwarded-For", func(i int) string { return garbage + fmt.Sprint(i) })}},
 		{Name: "X-Forwarded-For repeated through a trusted proxy", Policy: policyTrusted, NoAPI: "one value per header", Phases: []Phase[Request]{
 			{What: "two X-Forwarded-For lines, the first forged", Reqs: times(N, func(i int) Request {
@@ -335,10 +335,9 @@ func ipCases() []Case[Request] {
 // the request is counted under the rule, or refused with a 4xx, never
 // forwarded uncounted.
 func hostPathCases() []Case[Request] {
-	hole := Pending(5)
 	var cs []Case[Request]
 	for _, h := range []string{"BETA.EXAMPLE.COM", "beta.example.com.", "beta.example.com:8080", "Beta.Example.Com.:8080"} {
-		cs = append(cs, Case[Request]{Name: "host " + h, Policy: policyHost, Hole: hole, Total: Burst, Phases: []Phase[Request]{
+		cs = append(cs, Case[Request]{Name: "host " + h, Policy: policyHost, Total: Burst, Phases: []Phase[Request]{
 			{What: "Host: " + h, Reqs: same(N, Request{Host: h}), Want: Burst, Or4xx: true},
 			clean(-1, Request{Host: "beta.example.com"}),
 		}})
@@ -354,7 +353,7 @@ func hostPathCases() []Case[Request] {
 		}},
 	)
 	for _, p := range []string{"/api%2Fx", "/api;x/x", "/API/x", "//api/x", "/./api/x", "/api/../api/x", "/%61pi/x", "/%61%70%69/x", "/api/x/..%2F..%2Fapi/x", "/api%2fx", "/ap%69/x"} {
-		cs = append(cs, Case[Request]{Name: "path " + p, Policy: PolicyIP, Hole: hole, Total: Burst, Phases: []Phase[Request]{
+		cs = append(cs, Case[Request]{Name: "path " + p, Policy: PolicyIP, Total: Burst, Phases: []Phase[Request]{
 			{What: "GET " + p, Reqs: same(N, Request{Path: p}), Want: Burst, Or4xx: true},
 			clean(-1, Request{}),
 		}})
