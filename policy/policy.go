@@ -394,7 +394,7 @@ func (p *Policy) part(r *http.Request, route string, part keyPart) (string, erro
 	case "host":
 		return hostname(r.Host), nil
 	case "header":
-		return header(r, part.name)
+		return httplimit.HeaderValue(r, part.name)
 	case "query":
 		return query(r, part.name)
 	case "cookie":
@@ -423,51 +423,6 @@ func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
 		return 0, fmt.Errorf("%.40q is not a whole number from 1 to %d", s, capacity)
 	}
 	return c, nil
-}
-
-// header returns the value of a header a key is made of. A header sent
-// more than once is the client's error: counting one value while the
-// upstream reads another would let a client choose the key it is counted
-// under. So is a header whose name differs from it only in '_' for '-'
-// (X_User_ID for X-User-ID), which CGI, WSGI and Rack servers read as the
-// same header.
-func header(r *http.Request, name string) (string, error) {
-	for k := range r.Header {
-		if k != name && strings.IndexByte(k, '_') >= 0 && SameHeader(k, name) {
-			return "", &decide.ClientError{Field: "header " + k, Reason: fmt.Sprintf("names the same header as %s for many servers; send %s", name, name)}
-		}
-	}
-	vs := r.Header.Values(name)
-	if len(vs) > 1 {
-		return "", &decide.ClientError{Field: "header " + name, Reason: fmt.Sprintf("sent %d times; a header a rate limit key is made of must be sent once", len(vs))}
-	}
-	if len(vs) == 0 {
-		return "", nil
-	}
-	return vs[0], nil
-}
-
-// SameHeader reports whether two header names name the same header for
-// some server: equal but for case, and for '_' against '-'.
-func SameHeader(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	fold := func(c byte) byte {
-		switch {
-		case c == '_':
-			return '-'
-		case 'A' <= c && c <= 'Z':
-			return c + 'a' - 'A'
-		}
-		return c
-	}
-	for i := 0; i < len(a); i++ {
-		if fold(a[i]) != fold(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // query returns the value of a query parameter a key is made of. A query

@@ -326,7 +326,7 @@ func (s *Server) stripProtected(next http.Handler) http.Handler {
 		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
 			for k := range r.Header { // X_Internal_Caller too: CGI servers read it as X-Internal-Caller
 				for _, h := range hs {
-					if policy.SameHeader(k, h) {
+					if httplimit.SameHeader(k, h) {
 						delete(r.Header, k)
 					}
 				}

@@ -33,7 +33,7 @@ var (
 	PolicyUser      = rules("", limitUser)
 	policyIPCost    = rules("", `{name: per-ip, key: ip, algorithm: token_bucket, rate: 1/h, burst: 5, cost: "header:X-Cost"}`)
 	policyUserIP    = rules("", limitUser, limitIP8)
-	policyUserDeny  = rules("", `{name: per-user, key: "header:X-User-ID", algorithm: token_bucket, rate: 1/h, burst: 5, missing: deny}`)
+	policyUserDeny  = rules("", `{name: per-user, key: "header:X-User-ID", algorithm: token_bucket, rate: 1/h, burst: 5, on_missing: refuse}`)
 	policyTwoParts  = rules("", `{name: per-pair, key: ["header:X-A", "header:X-B"], algorithm: token_bucket, rate: 1/h, burst: 5}`)
 	policyUntrusted = rules("trusted_proxies: [10.0.0.0/8]\n", limitIP)
 	policyFwd       = rules("trusted_proxies: [10.0.0.0/8]\nclient_ip_header: Forwarded\n", limitIP)
@@ -205,7 +205,7 @@ func keyCases() []Case[Request] {
 		{Name: "key header empty", Policy: policyUserIP, Phases: []Phase[Request]{
 			{What: "X-User-ID: (empty): counted per ip", Reqs: same(N, user("")), Want: 8},
 		}},
-		{Name: "key header absent, missing: deny", Policy: policyUserDeny, Hole: Pending(4), Phases: []Phase[Request]{
+		{Name: "key header absent, on_missing: refuse", Policy: policyUserDeny, Hole: Pending(4), Phases: []Phase[Request]{
 			{What: "no X-User-ID", Reqs: same(N, Request{}), Want: 0},
 			clean(Burst, user("alice")),
 		}},
