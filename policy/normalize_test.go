@@ -183,7 +183,7 @@ rules:
 		t.Fatal(err)
 	}
 	keys := map[string]bool{}
-	for _, target := range []string{"/reports/7", "/REPORTS/7", "/Reports/AbC", "/rePorts/x"} {
+	for _, target := range []string{"/reports/7", "/REPORTS/7", "/Reports/AbC", "/rePorts/x", "/REPORTS/%C3%89T%C3%89"} {
 		planned, err := p.Plan(readRequest("GET", target, "example.com"), nil)
 		if err != nil || len(planned) != 1 {
 			t.Fatalf("%s: %v, %v", target, names(planned), err)

@@ -217,6 +217,30 @@ func normalPattern(pattern string) (string, error) {
 	return h + path, nil
 }
 
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// lowerASCII lower-cases the ASCII letters of s and leaves every other
+// byte as it is, so that a path and its escaped form stay one another's.
+func lowerASCII(s string) string {
+	if !hasUpper(s) {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // lowerOutsideBraces lower-cases the ASCII letters of a pattern's path
 // outside its wildcards ("{ID}" keeps its name).
 func lowerOutsideBraces(path string) string {
@@ -252,12 +276,11 @@ func (m *matcher) pattern(r *http.Request) string {
 // case-insensitive upstream does serve would let it through uncounted.
 // The upstream receives the path as sent.
 func foldCase(r *http.Request) *http.Request {
-	p := r.URL.EscapedPath()
-	if strings.IndexFunc(p, func(c rune) bool { return 'A' <= c && c <= 'Z' }) < 0 {
+	if !hasUpper(r.URL.Path) && !hasUpper(r.URL.RawPath) {
 		return r
 	}
 	u := *r.URL
-	u.Path, u.RawPath = strings.ToLower(u.Path), strings.ToLower(u.RawPath)
+	u.Path, u.RawPath = lowerASCII(u.Path), lowerASCII(u.RawPath)
 	mr := new(http.Request)
 	*mr = *r
 	mr.URL = &u
