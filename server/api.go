@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -307,24 +308,47 @@ func (s *Server) planAPI(req *checkRequest) ([]decide.Check, error) {
 
 func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, error) {
 	a := req.Request
-	method := a.Method
-	if method == "" {
-		method = http.MethodGet
+	hr, err := apiHTTPRequest(a)
+	if err != nil {
+		return nil, err
 	}
+	p := s.currentPolicy()
+	planned, err := p.Plan(hr, nil) // host and path normalised as the gateway's
+	if err != nil {
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	for _, c := range planned {
+		if errors.Is(c.Err, httplimit.ErrNoClientIP) && a.IP == "" {
+			return nil, fmt.Errorf("request.ip: missing, and a limit keyed by ip applies (%q)", c.Name)
+		}
+	}
+	if req.Rule != "" {
+		if planned, err = onlyRule(p, planned, req.Rule); err != nil {
+			return nil, err
+		}
+	}
+	for i := range planned {
+		c := planned[i].Cost * hits
+		if hits != 0 && c/hits != planned[i].Cost || c > planned[i].Limit.Capacity() {
+			return nil, fmt.Errorf("hits: %d × cost %d exceeds the capacity %d of limit %q", hits, planned[i].Cost, planned[i].Limit.Capacity(), planned[i].Name)
+		}
+		planned[i].Cost = c
+	}
+	return planned, nil
+}
+
+// apiHTTPRequest builds the HTTP request a decision API request describes,
+// for the policy to plan.
+func apiHTTPRequest(a *apiRequest) (*http.Request, error) {
+	method := cmp.Or(a.Method, http.MethodGet)
 	if !validToken(method) {
 		return nil, fmt.Errorf("request.method: %q is not an HTTP method", a.Method)
 	}
-	path := a.Path
-	if path == "" {
-		path = "/"
-	}
+	path := cmp.Or(a.Path, "/")
 	if !strings.HasPrefix(path, "/") {
 		return nil, fmt.Errorf("request.path: %q must start with /", a.Path)
 	}
-	host := a.Host
-	if host == "" {
-		host = "localhost"
-	}
+	host := cmp.Or(a.Host, "localhost")
 	u, err := url.Parse("http://" + host + path)
 	if err != nil || u.Host == "" || u.Path != path && u.RawPath != path {
 		return nil, fmt.Errorf("request.host/path: %q %q do not form a URL", a.Host, a.Path)
@@ -347,44 +371,29 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 		}
 		hr.RemoteAddr = netip.AddrPortFrom(ip, 0).String()
 	}
-	p := s.currentPolicy()
-	planned, err := p.Plan(hr, nil) // host and path normalised as the gateway's
-	if err != nil {
-		return nil, fmt.Errorf("request: %w", err)
-	}
-	for _, c := range planned {
-		if errors.Is(c.Err, httplimit.ErrNoClientIP) && a.IP == "" {
-			return nil, fmt.Errorf("request.ip: missing, and a limit keyed by ip applies (%q)", c.Name)
+	return hr, nil
+}
+
+// onlyRule keeps the checks of planned that belong to the rule named name.
+func onlyRule(p *policy.Policy, planned []decide.Check, name string) ([]decide.Check, error) {
+	var rule *policy.Rule
+	for _, ru := range p.Rules {
+		if ru.Name == name {
+			rule = ru
 		}
 	}
-	if req.Rule != "" {
-		var rule *policy.Rule
-		for _, ru := range p.Rules {
-			if ru.Name == req.Rule {
-				rule = ru
+	if rule == nil {
+		return nil, fmt.Errorf("rule: %q is not a rule of the policy %s", name, p.File)
+	}
+	kept := planned[:0]
+	for _, pl := range planned {
+		for _, l := range rule.Limits {
+			if l.Name == pl.Name {
+				kept = append(kept, pl)
 			}
 		}
-		if rule == nil {
-			return nil, fmt.Errorf("rule: %q is not a rule of the policy %s", req.Rule, p.File)
-		}
-		kept := planned[:0]
-		for _, pl := range planned {
-			for _, l := range rule.Limits {
-				if l.Name == pl.Name {
-					kept = append(kept, pl)
-				}
-			}
-		}
-		planned = kept
 	}
-	for i := range planned {
-		c := planned[i].Cost * hits
-		if hits != 0 && c/hits != planned[i].Cost || c > planned[i].Limit.Capacity() {
-			return nil, fmt.Errorf("hits: %d × cost %d exceeds the capacity %d of limit %q", hits, planned[i].Cost, planned[i].Limit.Capacity(), planned[i].Name)
-		}
-		planned[i].Cost = c
-	}
-	return planned, nil
+	return kept, nil
 }
 
 // apiHeaders sets the headers and cookies of a decision API request on hr,
