@@ -59,7 +59,7 @@ type Server struct {
 	health *health.Server
 
 	listeners map[string]net.Listener
-	https     []*http.Server
+	https     map[string]*http.Server // by listener name
 	grpc      *grpc.Server
 	ready     atomic.Bool
 	wg        sync.WaitGroup
@@ -176,6 +176,7 @@ func (s *Server) logAPIError(err error) {
 // It returns once all listeners are bound (or the first that fails).
 func (s *Server) Start() error {
 	s.listeners = map[string]net.Listener{}
+	s.https = map[string]*http.Server{}
 	type svc struct {
 		name, addr string
 		handler    http.Handler
@@ -208,7 +209,7 @@ func (s *Server) Start() error {
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
-		s.https = append(s.https, hs)
+		s.https[sv.name] = hs
 	}
 	if s.cfg.GRPC != "" {
 		ln, err := net.Listen("tcp", s.cfg.GRPC)
@@ -229,10 +230,8 @@ func (s *Server) Start() error {
 		)
 		s.registerGRPC(s.grpc)
 	}
-	i := 0
 	for _, sv := range services {
-		hs, ln := s.https[i], s.listeners[sv.name]
-		i++
+		hs, ln := s.https[sv.name], s.listeners[sv.name]
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -358,8 +357,9 @@ func (s *Server) Reload() error {
 }
 
 // Shutdown stops accepting connections, reports not ready, and waits for
-// in-flight requests to finish until ctx ends; then it closes what is
-// left and the store.
+// in-flight requests to finish until ctx ends; then it cuts what is left
+// (a normal end of a drain: logged, not an error) and closes the store.
+// The admin listener closes last, so /readyz answers 503 during the drain.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	if s.health != nil {
@@ -368,21 +368,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.watcher != nil {
 		s.watcher.close()
 	}
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for _, hs := range s.https {
+	var cut atomic.Int32
+	var wg sync.WaitGroup
+	for name, hs := range s.https {
+		if name == "admin" {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := hs.Shutdown(ctx); err != nil {
-				hs.Close()
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("in-flight requests cut at the shutdown deadline: %w", err))
-				mu.Unlock()
-			}
+			cut.Add(shutdownHTTP(ctx, hs))
 		}()
 	}
 	if s.grpc != nil {
@@ -395,20 +390,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			case <-done:
 			case <-ctx.Done():
 				s.grpc.Stop()
+				cut.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	if hs := s.https["admin"]; hs != nil {
+		shutdownHTTP(ctx, hs) // what the probes asked during the drain
+	}
+	if n := cut.Load(); n > 0 {
+		s.log.Warn("in-flight requests cut at the shutdown deadline", "listeners", n, "timeout", time.Duration(s.cfg.ShutdownTimeout).String())
+	}
 	s.wg.Wait()
+	var err error
 	s.closeOnce.Do(func() {
 		if s.rls != nil {
 			s.rls.close()
 		}
-		if err := s.backend.close(); err != nil {
-			errs = append(errs, err)
-		}
+		err = s.backend.close()
 	})
-	return errors.Join(errs...)
+	return err
+}
+
+// shutdownHTTP drains hs until ctx ends, then closes it. It returns 1 if
+// requests were cut, else 0.
+func shutdownHTTP(ctx context.Context, hs *http.Server) int32 {
+	if err := hs.Shutdown(ctx); err != nil {
+		hs.Close()
+		return 1
+	}
+	return 0
 }
 
 // Run starts the server and serves until ctx ends, then shuts down within
