@@ -63,7 +63,39 @@ type Config struct {
 	// infrastructure.
 	DegradedHeader string `yaml:"degraded_header"`
 
+	// Timeouts bound how long a client may take over a request, on every
+	// listener.
+	Timeouts TimeoutConfig `yaml:"timeouts"`
+
+	// MaxConns bounds the open connections of each of the gateway, api
+	// and grpc listeners; past it a new connection is refused at once (an
+	// HTTP listener answers 503 and closes it). Default 4096; -1 means no
+	// bound. A gateway connection costs two file descriptors (the client's
+	// and the upstream's): keep the sum under the process's limit.
+	MaxConns int `yaml:"max_conns"`
+
+	// AdminMaxConns is the admin listener's own bound, so that probes and
+	// scrapes still reach it when the other listeners are full. Default
+	// 64; -1 means no bound.
+	AdminMaxConns int `yaml:"admin_max_conns"`
+
 	Log LogConfig `yaml:"log"`
+}
+
+// TimeoutConfig bounds slow clients; zero fields take the defaults.
+type TimeoutConfig struct {
+	// ReadHeader bounds the wait for a request's line and header fields,
+	// from the moment the connection opens or the previous response ends
+	// (and, on the grpc listener, for the connection's handshake).
+	// Default 10s.
+	ReadHeader Duration `yaml:"read_header"`
+	// Read bounds reading the whole request, header and body: a body that
+	// trickles in longer is cut. Default 30s; raise it for the gateway if
+	// clients upload large bodies over slow links.
+	Read Duration `yaml:"read"`
+	// Idle closes a keep-alive connection (a gRPC connection without
+	// calls) that sends no request for this long. Default 2m.
+	Idle Duration `yaml:"idle"`
 }
 
 // StoreConfig chooses where limit state lives.
@@ -235,6 +267,11 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
+	{"SLUICE_READ_HEADER_TIMEOUT", "read-header-timeout", "timeouts.read_header"},
+	{"SLUICE_READ_TIMEOUT", "read-timeout", "timeouts.read"},
+	{"SLUICE_IDLE_TIMEOUT", "idle-timeout", "timeouts.idle"},
+	{"SLUICE_MAX_CONNS", "max-conns", "max_conns"},
+	{"SLUICE_ADMIN_MAX_CONNS", "admin-max-conns", "admin_max_conns"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
 }
@@ -336,6 +373,16 @@ func (c *Config) Set(name, from, v string) error {
 		c.Store.Redis.FallbackScale = f
 	case "degraded-header":
 		c.DegradedHeader = v
+	case "read-header-timeout":
+		return setDuration(&c.Timeouts.ReadHeader, v, bad)
+	case "read-timeout":
+		return setDuration(&c.Timeouts.Read, v, bad)
+	case "idle-timeout":
+		return setDuration(&c.Timeouts.Idle, v, bad)
+	case "max-conns":
+		return setConns(&c.MaxConns, v, bad)
+	case "admin-max-conns":
+		return setConns(&c.AdminMaxConns, v, bad)
 	case "log-level":
 		c.Log.Level = v
 	case "log-format":
@@ -343,6 +390,24 @@ func (c *Config) Set(name, from, v string) error {
 	default:
 		return fmt.Errorf("%s: unknown setting", from)
 	}
+	return nil
+}
+
+func setDuration(dst *Duration, v string, bad func(error) error) error {
+	d, err := policy.ParseDuration(v)
+	if err != nil {
+		return bad(err)
+	}
+	*dst = Duration(d)
+	return nil
+}
+
+func setConns(dst *int, v string, bad func(error) error) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return bad(errors.New("want a whole number, or -1 for no bound"))
+	}
+	*dst = n
 	return nil
 }
 
@@ -421,6 +486,20 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		fail("shutdown_timeout", "must not be negative")
+	}
+	for _, t := range []struct {
+		field string
+		d     Duration
+	}{{"timeouts.read_header", c.Timeouts.ReadHeader}, {"timeouts.read", c.Timeouts.Read}, {"timeouts.idle", c.Timeouts.Idle}} {
+		if t.d < 0 {
+			fail(t.field, "must not be negative")
+		}
+	}
+	if c.MaxConns < -1 {
+		fail("max_conns", "want a positive number, 0 for the default or -1 for no bound (got %d)", c.MaxConns)
+	}
+	if c.AdminMaxConns < -1 {
+		fail("admin_max_conns", "want a positive number, 0 for the default or -1 for no bound (got %d)", c.AdminMaxConns)
 	}
 	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
 		fail("max_delay", "must be between 0 and 1m")

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
@@ -196,23 +197,18 @@ func (s *Server) Start() error {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
 	}
 	for _, sv := range services {
-		ln, err := net.Listen("tcp", sv.addr)
+		lim := s.cfg.limits(sv.name)
+		ln, err := listen(sv.name, sv.addr, lim, true, s.refusedCounter(sv.name))
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
 		s.listeners[sv.name] = ln
-		hs := &http.Server{
-			Handler:           sv.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		}
-		s.https[sv.name] = hs
+		s.https[sv.name] = httpServer(sv.handler, lim, s.log)
 	}
 	if s.cfg.GRPC != "" {
-		ln, err := net.Listen("tcp", s.cfg.GRPC)
+		lim := s.cfg.limits("grpc")
+		ln, err := listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("grpc: %w", err)
@@ -221,6 +217,11 @@ func (s *Server) Start() error {
 		s.grpc = grpc.NewServer(
 			grpc.MaxRecvMsgSize(1<<20),
 			grpc.MaxConcurrentStreams(1024),
+			// A connection must finish its handshake and preface within
+			// the read-header timeout, and one without calls for the idle
+			// timeout is closed (with a GOAWAY).
+			grpc.ConnectionTimeout(lim.readHeader),
+			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.idle}),
 			// Reused workers keep their grown stacks: a goroutine per call
 			// spent a fifth of the RLS's CPU growing its stack.
 			// (a worker must be free, or the call gets a new goroutine:

@@ -131,6 +131,11 @@ var settingFlags = []struct{ name, help string }{
 	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
+	{"read-header-timeout", "longest wait for a request's header, on every listener (default 10s)"},
+	{"read-timeout", "longest time to read a whole request, header and body (default 30s)"},
+	{"idle-timeout", "close keep-alive connections idle this long (default 2m)"},
+	{"max-conns", "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)"},
+	{"admin-max-conns", "most open connections of the admin listener (default 64)"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }

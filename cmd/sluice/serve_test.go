@@ -124,7 +124,8 @@ rules:
     limits:
       - {name: global, key: global, algorithm: token_bucket, rate: 1000/s, burst: 1000}
 `)
-	p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+	// A short read timeout: an upgraded connection must outlive it.
+	p := start(t, nil, "--upstream", up.URL, "--policy", policy, "--read-timeout", "500ms")
 
 	r := get(t, p.url("gateway", "/echo"), "X-Forwarded-For", "198.51.100.7")
 	if r.status != 200 || !strings.HasPrefix(r.body, "xff=198.51.100.7, 127.0.0.1 host="+p.addrs["gateway"]+" proto=http") {
@@ -167,6 +168,7 @@ rules:
 			break
 		}
 	}
+	time.Sleep(time.Second) // past the read timeout of the request that upgraded
 	fmt.Fprintf(conn, "hello over the upgraded connection\n")
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if l, _ := cr.ReadString('\n'); l != "echo: hello over the upgraded connection\n" {
