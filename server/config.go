@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +80,45 @@ type Config struct {
 	// 64; -1 means no bound.
 	AdminMaxConns int `yaml:"admin_max_conns"`
 
+	// TLS serves the listeners over TLS.
+	TLS TLSConfig `yaml:"tls"`
+
 	Log LogConfig `yaml:"log"`
+}
+
+// TLSConfig turns on TLS (HTTPS, gRPC over TLS) and client certificates.
+type TLSConfig struct {
+	// CertFile and KeyFile are the server's certificate (with its chain)
+	// and key, PEM. Setting them turns TLS on for Listeners. Both are read
+	// again when they change (a renewed certificate needs no restart).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile is a PEM bundle of the CAs that sign client
+	// certificates. With it, the ClientAuth listeners refuse a client
+	// without a certificate it verifies (mutual TLS). Read again when it
+	// changes.
+	ClientCAFile string `yaml:"client_ca_file"`
+	// Listeners serve TLS. Default gateway, api and grpc; the admin
+	// listener too if listed (its probes then need scheme HTTPS).
+	Listeners []string `yaml:"listeners"`
+	// ClientAuth lists the listeners that require a client certificate.
+	// Default, with a client_ca_file: api and grpc (the callers are
+	// services; the gateway's are users).
+	ClientAuth []string `yaml:"client_auth"`
+}
+
+func (t TLSConfig) listeners() []string {
+	if t.Listeners == nil {
+		return []string{"gateway", "api", "grpc"}
+	}
+	return t.Listeners
+}
+
+func (t TLSConfig) clientAuth() []string {
+	if t.ClientAuth == nil {
+		return []string{"api", "grpc"}
+	}
+	return t.ClientAuth
 }
 
 // TimeoutConfig bounds slow clients; zero fields take the defaults.
@@ -272,6 +311,11 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_IDLE_TIMEOUT", "idle-timeout", "timeouts.idle"},
 	{"SLUICE_MAX_CONNS", "max-conns", "max_conns"},
 	{"SLUICE_ADMIN_MAX_CONNS", "admin-max-conns", "admin_max_conns"},
+	{"SLUICE_TLS_CERT", "tls-cert", "tls.cert_file"},
+	{"SLUICE_TLS_KEY", "tls-key", "tls.key_file"},
+	{"SLUICE_TLS_CLIENT_CA", "tls-client-ca", "tls.client_ca_file"},
+	{"SLUICE_TLS_LISTENERS", "tls-listeners", "tls.listeners (comma-separated)"},
+	{"SLUICE_TLS_CLIENT_AUTH", "tls-client-auth", "tls.client_auth (comma-separated)"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
 }
@@ -383,6 +427,22 @@ func (c *Config) Set(name, from, v string) error {
 		return setConns(&c.MaxConns, v, bad)
 	case "admin-max-conns":
 		return setConns(&c.AdminMaxConns, v, bad)
+	case "tls-cert":
+		c.TLS.CertFile = v
+	case "tls-key":
+		c.TLS.KeyFile = v
+	case "tls-client-ca":
+		c.TLS.ClientCAFile = v
+	case "tls-listeners":
+		c.TLS.Listeners = splitList(v)
+		if c.TLS.Listeners == nil {
+			c.TLS.Listeners = []string{} // none, not the default
+		}
+	case "tls-client-auth":
+		c.TLS.ClientAuth = splitList(v)
+		if c.TLS.ClientAuth == nil {
+			c.TLS.ClientAuth = []string{}
+		}
 	case "log-level":
 		c.Log.Level = v
 	case "log-format":
@@ -507,6 +567,7 @@ func (c *Config) Validate() error {
 	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
 	}
+	c.TLS.validate(fail)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -518,6 +579,33 @@ func (c *Config) Validate() error {
 		fail("log.format", "%q: want text or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+func (t TLSConfig) validate(fail func(field, format string, args ...any)) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		fail("tls", "cert_file and key_file go together")
+	}
+	if t.CertFile == "" && (t.ClientCAFile != "" || t.Listeners != nil || t.ClientAuth != nil) {
+		fail("tls", "client_ca_file, listeners and client_auth need cert_file and key_file")
+	}
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"tls.listeners", t.Listeners}, {"tls.client_auth", t.ClientAuth}} {
+		for _, n := range l.names {
+			if !slices.Contains([]string{"gateway", "api", "grpc", "admin"}, n) {
+				fail(l.field, "%q: want gateway, api, grpc or admin", n)
+			}
+		}
+	}
+	if len(t.ClientAuth) > 0 && t.ClientCAFile == "" {
+		fail("tls.client_auth", "needs client_ca_file, the CAs that sign client certificates")
+	}
+	for _, n := range t.ClientAuth {
+		if !slices.Contains(t.listeners(), n) {
+			fail("tls.client_auth", "%q does not serve TLS (tls.listeners)", n)
+		}
+	}
 }
 
 // watch reports whether file changes trigger reloads.

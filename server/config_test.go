@@ -74,6 +74,7 @@ func TestConfigSetAndValidate(t *testing.T) {
 	bad.Store.Redis.OnError = "sometimes"
 	bad.MaxConns = -2
 	bad.Timeouts.Idle = -1
+	bad.TLS = server.TLSConfig{CertFile: "c.pem", Listeners: []string{"gateway", "web"}, ClientAuth: []string{"api"}}
 	err := bad.Validate()
 	for _, want := range []string{
 		`admin: "localhost": want host:port`,
@@ -82,6 +83,10 @@ func TestConfigSetAndValidate(t *testing.T) {
 		`store.redis.on_error: "sometimes": want open, closed or fallback`,
 		"max_conns: want a positive number, 0 for the default or -1 for no bound (got -2)",
 		"timeouts.idle: must not be negative",
+		"tls: cert_file and key_file go together",
+		`tls.listeners: "web": want gateway, api, grpc or admin`,
+		"tls.client_auth: needs client_ca_file",
+		`tls.client_auth: "api" does not serve TLS`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to contain %q", err, want)

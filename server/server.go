@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -10,11 +11,14 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
 
@@ -57,6 +61,7 @@ type Server struct {
 	loaded atomic.Pointer[loadState]
 
 	rls    rlsService // nil without a grpc listener
+	tls    *serverTLS // nil without TLS
 	health *health.Server
 
 	listeners map[string]net.Listener
@@ -96,6 +101,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
+	if s.tls, err = newServerTLS(cfg.TLS, s.log); err != nil {
+		b.close()
+		return nil, err
+	}
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
 	// The decision API answers a store error with 503 and lets its caller
 	// choose (a store behind failover has already applied each rule's
@@ -198,10 +207,14 @@ func (s *Server) Start() error {
 	}
 	for _, sv := range services {
 		lim := s.cfg.limits(sv.name)
-		ln, err := listen(sv.name, sv.addr, lim, true, s.refusedCounter(sv.name))
+		tc := s.tls.config(sv.name, "h2", "http/1.1")
+		ln, err := listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
+		}
+		if tc != nil {
+			ln = tls.NewListener(ln, tc)
 		}
 		s.listeners[sv.name] = ln
 		s.https[sv.name] = httpServer(sv.handler, lim, s.log)
@@ -214,7 +227,12 @@ func (s *Server) Start() error {
 			return fmt.Errorf("grpc: %w", err)
 		}
 		s.listeners["grpc"] = ln
+		creds := insecure.NewCredentials()
+		if tc := s.tls.config("grpc"); tc != nil {
+			creds = credentials.NewTLS(tc)
+		}
 		s.grpc = grpc.NewServer(
+			grpc.Creds(creds),
 			grpc.MaxRecvMsgSize(1<<20),
 			grpc.MaxConcurrentStreams(1024),
 			// A connection must finish its handshake and preface within
@@ -264,6 +282,15 @@ func (s *Server) Start() error {
 		if ln := s.listeners[name]; ln != nil {
 			attrs = append(attrs, name, ln.Addr().String())
 		}
+	}
+	if s.tls != nil {
+		var on []string
+		for _, name := range []string{"gateway", "api", "grpc", "admin"} {
+			if s.listeners[name] != nil && s.tls.config(name) != nil {
+				on = append(on, name)
+			}
+		}
+		attrs = append(attrs, "tls", strings.Join(on, ","))
 	}
 	if s.cfg.Gateway != "" {
 		up := s.cfg.Upstream

@@ -136,6 +136,11 @@ var settingFlags = []struct{ name, help string }{
 	{"idle-timeout", "close keep-alive connections idle this long (default 2m)"},
 	{"max-conns", "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)"},
 	{"admin-max-conns", "most open connections of the admin listener (default 64)"},
+	{"tls-cert", "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes"},
+	{"tls-key", "the server certificate's key (PEM)"},
+	{"tls-client-ca", "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)"},
+	{"tls-listeners", "listeners that serve TLS, comma-separated (default gateway,api,grpc)"},
+	{"tls-client-auth", "listeners that require a client certificate, comma-separated (default api,grpc)"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }
