@@ -83,6 +83,14 @@ type Config struct {
 	// TLS serves the listeners over TLS.
 	TLS TLSConfig `yaml:"tls"`
 
+	// Auth asks callers of the decision API and the admin listener for a
+	// token.
+	Auth AuthConfig `yaml:"auth"`
+
+	// Pprof serves Go's profiler under /debug/pprof/ on the admin
+	// listener. Default false: a profile costs CPU and shows internals.
+	Pprof bool `yaml:"pprof"`
+
 	Log LogConfig `yaml:"log"`
 }
 
@@ -316,6 +324,9 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_TLS_CLIENT_CA", "tls-client-ca", "tls.client_ca_file"},
 	{"SLUICE_TLS_LISTENERS", "tls-listeners", "tls.listeners (comma-separated)"},
 	{"SLUICE_TLS_CLIENT_AUTH", "tls-client-auth", "tls.client_auth (comma-separated)"},
+	{"SLUICE_AUTH_TOKENS", "auth-tokens", "auth.tokens_file"},
+	{"SLUICE_AUTH_LISTENERS", "auth-listeners", "auth.listeners (comma-separated)"},
+	{"SLUICE_PPROF", "pprof", "pprof"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
 }
@@ -443,6 +454,19 @@ func (c *Config) Set(name, from, v string) error {
 		if c.TLS.ClientAuth == nil {
 			c.TLS.ClientAuth = []string{}
 		}
+	case "auth-tokens":
+		c.Auth.TokensFile = v
+	case "auth-listeners":
+		c.Auth.Listeners = splitList(v)
+		if c.Auth.Listeners == nil {
+			c.Auth.Listeners = []string{}
+		}
+	case "pprof":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Pprof = b
 	case "log-level":
 		c.Log.Level = v
 	case "log-format":
@@ -568,6 +592,7 @@ func (c *Config) Validate() error {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
 	}
 	c.TLS.validate(fail)
+	c.Auth.validate(fail)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

@@ -74,6 +74,7 @@ func TestConfigSetAndValidate(t *testing.T) {
 	bad.Store.Redis.OnError = "sometimes"
 	bad.MaxConns = -2
 	bad.Timeouts.Idle = -1
+	bad.Auth.Listeners = []string{"gateway"}
 	bad.TLS = server.TLSConfig{CertFile: "c.pem", Listeners: []string{"gateway", "web"}, ClientAuth: []string{"api"}}
 	err := bad.Validate()
 	for _, want := range []string{
@@ -84,6 +85,8 @@ func TestConfigSetAndValidate(t *testing.T) {
 		"max_conns: want a positive number, 0 for the default or -1 for no bound (got -2)",
 		"timeouts.idle: must not be negative",
 		"tls: cert_file and key_file go together",
+		`auth.listeners: "gateway": want api or admin`,
+		"auth.listeners: needs auth.tokens_file",
 		`tls.listeners: "web": want gateway, api, grpc or admin`,
 		"tls.client_auth: needs client_ca_file",
 		`tls.client_auth: "api" does not serve TLS`,

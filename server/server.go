@@ -60,8 +60,9 @@ type Server struct {
 	sample *policy.Policy // else the sample policy
 	loaded atomic.Pointer[loadState]
 
-	rls    rlsService // nil without a grpc listener
-	tls    *serverTLS // nil without TLS
+	rls    rlsService           // nil without a grpc listener
+	tls    *serverTLS           // nil without TLS
+	tokens *reloading[tokenSet] // nil without auth.tokens_file
 	health *health.Server
 
 	listeners map[string]net.Listener
@@ -105,6 +106,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 		b.close()
 		return nil, err
 	}
+	if cfg.Auth.TokensFile != "" {
+		if s.tokens, err = newReloading("auth tokens", []string{cfg.Auth.TokensFile}, loadTokens(cfg.Auth.TokensFile), s.log); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	s.warnOpen(s.log)
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
 	// The decision API answers a store error with 503 and lets its caller
 	// choose (a store behind failover has already applied each rule's
@@ -217,7 +225,7 @@ func (s *Server) Start() error {
 			ln = tls.NewListener(ln, tc)
 		}
 		s.listeners[sv.name] = ln
-		s.https[sv.name] = httpServer(sv.handler, lim, s.log)
+		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log)
 	}
 	if s.cfg.GRPC != "" {
 		lim := s.cfg.limits("grpc")

@@ -141,9 +141,15 @@ var settingFlags = []struct{ name, help string }{
 	{"tls-client-ca", "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)"},
 	{"tls-listeners", "listeners that serve TLS, comma-separated (default gateway,api,grpc)"},
 	{"tls-client-auth", "listeners that require a client certificate, comma-separated (default api,grpc)"},
+	{"auth-tokens", "file of bearer tokens (one a line) the decision API and admin ask for; reloaded when it changes"},
+	{"auth-listeners", "listeners that ask for a token, comma-separated (default api,admin; admin's /healthz and /readyz stay open)"},
+	{"pprof", "serve Go's profiler at /debug/pprof/ on the admin listener (true or false; default false)"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }
+
+// boolFlags are the settingFlags that need no value.
+var boolFlags = map[string]bool{"pprof": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
@@ -153,7 +159,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	type setting struct{ name, value string }
 	var set []setting
 	for _, f := range settingFlags {
-		fs.Func(f.name, f.help, func(v string) error {
+		add := fs.Func
+		if boolFlags[f.name] {
+			add = fs.BoolFunc // --pprof alone means --pprof=true
+		}
+		add(f.name, f.help, func(v string) error {
 			set = append(set, setting{f.name, v})
 			return nil
 		})

@@ -204,6 +204,18 @@ func TestTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A verified client certificate stands for a token.
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, tokens, "secret\n")
+	q := start(t, nil, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.caFile, "--auth-tokens", tokens)
+	resp, err = httpsClient(ca, clientCert).Post("https://"+q.addrs["api"]+"/v1/check", "application/json", strings.NewReader(`{"checks":[{"name":"n","key":"k","limit":{"algorithm":"fixed_window","limit":5,"window":"1m"}}]}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("decision API with a client certificate and no token: %v %v, want 200", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+
 	waitFor(t, "the renewed certificate", func() bool { return servedCert(t, ca, p.addrs["gateway"]) == "server-2" })
 	if got := servedCert(t, ca, p.addrs["api"]); got == "server-1" {
 		t.Errorf("the api listener still serves the old certificate")
