@@ -162,9 +162,15 @@ type RedisConfig struct {
 	Cluster    bool     `yaml:"cluster"`
 	MasterName string   `yaml:"master_name"`
 	Username   string   `yaml:"username"`
-	// Password is better given as SLUICE_REDIS_PASSWORD than in a file.
+	// Password is better given as SLUICE_REDIS_PASSWORD, or in
+	// PasswordFile, than in a config file.
 	Password string `yaml:"password"`
-	DB       int    `yaml:"db"`
+	// PasswordFile holds the password (its first line), read again for
+	// each new connection, so a rotated password needs no restart.
+	PasswordFile string `yaml:"password_file"`
+	// TLS connects over TLS.
+	TLS RedisTLSConfig `yaml:"tls"`
+	DB  int            `yaml:"db"`
 	// Prefix starts every key. Default "sluice:".
 	Prefix string `yaml:"prefix"`
 	// NearCache is how many refused keys are answered locally until their
@@ -307,6 +313,12 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_MODE", "redis-mode", "store.redis.cluster / master_name: standalone, cluster or sentinel:MASTER"},
 	{"SLUICE_REDIS_USERNAME", "redis-username", "store.redis.username"},
 	{"SLUICE_REDIS_PASSWORD", "redis-password", "store.redis.password"},
+	{"SLUICE_REDIS_PASSWORD_FILE", "redis-password-file", "store.redis.password_file"},
+	{"SLUICE_REDIS_TLS", "redis-tls", "store.redis.tls.enabled (or rediss:// addresses)"},
+	{"SLUICE_REDIS_TLS_CA", "redis-tls-ca", "store.redis.tls.ca_file"},
+	{"SLUICE_REDIS_TLS_CERT", "redis-tls-cert", "store.redis.tls.cert_file"},
+	{"SLUICE_REDIS_TLS_KEY", "redis-tls-key", "store.redis.tls.key_file"},
+	{"SLUICE_REDIS_TLS_SERVER_NAME", "redis-tls-server-name", "store.redis.tls.server_name"},
 	{"SLUICE_REDIS_DB", "redis-db", "store.redis.db"},
 	{"SLUICE_REDIS_PREFIX", "redis-prefix", "store.redis.prefix"},
 	{"SLUICE_REDIS_TIMEOUT", "redis-timeout", "store.redis.timeout"},
@@ -398,6 +410,22 @@ func (c *Config) Set(name, from, v string) error {
 		c.Store.Redis.Username = v
 	case "redis-password":
 		c.Store.Redis.Password = v
+	case "redis-password-file":
+		c.Store.Redis.PasswordFile = v
+	case "redis-tls":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.TLS.Enabled = b
+	case "redis-tls-ca":
+		c.Store.Redis.TLS.CAFile = v
+	case "redis-tls-cert":
+		c.Store.Redis.TLS.CertFile = v
+	case "redis-tls-key":
+		c.Store.Redis.TLS.KeyFile = v
+	case "redis-tls-server-name":
+		c.Store.Redis.TLS.ServerName = v
 	case "redis-db":
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -537,11 +565,16 @@ func (c *Config) Validate() error {
 		if len(r.Addrs) == 0 {
 			fail("store.redis.addrs", "missing: redis needs at least one host:port")
 		}
-		for _, a := range r.Addrs {
+		addrs, _ := redisAddrs(r.Addrs)
+		for i, a := range addrs {
 			if _, _, err := net.SplitHostPort(a); err != nil {
-				fail("store.redis.addrs", "%q: want host:port", a)
+				fail("store.redis.addrs", "%q: want host:port, redis://host:port or rediss://host:port (TLS)", r.Addrs[i])
 			}
 		}
+		if r.Password != "" && r.PasswordFile != "" {
+			fail("store.redis.password_file", "password and password_file exclude each other")
+		}
+		r.TLS.validate(fail)
 		if r.Cluster && r.MasterName != "" {
 			fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
 		}

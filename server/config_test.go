@@ -69,7 +69,8 @@ func TestConfigSetAndValidate(t *testing.T) {
 	bad.Gateway, bad.API, bad.GRPC = "", "", ""
 	bad.Admin = "localhost"
 	bad.Store.Type = "redis"
-	bad.Store.Redis.Addrs = []string{"a:1", "b:2"}
+	bad.Store.Redis.Addrs = []string{"a:1", "rediss://b:2", "rediss://c"}
+	bad.Store.Redis.Password, bad.Store.Redis.PasswordFile = "p", "f"
 	bad.Store.Redis.Cluster, bad.Store.Redis.MasterName = true, "m"
 	bad.Store.Redis.OnError = "sometimes"
 	bad.MaxConns = -2
@@ -81,6 +82,8 @@ func TestConfigSetAndValidate(t *testing.T) {
 		`admin: "localhost": want host:port`,
 		"gateway: gateway, api and grpc are all off",
 		"store.redis.cluster: cluster and master_name (Sentinel) exclude each other",
+		`store.redis.addrs: "rediss://c": want host:port, redis://host:port or rediss://host:port (TLS)`,
+		"store.redis.password_file: password and password_file exclude each other",
 		`store.redis.on_error: "sometimes": want open, closed or fallback`,
 		"max_conns: want a positive number, 0 for the default or -1 for no bound (got -2)",
 		"timeouts.idle: must not be negative",

@@ -124,6 +124,12 @@ var settingFlags = []struct{ name, help string }{
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
 	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
 	{"redis-mode", "standalone, cluster or sentinel:MASTER_NAME"},
+	{"redis-password-file", "file whose first line is the Redis password (read for each new connection); or set SLUICE_REDIS_PASSWORD"},
+	{"redis-tls", "connect to Redis over TLS (also: rediss:// addresses)"},
+	{"redis-tls-ca", "CAs (PEM) that sign the Redis servers' certificates (default: the system's)"},
+	{"redis-tls-cert", "client certificate (PEM) for Redis servers with tls-auth-clients"},
+	{"redis-tls-key", "the client certificate's key (PEM)"},
+	{"redis-tls-server-name", "name the Redis servers' certificates carry (default: each address's host)"},
 	{"redis-db", "Redis database number (standalone and Sentinel)"},
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
 	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
@@ -149,7 +155,7 @@ var settingFlags = []struct{ name, help string }{
 }
 
 // boolFlags are the settingFlags that need no value.
-var boolFlags = map[string]bool{"pprof": true}
+var boolFlags = map[string]bool{"pprof": true, "redis-tls": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
