@@ -335,7 +335,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
 		}
-		upstream = newProxy(u, s.log)
+		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log)
 	}
 	mw, err := httplimit.New(s.limiter, httplimit.Config{
 		Source:         s.source(),

@@ -128,7 +128,7 @@ rules:
 	p := start(t, nil, "--upstream", up.URL, "--policy", policy, "--read-timeout", "500ms")
 
 	r := get(t, p.url("gateway", "/echo"), "X-Forwarded-For", "198.51.100.7")
-	if r.status != 200 || !strings.HasPrefix(r.body, "xff=198.51.100.7, 127.0.0.1 host="+p.addrs["gateway"]+" proto=http") {
+	if r.status != 200 || !strings.HasPrefix(r.body, "xff=127.0.0.1 host="+p.addrs["gateway"]+" proto=http") { // the client's own list is dropped: no trusted proxies
 		t.Errorf("echo: %d %q", r.status, r.body)
 	}
 	if r.header.Get("RateLimit") == "" {
@@ -540,22 +540,28 @@ func execSluice(args ...string) *exec.Cmd {
 // TestGatewayProtectedHeaders: a header an override honours only through
 // trusted proxies grants nothing when a client sends it, and the gateway
 // removes it before the upstream sees it; through a trusted proxy it is
-// honoured and passed on.
+// honoured and passed on. Likewise a client's X-Forwarded-For list and
+// X-Real-IP: the upstream sees only the peer's address unless the peer is
+// a trusted proxy (net/http's proxy drops Forwarded either way).
 func TestGatewayProtectedHeaders(t *testing.T) {
-	var seen sync.Map // X-Internal-Caller values the upstream received
+	var seen sync.Map      // X-Internal-Caller values the upstream received
+	var forwarded sync.Map // the forwarding headers it received
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Store(r.Header.Get("X-Internal-Caller"), true)
+		forwarded.Store(fmt.Sprintf("xff=%q forwarded=%q real-ip=%q", r.Header.Values("X-Forwarded-For"), r.Header.Get("Forwarded"), r.Header.Get("X-Real-Ip")), true)
 	}))
 	defer up.Close()
 	for _, tc := range []struct {
-		trusted  string
-		admitted int // of 6
-		upstream string
+		trusted   string
+		admitted  int // of 6
+		upstream  string
+		forwarded string
 	}{
-		{"trusted_proxies: [10.0.0.0/8]", 2, ""},
-		{"trusted_proxies: [127.0.0.0/8]", 6, "billing"},
+		{"trusted_proxies: [10.0.0.0/8]", 2, "", `xff=["127.0.0.1"] forwarded="" real-ip=""`},
+		{"trusted_proxies: [127.0.0.0/8]", 6, "billing", `xff=["198.51.100.7, 127.0.0.1"] forwarded="" real-ip="198.51.100.7"`},
 	} {
 		seen.Clear()
+		forwarded.Clear()
 		policy := filepath.Join(t.TempDir(), "policy.yaml")
 		writeFile(t, policy, tc.trusted+`
 rules:
@@ -570,7 +576,8 @@ rules:
 		p := start(t, nil, "--upstream", up.URL, "--policy", policy)
 		ok := 0
 		for range 6 {
-			if r := get(t, p.url("gateway", "/"), "X-User", "mallory", "X-Internal-Caller", "billing"); r.status == 200 {
+			if r := get(t, p.url("gateway", "/"), "X-User", "mallory", "X-Internal-Caller", "billing",
+				"X-Forwarded-For", "198.51.100.7", "Forwarded", "for=198.51.100.7", "X-Real-IP", "198.51.100.7"); r.status == 200 {
 				ok++
 			}
 		}
@@ -578,6 +585,11 @@ rules:
 		_, other := seen.Load("billing")
 		if ok != tc.admitted || !got || (tc.upstream == "" && other) {
 			t.Errorf("%s: %d of 6 admitted (want %d); upstream saw %q: %v, billing: %v", tc.trusted, ok, tc.admitted, tc.upstream, got, other)
+		}
+		var all []string
+		forwarded.Range(func(k, _ any) bool { all = append(all, k.(string)); return true })
+		if len(all) != 1 || all[0] != tc.forwarded {
+			t.Errorf("%s: the upstream saw %q, want only %s", tc.trusted, all, tc.forwarded)
 		}
 	}
 }
