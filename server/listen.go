@@ -117,13 +117,28 @@ func (c *capConn) Close() error {
 // httpServer is the http.Server of an HTTP listener.
 func httpServer(h http.Handler, lim connLimits, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           rejectPreface(h),
 		ReadHeaderTimeout: lim.readHeader,
 		ReadTimeout:       lim.read,
 		IdleTimeout:       lim.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+}
+
+// rejectPreface answers 505 to the HTTP/2 connection preface sent in
+// clear ("PRI * HTTP/2.0"): net/http hands it to the handler, for servers
+// that upgrade such connections themselves, and sluice does not; without
+// this the gateway forwarded it upstream as a request.
+func rejectPreface(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PRI" && r.ProtoMajor == 2 && r.TLS == nil {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "sluice: HTTP/2 without TLS (h2c) is not served here", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // refusedCounter counts refused connections per listener and logs them at

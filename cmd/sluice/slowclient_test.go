@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -197,4 +200,23 @@ func readResponse(c net.Conn) (string, error) {
 	}
 	_, err = io.CopyN(io.Discard, br, int64(n))
 	return status, err
+}
+
+// TestH2Preface sends the HTTP/2 connection preface in clear to the
+// gateway: it is answered 505 and never forwarded upstream.
+func TestH2Preface(t *testing.T) {
+	var forwarded atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { forwarded.Add(1) }))
+	defer up.Close()
+	p := start(t, nil, "--upstream", up.URL)
+	c := dialAll(t, p.addrs["gateway"], 1)[0]
+	io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 505") {
+		t.Errorf("the preface was answered %q, want 505", got)
+	}
+	if n := forwarded.Load(); n != 0 {
+		t.Errorf("the upstream received %d requests", n)
+	}
 }
