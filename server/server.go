@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
@@ -234,13 +233,15 @@ func (s *Server) Start() error {
 			s.closeListeners()
 			return fmt.Errorf("grpc: %w", err)
 		}
-		s.listeners["grpc"] = ln
-		creds := insecure.NewCredentials()
-		if tc := s.tls.config("grpc"); tc != nil {
-			creds = credentials.NewTLS(tc)
+		// TLS in the listener, not in grpc's credentials, so that the
+		// reset guard reads the HTTP/2 frames in clear.
+		if tc := s.tls.config("grpc", "h2"); tc != nil {
+			ln = tls.NewListener(ln, tc)
 		}
+		ln = resetGuardListener{ln}
+		s.listeners["grpc"] = ln
 		s.grpc = grpc.NewServer(
-			grpc.Creds(creds),
+			grpc.Creds(insecure.NewCredentials()),
 			grpc.MaxRecvMsgSize(1<<20),
 			grpc.MaxConcurrentStreams(1024),
 			// A connection must finish its handshake and preface within
