@@ -141,6 +141,39 @@ func rejectPreface(next http.Handler) http.Handler {
 	})
 }
 
+// fdReserve is what the process needs besides its listeners' connections:
+// the store's connections, config files, the listeners themselves.
+const fdReserve = 256
+
+// warnFileLimit logs when the listeners' connection caps add up to more
+// file descriptors than the process may open: past that limit accept
+// fails for every listener, admin's too, before any cap refuses.
+func (s *Server) warnFileLimit() {
+	limit := openFileLimit()
+	if limit == 0 {
+		return
+	}
+	var need uint64 = fdReserve
+	for name, addr := range map[string]string{"gateway": s.cfg.Gateway, "api": s.cfg.API, "grpc": s.cfg.GRPC, "admin": s.cfg.Admin} {
+		n := s.cfg.limits(name).maxConns
+		if addr == "" {
+			continue
+		}
+		if n <= 0 {
+			s.log.Warn("a listener has no connection cap: enough clients exhaust the process's file descriptors", "listener", name, "limit", limit)
+			continue
+		}
+		per := uint64(1)
+		if name == "gateway" {
+			per = 2 // the client's connection and the upstream's
+		}
+		need += per * uint64(n)
+	}
+	if need > limit {
+		s.log.Warn("the connection caps add up to more file descriptors than the process may open; lower max_conns or raise the limit (ulimit -n)", "needed", need, "limit", limit)
+	}
+}
+
 // refusedCounter counts refused connections per listener and logs them at
 // most once a second.
 func (s *Server) refusedCounter(name string) func() {

@@ -194,6 +194,7 @@ func (s *Server) logAPIError(err error) {
 func (s *Server) Start() error {
 	s.listeners = map[string]net.Listener{}
 	s.https = map[string]*http.Server{}
+	s.warnFileLimit()
 	type svc struct {
 		name, addr string
 		handler    http.Handler

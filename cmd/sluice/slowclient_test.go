@@ -220,3 +220,14 @@ func TestH2Preface(t *testing.T) {
 		t.Errorf("the upstream received %d requests", n)
 	}
 }
+
+// TestFileLimitWarning: caps that add up to more file descriptors than
+// the process may open, or no cap at all, are warned about at start.
+func TestFileLimitWarning(t *testing.T) {
+	p := start(t, nil, "--max-conns", "1000000000", "--admin-max-conns", "-1")
+	for _, want := range []string{"the connection caps add up to more file descriptors", `"listener":"admin"`} {
+		if !strings.Contains(p.logs(), want) {
+			t.Errorf("the log does not say %q", want)
+		}
+	}
+}
