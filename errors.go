@@ -19,6 +19,10 @@ var (
 	// a *LimitError whose Field is "cost".
 	ErrNegativeCost = errors.New("sluice: negative cost")
 
+	// ErrNegativeMaxDelay means a request's MaxDelay was below zero (zero
+	// means no bound).
+	ErrNegativeMaxDelay = errors.New("sluice: negative max delay")
+
 	// ErrDuplicateRequest means one Check named the same key with the same
 	// limit twice; merge the two into one request with the summed cost.
 	ErrDuplicateRequest = errors.New("sluice: the same key and limit appear twice in one check")

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -85,32 +86,54 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Decision, 
 // WaitN blocks until cost units are admitted to key under limit and any
 // shaping Delay has passed, then returns the admitting decision.
 //
-// Like Guava's tryAcquire(timeout), it refuses at once, without sleeping,
-// when the request could not be admitted before the context's deadline: it
+// It never charges a request it will not wait for. If ctx is already done
+// it returns ctx.Err() without asking the store. With a deadline, each
+// request carries MaxDelay = the time left, so the store refuses, without
+// charging it, an admission whose Delay would outlast the deadline. Like
+// Guava's tryAcquire(timeout), it refuses at once, without sleeping, when
+// the request could not be admitted and started before the deadline: it
 // then returns the refusing decision and ErrWouldExceedDeadline. Without a
 // deadline it waits as long as it takes, until ctx is cancelled. Because
 // other callers may take capacity while it sleeps, it asks the store again
 // after each wait.
+//
+// Once a request is admitted it is charged, and WaitN sleeps out its Delay:
+// if ctx is cancelled meanwhile it returns the decision with ctx.Err(); a
+// deadline that passes during the Delay (by at most the store's round
+// trip, since the store measured the Delay against the deadline when it
+// decided) does not interrupt it.
 func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, cost int64) (Decision, error) {
 	req := Request{Key: key, Limit: limit, Cost: cost}
 	for {
+		if err := ctx.Err(); err != nil {
+			return Decision{}, err
+		}
+		deadline, bounded := ctx.Deadline()
+		if bounded {
+			if req.MaxDelay = time.Until(deadline); req.MaxDelay <= 0 {
+				<-ctx.Done() // the deadline has passed; ctx is about to say so
+				return Decision{}, ctx.Err()
+			}
+		}
 		d, err := l.store.Take(ctx, req)
 		if err != nil {
 			return d, err
 		}
-		wait := d.Delay
-		if !d.Allowed {
-			wait = d.RetryAfter
-			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-				return d, fmt.Errorf("%w: %s under %s needs %s", ErrWouldExceedDeadline, key, limit, wait)
-			}
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return d, err
-		}
 		if d.Allowed {
+			if err := sleepAdmitted(ctx, d.Delay); err != nil {
+				return d, err
+			}
 			d.Delay = 0
 			return d, nil
+		}
+		// Refused with room left in the limit: refused for its delay alone.
+		// Its start does not come sooner by asking later.
+		late := bounded && d.Remaining >= max(cost, 1)
+		if late || bounded && time.Until(deadline) < d.RetryAfter {
+			return d, fmt.Errorf("%w: %s under %s needs %s", ErrWouldExceedDeadline, key, limit, d.RetryAfter)
+		}
+		if err := sleep(ctx, d.RetryAfter); err != nil {
+			return d, err
 		}
 	}
 }
@@ -122,6 +145,28 @@ func (l *Limiter) Release(ctx context.Context, key string, limit Limit, lease ui
 		return nil
 	}
 	return l.store.Release(ctx, key, limit, lease)
+}
+
+// sleepAdmitted sleeps the Delay of an admitted request: until it ends or
+// ctx is cancelled, but not interrupted by ctx's deadline (see WaitN).
+func sleepAdmitted(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	done := ctx.Done()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-done:
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return ctx.Err()
+			}
+			done = nil
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -95,6 +95,102 @@ func TestWaitCancelled(t *testing.T) {
 	})
 }
 
+// remaining peeks at what key has left under lim.
+func remaining(t *testing.T, l *sluice.Limiter, lim sluice.Limit) int64 {
+	t.Helper()
+	d, err := l.AllowN(context.Background(), "k", lim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Remaining
+}
+
+// TestWaitPastDeadlineChargesNothing: a context already past its deadline
+// gets its error, and the store is not asked, so nothing is charged.
+func TestWaitPastDeadlineChargesNothing(t *testing.T) {
+	inBubble(t, func(t *testing.T, l *sluice.Limiter) {
+		for _, lim := range []sluice.Limit{sluice.TokenBucket(sluice.PerSecond(1), 3), sluice.LeakyBucket(sluice.PerSecond(2), 3)} {
+			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+			before := remaining(t, l, lim)
+			if _, err := l.Wait(ctx, "k", lim); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: got %v, want context.DeadlineExceeded", lim, err)
+			}
+			cancel()
+			if after := remaining(t, l, lim); after != before {
+				t.Fatalf("%s: a wait past its deadline charged the key: remaining %d, then %d", lim, before, after)
+			}
+		}
+	})
+}
+
+// TestWaitShapedBeyondDeadline: a shaped request whose delay would outlast
+// the deadline is refused at once and not charged; one whose delay ends at
+// the deadline or before is admitted and waited for.
+func TestWaitShapedBeyondDeadline(t *testing.T) {
+	inBubble(t, func(t *testing.T, l *sluice.Limiter) {
+		lim := sluice.LeakyBucket(sluice.PerSecond(2), 3) // delays 0, 0.5s, 1s, 1.5s
+		for range 3 {
+			l.Allow(context.Background(), "k", lim)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		defer cancel()
+		d, err := l.Wait(ctx, "k", lim)
+		if !errors.Is(err, sluice.ErrWouldExceedDeadline) || d.Allowed || d.RetryAfter != 800*time.Millisecond {
+			t.Fatalf("got %+v, %v; want a refusal with RetryAfter 800ms and ErrWouldExceedDeadline", d, err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("slept %s before refusing", waited)
+		}
+		if r := remaining(t, l, lim); r != 1 {
+			t.Fatalf("the refused wait took a place in the queue: %d left, want 1", r)
+		}
+		// The same delay, 1.5s, with a deadline exactly 1.5s away: admitted,
+		// and the deadline firing as the delay ends does not turn it into an
+		// error.
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel2()
+		if d, err := l.Wait(ctx2, "k", lim); err != nil || !d.Allowed || time.Since(start) != 1500*time.Millisecond {
+			t.Fatalf("delay within the deadline: %+v %v after %s", d, err, time.Since(start))
+		}
+	})
+}
+
+// TestWaitQueueFullThenShaped: a request refused because the queue is full
+// sleeps until there is room, then is admitted with the delay that is left;
+// if that delay would outlast the deadline it is refused uncharged.
+func TestWaitQueueFullThenShaped(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		ok      bool
+		after   time.Duration
+		left    int64 // remaining then: the queue has drained meanwhile
+	}{
+		{2500 * time.Millisecond, true, 2 * time.Second, 3},         // room after 0.5s, then a 1.5s delay
+		{1900 * time.Millisecond, false, 500 * time.Millisecond, 1}, // room after 0.5s, but starts at 2s
+	} {
+		inBubble(t, func(t *testing.T, l *sluice.Limiter) {
+			lim := sluice.LeakyBucket(sluice.PerSecond(2), 3)
+			for range 4 {
+				l.Allow(context.Background(), "k", lim)
+			}
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			d, err := l.Wait(ctx, "k", lim)
+			if (err == nil) != tc.ok || d.Allowed != tc.ok || time.Since(start) != tc.after {
+				t.Fatalf("timeout %s: %+v %v after %s", tc.timeout, d, err, time.Since(start))
+			}
+			if !tc.ok && !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+				t.Fatalf("timeout %s: %v, want ErrWouldExceedDeadline", tc.timeout, err)
+			}
+			if r := remaining(t, l, lim); r != tc.left {
+				t.Fatalf("timeout %s: %d left, want %d", tc.timeout, r, tc.left)
+			}
+		})
+	}
+}
+
 func TestCheckBindingAndAllOrNothing(t *testing.T) {
 	inBubble(t, func(t *testing.T, l *sluice.Limiter) {
 		ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Request is one thing to limit: a key under a limit, charged Cost units.
@@ -22,6 +23,24 @@ type Request struct {
 	// The zero value, FailDefault, leaves it to that store's default.
 	// Stores that cannot fail ignore it.
 	OnError FailureMode
+
+	// MaxDelay is the longest shaping Delay the caller will wait; zero
+	// means no bound, a negative value is an error (ErrNegativeMaxDelay).
+	// A request whose Delay would exceed it is refused and not charged,
+	// in the same atomic step that decides it, so a caller that will not
+	// wait never holds a place in the queue. Its RetryAfter is then the
+	// time until the same request, with the same MaxDelay, would be
+	// admitted with a Delay of at most MaxDelay if nothing else happened
+	// meanwhile: the later of the time until the queue ahead has drained
+	// to MaxDelay (Delay - MaxDelay) and the time until the limit admits
+	// it at all. Remaining still counts the room the limit has, so a
+	// refusal with Remaining ≥ Cost was refused for its delay alone, and
+	// asking again later does not help: the place it would start at does
+	// not come sooner. Delays are whole microseconds, so MaxDelay counts in
+	// whole microseconds, rounded down. Only leaky_bucket returns a Delay;
+	// other limits ignore MaxDelay. A peek (Cost 0) reports whether a
+	// unit-cost request would be admitted within MaxDelay.
+	MaxDelay time.Duration
 }
 
 // FailureMode says what happens to a request when the store meant to decide

@@ -117,9 +117,9 @@ type Result struct {
 	// decisions (zero when the store failed).
 	Enforced []Check
 	Each     []sluice.Decision
-	// Shadow are the shadow checks, and ShadowEach their decisions (zero
-	// when they did not run: the request was not admitted, or the store
-	// failed).
+	// Shadow are the shadow checks, and ShadowEach their decisions, each
+	// checked on its own (zero when it did not run: the request was not
+	// admitted, or the store failed).
 	Shadow     []Check
 	ShadowEach []sluice.Decision
 	// Err is the error of a Failed, Degraded or Invalid outcome, or of
@@ -180,7 +180,7 @@ func (r *Result) reset(dc *Decider) {
 
 // Run decides a request whose checks a front-end planned: the enforced
 // checks in one all-or-nothing check (if any refuses, none is charged),
-// then, if the request was admitted, the shadow checks likewise. It writes
+// then, if the request was admitted, each shadow check on its own. It writes
 // what happened into res. A check that could not be planned (Check.Err)
 // refuses the request if its failure mode is FailClosed and is left out
 // otherwise; a store error is decided by the checks' failure modes, and an
@@ -229,7 +229,7 @@ func (dc *Decider) split(checks []Check, res *Result) bool {
 			res.observe(Observation{Limit: c.Name, Outcome: Degraded, Err: err})
 			continue
 		}
-		r := sluice.Request{Key: c.Key, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError}
+		r := sluice.Request{Key: c.Key, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError, MaxDelay: dc.maxDelay(c)}
 		if c.Shadow {
 			res.Shadow, res.shadowReqs = append(res.Shadow, *c), append(res.shadowReqs, r)
 			res.ShadowEach = append(res.ShadowEach, sluice.Decision{})
@@ -241,9 +241,48 @@ func (dc *Decider) split(checks []Check, res *Result) bool {
 	return true
 }
 
+// maxDelay is the longest shaping delay a check may be given: its
+// Action's MaxDelay when it waits for room, else Config.MaxDelay. The store
+// refuses a longer one without charging it.
+func (dc *Decider) maxDelay(c *Check) time.Duration {
+	if c.Action != nil && c.Action.Wait && c.Action.MaxDelay > 0 {
+		return c.Action.MaxDelay
+	}
+	return dc.cfg.MaxDelay
+}
+
+// noDelay is the MaxDelay of a request that may not be delayed at all: the
+// store refuses it, uncharged, if it would be.
+const noDelay = time.Nanosecond
+
+// shaper returns the index of the first enforced check whose limit can
+// give a shaping delay, or -1.
+func shaper(res *Result) int {
+	for i := range res.Enforced {
+		if res.Enforced[i].Limit.Algorithm == sluice.AlgorithmLeakyBucket {
+			return i
+		}
+	}
+	return -1
+}
+
 // enforce runs the enforced checks, waits as they and Config.Wait allow,
-// and reports whether the request goes on.
+// and reports whether the request goes on. A request that would be
+// delayed takes its place in the waiting line before it is charged: with
+// no place left, it may not be delayed, and the store refuses it
+// uncharged if it would be.
 func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
+	line := ""
+	if s := shaper(res); s >= 0 && dc.cfg.Wait {
+		if name := res.Enforced[s].Name; dc.waiting.enter(name) {
+			line = name
+			defer func() { dc.waiting.leave(line) }()
+		} else {
+			for i := range res.reqs {
+				res.reqs[i].MaxDelay = noDelay
+			}
+		}
+	}
 	d, i, err := dc.limiter.CheckEach(ctx, res.reqs, res.Each)
 	if err != nil {
 		return dc.failed(res, err)
@@ -256,7 +295,15 @@ func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
 	}
 	res.Decision, res.Decided = d, i
 	c := &res.Enforced[i]
-	tooLong := d.Allowed && d.Delay > dc.cfg.MaxDelay
+	// A store that honours sluice.Request.MaxDelay never admits a longer
+	// delay; one that does not has charged it, and it is refused anyway.
+	tooLong := false
+	for j := range res.Enforced {
+		tooLong = d.Allowed && d.Delay > dc.maxDelay(&res.Enforced[j])
+		if !tooLong {
+			break
+		}
+	}
 	switch {
 	case !d.Allowed || tooLong:
 		res.Outcome = Refused
@@ -271,18 +318,9 @@ func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
 		dc.refused.add(c.Name, c.Key)
 		return false
 	}
-	if d.Delay > 0 && dc.cfg.Wait {
-		if !dc.waiting.enter(c.Name) {
-			res.Outcome = Refused // no room to wait
-			dc.refused.add(c.Name, c.Key)
-			return false
-		}
-		ok := sleep(ctx, d.Delay)
-		dc.waiting.leave(c.Name)
-		if !ok {
-			res.Err = ctx.Err()
-			return false // the client has gone
-		}
+	if d.Delay > 0 && dc.cfg.Wait && !sleep(ctx, d.Delay) {
+		res.Err = ctx.Err()
+		return false // the client has gone
 	}
 	return true
 }
@@ -351,22 +389,26 @@ func (dc *Decider) mode(m sluice.FailureMode) sluice.FailureMode {
 	return m
 }
 
-// runShadow runs the shadow checks of an admitted request. They never
-// change what happens to it: a refusal is observed and logged, an error
-// only logged.
+// runShadow runs the shadow checks of an admitted request, each on its
+// own: a shadow limit reports what it would do if it alone were enforced,
+// so one tight shadow limit does not hide what another would refuse. They
+// never change what happens to the request: a refusal is observed and
+// logged, an error only logged (its decision is left zero).
 func (dc *Decider) runShadow(ctx context.Context, res *Result) {
-	d, i, err := dc.limiter.CheckEach(ctx, res.shadowReqs, res.ShadowEach)
-	switch {
-	case err != nil:
-		res.ShadowEach = res.ShadowEach[:0] // no decisions to report
-		dc.logError("shadow limits could not be checked", err)
-		res.observe(Observation{Limit: res.Shadow[0].Name, Outcome: Failed, Err: err})
-	case d.Allowed:
-		res.keepLeases(res.shadowReqs, res.ShadowEach) // shadow concurrency limits hold leases too
-	default:
+	for i := range res.Shadow {
 		c := &res.Shadow[i]
-		dc.shadow.add(c.Name, c.Key)
-		res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})
+		d, _, err := dc.limiter.CheckEach(ctx, res.shadowReqs[i:i+1], res.ShadowEach[i:i+1])
+		switch {
+		case err != nil:
+			res.ShadowEach[i] = sluice.Decision{}
+			dc.logError("a shadow limit could not be checked", err)
+			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: Failed, Err: err})
+		case d.Allowed:
+			res.keepLeases(res.shadowReqs[i:i+1], res.ShadowEach[i:i+1]) // shadow concurrency limits hold leases too
+		default:
+			dc.shadow.add(c.Name, c.Key)
+			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})
+		}
 	}
 }
 

@@ -195,3 +195,57 @@ func TestRunWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestRunShadowEachOnItsOwn: a tight shadow limit that would refuse does
+// not keep a loose one from counting, and neither changes the outcome.
+func TestRunShadowEachOnItsOwn(t *testing.T) {
+	dc, mem := newDecider(t, decide.Config{})
+	tight, loose := check("tight", 1), check("loose", 10)
+	tight.Shadow, loose.Shadow = true, true
+	var res decide.Result
+	for range 3 {
+		dc.Run(context.Background(), []decide.Check{tight, loose}, &res)
+		if res.Outcome != decide.Admitted {
+			t.Fatalf("outcome %v: shadow limits changed it", res.Outcome)
+		}
+	}
+	if got := remaining(t, mem, loose); got != 7 {
+		t.Fatalf("loose shadow limit has %d left, want 7 (counted every request)", got)
+	}
+	if len(res.Observed) != 1 || res.Observed[0].Outcome != decide.ShadowRefused || res.Observed[0].Limit != "tight" {
+		t.Fatalf("observed %+v, want tight's shadow refusal", res.Observed)
+	}
+}
+
+// TestRunWaitingLineFull: a request that would be delayed while the
+// waiting line is full is refused without being charged: it takes no place
+// in the shaper's queue that a later request could have had.
+func TestRunWaitingLineFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dc, _ := newDecider(t, decide.Config{Wait: true, MaxWaiting: 1, MaxDelay: 300 * time.Millisecond})
+		shaped := decide.Check{Name: "shaped", Key: "shaped", Limit: sluice.LeakyBucket(sluice.PerSecond(10), 5), Cost: 1}
+		run := func() decide.Outcome {
+			var res decide.Result
+			dc.Run(context.Background(), []decide.Check{shaped}, &res)
+			return res.Outcome
+		}
+		if o := run(); o != decide.Admitted { // the bucket's first request: no delay
+			t.Fatalf("first: %v", o)
+		}
+		done := make(chan decide.Outcome)
+		go func() { done <- run() }() // delayed 100ms, holding the only place in line
+		synctest.Wait()
+		if o := run(); o != decide.Refused {
+			t.Fatalf("with the line full: %v, want refused", o)
+		}
+		if o := <-done; o != decide.Delayed {
+			t.Fatalf("the waiting request: %v, want delayed", o)
+		}
+		// Two were charged (the first and the delayed one), not three: the
+		// next request waits 100ms after the delayed one, not 200ms.
+		start := time.Now()
+		if o := run(); o != decide.Delayed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("next: %v after %s, want delayed 100ms", o, time.Since(start))
+		}
+	})
+}

@@ -455,6 +455,7 @@ func classify(ctx, cctx context.Context, err error) outcome {
 	case errors.Is(err, sluice.ErrInvalidLimit),
 		errors.Is(err, sluice.ErrCostExceedsCapacity),
 		errors.Is(err, sluice.ErrNegativeCost),
+		errors.Is(err, sluice.ErrNegativeMaxDelay),
 		errors.Is(err, sluice.ErrDuplicateRequest),
 		errors.Is(err, sluice.ErrWouldExceedDeadline):
 		return neutral

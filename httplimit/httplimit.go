@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,12 +50,60 @@ type KeyFunc func(r *http.Request) (string, error)
 func Global(*http.Request) (string, error) { return "global", nil }
 
 // ByHeader keys requests by the value of a request header; requests without
-// it are not limited by this limit. A value longer than decide.MaxKeyValue
-// bytes is counted under its digest (see decide.KeyValue), like every key of
-// Config.Limits.
+// it are not limited by this limit, and a request that sends it more than
+// once, or under a name other servers read as the same (see HeaderValue),
+// is refused with 400. A value longer than
+// decide.MaxKeyValue bytes is counted under its digest (see
+// decide.KeyValue), like every key of Config.Limits.
 func ByHeader(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) (string, error) { return r.Header.Get(name), nil }
+	return func(r *http.Request) (string, error) { return HeaderValue(r, name) }
+}
+
+// HeaderValue returns the value of the header name (canonical form) that a
+// key is made of, "" when it is absent. A header sent more than once is the
+// client's error (a *decide.ClientError, answered with 400): counting one
+// value while the handler reads another would let a client choose the key
+// it is counted under. So is a header whose name differs from it only in
+// '_' for '-' (X_User_ID for X-User-ID), which CGI, WSGI and Rack servers
+// read as the same header.
+func HeaderValue(r *http.Request, name string) (string, error) {
+	for k := range r.Header {
+		if k != name && strings.IndexByte(k, '_') >= 0 && SameHeader(k, name) {
+			return "", &decide.ClientError{Field: "header " + k, Reason: fmt.Sprintf("names the same header as %s for many servers; send %s", name, name)}
+		}
+	}
+	vs := r.Header.Values(name)
+	if len(vs) > 1 {
+		return "", &decide.ClientError{Field: "header " + name, Reason: fmt.Sprintf("sent %d times; a header a rate limit key is made of must be sent once", len(vs))}
+	}
+	if len(vs) == 0 {
+		return "", nil
+	}
+	return vs[0], nil
+}
+
+// SameHeader reports whether two header names name the same header for
+// some server: equal but for case, and for '_' against '-'.
+func SameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	fold := func(c byte) byte {
+		switch {
+		case c == '_':
+			return '-'
+		case 'A' <= c && c <= 'Z':
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	for i := 0; i < len(a); i++ {
+		if fold(a[i]) != fold(b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // ByIP keys requests by client address, as c resolves it.

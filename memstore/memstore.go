@@ -258,7 +258,7 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	if e == nil {
 		c, err := sh.compile(r.Limit)
 		if err == nil {
-			err = c.p.CheckCost(r.Cost, r.Limit)
+			err = c.p.Check(r)
 		}
 		if err != nil || r.Cost == 0 {
 			// Nothing to remember for an error or a peek at a fresh key.
@@ -267,18 +267,18 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 				return sluice.Decision{}, err
 			}
 			var fresh algo.State
-			return algo.Step(&c.p, &fresh, now, 0, 0, false), nil
+			return algo.Step(&c.p, &fresh, now, 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
 		}
 		e = sh.insert(h, r.Key, c, s.perShard)
 	} else {
-		if r.Cost < 0 || r.Cost > e.c.p.Cap {
+		if r.Cost < 0 || r.Cost > e.c.p.Cap || r.MaxDelay < 0 {
 			sh.mu.Unlock()
-			return sluice.Decision{}, e.c.p.CheckCost(r.Cost, r.Limit)
+			return sluice.Decision{}, e.c.p.Check(r)
 		}
 		e.used = true
 	}
 	p := &e.c.p
-	d := algo.Step(p, &e.st, now, r.Cost, s.lease(p, r.Cost), true)
+	d := algo.Step(p, &e.st, now, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -355,22 +355,22 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 		e.pinned = true
 		es = append(es, e)
 		created = append(created, isNew)
-		if err := e.c.p.CheckCost(r.Cost, r.Limit); err != nil {
+		if err := e.c.p.Check(r); err != nil {
 			admitted = false
 			return err
 		}
-		ds[i] = algo.Step(&e.c.p, &e.st, now, r.Cost, 0, false)
+		ds[i] = algo.Step(&e.c.p, &e.st, now, r.Cost, algo.MaxDelay(r.MaxDelay), 0, false)
 		admitted = admitted && ds[i].Allowed
 	}
 	for i, e := range es {
 		if !admitted {
 			if ds[i].Allowed {
-				ds[i] = algo.Step(&e.c.p, &e.st, now, 0, 0, false)
+				ds[i] = algo.Step(&e.c.p, &e.st, now, 0, algo.MaxDelay(rs[i].MaxDelay), 0, false)
 				ds[i].Allowed, ds[i].RetryAfter, ds[i].Delay = false, 0, 0
 			}
 			continue
 		}
-		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, s.lease(&e.c.p, rs[i].Cost), true)
+		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(&e.c.p, rs[i].Cost), true)
 	}
 	return nil
 }

@@ -144,6 +144,9 @@ func TestTakeAllAllOrNothing(t *testing.T) {
 			reqs := make([]sluice.Request, len(picks))
 			for i, p := range picks {
 				reqs[i] = sluice.Request{Key: pool[p].key, Limit: pool[p].lim, Cost: rapid.Int64Range(1, 3).Draw(rt, "cost")}
+				if rapid.Bool().Draw(rt, "bounded") { // a delay beyond the bound refuses the whole check
+					reqs[i].MaxDelay = time.Duration(rapid.IntRange(1, 800).Draw(rt, "max_delay_ms")) * time.Millisecond
+				}
 			}
 			ds := make([]sluice.Decision, len(reqs))
 			if err := a.TakeAll(ctx, reqs, ds); err != nil {
@@ -222,8 +225,24 @@ func TestTakeErrors(t *testing.T) {
 	if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: -1}); !errors.Is(err, sluice.ErrNegativeCost) {
 		t.Errorf("negative cost: %v", err)
 	}
+	negative := func(key string) {
+		_, err := s.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 1, MaxDelay: -time.Millisecond})
+		if !errors.Is(err, sluice.ErrNegativeMaxDelay) || err.Error() != `sluice: negative max delay: -1ms for key "`+key+`" under fixed_window(3 per 1s)` {
+			t.Errorf("negative max delay on %s: %v", key, err)
+		}
+		rs := []sluice.Request{{Key: "other", Limit: lim, Cost: 1}, {Key: key, Limit: lim, Cost: 1, MaxDelay: -1}}
+		if err := s.TakeAll(ctx, rs, make([]sluice.Decision, 2)); !errors.Is(err, sluice.ErrNegativeMaxDelay) {
+			t.Errorf("negative max delay in a check on %s: %v", key, err)
+		}
+	}
+	negative("k")
 	if n := s.Len(); n != 0 {
 		t.Errorf("requests that failed stored %d keys", n)
+	}
+	s.Take(ctx, sluice.Request{Key: "held", Limit: lim, Cost: 1})
+	negative("held") // a key the store holds
+	if d, _ := s.Take(ctx, sluice.Request{Key: "held", Limit: lim}); d.Remaining != 2 {
+		t.Errorf("requests that failed charged a held key: %+v", d)
 	}
 	s.Close()
 	if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); !errors.Is(err, sluice.ErrClosed) {

@@ -23,6 +23,13 @@ import (
 type Options struct {
 	// Funcs are key functions a limit can name as key: func:NAME.
 	Funcs map[string]httplimit.KeyFunc
+
+	// MaxDelay is the longest shaping delay the front-end waits
+	// (httplimit.Config.MaxDelay, sluice serve --max-delay) for rules
+	// without refuse: delay, whose bound is their action.max_delay. A
+	// leaky_bucket whose full queue would wait longer is an error. Default
+	// (zero): 1s, httplimit's default.
+	MaxDelay time.Duration
 }
 
 // ErrInvalid wraps every error of a policy that does not load.
@@ -263,6 +270,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	r := &Rule{Name: name}
 	r.match = l.match(f["match"], w)
 	r.Action = l.action(f["action"], w, r)
+	bound := l.delayBound(r.Action)
 	limits := f["limits"]
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
@@ -273,7 +281,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 		return r
 	}
 	for _, ln := range limits.Content {
-		lim := l.limit(yamlload.Resolve(ln), w)
+		lim := l.limit(yamlload.Resolve(ln), w, bound)
 		if lim == nil {
 			continue
 		}
@@ -412,7 +420,7 @@ func algorithmNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (l *loader) limit(n *yaml.Node, rw where) *Limit {
+func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
 	f := l.Item(n, where{rule: rw.rule, limit: peekName(n)}, "limit", append(slices.Clone(commonFields), paramFields...)...)
 	name := l.name(f["name"], rw, "limit")
 	if name == "" {
@@ -425,6 +433,9 @@ func (l *loader) limit(n *yaml.Node, rw where) *Limit {
 		return nil
 	}
 	lim.Limit = l.parameters(f, w, alg, n)
+	if q := f["queue"]; q != nil {
+		l.servable(q, w, "queue", lim.Limit, bound)
+	}
 	if !l.key(f["key"], n, w, lim) {
 		return nil
 	}
@@ -433,7 +444,7 @@ func (l *loader) limit(n *yaml.Node, rw where) *Limit {
 	}
 	l.cost(f["cost"], w, lim)
 	if v := f["overrides"]; v != nil {
-		lim.overrides = l.overrides(v, w, lim.Limit)
+		lim.overrides = l.overrides(v, w, lim.Limit, bound)
 		l.warnOverrides(v, w, lim, l.proxies)
 	}
 	return lim
@@ -644,7 +655,7 @@ func (l *loader) limitError(err error, f map[string]*yaml.Node, n *yaml.Node, w 
 	l.Fail(at, w, field, "%s", msg)
 }
 
-func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override {
+func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit, bound delayBound) []override {
 	if n.Kind != yaml.SequenceNode {
 		l.Fail(n, w, "overrides", "want a list")
 		return nil
@@ -663,6 +674,9 @@ func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit) []override 
 		o.scale, o.limit = 1, base
 		if v := f["scale"]; v != nil {
 			o.scale, o.limit = l.scale(v, w, base)
+			if o.limit != base {
+				l.servable(v, w, "overrides.scale", o.limit, bound)
+			}
 		} else if !o.unlimited {
 			l.Fail(on, w, "overrides", "give scale or unlimited: true")
 		}

@@ -3,8 +3,10 @@ package policy_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -125,5 +127,71 @@ rules:
 		return r
 	}(), nil); err == nil {
 		t.Fatal("a cost header above capacity was accepted")
+	}
+}
+
+// TestPlanHostileKeyParts: a key part a client sends in two minds (twice,
+// malformed, or under a name other servers read as the same header) is a
+// 400, never a skipped limit or a key of the client's choosing.
+func TestPlanHostileKeyParts(t *testing.T) {
+	p, err := policy.Parse("parts.yaml", []byte(`
+rules:
+  - name: api
+    limits:
+      - {name: by-header, key: header:X-User-ID, algorithm: gcra, rate: 10/s}
+      - {name: by-query, key: query:user, algorithm: gcra, rate: 10/s}
+      - {name: by-cookie, key: cookie:session, algorithm: gcra, rate: 10/s}
+`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		desc    string
+		target  string
+		headers [][2]string
+		status  int    // 0: planned
+		key     string // the limit planned, then
+	}{
+		{"header twice", "/", [][2]string{{"X-User-ID", "a"}, {"X-User-ID", "b"}}, 400, ""},
+		{"header with underscores", "/", [][2]string{{"X_User_ID", "alice"}}, 400, ""},
+		{"header both ways", "/", [][2]string{{"X-User-ID", "a"}, {"x_user_id", "b"}}, 400, ""},
+		{"query twice", "/?user=alice&user=mallory", nil, 400, ""},
+		{"query malformed", "/?user=alice%zz", nil, 400, ""},
+		{"query semicolon", "/?user=alice;x=1", nil, 400, ""},
+		{"cookie twice", "/", [][2]string{{"Cookie", "session=a; session=b"}}, 400, ""},
+		{"cookie twice, two lines", "/", [][2]string{{"Cookie", "session=a"}, {"Cookie", "session=b"}}, 400, ""},
+		{"cookie a strict parser rejects is still counted", "/", [][2]string{{"Cookie", `session=s1"x`}}, 0, "by-cookie"},
+		{"quoted cookie", "/", [][2]string{{"Cookie", `session="s1"`}}, 0, "by-cookie"},
+		{"query once", "/?user=alice", nil, 0, "by-query"},
+	} {
+		r := httptest.NewRequest("GET", "http://x"+tc.target, nil)
+		if strings.Contains(tc.target, "%zz") || strings.Contains(tc.target, ";") {
+			r.URL.RawQuery = tc.target[2:]
+		}
+		for _, h := range tc.headers {
+			k := h[0]
+			if !strings.Contains(k, "_") {
+				k = http.CanonicalHeaderKey(k)
+			}
+			r.Header[k] = append(r.Header[k], h[1])
+		}
+		got, err := p.Plan(r, nil)
+		ce, isClient := decide.AsClientError(err)
+		switch {
+		case tc.status != 0 && (!isClient || ce.HTTPStatus() != tc.status):
+			t.Errorf("%s: %v (planned %d), want a %d", tc.desc, err, len(got), tc.status)
+		case tc.status == 0 && (err != nil || len(got) != 1 || got[0].Name != tc.key):
+			t.Errorf("%s: %v, planned %+v; want %s alone", tc.desc, err, got, tc.key)
+		}
+	}
+	// The same cookie value quoted or not is one key.
+	a := httptest.NewRequest("GET", "/", nil)
+	a.Header.Set("Cookie", `session="s1"`)
+	b := httptest.NewRequest("GET", "/", nil)
+	b.Header.Set("Cookie", `session=s1`)
+	pa, _ := p.Plan(a, nil)
+	pb, _ := p.Plan(b, nil)
+	if len(pa) != 1 || len(pb) != 1 || pa[0].Key != pb[0].Key {
+		t.Fatalf("quoted and plain cookie: %+v, %+v", pa, pb)
 	}
 }

@@ -15,6 +15,7 @@ package policy
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -299,14 +300,11 @@ func (p *Policy) part(r *http.Request, rule *Rule, part keyPart) (string, error)
 	case "host":
 		return r.Host, nil
 	case "header":
-		return header(r, part.name)
+		return httplimit.HeaderValue(r, part.name)
 	case "query":
-		return r.URL.Query().Get(part.name), nil
+		return query(r, part.name)
 	case "cookie":
-		if c, err := r.Cookie(part.name); err == nil {
-			return c.Value, nil
-		}
-		return "", nil
+		return cookie(r, part.name)
 	case "func":
 		return part.fn(r)
 	}
@@ -333,17 +331,46 @@ func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
 	return c, nil
 }
 
-// header returns the value of a header a key is made of. A header sent
-// more than once is the client's error: counting one value while the
-// upstream reads another would let a client choose the key it is counted
-// under.
-func header(r *http.Request, name string) (string, error) {
-	vs := r.Header.Values(name)
-	if len(vs) > 1 {
-		return "", &decide.ClientError{Field: "header " + name, Reason: fmt.Sprintf("sent %d times; a header a rate limit key is made of must be sent once", len(vs))}
+// query returns the value of a query parameter a key is made of. A query
+// string that does not parse (bad percent-encoding, ';' separators) or that
+// names the parameter twice is the client's error, as for headers: Go's
+// parser drops what it cannot read, and an upstream may read otherwise.
+func query(r *http.Request, name string) (string, error) {
+	vs, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", &decide.ClientError{Field: "query", Reason: fmt.Sprintf("does not parse (%v)", err)}
 	}
-	if len(vs) == 0 {
+	switch v := vs[name]; len(v) {
+	case 0:
 		return "", nil
+	case 1:
+		return v[0], nil
+	default:
+		return "", &decide.ClientError{Field: "query " + name, Reason: fmt.Sprintf("sent %d times; a parameter a rate limit key is made of must be sent once", len(v))}
 	}
-	return vs[0], nil
+}
+
+// cookie returns the value of a cookie a key is made of, as the client
+// sent it (one pair of double quotes around it dropped), however strict
+// parsers would judge it: a value they reject is still counted, never
+// taken for an absent cookie. A cookie sent twice is the client's error.
+func cookie(r *http.Request, name string) (string, error) {
+	var value string
+	n := 0
+	for _, line := range r.Header["Cookie"] {
+		for pair := range strings.SplitSeq(line, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || k != name {
+				continue
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			value, n = v, n+1
+		}
+	}
+	if n > 1 {
+		return "", &decide.ClientError{Field: "cookie " + name, Reason: fmt.Sprintf("sent %d times; a cookie a rate limit key is made of must be sent once", n)}
+	}
+	return value, nil
 }

@@ -66,6 +66,19 @@ func genLimit(t *rapid.T) sluice.Limit {
 	}
 }
 
+// genMaxDelay draws a request's bound on its delay: none half the time,
+// otherwise up to 3 s in ns (a bound below a µs included, which admits no
+// delay at all).
+func genMaxDelay(t *rapid.T) time.Duration {
+	switch rapid.IntRange(0, 5).Draw(t, "max_delay_kind") {
+	case 0, 1, 2:
+		return 0
+	case 3:
+		return time.Duration(rapid.Int64Range(1, 2000).Draw(t, "max_delay_ns"))
+	}
+	return time.Duration(rapid.Int64Range(1, 3_000_000_000).Draw(t, "max_delay_ns"))
+}
+
 func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 	base := redistest.Prefix(t)
 	var run atomic.Int64
@@ -104,7 +117,9 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 		req := func(i int) sluice.Request {
 			k := rapid.IntRange(0, len(keys)-1).Draw(rt, "key")
 			l := limits[rapid.IntRange(0, len(limits)-1).Draw(rt, "limit")]
-			return sluice.Request{Key: keys[k], Limit: l, Cost: rapid.Int64Range(0, l.Capacity()).Draw(rt, "cost")}
+			r := sluice.Request{Key: keys[k], Limit: l, Cost: rapid.Int64Range(0, l.Capacity()).Draw(rt, "cost")}
+			r.MaxDelay = genMaxDelay(rt)
+			return r
 		}
 		// composite draws the 2 or 3 distinct requests of a check.
 		composite := func() []sluice.Request {
@@ -134,7 +149,7 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 				r := req(0)
 				dm, errM := mem.Take(ctx, r)
 				dr, errR := red.Take(ctx, r)
-				history = append(history, fmt.Sprintf("step %d at %dµs: take %q %s cost %d -> %+v", step, at, r.Key, r.Limit, r.Cost, dm))
+				history = append(history, fmt.Sprintf("step %d at %dµs: take %q %s cost %d max delay %s -> %+v", step, at, r.Key, r.Limit, r.Cost, r.MaxDelay, dm))
 				if (errM == nil) != (errR == nil) {
 					rt.Fatalf("step %d %s %v: memstore error %v, redisstore error %v", step, r.Key, r.Limit, errM, errR)
 				}

@@ -11,8 +11,9 @@ import (
 
 // nearCache remembers keys Redis refused, until the time it said they may
 // retry, so that retries before then are answered without a round trip. A
-// remembered refusal answers only requests of at least the refused cost: a
-// smaller one might fit. It holds at most max entries in all (give or take
+// remembered refusal answers only requests of at least the refused cost and
+// with at most its MaxDelay: a smaller one, or one that waits longer, might
+// fit. It holds at most max entries in all (give or take
 // one per concurrent writer); when it is full, entries of the shard being
 // written that have expired go first, then arbitrary ones of that shard, and
 // if that shard has none the refusal is not remembered. Shards may hold twice
@@ -32,9 +33,10 @@ type nearShard struct {
 }
 
 type nearEntry struct {
-	at   time.Time // when Redis refused
-	cost int64
-	d    sluice.Decision
+	at       time.Time // when Redis refused
+	cost     int64
+	maxDelay time.Duration // 0: no bound
+	d        sluice.Decision
 }
 
 func newNearCache(size int) *nearCache {
@@ -50,8 +52,9 @@ func (c *nearCache) shard(key string) *nearShard {
 }
 
 // get returns the refusal for key at now, its times shortened by the time
-// since Redis gave it, if one is remembered and still holds for cost.
-func (c *nearCache) get(key string, cost int64, now time.Time) (sluice.Decision, bool) {
+// since Redis gave it, if one is remembered and still holds for cost and
+// maxDelay.
+func (c *nearCache) get(key string, cost int64, maxDelay time.Duration, now time.Time) (sluice.Decision, bool) {
 	if c == nil || cost == 0 {
 		return sluice.Decision{}, false
 	}
@@ -59,7 +62,7 @@ func (c *nearCache) get(key string, cost int64, now time.Time) (sluice.Decision,
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	sh.mu.Unlock()
-	if !ok || cost < e.cost {
+	if !ok || cost < e.cost || waitsLonger(maxDelay, e.maxDelay) {
 		return sluice.Decision{}, false
 	}
 	elapsed := now.Sub(e.at)
@@ -72,7 +75,13 @@ func (c *nearCache) get(key string, cost int64, now time.Time) (sluice.Decision,
 	return d, true
 }
 
-func (c *nearCache) put(key string, cost int64, d sluice.Decision, now time.Time) {
+// waitsLonger reports whether a request bounded by maxDelay may wait longer
+// than one bounded by than (0 is no bound).
+func waitsLonger(maxDelay, than time.Duration) bool {
+	return than != 0 && (maxDelay == 0 || maxDelay > than)
+}
+
+func (c *nearCache) put(key string, cost int64, maxDelay time.Duration, d sluice.Decision, now time.Time) {
 	if c == nil {
 		return
 	}
@@ -100,5 +109,5 @@ func (c *nearCache) put(key string, cost int64, d sluice.Decision, now time.Time
 		}
 		c.n.Add(1)
 	}
-	sh.m[key] = nearEntry{at: now, cost: cost, d: d}
+	sh.m[key] = nearEntry{at: now, cost: cost, maxDelay: maxDelay, d: d}
 }

@@ -238,13 +238,17 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 func (s *Store) prepare(r sluice.Request) (request, error) {
 	c, err := s.compile(r.Limit)
 	if err == nil {
-		err = c.p.CheckCost(r.Cost, r.Limit)
+		err = c.p.Check(r)
 	}
 	if err != nil {
 		return request{}, err
 	}
 	p := c.p
 	q := request{Request: r, p: p, params: c.params}
+	if p.Alg == sluice.AlgorithmLeakyBucket && r.MaxDelay > 0 {
+		// the request's bound rides with its limit (scripts/state.lua)
+		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)
+	}
 	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(p.Alg))
 	if p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
@@ -338,7 +342,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	if d, ok := s.near.get(q.state, r.Cost, s.localNow()); ok {
+	if d, ok := s.near.get(q.state, r.Cost, r.MaxDelay, s.localNow()); ok {
 		return d, nil
 	}
 	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{q}, nil))
@@ -357,7 +361,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
 	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && q.p.Alg != sluice.AlgorithmConcurrency {
-		s.near.put(q.state, q.Cost, d, s.localNow())
+		s.near.put(q.state, q.Cost, q.MaxDelay, d, s.localNow())
 	}
 }
 
@@ -389,7 +393,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	// A request known to be refused refuses the whole check, locally.
 	now := s.localNow()
 	for i, q := range qs {
-		if d, ok := s.near.get(q.state, q.Cost, now); ok {
+		if d, ok := s.near.get(q.state, q.Cost, q.MaxDelay, now); ok {
 			for j := range ds {
 				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
 			}

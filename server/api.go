@@ -259,6 +259,12 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 		}
 		hr.Header.Set(k, v)
 	}
+	// request.ip is the client's address, already resolved: forwarding
+	// headers the caller passes on must not resolve it again, even when it
+	// falls in trusted_proxies.
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
+		hr.Header.Del(h)
+	}
 	for k, v := range a.Cookies {
 		hr.AddCookie(&http.Cookie{Name: k, Value: v, Quoted: false})
 	}

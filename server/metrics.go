@@ -162,14 +162,17 @@ func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, 
 }
 
 // outcomes are the outcomes the status page counts, in its order.
-var outcomes = []string{"admitted", "delayed", "refused", "shadow_refused", "failed"}
+// Every decide.Outcome is here: one that is not would vanish from the page.
+var outcomes = [nOutcomes]string{"admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid"}
+
+const nOutcomes = 7
 
 // stats keeps what the status page shows: totals per (source, limit,
 // outcome) and the keys refused most often. Both are bounded: at most
 // maxTracked limits, and a fixed number of heavy keys.
 type stats struct {
 	mu     sync.RWMutex // guards limits; counters are atomic
-	limits map[statsKey]*[5]atomic.Int64
+	limits map[statsKey]*[nOutcomes]atomic.Int64
 	heavyM sync.Mutex // guards heavy, taken on refusals only
 	heavy  heavyKeys
 	start  time.Time
@@ -180,7 +183,7 @@ type statsKey struct{ source, limit string }
 const maxTracked = 10_000
 
 func newStats() *stats {
-	return &stats{limits: map[statsKey]*[5]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now()}
+	return &stats{limits: map[statsKey]*[nOutcomes]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now()}
 }
 
 // add counts one decision. Every decision passes here, so the common case
@@ -200,7 +203,7 @@ func (s *stats) add(source, limit, outcome, key string) {
 	if c == nil {
 		s.mu.Lock()
 		if c = s.limits[id]; c == nil && len(s.limits) < maxTracked {
-			c = new([5]atomic.Int64)
+			c = new([nOutcomes]atomic.Int64)
 			s.limits[id] = c
 		}
 		s.mu.Unlock()

@@ -127,7 +127,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.metrics.watchFailover(b.failover)
 	}
 	if cfg.Policy != "" {
-		h, err := policy.NewHolder(cfg.Policy, policy.Options{}, s.log)
+		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
 		s.metrics.reloaded("policy", err)
 		if err != nil {
 			b.close()
@@ -135,7 +135,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.holder = h
 	} else {
-		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{})
+		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)})
 		if err != nil {
 			return nil, fmt.Errorf("the embedded sample policy: %w", err) // a build defect
 		}
@@ -359,8 +359,12 @@ func (s *Server) stripProtected(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := s.currentPolicy()
 		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
-			for _, h := range hs {
-				r.Header.Del(h)
+			for k := range r.Header { // X_Internal_Caller too: CGI servers read it as X-Internal-Caller
+				for _, h := range hs {
+					if httplimit.SameHeader(k, h) {
+						delete(r.Header, k)
+					}
+				}
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -299,9 +300,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kind := fs.String("kind", "auto", "what the files are: auto, policy, rls or server")
+	maxDelay := fs.Duration("max-delay", time.Second, "the shaping delay sluice serve --max-delay allows: a policy's leaky_bucket queue must be served within it")
 	quiet := fs.Bool("q", false, "print only errors")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [-q] FILE...
+		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [--max-delay D] [-q] FILE...
 
 Validates each file and prints what it found, or every error with its file,
 line and field. A file is a policy if it has rules:, an Envoy RLS config if it
@@ -327,7 +329,7 @@ Flags:
 	}
 	code := exitOK
 	for _, path := range expand(fs.Args()) {
-		msg, err := checkFile(path, *kind)
+		msg, err := checkFile(path, *kind, *maxDelay)
 		if err != nil {
 			fmt.Fprintf(stdout, "INVALID %s\n%s\n", path, indent(err.Error()))
 			code = exitInvalid
@@ -358,7 +360,7 @@ func expand(args []string) []string {
 	return out
 }
 
-func checkFile(path, kind string) (string, error) {
+func checkFile(path, kind string, maxDelay time.Duration) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -368,7 +370,7 @@ func checkFile(path, kind string) (string, error) {
 	}
 	switch kind {
 	case "policy":
-		p, err := policy.Parse(path, data, policy.Options{})
+		p, err := policy.Parse(path, data, policy.Options{MaxDelay: maxDelay})
 		if err != nil { // each error on a line; INVALID says the file is invalid
 			return "", each(err, policy.Errors(err))
 		}

@@ -482,6 +482,8 @@ func TestCheckCommand(t *testing.T) {
 	writeFile(t, server, "gateway: ':8080'\nstore:\n  type: redis\n  redis:\n    addrs: [127.0.0.1:6379]\n")
 	warned := filepath.Join(dir, "warned.yaml")
 	writeFile(t, warned, "rules:\n  - name: a\n    limits:\n      - name: g\n        key: global\n        algorithm: gcra\n        rate: 5/s\n        overrides: [{header: X-Internal-Caller, equals: billing, unlimited: true}]\n")
+	shaped := filepath.Join(dir, "shaped.yaml")
+	writeFile(t, shaped, "rules:\n  - name: a\n    limits:\n      - {name: s, key: ip, algorithm: leaky_bucket, rate: 10/s, queue: 15}\n")
 	badServer := filepath.Join(dir, "server-bad.yaml")
 	writeFile(t, badServer, "gateway: ':8080'\nstore:\n  type: rediss\n")
 	cases := []struct {
@@ -492,6 +494,8 @@ func TestCheckCommand(t *testing.T) {
 		{[]string{"check", good}, 0, "ok      " + good + ": policy, 1 rules, 1 limits"},
 		{[]string{"check", bad}, 1, bad + `:4: rule "a": limit "g": unknown field "brust"`},
 		{[]string{"check", good, bad}, 1, "INVALID " + bad},
+		{[]string{"check", shaped}, 1, "the last queued request would wait 1500ms (queue 15 at 10/s)"},
+		{[]string{"check", "--max-delay", "2s", shaped}, 0, "ok      " + shaped},
 		{[]string{"check", warned}, 0, "warning: " + warned + `:8: rule "a": limit "g": overrides: X-Internal-Caller: billing can never apply`},
 		{[]string{"check", server}, 0, "server config"},
 		{[]string{"check", badServer}, 1, `store.type: "rediss": want memory or redis`},

@@ -64,3 +64,13 @@ func Compile(l sluice.Limit) (Params, error) {
 	}
 	return p, nil
 }
+
+// LongestDelay returns, for a leaky_bucket, the Delay (µs) of the last
+// place of its queue: the one a unit-cost request gets when the queue
+// holds all it can, (queue - nodelay) intervals. It is 0 for other limits.
+func (p *Params) LongestDelay() int64 {
+	if p.Alg != sluice.AlgorithmLeakyBucket {
+		return 0
+	}
+	return p.byA.ceil((p.Burst - p.NoDelay) * p.B)
+}

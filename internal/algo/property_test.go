@@ -51,7 +51,7 @@ func play(t *rapid.T, l sluice.Limit, evs []event) []admitted {
 	var st State
 	var out []admitted
 	for _, e := range evs {
-		if Step(&p, &st, t0+e.at, e.cost, 0, true).Allowed {
+		if Step(&p, &st, t0+e.at, e.cost, NoMaxDelay, 0, true).Allowed {
 			out = append(out, admitted{e.at, e.cost})
 		}
 	}
@@ -150,8 +150,8 @@ func TestPropertyTokenBucketAndGCRA(t *testing.T) {
 		ptb, pgc := mustCompile(t, tb), mustCompile(t, gc)
 		var stb, sgc State
 		for i, e := range evs {
-			a := Step(&ptb, &stb, t0+e.at, e.cost, 0, true)
-			b := Step(&pgc, &sgc, t0+e.at, e.cost, 0, true)
+			a := Step(&ptb, &stb, t0+e.at, e.cost, NoMaxDelay, 0, true)
+			b := Step(&pgc, &sgc, t0+e.at, e.cost, NoMaxDelay, 0, true)
 			if a != b {
 				t.Fatalf("request %d at %d cost %d: token bucket %+v, gcra %+v", i, e.at, e.cost, a, b)
 			}
@@ -194,7 +194,7 @@ func TestPropertyBucketSaturated(t *testing.T) {
 			var st State
 			n := int64(0)
 			for at := int64(0); at <= span; at++ {
-				for Step(&p, &st, t0+at, 1, 0, true).Allowed {
+				for Step(&p, &st, t0+at, 1, NoMaxDelay, 0, true).Allowed {
 					n++
 				}
 			}
@@ -262,11 +262,19 @@ func TestPropertyLeakyBucketSpacing(t *testing.T) {
 		queue := rapid.Int64Range(0, 10).Draw(t, "queue")
 		l := sluice.LeakyBucket(Rate(count, period), queue)
 		p := mustCompile(t, l)
+		// The caller's bound on the delay: none, or up to a little more
+		// than the longest delay the queue gives.
+		maxDelay := int64(NoMaxDelay)
+		if rapid.Bool().Draw(t, "bounded") {
+			maxDelay = rapid.Int64Range(0, (queue+1)*period/count+1).Draw(t, "maxDelay")
+		}
 		evs := genTrace(t, period/count+1, 1, false)
 		// Reference shaper: each admitted request starts one interval after
 		// the previous start, or now; it is admitted if it would start
-		// within queue intervals.
+		// within queue intervals and within maxDelay (in whole µs, rounded
+		// up). A refusal lasts until both hold.
 		interval := big.NewRat(period, count)
+		longest := new(big.Rat).Mul(interval, new(big.Rat).SetInt64(queue))
 		var lastStart *big.Rat
 		var st State
 		for i, e := range evs {
@@ -278,21 +286,35 @@ func TestPropertyLeakyBucketSpacing(t *testing.T) {
 				}
 			}
 			wait := new(big.Rat).Sub(start, now)
-			wantAllowed := wait.Cmp(new(big.Rat).Mul(interval, new(big.Rat).SetInt64(queue))) <= 0
-			d := Step(&p, &st, t0+e.at, 1, 0, true)
-			if d.Allowed != wantAllowed {
-				t.Fatalf("request %d at %d: allowed %v, reference %v (wait %s)", i, e.at, d.Allowed, wantAllowed, wait.FloatString(2))
+			waitUS := ceilRat(wait)
+			fits := wait.Cmp(longest) <= 0
+			soon := maxDelay < 0 || waitUS <= maxDelay
+			d := Step(&p, &st, t0+e.at, 1, maxDelay, 0, true)
+			if d.Allowed != (fits && soon) {
+				t.Fatalf("request %d at %d: allowed %v, reference %v (wait %s, max delay %d)", i, e.at, d.Allowed, fits && soon, wait.FloatString(2), maxDelay)
 			}
 			if !d.Allowed {
+				retry := max(0, ceilRat(new(big.Rat).Sub(wait, longest)))
+				if !soon {
+					retry = max(retry, waitUS-maxDelay)
+				}
+				if got := int64(d.RetryAfter / time.Microsecond); got != retry || d.Delay != 0 {
+					t.Fatalf("request %d refused: retry %dµs delay %s, reference retry %dµs", i, got, d.Delay, retry)
+				}
 				continue
 			}
 			lastStart = start
-			ceil := new(big.Int).Div(new(big.Int).Add(wait.Num(), new(big.Int).Sub(wait.Denom(), big.NewInt(1))), wait.Denom())
-			if got := int64(d.Delay / time.Microsecond); got != ceil.Int64() {
-				t.Fatalf("request %d: delay %dµs, reference %sµs", i, got, ceil)
+			if got := int64(d.Delay / time.Microsecond); got != waitUS {
+				t.Fatalf("request %d: delay %dµs, reference %dµs", i, got, waitUS)
 			}
 		}
 	})
+}
+
+// ceilRat returns ⌈x⌉ for x ≥ 0.
+func ceilRat(x *big.Rat) int64 {
+	q := new(big.Int).Add(x.Num(), new(big.Int).Sub(x.Denom(), big.NewInt(1)))
+	return q.Div(q, x.Denom()).Int64()
 }
 
 func TestPropertyWarmUpNeverFasterThanRate(t *testing.T) {
@@ -343,7 +365,7 @@ func TestPropertyConcurrency(t *testing.T) {
 			}
 			c := rapid.Int64Range(1, n).Draw(t, "cost")
 			id++
-			d := Step(&p, &st, t0+now, c, uint64(id), true)
+			d := Step(&p, &st, t0+now, c, NoMaxDelay, uint64(id), true)
 			if want := inUse+c <= n; d.Allowed != want {
 				t.Fatalf("acquire cost %d with %d in use of %d: allowed %v", c, inUse, n, d.Allowed)
 			}
@@ -387,7 +409,7 @@ func TestPropertyClockBackwards(t *testing.T) {
 		latest := int64(0)
 		for _, e := range evs {
 			latest = max(latest, e.at)
-			if Step(&p, &st, t0+e.at, e.cost, 0, true).Allowed {
+			if Step(&p, &st, t0+e.at, e.cost, NoMaxDelay, 0, true).Allowed {
 				got = append(got, admitted{latest, e.cost})
 			}
 		}

@@ -28,8 +28,35 @@ func (p *Params) CheckCost(cost int64, l sluice.Limit) error {
 	return nil
 }
 
+// Check reports whether r's cost and MaxDelay are acceptable under p, which
+// must be r.Limit compiled.
+func (p *Params) Check(r sluice.Request) error {
+	if r.MaxDelay < 0 {
+		return fmt.Errorf("%w: %s for key %q under %s", sluice.ErrNegativeMaxDelay, r.MaxDelay, r.Key, r.Limit)
+	}
+	return p.CheckCost(r.Cost, r.Limit)
+}
+
+// NoMaxDelay is the maxDelay of Step for a request whose delay has no bound.
+const NoMaxDelay = -1
+
+// MaxDelay converts a Request's MaxDelay into Step's maxDelay: NoMaxDelay
+// for 0 (no bound), otherwise whole µs, rounded down, since a delay is a
+// whole number of µs (a bound of 1.5 µs admits a delay of 1 µs, not 2).
+func MaxDelay(d time.Duration) int64 {
+	if d == 0 {
+		return NoMaxDelay
+	}
+	return int64(d / time.Microsecond)
+}
+
 // Step decides a request of the given cost at time now (µs since the Unix
-// epoch) against state s. When commit is true and the request is admitted,
+// epoch) against state s. A request whose Delay would exceed maxDelay (µs;
+// NoMaxDelay for no bound) is refused and not charged, with a RetryAfter
+// that counts until it would be admitted with a Delay of at most maxDelay
+// (only the leaky bucket has a Delay: an algorithm that adds one must
+// apply maxDelay as shape does). When commit is true and the request is
+// admitted,
 // s is updated to charge it; otherwise s keeps its meaning (a step may still
 // drop records that have expired, which changes no future decision). lease
 // is the identifier recorded for an admitted concurrency request.
@@ -37,18 +64,18 @@ func (p *Params) CheckCost(cost int64, l sluice.Limit) error {
 // Cost 0 is a peek: nothing is charged, Allowed, RetryAfter and Delay are
 // those a unit-cost request would get, Remaining is what is left now.
 //
-// The cost must have passed CheckCost.
-func Step(p *Params, s *State, now, cost int64, lease uint64, commit bool) sluice.Decision {
+// The request must have passed Check.
+func Step(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit bool) sluice.Decision {
 	// Results are written through a pointer: returning them by value from
 	// every layer copied more than the arithmetic cost.
 	var r result
 	if cost == 0 {
 		var probe result
-		step(p, s, now, 1, 0, false, &probe)
-		step(p, s, now, 0, 0, false, &r)
+		step(p, s, now, 1, maxDelay, 0, false, &probe)
+		step(p, s, now, 0, maxDelay, 0, false, &r)
 		r.allowed, r.retry, r.delay = probe.allowed, probe.retry, probe.delay
 	} else {
-		step(p, s, now, cost, lease, commit, &r)
+		step(p, s, now, cost, maxDelay, lease, commit, &r)
 	}
 	return sluice.Decision{
 		Allowed:    r.allowed,
@@ -61,7 +88,7 @@ func Step(p *Params, s *State, now, cost int64, lease uint64, commit bool) sluic
 	}
 }
 
-func step(p *Params, s *State, now, c int64, lease uint64, commit bool, r *result) {
+func step(p *Params, s *State, now, c, maxDelay int64, lease uint64, commit bool, r *result) {
 	switch p.Alg {
 	case sluice.AlgorithmFixedWindow:
 		fixedWindow(p, s, now, c, commit, r)
@@ -72,7 +99,7 @@ func step(p *Params, s *State, now, c int64, lease uint64, commit bool, r *resul
 	case sluice.AlgorithmTokenBucket:
 		tokenBucket(p, s, now, c, commit, r)
 	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
-		gcra(p, s, now, c, commit, r)
+		gcra(p, s, now, c, maxDelay, commit, r)
 	case sluice.AlgorithmWarmUp:
 		warmUp(p, s, now, c, commit, r)
 	case sluice.AlgorithmConcurrency:
@@ -283,7 +310,7 @@ func shift(r *result, d int64) {
 // gcra (and the leaky bucket): the theoretical arrival time TAT = X - Y/A µs
 // with 0 ≤ Y < A, so that a rate that is not a whole number of µs per request
 // stays exact. The debt at now is (TAT - now)·A units.
-func gcra(p *Params, s *State, now, c int64, commit bool, r *result) {
+func gcra(p *Params, s *State, now, c, maxDelay int64, commit bool, r *result) {
 	// If the clock has gone back further than a full bucket, decide as if
 	// it stood at the latest time that keeps the arithmetic small: the
 	// request is refused either way, and the answer's times are shifted back
@@ -295,20 +322,40 @@ func gcra(p *Params, s *State, now, c int64, commit bool, r *result) {
 	}
 	before := debt
 	debt = bucket(p, debt, c, r)
-	shift(r, at-now)
 	if p.Alg == sluice.AlgorithmLeakyBucket {
-		r.limit = p.Burst + 1
-		if r.allowed {
-			// Start once the queue ahead has drained to the nodelay
-			// allowance (nginx limit_req: (excess - delay) / rate).
-			r.delay = p.byA.ceil(max(0, before-p.NoDelay*p.B))
-		}
+		debt = shape(p, before, debt, maxDelay, r)
 	}
+	shift(r, at-now)
 	if r.allowed && commit && c > 0 {
 		ahead := p.byA.ceil(debt)
 		s.X, s.Y = at+ahead, ahead*p.A-debt
 		s.Idle = s.X
 	}
+}
+
+// shape turns the bucket's decision r on debt before (now debt after) into
+// the leaky bucket's, and returns the debt after it. An admitted request
+// starts once the queue ahead has drained to the nodelay allowance (nginx
+// limit_req: (excess - delay) / rate). A request that would wait longer
+// than maxDelay is refused uncharged: the queue ahead shrinks by 1 µs of
+// delay per µs, so it is admitted within maxDelay after wait - maxDelay µs,
+// or when the bucket admits it, whichever is later.
+func shape(p *Params, before, debt, maxDelay int64, r *result) int64 {
+	r.limit = p.Burst + 1
+	wait := p.byA.ceil(max(0, before-p.NoDelay*p.B))
+	if maxDelay < 0 || wait <= maxDelay {
+		if r.allowed {
+			r.delay = wait
+		}
+		return debt
+	}
+	*r = result{
+		limit:     r.limit,
+		remaining: p.byB.div(max(0, p.Full-before)),
+		retry:     max(r.retry, wait-maxDelay),
+		reset:     p.byA.ceil(before),
+	}
+	return before
 }
 
 // warmUp is Guava's SmoothWarmingUp with a cold factor of 3. X = the time

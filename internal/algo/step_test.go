@@ -55,7 +55,7 @@ func runSteps(t *testing.T, l sluice.Limit, steps []tick) {
 		if err := p.CheckCost(sp.cost, l); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		got := Step(&p, &st, t0+int64(sp.at/us), sp.cost, 0, true)
+		got := Step(&p, &st, t0+int64(sp.at/us), sp.cost, NoMaxDelay, 0, true)
 		want := sp.want
 		if want.Limit == 0 {
 			want.Limit = p.Cap
@@ -91,7 +91,7 @@ func TestFixedWindowBoundaryBurst(t *testing.T) {
 	admitted := 0
 	for _, at := range []int64{t0 + 59_999_000, t0 + 60_000_000} { // 1 ms apart
 		for range 100 {
-			if Step(&p, &st, at, 1, 0, true).Allowed {
+			if Step(&p, &st, at, 1, NoMaxDelay, 0, true).Allowed {
 				admitted++
 			}
 		}
@@ -169,17 +169,17 @@ func TestBucketFractionalRate(t *testing.T) {
 		var st State
 		now := int64(t0)
 		for range 2 {
-			if !Step(&p, &st, now, 1, 0, true).Allowed {
+			if !Step(&p, &st, now, 1, NoMaxDelay, 0, true).Allowed {
 				t.Fatalf("%s: burst refused", l)
 			}
 		}
 		for k := int64(1); k <= 3000; k++ {
-			d := Step(&p, &st, now, 1, 0, true)
+			d := Step(&p, &st, now, 1, NoMaxDelay, 0, true)
 			if d.Allowed {
 				t.Fatalf("%s: request %d admitted early at %d", l, k, now-t0)
 			}
 			now += int64(d.RetryAfter / us)
-			if d = Step(&p, &st, now, 1, 0, true); !d.Allowed {
+			if d = Step(&p, &st, now, 1, NoMaxDelay, 0, true); !d.Allowed {
 				t.Fatalf("%s: request %d refused at its RetryAfter", l, k)
 			}
 			if want := t0 + ceilDiv(k*1_000_000, 3); now != want {
@@ -209,6 +209,49 @@ func TestLeakyBucket(t *testing.T) {
 	})
 }
 
+// TestLeakyBucketMaxDelay: a request whose delay would exceed the caller's
+// bound is refused and not charged, and its RetryAfter is the time until
+// the queue ahead has drained to the bound (or until the bucket admits it,
+// if later). Each step names its own bound (NoMaxDelay: none).
+func TestLeakyBucketMaxDelay(t *testing.T) {
+	delayed := func(remaining int64, delay, reset time.Duration) sluice.Decision {
+		return sluice.Decision{Allowed: true, Remaining: remaining, Delay: delay, ResetAfter: reset}
+	}
+	l := sluice.LeakyBucket(sluice.PerSecond(10), 3) // interval 100ms, longest delay 300ms
+	p := compile(t, l)
+	var st State
+	for i, sp := range []struct {
+		at       time.Duration
+		cost     int64
+		maxDelay int64 // µs
+		want     sluice.Decision
+	}{
+		{0, 1, 150_000, delayed(3, 0, 100*ms)},
+		{0, 1, 150_000, delayed(2, 100*ms, 200*ms)},
+		{0, 1, 150_000, no(2, 50*ms, 200*ms)},       // would wait 200ms: refused, not charged
+		{0, 1, 150_000, no(2, 50*ms, 200*ms)},       // so the same again
+		{0, 0, 150_000, no(2, 50*ms, 200*ms)},       // a peek says the same
+		{0, 1, 200_000, delayed(1, 200*ms, 300*ms)}, // a caller who waits longer gets the place
+		{0, 1, NoMaxDelay, delayed(0, 300*ms, 400*ms)},
+		{0, 1, 150_000, no(0, 250*ms, 400*ms)}, // the fifth would wait 400ms: the later of 100ms and 400-150ms
+		{0, 1, 0, no(0, 400*ms, 400*ms)},       // bound 0: only an undelayed start
+		{50 * ms, 1, 199_999, no(0, 150*ms+us, 350*ms)},
+		{200 * ms, 1, 200_000, delayed(1, 200*ms, 300*ms)}, // exactly the bound
+		{300 * ms, 2, 150_000, no(2, 50*ms, 200*ms)},       // cost 2 fits, but would wait 200ms
+		{350 * ms, 2, 150_000, delayed(0, 150*ms, 350*ms)},
+	} {
+		if err := p.Check(sluice.Request{Limit: l, Cost: sp.cost}); err != nil {
+			t.Fatal(err)
+		}
+		got := Step(&p, &st, t0+int64(sp.at/us), sp.cost, sp.maxDelay, 0, true)
+		want := sp.want
+		want.Limit = p.Cap
+		if got != want {
+			t.Errorf("step %d (t=%s cost %d max delay %dµs):\n got %+v\nwant %+v", i, sp.at, sp.cost, sp.maxDelay, got, want)
+		}
+	}
+}
+
 // TestWarmUpGuava replays the example of Guava's SmoothWarmingUp
 // documentation: rate 5/s, warm-up 3s, successive single acquires, each made
 // as soon as the previous wait ends. Guava prints (measured on a real clock)
@@ -222,12 +265,12 @@ func TestWarmUpGuava(t *testing.T) {
 	exact := []int64{0, 573334, 520000, 466667, 413334, 360000, 306667, 253334, 206667, 200000, 200000}
 	now := int64(t0)
 	for i, want := range exact {
-		d := Step(&p, &st, now, 1, 0, true)
+		d := Step(&p, &st, now, 1, NoMaxDelay, 0, true)
 		var wait int64
 		if !d.Allowed {
 			wait = int64(d.RetryAfter / us)
 			now += wait
-			d = Step(&p, &st, now, 1, 0, true)
+			d = Step(&p, &st, now, 1, NoMaxDelay, 0, true)
 			if !d.Allowed {
 				t.Fatalf("acquire %d refused after waiting %dµs", i, wait)
 			}
@@ -241,10 +284,10 @@ func TestWarmUpGuava(t *testing.T) {
 	}
 	// After idling for the warm-up period and more, it is cold again.
 	now += int64(10 * s / us)
-	if d := Step(&p, &st, now, 1, 0, true); !d.Allowed {
+	if d := Step(&p, &st, now, 1, NoMaxDelay, 0, true); !d.Allowed {
 		t.Fatal("first request after idling refused")
 	}
-	if d := Step(&p, &st, now, 1, 0, true); d.RetryAfter != 573334*us {
+	if d := Step(&p, &st, now, 1, NoMaxDelay, 0, true); d.RetryAfter != 573334*us {
 		t.Fatalf("cold again: wait %s, want 573.334ms", d.RetryAfter)
 	}
 }
@@ -254,7 +297,7 @@ func TestConcurrency(t *testing.T) {
 	p := compile(t, l)
 	var st State
 	at := func(d time.Duration) int64 { return t0 + int64(d/us) }
-	take := func(now int64, lease uint64) sluice.Decision { return Step(&p, &st, now, 1, lease, true) }
+	take := func(now int64, lease uint64) sluice.Decision { return Step(&p, &st, now, 1, NoMaxDelay, lease, true) }
 
 	if d := take(at(0), 1); !d.Allowed || d.Lease != 1 || d.Remaining != 1 {
 		t.Fatalf("first: %+v", d)
@@ -308,12 +351,37 @@ func TestClockBackwardsFarGCRA(t *testing.T) {
 		p := compile(t, l)
 		var st State
 		for range 10 {
-			Step(&p, &st, t0, 1, 0, true)
+			Step(&p, &st, t0, 1, NoMaxDelay, 0, true)
 		}
 		back := int64(t0 - 3*3600*1_000_000)
-		d := Step(&p, &st, back, 1, 0, true)
+		d := Step(&p, &st, back, 1, NoMaxDelay, 0, true)
 		if d.Allowed || d.RetryAfter != 3*time.Hour+ms {
 			t.Errorf("%s: 3h back: %+v, want refused for 3h1ms", l, d)
+		}
+	}
+}
+
+// TestLongestDelay: the last place of a full queue gets LongestDelay, and
+// it is the longest delay any request gets.
+func TestLongestDelay(t *testing.T) {
+	for _, l := range []sluice.Limit{
+		sluice.LeakyBucket(sluice.PerSecond(2), 3),
+		sluice.LeakyBucket(sluice.PerSecond(3), 4).WithNoDelay(1),
+		sluice.LeakyBucket(sluice.Per(7, 3*s), 5).WithNoDelay(5),
+		sluice.LeakyBucket(sluice.PerSecond(1), 0),
+	} {
+		p := compile(t, l)
+		var st State
+		var longest int64
+		for {
+			d := Step(&p, &st, t0, 1, NoMaxDelay, 0, true)
+			if !d.Allowed {
+				break
+			}
+			longest = int64(d.Delay / us)
+		}
+		if got := p.LongestDelay(); got != longest {
+			t.Errorf("%s: LongestDelay %dµs, the last place waits %dµs", l, got, longest)
 		}
 	}
 }

@@ -86,8 +86,24 @@ local function gcra(p, x, y, z, now, c, commit)
   local allowed, remaining, retry, reset
   allowed, remaining, retry, reset, debt = bucket(p, debt, c, at, now)
   local delay, idle = 0, 0
-  if p.leaky and allowed then
-    delay = cdiv(max(0, before - p.NoDelay * p.B), p.A)
+  if p.leaky then
+    -- algo's shape: start once the queue ahead has drained to the nodelay
+    -- allowance; a request that would wait longer than the caller's bound
+    -- (p.MaxDelay, -1 for none) is refused uncharged, until the queue ahead
+    -- has drained to the bound or the bucket admits it, whichever is later
+    local wait, md = cdiv(max(0, before - p.NoDelay * p.B), p.A), p.MaxDelay
+    if md < 0 or wait <= md then
+      if allowed then
+        delay = wait
+      end
+    else
+      if allowed then
+        debt, allowed = before, false
+        remaining = idiv(max(0, p.Full - before), p.B)
+        reset = cdiv(before, p.A) + at - now
+      end
+      retry = max(retry, wait - md + at - now)
+    end
   end
   if allowed and commit and c > 0 then
     local ahead = reset - at + now -- cdiv(debt, p.A)

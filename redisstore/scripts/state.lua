@@ -18,10 +18,14 @@
 -- those its algorithm reads:
 --     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
 --     token_bucket (4), gcra (5): A, B, Cap, Full
---     leaky_bucket (6): A, B, Cap, Full, NoDelay
+--     leaky_bucket (6): A, B, Cap, Full, NoDelay[, MaxDelay (µs)]
 --     warm_up (7): N, P (µs), Warm (µs)
 --     concurrency (8): N, TTL (µs)
--- for example "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6); then,
+-- for example "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6).
+-- MaxDelay is the request's bound on its delay (sluice.Request.MaxDelay),
+-- sent only when it has one: it rides with the limit, where every path
+-- reads it, and a caller's bound is usually the same on every request, so
+-- the parsed argument is cached as the limit's is. Then,
 -- unless its cost is 1 and it has no lease and no undo field, "|<cost>" or
 -- "|<cost>,<lease id>,<undo>". For take.lua, undo is "" or "1" to ask for
 -- an undo token (a check spanning Redis Cluster slots may have to refund);
@@ -73,6 +77,7 @@ local two, four = '^%d:(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+):(%x+)$'
 local patterns = {
   two, two, two, four, four, '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+)$', two,
 }
+local leaky_bounded = '^6:(%x+):(%x+):(%x+):(%x+):(%x+):(%x+)$' -- with a MaxDelay
 
 -- params returns the parameters a limit argument holds, parsed:
 -- hexadecimal, which tonumber reads with strtoul, for a fraction of what
@@ -85,17 +90,20 @@ local function params(s)
   end
   local alg = string.byte(s, 1) - 48
   local pattern = patterns[alg]
-  local v1, v2, v3, v4, v5
+  local v1, v2, v3, v4, v5, v6
   if pattern then
     v1, v2, v3, v4, v5 = string.match(s, pattern)
+  end
+  if not v1 and alg == 6 then
+    v1, v2, v3, v4, v5, v6 = string.match(s, leaky_bounded)
   end
   if not v1 then
     error('sluice: malformed limit argument "' .. s .. '"')
   end
   -- Built with every field it will hold, so that Lua sizes it once.
   p = {
-    alg = alg, limit = 0, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, N = 0, P = 0,
-    Warm = 0, TTL = 0,
+    alg = alg, limit = 0, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, MaxDelay = -1,
+    N = 0, P = 0, Warm = 0, TTL = 0,
   }
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
@@ -106,6 +114,9 @@ local function params(s)
     p.back = cdiv(p.Full, p.A) + 1
     if alg == 6 then
       p.NoDelay = tonumber(v5, 16)
+      if v6 then
+        p.MaxDelay = tonumber(v6, 16)
+      end
     end
   elseif alg == 8 then
     p.N, p.TTL = tonumber(v1, 16), tonumber(v2, 16)

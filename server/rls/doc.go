@@ -151,7 +151,8 @@
 // timeline through both); they part when a refused request had hits: there
 // they still count, here they do not.
 //
-// shadow_mode limits are checked after the enforced ones, each on its own:
+// shadow_mode limits are checked after the enforced ones, each on its own
+// (the decision path every sluice front-end shares, package decide):
 // over, they report OK (with limit_remaining 0) and are counted in one
 // aggregated log line per interval and in Observe. They count only requests
 // the enforced limits admitted.

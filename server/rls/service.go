@@ -405,7 +405,7 @@ func (s *Service) run(ctx context.Context, r *request) error {
 
 // shadowResult is the result of a shadow limit's descriptor. Shadow limits
 // count only requests the enforced limits admitted (a request refused
-// upstream never reaches the backend), all or nothing among themselves.
+// upstream never reaches the backend), each on its own.
 func shadowResult(it *item, res *decide.Result, admitted bool) Result {
 	if it.over {
 		return ResultShadowOverLimit
@@ -414,15 +414,13 @@ func shadowResult(it *item, res *decide.Result, admitted bool) Result {
 		return ResultNotCharged
 	}
 	it.d = res.ShadowEach[it.check]
-	if !it.d.Allowed {
-		return ResultShadowOverLimit
+	switch {
+	case it.d.Allowed:
+		return ResultOK
+	case it.d.Limit == 0: // the store failed: no decision
+		return ResultNotCharged
 	}
-	for _, d := range res.ShadowEach {
-		if !d.Allowed {
-			return ResultNotCharged // another shadow limit refused
-		}
-	}
-	return ResultOK
+	return ResultShadowOverLimit
 }
 
 // answer builds the response: a status per descriptor, the overall code,
