@@ -228,36 +228,10 @@ func (s *Server) Start() error {
 		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log)
 	}
 	if s.cfg.GRPC != "" {
-		lim := s.cfg.limits("grpc")
-		ln, err := listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
-		if err != nil {
+		if err := s.listenGRPC(); err != nil {
 			s.closeListeners()
-			return fmt.Errorf("grpc: %w", err)
+			return err
 		}
-		// TLS in the listener, not in grpc's credentials, so that the
-		// reset guard reads the HTTP/2 frames in clear.
-		if tc := s.tls.config("grpc", "h2"); tc != nil {
-			ln = tls.NewListener(ln, tc)
-		}
-		ln = resetGuardListener{ln}
-		s.listeners["grpc"] = ln
-		s.grpc = grpc.NewServer(
-			grpc.Creds(insecure.NewCredentials()),
-			grpc.MaxRecvMsgSize(1<<20),
-			grpc.MaxConcurrentStreams(1024),
-			// A connection must finish its handshake and preface within
-			// the read-header timeout, and one without calls for the idle
-			// timeout is closed (with a GOAWAY).
-			grpc.ConnectionTimeout(lim.readHeader),
-			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.idle}),
-			// Reused workers keep their grown stacks: a goroutine per call
-			// spent a fifth of the RLS's CPU growing its stack.
-			// (a worker must be free, or the call gets a new goroutine:
-			// as many as the concurrent calls an Envoy fleet makes)
-			grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))),
-			grpc.SharedWriteBuffer(true),
-		)
-		s.registerGRPC(s.grpc)
 	}
 	for _, sv := range services {
 		hs, ln := s.https[sv.name], s.listeners[sv.name]
@@ -287,6 +261,47 @@ func (s *Server) Start() error {
 		s.watcher = w
 	}
 	s.ready.Store(true)
+	s.log.Info("sluice serving", s.servingAttrs()...)
+	return nil
+}
+
+// listenGRPC binds the grpc listener (its cap, TLS, the reset guard) and
+// builds the gRPC server with the Envoy rate limit and health services.
+func (s *Server) listenGRPC() error {
+	lim := s.cfg.limits("grpc")
+	ln, err := listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
+	if err != nil {
+		return fmt.Errorf("grpc: %w", err)
+	}
+	// TLS in the listener, not in grpc's credentials, so that the
+	// reset guard reads the HTTP/2 frames in clear.
+	if tc := s.tls.config("grpc", "h2"); tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
+	ln = resetGuardListener{ln}
+	s.listeners["grpc"] = ln
+	s.grpc = grpc.NewServer(
+		grpc.Creds(insecure.NewCredentials()),
+		grpc.MaxRecvMsgSize(1<<20),
+		grpc.MaxConcurrentStreams(1024),
+		// A connection must finish its handshake and preface within
+		// the read-header timeout, and one without calls for the idle
+		// timeout is closed (with a GOAWAY).
+		grpc.ConnectionTimeout(lim.readHeader),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.idle}),
+		// Reused workers keep their grown stacks: a goroutine per call
+		// spent a fifth of the RLS's CPU growing its stack.
+		// (a worker must be free, or the call gets a new goroutine:
+		// as many as the concurrent calls an Envoy fleet makes)
+		grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))),
+		grpc.SharedWriteBuffer(true),
+	)
+	s.registerGRPC(s.grpc)
+	return nil
+}
+
+// servingAttrs describe the server on its "sluice serving" line.
+func (s *Server) servingAttrs() []any {
 	attrs := []any{"version", s.version, "store", s.backend.desc, "policy", s.currentPolicy().File}
 	for _, name := range []string{"gateway", "api", "grpc", "admin"} {
 		if ln := s.listeners[name]; ln != nil {
@@ -309,8 +324,7 @@ func (s *Server) Start() error {
 		}
 		attrs = append(attrs, "upstream", up)
 	}
-	s.log.Info("sluice serving", attrs...)
-	return nil
+	return attrs
 }
 
 func (s *Server) closeListeners() {
