@@ -30,9 +30,10 @@ func freePort(t *testing.T) int {
 // TestRedisTLS runs sluice on a redis-server that speaks TLS on its
 // tls-port with certificates made here, requires a client certificate
 // (tls-auth-clients) and an ACL user's password: with rediss://, the CA,
-// the client certificate and the password from a file, decisions are made
-// in Redis; without the client certificate, or with a wrong password,
-// /readyz says the store does not answer.
+// the client certificate, the server name and the password from a file,
+// decisions are made in Redis; without the client certificate, with a
+// wrong password or a server name the certificate lacks, /readyz says the
+// store does not answer.
 func TestRedisTLS(t *testing.T) {
 	if out, err := exec.Command("redis-server", "--version").Output(); err != nil || !strings.Contains(string(out), "v=") {
 		t.Skip("no redis-server")
@@ -50,9 +51,9 @@ func TestRedisTLS(t *testing.T) {
 	writeFile(t, pwFile, "s3cret-pass\n")
 	writeFile(t, badPw, "guess\n")
 	prefix := redistest.Prefix(t)
-	args := func(pw string, withCert bool) []string {
+	args := func(pw string, withCert bool, serverName string) []string {
 		a := []string{"--store", "redis", "--redis-addrs", "rediss://" + tlsAddr, "--redis-tls-ca", ca.caFile,
-			"--redis-password-file", pw, "--redis-prefix", prefix, "--redis-timeout", "500ms"}
+			"--redis-password-file", pw, "--redis-prefix", prefix, "--redis-timeout", "500ms", "--redis-tls-server-name", serverName}
 		if withCert {
 			a = append(a, "--redis-tls-cert", cliCert, "--redis-tls-key", cliKey)
 		}
@@ -60,7 +61,7 @@ func TestRedisTLS(t *testing.T) {
 	}
 	user := []string{"SLUICE_REDIS_USERNAME=sluice"}
 
-	p := start(t, user, args(pwFile, true)...)
+	p := start(t, user, args(pwFile, true, "localhost")...) // the certificate's DNS name, not the address
 	if r := get(t, p.url("admin", "/readyz")); r.status != 200 {
 		t.Fatalf("/readyz over TLS: %d %q", r.status, r.body)
 	}
@@ -80,10 +81,18 @@ func TestRedisTLS(t *testing.T) {
 		t.Errorf("keys under %q in Redis: %v %v, want some", prefix, keys, err)
 	}
 
-	for name, a := range map[string][]string{"without a client certificate": args(pwFile, false), "with a wrong password": args(badPw, true)} {
-		q := start(t, user, a...)
-		if r := get(t, q.url("admin", "/readyz")); r.status != 503 {
-			t.Errorf("%s: /readyz %d %q, want 503", name, r.status, r.body)
+	for _, c := range []struct {
+		name string
+		args []string
+		why  string // in /readyz's answer
+	}{
+		{"without a client certificate", args(pwFile, false, "localhost"), "certificate required"},
+		{"with a wrong password", args(badPw, true, "localhost"), "WRONGPASS"},
+		{"with a server name the certificate lacks", args(pwFile, true, "redis.example"), "not redis.example"},
+	} {
+		q := start(t, user, c.args...)
+		if r := get(t, q.url("admin", "/readyz")); r.status != 503 || !strings.Contains(r.body, c.why) {
+			t.Errorf("%s: /readyz %d %q, want 503 saying %q", c.name, r.status, r.body, c.why)
 		}
 	}
 }
