@@ -72,9 +72,10 @@ func closedWithin(t *testing.T, conns []net.Conn, start time.Time, limit time.Du
 }
 
 // TestSlowClientsCut holds 1,000 connections that trickle a request body
-// to the decision API and 1,000 that send nothing to the gateway: each is
-// cut within its timeout (plus what a loaded machine needs to get round to
-// it), and a keep-alive connection is closed after the idle timeout.
+// to the decision API, 1,000 that send nothing to the gateway and 200 that
+// send nothing to the gRPC listener (grpc's own default waits 120 s): each
+// is cut within its timeout (plus what a loaded machine needs to get round
+// to it), and a keep-alive connection is closed after the idle timeout.
 func TestSlowClientsCut(t *testing.T) {
 	const readTimeout, headerTimeout, idleTimeout = 2 * time.Second, time.Second, time.Second
 	const slack = 4 * time.Second // scheduling on a busy 2-core machine; the old code kept them 40 s and more
@@ -111,6 +112,13 @@ func TestSlowClientsCut(t *testing.T) {
 		conns := dialAll(t, p.addrs["gateway"], slowClients)
 		took := closedWithin(t, conns, start, headerTimeout+slack)
 		t.Logf("%d silent connections cut, the last %v after the first dial (read-header timeout %v)", len(conns), took.Round(time.Millisecond), headerTimeout)
+	})
+
+	t.Run("silent gRPC connections", func(t *testing.T) {
+		start := time.Now()
+		conns := dialAll(t, p.addrs["grpc"], slowClients/5)
+		took := closedWithin(t, conns, start, headerTimeout+slack)
+		t.Logf("%d silent gRPC connections cut, the last %v after the first dial", len(conns), took.Round(time.Millisecond))
 	})
 
 	t.Run("keep-alive", func(t *testing.T) {
