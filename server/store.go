@@ -57,35 +57,49 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		// up on it; no retries: the breaker is the retry policy
 		// (docs/operations.md, "Choosing the deadline").
 		sock := max(2*timeout, 100*time.Millisecond)
+		addrs, rediss := redisAddrs(r.Addrs)
+		dialer, err := redisDialer(r.TLS, rediss || r.TLS.Enabled, sock, logger)
+		if err != nil {
+			return nil, err
+		}
+		creds, err := redisCredentials(r.Username, r.PasswordFile, logger)
+		if err != nil {
+			return nil, err
+		}
+		scheme := "redis"
+		if dialer != nil {
+			scheme = "rediss"
+		}
 		var client redis.UniversalClient
 		var desc string
 		var cluster *redis.ClusterClient
 		switch {
 		case r.Cluster:
 			cluster = redis.NewClusterClient(&redis.ClusterOptions{
-				Addrs: r.Addrs, Username: r.Username, Password: r.Password,
+				Addrs: addrs, Username: r.Username, Password: r.Password, CredentialsProvider: creds, Dialer: dialer,
 				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
 				// A dead master answers no MOVED: reread the slot map
 				// often so a promoted replica is found soon.
 				ClusterStateReloadInterval: time.Second,
 			})
 			client = cluster
-			desc = fmt.Sprintf("redis cluster %v", r.Addrs)
+			desc = fmt.Sprintf("%s cluster %v", scheme, addrs)
 		case r.MasterName != "":
 			client = redis.NewFailoverClient(&redis.FailoverOptions{
-				MasterName: r.MasterName, SentinelAddrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB,
+				MasterName: r.MasterName, SentinelAddrs: addrs, Username: r.Username, Password: r.Password, DB: r.DB,
+				CredentialsProvider: creds, Dialer: dialer,
 				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
 			})
-			desc = fmt.Sprintf("redis sentinel %q %v", r.MasterName, r.Addrs)
+			desc = fmt.Sprintf("%s sentinel %q %v", scheme, r.MasterName, addrs)
 		default:
-			if len(r.Addrs) != 1 {
+			if len(addrs) != 1 {
 				return nil, errors.New("store.redis.addrs: a standalone server takes one address; for several set cluster: true or master_name")
 			}
 			client = redis.NewClient(&redis.Options{
-				Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB,
+				Addr: addrs[0], Username: r.Username, Password: r.Password, DB: r.DB, CredentialsProvider: creds, Dialer: dialer,
 				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
 			})
-			desc = fmt.Sprintf("redis %s", r.Addrs[0])
+			desc = fmt.Sprintf("%s %s", scheme, addrs[0])
 		}
 		warmUp(client)
 		primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})

@@ -125,6 +125,12 @@ var settingFlags = []struct{ name, help string }{
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
 	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
 	{"redis-mode", "standalone, cluster or sentinel:MASTER_NAME"},
+	{"redis-password-file", "file whose first line is the Redis password (read for each new connection); or set SLUICE_REDIS_PASSWORD"},
+	{"redis-tls", "connect to Redis over TLS (also: rediss:// addresses)"},
+	{"redis-tls-ca", "CAs (PEM) that sign the Redis servers' certificates (default: the system's)"},
+	{"redis-tls-cert", "client certificate (PEM) for Redis servers with tls-auth-clients"},
+	{"redis-tls-key", "the client certificate's key (PEM)"},
+	{"redis-tls-server-name", "name the Redis servers' certificates carry (default: each address's host)"},
 	{"redis-db", "Redis database number (standalone and Sentinel)"},
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
 	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
@@ -133,13 +139,26 @@ var settingFlags = []struct{ name, help string }{
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
 	{"show-keys", "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks"},
+	{"read-header-timeout", "longest wait for a request's header, on every listener (default 10s)"},
+	{"read-timeout", "longest time to read a whole request, header and body (default 30s)"},
+	{"idle-timeout", "close keep-alive connections idle this long (default 2m)"},
+	{"max-conns", "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)"},
+	{"admin-max-conns", "most open connections of the admin listener (default 64)"},
+	{"tls-cert", "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes"},
+	{"tls-key", "the server certificate's key (PEM)"},
+	{"tls-client-ca", "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)"},
+	{"tls-listeners", "listeners that serve TLS, comma-separated (default gateway,api,grpc)"},
+	{"tls-client-auth", "listeners that require a client certificate, comma-separated (default api,grpc)"},
+	{"auth-tokens", "file of bearer tokens (one a line) the decision API and admin ask for; reloaded when it changes"},
+	{"auth-listeners", "listeners that ask for a token, comma-separated (default api,admin; admin's /healthz and /readyz stay open)"},
+	{"pprof", "serve Go's profiler at /debug/pprof/ on the admin listener (true or false; default false)"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }
 
 // boolFlags are the settingFlags that may be given alone (--show-keys) as
 // well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true}
+var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
