@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
@@ -13,6 +14,7 @@ import (
 
 // call is one script invocation on its way through the batcher.
 type call struct {
+	ctx    context.Context // the caller's: a worker drops the call once it ends
 	script *script
 	keys   []string
 	args   []any
@@ -117,6 +119,7 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 		return sluice.ErrClosed
 	default:
 	}
+	c.ctx = ctx
 	if b.active.Add(1) == 1 {
 		b.exec(ctx, []*call{c})
 		return nil
@@ -156,24 +159,61 @@ func (b *batcher) work() {
 		case <-b.stop:
 			return
 		case c := <-b.queue:
-			batch = append(batch[:0], c)
+			batch = b.add(batch[:0], c)
 		}
 	fill:
 		for len(batch) < b.max {
 			select {
 			case c := <-b.queue:
-				batch = append(batch, c)
+				batch = b.add(batch, c)
 			default:
 				break fill
 			}
 		}
-		b.exec(context.Background(), batch)
+		if len(batch) == 0 {
+			continue
+		}
+		ctx, cancel := pipelineContext(batch)
+		b.exec(ctx, batch)
+		cancel()
 	}
 }
 
+// add appends c to batch unless its caller has given up on it (its context
+// ended while it waited in the queue): such a call is answered with the
+// context's error and never sent, so a queue that filled while Redis did
+// not answer drains at once instead of charging Redis for decisions nobody
+// waits for.
+func (b *batcher) add(batch []*call, c *call) []*call {
+	if err := c.ctx.Err(); err != nil {
+		b.deliver(c, nil, err)
+		return batch
+	}
+	return append(batch, c)
+}
+
+// pipelineContext bounds a worker's pipeline by the latest deadline of its
+// calls: past it nobody waits for a reply, and a worker stuck redialling a
+// dead server would only delay the calls queued behind it. A call without a
+// deadline (a refund) leaves the pipeline to the client's own timeouts.
+func pipelineContext(batch []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
 // exec runs a batch: one call alone, several in a pipeline. A call run on
-// its caller's goroutine gets the caller's context (its deadline bounds the
-// round trip); a shared pipeline is bounded by the client's own timeouts.
+// its caller's goroutine gets the caller's context; a worker's pipeline gets
+// pipelineContext's. Either way the callers wait no longer than their own
+// contexts allow (Store.run and Store.settle select on them).
 func (b *batcher) exec(ctx context.Context, batch []*call) {
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
