@@ -7,7 +7,13 @@
 // default). The breaker counts the calls that fail, and opens after
 // Config.ConsecutiveFailures failures in a row or when failures reach
 // Config.FailureRatio of at least Config.MinCalls calls within
-// Config.Window. While it is open, calls do not reach the primary at all.
+// Config.Window. Calls that fail together count once: a failure counts
+// only if its call started after the last failure that counted was seen,
+// so that a short stall of the primary, which fails every call in flight
+// at once, is one failure and not an open breaker; a primary that keeps
+// failing adds one failure per deadline (or per refused dial) and opens the
+// breaker within ConsecutiveFailures of them. While it is open, calls do
+// not reach the primary at all.
 // Once Config.ProbeInterval has passed, one call at a time goes through
 // as a probe: its success closes the breaker, its failure opens it for
 // another interval.
@@ -136,7 +142,10 @@ type Config struct {
 	Timeout time.Duration
 
 	// ConsecutiveFailures opens the breaker after this many failed calls
-	// in a row. Default 5; negative: never for this reason.
+	// in a row, each made after the one before had failed (calls that
+	// fail together count once). With calls that time out, that takes
+	// ConsecutiveFailures-1 deadlines of failing: 200 ms and more with the
+	// defaults. Default 5; negative: never for this reason.
 	ConsecutiveFailures int
 
 	// FailureRatio opens the breaker when at least this fraction of the
@@ -190,7 +199,9 @@ type Config struct {
 type Stats struct {
 	// Calls is how many calls (Take, TakeAll, Release) reached the primary.
 	Calls int64
-	// Failures is how many of those failed, as the breaker counts failures.
+	// Failures is how many of those failed, as the breaker classifies
+	// failures; the calls that failed together are each counted here,
+	// though the breaker counts them once.
 	Failures int64
 	// ShortCircuited is how many calls did not reach the primary because
 	// the breaker was open (or half-open with its probe in flight).
@@ -321,14 +332,14 @@ func (s *Store) Stats() Stats {
 
 // Take decides r on the primary, or by r's Mode when the primary cannot.
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	probe, ok := s.admit()
+	start, probe, ok := s.admit()
 	if !ok {
 		return s.degradedOne(ctx, r, nil)
 	}
 	cctx, cancel := s.deadline(ctx)
 	d, err := s.primary.Take(cctx, r)
 	cancel()
-	switch err = s.finish(ctx, cctx, err, probe); {
+	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
 		return d, nil
 	case !isFailure(err):
@@ -348,14 +359,14 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	if len(ds) != len(rs) {
 		return fmt.Errorf("failover: TakeAll: %d requests but room for %d decisions", len(rs), len(ds))
 	}
-	probe, ok := s.admit()
+	start, probe, ok := s.admit()
 	if !ok {
 		return s.degradedAll(ctx, rs, ds, nil)
 	}
 	cctx, cancel := s.deadline(ctx)
 	err := s.primary.TakeAll(cctx, rs, ds)
 	cancel()
-	switch err = s.finish(ctx, cctx, err, probe); {
+	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
 		return nil
 	case !isFailure(err):
@@ -382,31 +393,33 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	case lease&fallbackLease != 0:
 		return s.fallback.Release(ctx, key, scaleLimit(limit, s.cfg.FallbackScale), lease&^fallbackLease)
 	}
-	probe, ok := s.admit()
+	start, probe, ok := s.admit()
 	if !ok {
 		return s.unavailable(nil)
 	}
 	cctx, cancel := s.deadline(ctx)
 	err := s.primary.Release(cctx, key, limit, lease)
 	cancel()
-	if err = s.finish(ctx, cctx, err, probe); err != nil && isFailure(err) {
+	if err = s.finish(ctx, cctx, err, start, probe); err != nil && isFailure(err) {
 		return fmt.Errorf("failover: release %q: the lease ends by its TTL: %w", key, err)
 	}
 	return err
 }
 
-// admit asks the breaker whether a call may go to the primary.
-func (s *Store) admit() (probe, ok bool) {
+// admit asks the breaker whether a call may go to the primary, and returns
+// when it asked.
+func (s *Store) admit() (start time.Time, probe, ok bool) {
 	s.mu.Lock()
-	ok, probe, t := s.br.allow(time.Now())
+	start = time.Now()
+	ok, probe, t := s.br.allow(start)
 	if !ok {
 		s.mu.Unlock()
 		s.shorted.Add(1)
-		return false, false
+		return start, false, false
 	}
 	s.changed(t) // unlocks s.mu
 	s.calls.Add(1)
-	return probe, true
+	return start, probe, true
 }
 
 func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -429,7 +442,7 @@ func isFailure(err error) bool {
 
 // finish classifies the outcome of a call to the primary, records it, and
 // returns err, marked as a failure if it is one.
-func (s *Store) finish(ctx, cctx context.Context, err error, probe bool) error {
+func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, probe bool) error {
 	o := classify(ctx, cctx, err)
 	if o == failure {
 		s.failures.Add(1)
@@ -439,7 +452,7 @@ func (s *Store) finish(ctx, cctx context.Context, err error, probe bool) error {
 		err = &storeFailure{err}
 	}
 	s.mu.Lock()
-	t := s.br.record(time.Now(), o, probe)
+	t := s.br.record(time.Now(), start, o, probe)
 	s.changed(t) // unlocks s.mu
 	return err
 }
