@@ -31,11 +31,13 @@
 // A request the primary could not decide, because the breaker is open or
 // its call failed, is decided by its Mode (Config.Mode):
 //
+//	Fallback    decide it with a local memstore, its limit scaled by
+//	            Config.FallbackScale (Decision.Degraded); the default. The
+//	            memstore sees the traffic the primary decides too, so its
+//	            counts are warm when the primary fails
 //	FailOpen    admit it, counting nothing (Decision.Degraded)
 //	FailClosed  return an error wrapping ErrUnavailable: httplimit answers
 //	            503 with Retry-After set to the breaker's next probe
-//	Fallback    decide it with a local memstore, its limit scaled by
-//	            Config.FallbackScale (Decision.Degraded)
 //
 // Wiring it to Redis (a *redis.Client, a Sentinel client from
 // redis.NewFailoverClient, or a *redis.ClusterClient):
@@ -90,7 +92,11 @@ const (
 	FailClosed = sluice.FailClosed
 	// Fallback decides the request with a local store (by default a
 	// memstore), under the request's limit scaled by Config.FallbackScale:
-	// each instance enforces its share of the limit on its own.
+	// each instance enforces its share of the limit on its own. The local
+	// store also sees every Fallback request the primary decides, as if it
+	// had decided it alone (its answer is not used), so that it starts an
+	// outage from the counts of recent traffic, not from empty ones. The
+	// default mode.
 	Fallback = sluice.FailFallback
 )
 
@@ -168,9 +174,11 @@ type Config struct {
 	ProbeInterval time.Duration
 
 	// Mode picks the failure mode of a request whose OnError is
-	// sluice.FailDefault; it is called only for requests the primary could
-	// not decide. A request that names its own mode (a policy rule's
-	// on_error) gets that mode. Default: FailOpen.
+	// sluice.FailDefault; it is called for every such request (the
+	// fallback store sees Fallback requests while the primary answers
+	// too). A request that names its own mode (a policy rule's on_error)
+	// gets that mode. Default: Fallback, so that no default admits
+	// without a bound.
 	Mode func(sluice.Request) Mode
 
 	// FallbackScale multiplies the counts of a Fallback request's limit
@@ -181,8 +189,9 @@ type Config struct {
 	// Default 1.
 	FallbackScale float64
 
-	// FallbackStore decides Fallback requests. Default: a memstore with
-	// its default bound on keys, created by New and closed by Close.
+	// FallbackStore decides Fallback requests, and sees those the primary
+	// decides too (see Fallback). Default: a memstore with its default
+	// bound on keys, created by New and closed by Close.
 	FallbackStore sluice.Store
 
 	// OnStateChange, if set, is called on every change of the breaker's
@@ -282,7 +291,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("failover: FallbackScale must be above 0 and at most 1e6 (got %v)", cfg.FallbackScale)
 	}
 	if cfg.Mode == nil {
-		cfg.Mode = func(sluice.Request) Mode { return FailOpen }
+		cfg.Mode = func(sluice.Request) Mode { return Fallback }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -341,6 +350,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	cancel()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
+		s.shadow(ctx, []sluice.Request{r})
 		return d, nil
 	case !isFailure(err):
 		return d, err
@@ -368,6 +378,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	cancel()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
+		s.shadow(ctx, rs)
 		return nil
 	case !isFailure(err):
 		return err
@@ -553,25 +564,47 @@ func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluic
 			ds[i] = admitted(r)
 		}
 	}
-	switch len(frs) {
-	case 0:
-		return nil
-	case 1:
-		d, err := s.fallback.Take(ctx, frs[0])
-		if err != nil {
-			return fmt.Errorf("failover: fallback store: %w", err)
-		}
-		ds[fidx[0]] = marked(d)
-		return nil
-	}
-	fds := make([]sluice.Decision, len(frs))
-	if err := s.fallback.TakeAll(ctx, frs, fds); err != nil {
+	fds, err := s.decideLocally(ctx, frs)
+	if err != nil {
 		return fmt.Errorf("failover: fallback store: %w", err)
 	}
 	for k, i := range fidx {
 		ds[i] = marked(fds[k])
 	}
 	return nil
+}
+
+// decideLocally decides frs (fallback requests, already scaled) on the
+// fallback store, all or nothing.
+func (s *Store) decideLocally(ctx context.Context, frs []sluice.Request) ([]sluice.Decision, error) {
+	switch len(frs) {
+	case 0:
+		return nil, nil
+	case 1:
+		d, err := s.fallback.Take(ctx, frs[0])
+		return []sluice.Decision{d}, err
+	}
+	fds := make([]sluice.Decision, len(frs))
+	return fds, s.fallback.TakeAll(ctx, frs, fds)
+}
+
+// shadow shows the fallback store the Fallback requests of rs, which the
+// primary has just decided, as if it had decided them alone, and ignores
+// its answer: the fallback limiter keeps running while the primary
+// answers, so when the primary fails it goes on from the counts of the
+// traffic it has seen instead of from empty ones (a full burst more per
+// instance at every stall). It costs a local decision per request and
+// holds the keys of Fallback requests in the fallback store (within its
+// bound). Concurrency limits are left out: their leases would never be
+// released.
+func (s *Store) shadow(ctx context.Context, rs []sluice.Request) {
+	var frs []sluice.Request
+	for _, r := range rs {
+		if r.Limit.Algorithm != sluice.AlgorithmConcurrency && s.mode(r) == Fallback {
+			frs = append(frs, s.fallbackRequest(r))
+		}
+	}
+	s.decideLocally(ctx, frs) // its answer is not the decision; an error changes nothing
 }
 
 func (s *Store) mode(r sluice.Request) Mode {

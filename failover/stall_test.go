@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 )
 
@@ -113,6 +114,52 @@ func TestRatioCountsACrowdOnce(t *testing.T) {
 		p.set(nil, false)
 		if st := s.Stats(); st.Opens != 0 || st.Failures != 30 {
 			t.Fatalf("stats %+v: 30 calls failing at one moment opened the breaker", st)
+		}
+	})
+}
+
+// TestFallbackIsWarm: the fallback store sees the requests the primary
+// decides, so when the primary fails it goes on from their counts: a
+// client that used its burst on the primary gets no second burst from the
+// fallback. Fallback is the mode of a zero Config. Concurrency limits are
+// not shown to it (their leases would never be released).
+func TestFallbackIsWarm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFaultStore(t)
+		s := newStore(t, p, failover.Config{FallbackScale: 0.5})
+		bucket := sluice.TokenBucket(sluice.PerMinute(1), 20) // in fallback: burst 10
+		conc := sluice.Concurrency(4, time.Minute)            // in fallback: 2
+		for range 8 {
+			if d, err := s.Take(ctx, sluice.Request{Key: "u", Limit: bucket, Cost: 1}); err != nil || !d.Allowed || d.Degraded {
+				t.Fatalf("on the primary: %+v, %v", d, err)
+			}
+		}
+		for range 2 {
+			ds := make([]sluice.Decision, 1)
+			if err := s.TakeAll(ctx, []sluice.Request{{Key: "c", Limit: conc, Cost: 1}}, ds); err != nil || !ds[0].Allowed {
+				t.Fatalf("concurrency on the primary: %+v, %v", ds[0], err)
+			}
+		}
+		p.set(errDown, false)
+		admitted := 0
+		for range 10 {
+			d, err := s.Take(ctx, sluice.Request{Key: "u", Limit: bucket, Cost: 1})
+			if err != nil || !d.Degraded {
+				t.Fatalf("with the primary down: %+v, %v", d, err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		// The fallback's burst of 10 less the 8 it saw.
+		if admitted != 2 {
+			t.Errorf("the fallback admitted %d after 8 on the primary, want 2 (burst 10 - 8)", admitted)
+		}
+		if d, err := s.Take(ctx, sluice.Request{Key: "c", Limit: conc, Cost: 1}); err != nil || !d.Allowed || !d.Degraded {
+			t.Errorf("concurrency with the primary down: %+v, %v; want a degraded admission (no lease was shadowed)", d, err)
+		}
+		if st := s.Stats(); st.DegradedFallback != 11 {
+			t.Errorf("stats %+v, want 11 fallback decisions (the zero Config's mode)", st)
 		}
 	})
 }

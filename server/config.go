@@ -95,14 +95,19 @@ type RedisConfig struct {
 	// as a failure and its request is decided by its failure mode.
 	// Default 50ms.
 	Timeout Duration `yaml:"timeout"`
-	// OnError is the failure mode of requests no policy rule covers (Envoy
-	// RLS descriptors, explicit checks of the decision API): open (admit,
-	// the default), closed (refuse) or fallback (a local limit). Policy
-	// rules choose their own with action.on_error.
+	// OnError is the failure mode of requests whose policy rule names
+	// none, and of requests no rule covers (Envoy RLS descriptors,
+	// explicit checks of the decision API): fallback (a local limit, the
+	// default), open (admit) or closed (refuse). Policy rules choose their
+	// own with action.on_error.
 	OnError string `yaml:"on_error"`
 	// FallbackScale multiplies limits decided locally while Redis is
 	// down: 1/N when N instances share them. Default 1.
 	FallbackScale float64 `yaml:"fallback_scale"`
+	// Require makes sluice serve refuse to start when Redis does not
+	// answer at start (a wrong address or password). Default false: it
+	// starts, warns, and decides by the failure modes until Redis answers.
+	Require bool `yaml:"require"`
 	// Breaker tunes the circuit breaker in front of Redis.
 	Breaker BreakerConfig `yaml:"breaker"`
 }
@@ -233,6 +238,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_TIMEOUT", "redis-timeout", "store.redis.timeout"},
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
+	{"SLUICE_REDIS_REQUIRE", "redis-require", "store.redis.require"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
@@ -334,6 +340,12 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want a number, such as 0.25"))
 		}
 		c.Store.Redis.FallbackScale = f
+	case "redis-require":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.Require = b
 	case "degraded-header":
 		c.DegradedHeader = v
 	case "log-level":

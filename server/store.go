@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,10 @@ type backend struct {
 	store sluice.Store
 	// ready reports whether the store answers.
 	ready func(ctx context.Context) error
+	// answered is set once the store has answered a probe (at start or
+	// from /readyz): until then, a store that does not answer is more
+	// likely misconfigured than down.
+	answered atomic.Bool
 	// keys counts the keys a memory store holds (nil for Redis).
 	keys func() int
 	// failover is the breaker in front of Redis (nil for memory).
@@ -57,6 +62,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		// up on it; no retries: the breaker is the retry policy
 		// (docs/operations.md, "Choosing the deadline").
 		sock := max(2*timeout, 100*time.Millisecond)
+		const dials = 1 // a refused dial fails at once; go-redis would retry it 5 times, 100 ms apart
 		var client redis.UniversalClient
 		var desc string
 		var cluster *redis.ClusterClient
@@ -64,7 +70,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		case r.Cluster:
 			cluster = redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs: r.Addrs, Username: r.Username, Password: r.Password,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
+				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
 				// A dead master answers no MOVED: reread the slot map
 				// often so a promoted replica is found soon.
 				ClusterStateReloadInterval: time.Second,
@@ -74,7 +80,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		case r.MasterName != "":
 			client = redis.NewFailoverClient(&redis.FailoverOptions{
 				MasterName: r.MasterName, SentinelAddrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
+				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
 			})
 			desc = fmt.Sprintf("redis sentinel %q %v", r.MasterName, r.Addrs)
 		default:
@@ -83,23 +89,28 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 			}
 			client = redis.NewClient(&redis.Options{
 				Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
+				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
 			})
 			desc = fmt.Sprintf("redis %s", r.Addrs[0])
 		}
-		warmUp(client)
+		defaultMode := failover.Fallback
+		if r.OnError != "" {
+			defaultMode, _ = failover.ParseMode(r.OnError) // validated
+		}
+		b := &backend{ready: func(ctx context.Context) error { return ping(ctx, client) }, desc: desc}
+		if err := probe(b, r.Require, logger, defaultMode); err != nil {
+			client.Close()
+			return nil, err
+		}
 		primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
 		if err != nil {
 			client.Close()
 			return nil, err
 		}
-		defaultMode := failover.FailOpen
-		if r.OnError != "" {
-			defaultMode, _ = failover.ParseMode(r.OnError) // validated
-		}
-		b := &backend{
-			ready: func(ctx context.Context) error { return client.Ping(ctx).Err() },
-			desc:  desc,
+		local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
+		if err != nil {
+			client.Close()
+			return nil, err
 		}
 		fs, err := failover.New(primary, failover.Config{
 			Timeout:             timeout,
@@ -109,6 +120,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 			Window:              time.Duration(r.Breaker.Window),
 			ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
 			FallbackScale:       r.FallbackScale,
+			FallbackStore:       local,
 			Mode:                func(sluice.Request) failover.Mode { return defaultMode },
 			OnStateChange: func(from, to failover.State) {
 				if to == failover.StateOpen && cluster != nil {
@@ -119,6 +131,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 			Logger: logger,
 		})
 		if err != nil {
+			local.Close()
 			client.Close()
 			return nil, err
 		}
@@ -126,6 +139,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		b.close = func() error {
 			fs.Close()
 			primary.Close()
+			local.Close()
 			return client.Close()
 		}
 		return b, nil
@@ -133,18 +147,60 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 	return nil, fmt.Errorf("store.type: %q: want memory or redis", cfg.Type)
 }
 
-// warmUp connects to Redis before the first request needs it: a cluster
-// client learns the slot map, every client opens a connection. A Redis
-// that does not answer yet is not an error here: /readyz reports it, and
-// requests meanwhile are decided by the failure mode.
-func warmUp(client redis.UniversalClient) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+// probe connects to the store before the first request needs it (a
+// cluster client learns the slot map, every client opens a connection) and
+// says plainly when it does not answer: an error if require is set (sluice
+// serve then refuses to start), else a warning naming the failure mode that
+// decides meanwhile.
+func probe(b *backend, require bool, logger *slog.Logger, mode failover.Mode) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
+	err := b.ready(ctx)
+	switch {
+	case err == nil:
+		b.answered.Store(true)
+		logger.Info("the store answers", "store", b.desc)
+		return nil
+	case require:
+		return fmt.Errorf("%s does not answer (store.redis.require is set): %w", b.desc, err)
+	}
+	logger.Warn("the store does not answer; requests are decided by their failure mode until it does",
+		"store", b.desc, "err", err, "on_error", mode.String(), "hint", hint(err))
+	return nil
+}
+
+// probeTimeout bounds the probe at start.
+const probeTimeout = 2 * time.Second
+
+// hint says what a store error at start most likely means.
+func hint(err error) string {
+	switch {
+	case redis.IsAuthError(err), redis.IsPermissionError(err):
+		return "check store.redis.username and password (SLUICE_REDIS_PASSWORD)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within " + probeTimeout.String() + ": check store.redis.addrs and the network"
+	}
+	return "check store.redis.addrs and that Redis runs"
+}
+
+// ping pings the server, or every shard of a cluster.
+func ping(ctx context.Context, client redis.UniversalClient) error {
 	if c, ok := client.(*redis.ClusterClient); ok {
-		c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+		return c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
 			return shard.Ping(ctx).Err()
 		})
-		return
 	}
-	client.Ping(ctx)
+	return client.Ping(ctx).Err()
+}
+
+// readiness reports whether the store answers; misconfigured is set when
+// it does not and that is more likely a mistake of the configuration than
+// an outage: it has never answered since start, or it refuses sluice's
+// credentials.
+func (b *backend) readiness(ctx context.Context) (misconfigured bool, err error) {
+	if err = b.ready(ctx); err == nil {
+		b.answered.Store(true)
+		return false, nil
+	}
+	return !b.answered.Load() || redis.IsAuthError(err) || redis.IsPermissionError(err), err
 }

@@ -199,8 +199,8 @@ func (p *Process) Restart() {
 	defer cancel()
 	for {
 		err := c.Ping(ctx).Err()
-		if err == nil || strings.HasPrefix(err.Error(), "LOADING") {
-			return // a server loading its dataset answers, with LOADING
+		if err == nil || strings.HasPrefix(err.Error(), "LOADING") || strings.HasPrefix(err.Error(), "NOAUTH") {
+			return // a server loading its dataset answers, with LOADING; one with a password, with NOAUTH
 		}
 		select {
 		case <-done:
