@@ -34,7 +34,8 @@
 //	Fallback    decide it with a local memstore, its limit scaled by
 //	            Config.FallbackScale (Decision.Degraded); the default. The
 //	            memstore sees the traffic the primary decides too, so its
-//	            counts are warm when the primary fails
+//	            counts are warm when the primary fails, and what it admits
+//	            is charged to the primary once the primary answers again
 //	FailOpen    admit it, counting nothing (Decision.Degraded)
 //	FailClosed  return an error wrapping ErrUnavailable: httplimit answers
 //	            503 with Retry-After set to the breaker's next probe
@@ -95,8 +96,10 @@ const (
 	// each instance enforces its share of the limit on its own. The local
 	// store also sees every Fallback request the primary decides, as if it
 	// had decided it alone (its answer is not used), so that it starts an
-	// outage from the counts of recent traffic, not from empty ones. The
-	// default mode.
+	// outage from the counts of recent traffic, not from empty ones; and
+	// what it admits is charged to the primary after the primary's next
+	// success, so that a limit whose counts refilled meanwhile does not
+	// admit the outage's requests a second time. The default mode.
 	Fallback = sluice.FailFallback
 )
 
@@ -237,6 +240,8 @@ type Store struct {
 	hookMu sync.Mutex // keeps OnStateChange calls in the order of the changes
 	state  atomic.Uint32
 
+	debts debts // what the fallback admitted, owed to the primary
+
 	calls, failures, shorted, opens atomic.Int64
 	degraded                        [4]atomic.Int64 // by Mode
 }
@@ -297,6 +302,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg}
+	s.debts.closing = make(chan struct{})
 	if s.fallback == nil {
 		own, err := memstore.New(memstore.Config{})
 		if err != nil {
@@ -314,9 +320,12 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the fallback store if New created it. It does not close the
-// primary store, nor a FallbackStore given in Config.
+// Close stops charging the primary for what the fallback admitted and
+// closes the fallback store if New created it. It does not close the
+// primary store, nor a FallbackStore given in Config; close the primary
+// after the Store.
 func (s *Store) Close() error {
+	s.debts.stop()
 	if s.own != nil {
 		return s.own.Close()
 	}
@@ -455,6 +464,9 @@ func isFailure(err error) bool {
 // returns err, marked as a failure if it is one.
 func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, probe bool) error {
 	o := classify(ctx, cctx, err)
+	if o == success {
+		s.settle()
+	}
 	if o == failure {
 		s.failures.Add(1)
 		if cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
@@ -537,6 +549,9 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 		if err != nil {
 			return sluice.Decision{}, fmt.Errorf("failover: fallback store: %w", err)
 		}
+		if d.Allowed {
+			s.debts.add(r)
+		}
 		return marked(d), nil
 	}
 	return admitted(r), nil
@@ -570,6 +585,9 @@ func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluic
 	}
 	for k, i := range fidx {
 		ds[i] = marked(fds[k])
+		if fds[k].Allowed {
+			s.debts.add(rs[i])
+		}
 	}
 	return nil
 }

@@ -163,3 +163,51 @@ func TestFallbackIsWarm(t *testing.T) {
 		}
 	})
 }
+
+// TestFallbackAdmissionsCountOnce: what the fallback admitted while the
+// primary could not decide is charged to the primary after its next
+// success, so a limit does not admit a stall's requests twice, once locally
+// and once more from the primary's refilled counts. A debt larger than the
+// room left is charged as that room.
+func TestFallbackAdmissionsCountOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFaultStore(t)
+		s := newStore(t, p, failover.Config{ConsecutiveFailures: -1, FailureRatio: -1, FallbackScale: 2})
+		bucket := sluice.TokenBucket(sluice.PerHour(1), 10) // in the fallback: burst 20
+		take := func(key string) sluice.Decision {
+			t.Helper()
+			d, err := s.Take(ctx, sluice.Request{Key: key, Limit: bucket, Cost: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		for range 3 { // b has 7 left on the primary
+			take("b")
+		}
+		p.set(errDown, false)
+		for i := range 12 { // the fallback admits 6 of a and 12 of b
+			if i < 6 {
+				if d := take("a"); !d.Allowed || !d.Degraded {
+					t.Fatalf("fallback: %+v", d)
+				}
+			}
+			if d := take("b"); !d.Allowed || !d.Degraded {
+				t.Fatalf("fallback: %+v", d)
+			}
+		}
+		p.set(nil, false)
+		take("other") // the primary answers: the debts are charged
+		synctest.Wait()
+		left := func(key string) int {
+			n := 0
+			for take(key).Allowed {
+				n++
+			}
+			return n
+		}
+		if a, b := left("a"), left("b"); a != 4 || b != 0 {
+			t.Errorf("left on the primary: a %d, b %d; want 4 (10 less 6 owed) and 0 (7 left, 12 owed)", a, b)
+		}
+	})
+}
