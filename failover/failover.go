@@ -240,7 +240,8 @@ type Store struct {
 	hookMu sync.Mutex // keeps OnStateChange calls in the order of the changes
 	state  atomic.Uint32
 
-	debts debts // what the fallback admitted, owed to the primary
+	debts debts         // what the fallback admitted, owed to the primary
+	scale atomic.Uint64 // the fallback scale's float64 bits
 
 	calls, failures, shorted, opens atomic.Int64
 	degraded                        [4]atomic.Int64 // by Mode
@@ -292,8 +293,8 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	if cfg.FallbackScale == 0 {
 		cfg.FallbackScale = 1
 	}
-	if !(cfg.FallbackScale > 0) || math.IsInf(cfg.FallbackScale, 0) || cfg.FallbackScale > 1e6 {
-		return nil, fmt.Errorf("failover: FallbackScale must be above 0 and at most 1e6 (got %v)", cfg.FallbackScale)
+	if err := checkScale(cfg.FallbackScale); err != nil {
+		return nil, err
 	}
 	if cfg.Mode == nil {
 		cfg.Mode = func(sluice.Request) Mode { return Fallback }
@@ -303,6 +304,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	}
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg}
 	s.debts.closing = make(chan struct{})
+	s.scale.Store(math.Float64bits(cfg.FallbackScale))
 	if s.fallback == nil {
 		own, err := memstore.New(memstore.Config{})
 		if err != nil {
@@ -328,6 +330,30 @@ func (s *Store) Close() error {
 	s.debts.stop()
 	if s.own != nil {
 		return s.own.Close()
+	}
+	return nil
+}
+
+// FallbackScale returns the scale of the limits the fallback store
+// decides: Config.FallbackScale, or what SetFallbackScale set last.
+func (s *Store) FallbackScale() float64 { return math.Float64frombits(s.scale.Load()) }
+
+// SetFallbackScale changes the scale of the limits the fallback store
+// decides, for example to 1/N when a count of the instances sharing the
+// primary finds N of them. The fallback keeps counts per limit, so the
+// keys it holds start afresh under the new scale, and a fallback lease
+// granted before the change ends by its TTL rather than its release.
+func (s *Store) SetFallbackScale(f float64) error {
+	if err := checkScale(f); err != nil {
+		return err
+	}
+	s.scale.Store(math.Float64bits(f))
+	return nil
+}
+
+func checkScale(f float64) error {
+	if !(f > 0) || math.IsInf(f, 0) || f > 1e6 {
+		return fmt.Errorf("failover: FallbackScale must be above 0 and at most 1e6 (got %v)", f)
 	}
 	return nil
 }
@@ -411,7 +437,7 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	case lease == 0:
 		return nil
 	case lease&fallbackLease != 0:
-		return s.fallback.Release(ctx, key, scaleLimit(limit, s.cfg.FallbackScale), lease&^fallbackLease)
+		return s.fallback.Release(ctx, key, scaleLimit(limit, s.FallbackScale()), lease&^fallbackLease)
 	}
 	start, probe, ok := s.admit()
 	if !ok {
@@ -639,7 +665,7 @@ func (s *Store) mode(r sluice.Request) Mode {
 // fallbackRequest is r under its scaled limit, its cost capped at the
 // scaled limit's capacity.
 func (s *Store) fallbackRequest(r sluice.Request) sluice.Request {
-	r.Limit = scaleLimit(r.Limit, s.cfg.FallbackScale)
+	r.Limit = scaleLimit(r.Limit, s.FallbackScale())
 	r.Cost = min(r.Cost, r.Limit.Capacity())
 	return r
 }

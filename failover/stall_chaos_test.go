@@ -86,7 +86,7 @@ func (r stallResult) String() string {
 		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.noise.Round(time.Millisecond), r.opens)
 }
 
-// stallRun runs instances failover stores with their defaults (but
+// stallChaos runs instances failover stores with their defaults (but
 // FallbackScale) on one real Redis, under rate requests a second in all,
 // for total; at stallAt it freezes Redis (SIGSTOP) for stall. The limit is
 // a token bucket of 200/s and burst 200.
@@ -168,7 +168,8 @@ func maxTime(a, b time.Time) time.Time {
 
 // TestChaosStall: three instances on one Redis under 2,000 requests a
 // second, with failover's defaults (a 50 ms deadline, 5 failures, the
-// fallback mode) and FallbackScale 1/3; Redis freezes (SIGSTOP) for 100 ms,
+// fallback mode) and FallbackScale 1/3, which sluice serve's count of the
+// instances sets by default; Redis freezes (SIGSTOP) for 100 ms,
 // then for a second. What the instances admit stays within the limit's
 // bound plus 5%, what the fallback admits within its bound, and every
 // caller returns within the deadline plus 20 ms (plus how late this

@@ -102,7 +102,10 @@ type RedisConfig struct {
 	// own with action.on_error.
 	OnError string `yaml:"on_error"`
 	// FallbackScale multiplies limits decided locally while Redis is
-	// down: 1/N when N instances share them. Default 1.
+	// down. Default: 1/N, N being the number of sluice instances sharing
+	// the Redis and prefix, which they count through a key
+	// (PREFIX+"instances") each refreshes every second; set it to fix the
+	// scale, above 1/N for an uneven load balancer.
 	FallbackScale float64 `yaml:"fallback_scale"`
 	// Require makes sluice serve refuse to start when Redis does not
 	// answer at start (a wrong address or password). Default false: it

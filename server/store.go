@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,7 +137,14 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 			return nil, err
 		}
 		b.store, b.failover = fs, fs
+		var cs *census
+		if r.FallbackScale == 0 {
+			cs = startCensus(client, cmp.Or(r.Prefix, "sluice:"), fs, logger, censusInterval)
+		}
 		b.close = func() error {
+			if cs != nil {
+				cs.close()
+			}
 			fs.Close()
 			primary.Close()
 			local.Close()

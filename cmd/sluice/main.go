@@ -131,7 +131,7 @@ var settingFlags = []struct{ name, help string }{
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
 	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
 	{"redis-on-error", "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed"},
-	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
+	{"fallback-scale", "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)"},
 	{"redis-require", "refuse to start when Redis does not answer at start (true or false)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
