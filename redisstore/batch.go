@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
@@ -15,6 +14,7 @@ import (
 // call is one script invocation on its way through the batcher.
 type call struct {
 	ctx    context.Context // the caller's: a worker drops the call once it ends
+	part   bool            // one part of a check across slots: never run on the caller's goroutine
 	script *script
 	keys   []string
 	args   []any
@@ -111,8 +111,10 @@ func newBatcher(client Client, workers, max int) *batcher {
 }
 
 // submit sends c. When no other call is in flight it runs c at once, on
-// the caller's goroutine, saving two goroutine switches; otherwise it queues
-// c for the workers. It fails only if the store is closed or ctx ends first.
+// the caller's goroutine, saving two goroutine switches; otherwise, and
+// always for a part of a check across slots (whose outcome must be known
+// even if its caller leaves: it may need a refund), it queues c for the
+// workers. It fails only if the store is closed or ctx ends first.
 func (b *batcher) submit(ctx context.Context, c *call) error {
 	select {
 	case <-b.stop:
@@ -120,7 +122,7 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 	default:
 	}
 	c.ctx = ctx
-	if b.active.Add(1) == 1 {
+	if b.active.Add(1) == 1 && !c.part {
 		b.exec(ctx, []*call{c})
 		return nil
 	}
@@ -170,12 +172,9 @@ func (b *batcher) work() {
 				break fill
 			}
 		}
-		if len(batch) == 0 {
-			continue
+		if len(batch) > 0 {
+			b.exec(context.Background(), batch)
 		}
-		ctx, cancel := pipelineContext(batch)
-		b.exec(ctx, batch)
-		cancel()
 	}
 }
 
@@ -192,28 +191,13 @@ func (b *batcher) add(batch []*call, c *call) []*call {
 	return append(batch, c)
 }
 
-// pipelineContext bounds a worker's pipeline by the latest deadline of its
-// calls: past it nobody waits for a reply, and a worker stuck redialling a
-// dead server would only delay the calls queued behind it. A call without a
-// deadline (a refund) leaves the pipeline to the client's own timeouts.
-func pipelineContext(batch []*call) (context.Context, context.CancelFunc) {
-	var latest time.Time
-	for _, c := range batch {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			return context.Background(), func() {}
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	return context.WithDeadline(context.Background(), latest)
-}
-
 // exec runs a batch: one call alone, several in a pipeline. A call run on
-// its caller's goroutine gets the caller's context; a worker's pipeline gets
-// pipelineContext's. Either way the callers wait no longer than their own
-// contexts allow (Store.run and Store.settle select on them).
+// its caller's goroutine gets the caller's context (its deadline bounds the
+// round trip); a worker's pipeline is bounded by the client's own timeouts,
+// so that its replies are read and the outcome of every call it sent is
+// known, which the refunds of a check across slots need. Either way the
+// callers wait no longer than their own contexts allow (Store.run and
+// Store.wait select on them).
 func (b *batcher) exec(ctx context.Context, batch []*call) {
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]

@@ -103,3 +103,63 @@ func TestDeadlineBoundsEveryCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestAbandonedChecksAreNotCharged: on a Cluster, a check whose limits lie
+// in two slots and whose caller gives up (deadlines from 0 to 5 ms) while
+// its parts are in flight is refunded in the background once their
+// replies come: every check is charged in whole, when its caller got an
+// admission, or not at all. Both limits end with the same count.
+func TestAbandonedChecksAreNotCharged(t *testing.T) {
+	s := newStore(t, redistest.Cluster(t), redisstore.Config{NearCache: -1})
+	lim := sluice.FixedWindow(1_000_000, time.Hour)
+	check := []sluice.Request{{Key: "a", Limit: lim, Cost: 1}, {Key: "b", Limit: lim, Cost: 1}}
+	if redisstore.SameSlot(s, check) {
+		t.Fatal("a and b share a slot: the test needs two")
+	}
+	var (
+		mu       sync.Mutex
+		admitted int
+		failed   int
+		wg       sync.WaitGroup
+	)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 50 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*50+i)%50)*100*time.Microsecond)
+				ds := make([]sluice.Decision, 2)
+				err := s.TakeAll(ctx, check, ds)
+				cancel()
+				mu.Lock()
+				if err == nil && ds[0].Allowed && ds[1].Allowed {
+					admitted++
+				} else {
+					failed++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// The refunds of abandoned checks are sent when their replies come.
+	var used [2]int64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for i, r := range check {
+			d, err := s.Take(context.Background(), sluice.Request{Key: r.Key, Limit: lim, Cost: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			used[i] = 1_000_000 - d.Remaining
+		}
+		if used[0] == int64(admitted) && used[1] == int64(admitted) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d checks admitted, %d failed or abandoned; used a %d, b %d", admitted, failed, used[0], used[1])
+	if used[0] != int64(admitted) || used[1] != int64(admitted) {
+		t.Errorf("a used %d and b %d, want both %d (the admitted checks)", used[0], used[1], admitted)
+	}
+	if failed == 0 {
+		t.Error("no check was abandoned: the test did not exercise the refunds")
+	}
+}

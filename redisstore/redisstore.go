@@ -409,6 +409,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 		}
 		rs := pick(qs, idx)
 		calls[g] = s.call(takeFor(rs), rs, undo)
+		calls[g].part = len(groups) > 1
 		if err := s.batch.submit(ctx, calls[g]); err != nil {
 			s.settleLater(calls[:g], qs, groups)
 			return s.wrap(err, "check", qs[0])
