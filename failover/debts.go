@@ -71,16 +71,21 @@ func (s *Store) settle() {
 	}
 	s.debts.wg.Go(func() {
 		defer s.debts.running.Store(false)
-		for k, cost := range s.debts.take() {
+		owed := s.debts.take()
+		charged := 0
+		for k, cost := range owed {
 			select {
 			case <-s.debts.closing:
 				return
 			default:
 			}
 			if !s.charge(k, cost) {
-				return // the primary fails again: what is left is forgotten
+				break // the primary fails again: what is left is forgotten
 			}
+			charged++
 		}
+		s.cfg.Logger.Info("failover: charged the primary store for what the fallback admitted while it could not decide",
+			"keys", charged, "forgotten", len(owed)-charged)
 	})
 }
 
