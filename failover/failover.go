@@ -490,9 +490,6 @@ func isFailure(err error) bool {
 // returns err, marked as a failure if it is one.
 func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, probe bool) error {
 	o := classify(ctx, cctx, err)
-	if o == success {
-		s.settle()
-	}
 	if o == failure {
 		s.failures.Add(1)
 		if cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
@@ -503,6 +500,9 @@ func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, pr
 	s.mu.Lock()
 	t := s.br.record(time.Now(), start, o, probe)
 	s.changed(t) // unlocks s.mu
+	if o == success {
+		s.settle() // after the breaker has closed, if this was its probe
+	}
 	return err
 }
 
