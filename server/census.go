@@ -34,8 +34,9 @@ type census struct {
 	wg   sync.WaitGroup
 }
 
-// censusInterval is how often an instance counts; one missing for three
-// intervals is gone.
+// censusInterval is how often an instance counts; one missing for five
+// intervals is gone (a loaded machine delays the ticks, and a count that
+// drops for a moment starts the fallback's counts afresh).
 const censusInterval = time.Second
 
 // startCensus starts counting, every interval, the instances under prefix
@@ -46,7 +47,7 @@ func startCensus(client redis.UniversalClient, prefix string, fs *failover.Store
 	rand.Read(id)
 	c := &census{
 		client: client, key: prefix + "instances", id: hex.EncodeToString(id),
-		interval: interval, ttl: 3 * interval, fs: fs, log: logger, n: 1, stop: make(chan struct{}),
+		interval: interval, ttl: 5 * interval, fs: fs, log: logger, n: 1, stop: make(chan struct{}),
 	}
 	c.wg.Go(c.run)
 	return c
