@@ -53,106 +53,112 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 			desc:  fmt.Sprintf("memory (max_keys %d)", cfg.MaxKeys),
 		}, nil
 	case "redis":
-		r := cfg.Redis
-		timeout := time.Duration(r.Timeout)
-		if timeout == 0 {
-			timeout = 50 * time.Millisecond
-		}
-		// The client's socket timeouts free a pipeline stuck on a hung
-		// server soon after the per-call deadline (failover's) has given
-		// up on it; no retries: the breaker is the retry policy
-		// (docs/operations.md, "Choosing the deadline").
-		sock := max(2*timeout, 100*time.Millisecond)
-		const dials = 1 // a refused dial fails at once; go-redis would retry it 5 times, 100 ms apart
-		var client redis.UniversalClient
-		var desc string
-		var cluster *redis.ClusterClient
-		switch {
-		case r.Cluster:
-			cluster = redis.NewClusterClient(&redis.ClusterOptions{
-				Addrs: r.Addrs, Username: r.Username, Password: r.Password,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
-				// A dead master answers no MOVED: reread the slot map
-				// often so a promoted replica is found soon.
-				ClusterStateReloadInterval: time.Second,
-			})
-			client = cluster
-			desc = fmt.Sprintf("redis cluster %v", r.Addrs)
-		case r.MasterName != "":
-			client = redis.NewFailoverClient(&redis.FailoverOptions{
-				MasterName: r.MasterName, SentinelAddrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
-			})
-			desc = fmt.Sprintf("redis sentinel %q %v", r.MasterName, r.Addrs)
-		default:
-			if len(r.Addrs) != 1 {
-				return nil, errors.New("store.redis.addrs: a standalone server takes one address; for several set cluster: true or master_name")
-			}
-			client = redis.NewClient(&redis.Options{
-				Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
-			})
-			desc = fmt.Sprintf("redis %s", r.Addrs[0])
-		}
-		defaultMode := failover.Fallback
-		if r.OnError != "" {
-			defaultMode, _ = failover.ParseMode(r.OnError) // validated
-		}
-		b := &backend{ready: func(ctx context.Context) error { return ping(ctx, client) }, desc: desc}
-		if err := probe(b, r.Require, logger, defaultMode); err != nil {
-			client.Close()
-			return nil, err
-		}
-		primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		fs, err := failover.New(primary, failover.Config{
-			Timeout:             timeout,
-			ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
-			FailureRatio:        r.Breaker.FailureRatio,
-			MinCalls:            r.Breaker.MinCalls,
-			Window:              time.Duration(r.Breaker.Window),
-			ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
-			FallbackScale:       r.FallbackScale,
-			FallbackStore:       local,
-			Mode:                func(sluice.Request) failover.Mode { return defaultMode },
-			OnStateChange: func(from, to failover.State) {
-				if to == failover.StateOpen && cluster != nil {
-					cluster.ReloadState(context.Background()) // asynchronous
-				}
-				onStateChange(from, to)
-			},
-			Logger: logger,
-		})
-		if err != nil {
-			local.Close()
-			client.Close()
-			return nil, err
-		}
-		b.store, b.failover = fs, fs
-		var cs *census
-		if r.FallbackScale == 0 {
-			cs = startCensus(client, cmp.Or(r.Prefix, "sluice:"), fs, logger, censusInterval)
-		}
-		b.close = func() error {
-			if cs != nil {
-				cs.close()
-			}
-			fs.Close()
-			primary.Close()
-			local.Close()
-			return client.Close()
-		}
-		return b, nil
+		return openRedis(cfg, onStateChange, logger)
 	}
 	return nil, fmt.Errorf("store.type: %q: want memory or redis", cfg.Type)
+}
+
+// openRedis connects to Redis, probes it, and builds the failover.Store
+// in front of it with a warm local fallback and, unless fallback_scale is
+// set, a census of the instances that sets the fallback's share.
+func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
+	r := cfg.Redis
+	timeout := cmp.Or(time.Duration(r.Timeout), 50*time.Millisecond)
+	client, cluster, desc, err := redisClient(r, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defaultMode := failover.Fallback
+	if r.OnError != "" {
+		defaultMode, _ = failover.ParseMode(r.OnError) // validated
+	}
+	b := &backend{ready: func(ctx context.Context) error { return ping(ctx, client) }, desc: desc}
+	if err := probe(b, r.Require, logger, defaultMode); err != nil {
+		client.Close()
+		return nil, err
+	}
+	primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	fs, err := failover.New(primary, failover.Config{
+		Timeout:             timeout,
+		ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
+		FailureRatio:        r.Breaker.FailureRatio,
+		MinCalls:            r.Breaker.MinCalls,
+		Window:              time.Duration(r.Breaker.Window),
+		ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
+		FallbackScale:       r.FallbackScale,
+		FallbackStore:       local,
+		Mode:                func(sluice.Request) failover.Mode { return defaultMode },
+		OnStateChange: func(from, to failover.State) {
+			if to == failover.StateOpen && cluster != nil {
+				cluster.ReloadState(context.Background()) // asynchronous
+			}
+			onStateChange(from, to)
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		local.Close()
+		client.Close()
+		return nil, err
+	}
+	b.store, b.failover = fs, fs
+	var cs *census
+	if r.FallbackScale == 0 {
+		cs = startCensus(client, cmp.Or(r.Prefix, "sluice:"), fs, logger, censusInterval)
+	}
+	b.close = func() error {
+		if cs != nil {
+			cs.close()
+		}
+		fs.Close()
+		primary.Close()
+		local.Close()
+		return client.Close()
+	}
+	return b, nil
+}
+
+// redisClient returns the go-redis client r describes (cluster is set for
+// a Cluster) and a description for the log and the status page. Its socket
+// timeouts free a pipeline stuck on a hung server soon after the per-call
+// deadline (failover's) has given up on it; it retries neither commands
+// nor dials (a refused dial fails at once, where go-redis would retry it 5
+// times, 100 ms apart): the breaker is the retry policy
+// (docs/operations.md, "Choosing the timeout").
+func redisClient(r RedisConfig, timeout time.Duration) (client redis.UniversalClient, cluster *redis.ClusterClient, desc string, err error) {
+	sock := max(2*timeout, 100*time.Millisecond)
+	const dials = 1
+	switch {
+	case r.Cluster:
+		cluster = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: r.Addrs, Username: r.Username, Password: r.Password,
+			DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+			// A dead master answers no MOVED: reread the slot map
+			// often so a promoted replica is found soon.
+			ClusterStateReloadInterval: time.Second,
+		})
+		return cluster, cluster, fmt.Sprintf("redis cluster %v", r.Addrs), nil
+	case r.MasterName != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: r.MasterName, SentinelAddrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB,
+			DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+		}), nil, fmt.Sprintf("redis sentinel %q %v", r.MasterName, r.Addrs), nil
+	case len(r.Addrs) != 1:
+		return nil, nil, "", errors.New("store.redis.addrs: a standalone server takes one address; for several set cluster: true or master_name")
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB,
+		DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+	}), nil, fmt.Sprintf("redis %s", r.Addrs[0]), nil
 }
 
 // probe connects to the store before the first request needs it (a
