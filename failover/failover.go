@@ -189,7 +189,7 @@ type Config struct {
 	// it: 1/N when N instances share the limit, more to be looser. Counts
 	// never go below 1; a scaled limit that would be invalid is not scaled;
 	// a cost above the scaled limit's capacity is charged as that capacity.
-	// Default 1.
+	// Store.SetFallbackScale changes it later. Default 1.
 	FallbackScale float64
 
 	// FallbackStore decides Fallback requests, and sees those the primary
@@ -385,7 +385,9 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	cancel()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
-		s.shadow(ctx, []sluice.Request{r})
+		if s.shadows(r) {
+			s.fallback.Take(ctx, s.fallbackRequest(r)) // see shadow
+		}
 		return d, nil
 	case !isFailure(err):
 		return d, err
@@ -644,11 +646,16 @@ func (s *Store) decideLocally(ctx context.Context, frs []sluice.Request) ([]slui
 func (s *Store) shadow(ctx context.Context, rs []sluice.Request) {
 	var frs []sluice.Request
 	for _, r := range rs {
-		if r.Limit.Algorithm != sluice.AlgorithmConcurrency && s.mode(r) == Fallback {
+		if s.shadows(r) {
 			frs = append(frs, s.fallbackRequest(r))
 		}
 	}
 	s.decideLocally(ctx, frs) // its answer is not the decision; an error changes nothing
+}
+
+// shadows reports whether the fallback store is shown r (see shadow).
+func (s *Store) shadows(r sluice.Request) bool {
+	return r.Limit.Algorithm != sluice.AlgorithmConcurrency && s.mode(r) == Fallback
 }
 
 func (s *Store) mode(r sluice.Request) Mode {
