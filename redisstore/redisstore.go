@@ -365,6 +365,11 @@ func (s *Store) remember(q request, d sluice.Decision) {
 // otherwise by charging each slot's part and refunding them if any refuses
 // (see the package documentation for that mode's guarantee).
 //
+// TakeAll returns when ctx ends, with ctx's error, whatever its calls are
+// waiting for. A check in one script may then have been charged, in whole;
+// the parts of a check across slots are refunded in the background once
+// their replies arrive, so it is not left charged.
+//
 // If the near cache knows one request is refused, the whole check is refused
 // without a round trip: that request gets its remembered decision and the
 // others a refusal with RetryAfter 0 and Remaining 0 (their state was not
