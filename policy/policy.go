@@ -448,11 +448,11 @@ func headerCost(r *http.Request, header string, most int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if s == "" {
+	if s == "" && len(r.Header.Values(header)) == 0 {
 		return 1, nil
 	}
 	c, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || c < 1 || c > most || s[0] < '0' || s[0] > '9' {
+	if err != nil || c < 1 || c > most || s == "" || s[0] < '0' || s[0] > '9' {
 		return 0, &decide.ClientError{Field: "header " + header, Reason: fmt.Sprintf("%.40q is not a whole number from 1 to %d", s, most)}
 	}
 	return c, nil

@@ -187,14 +187,22 @@ type RedisConfig struct {
 	// as a failure and its request is decided by its failure mode.
 	// Default 50ms.
 	Timeout Duration `yaml:"timeout"`
-	// OnError is the failure mode of requests no policy rule covers (Envoy
-	// RLS descriptors, explicit checks of the decision API): open (admit,
-	// the default), closed (refuse) or fallback (a local limit). Policy
-	// rules choose their own with action.on_error.
+	// OnError is the failure mode of requests whose policy rule names
+	// none, and of requests no rule covers (Envoy RLS descriptors,
+	// explicit checks of the decision API): fallback (a local limit, the
+	// default), open (admit) or closed (refuse). Policy rules choose their
+	// own with action.on_error.
 	OnError string `yaml:"on_error"`
 	// FallbackScale multiplies limits decided locally while Redis is
-	// down: 1/N when N instances share them. Default 1.
+	// down. Default: 1/N, N being the number of sluice instances sharing
+	// the Redis and prefix, which they count through a key
+	// (PREFIX+"instances") each refreshes every second; set it to fix the
+	// scale, above 1/N for an uneven load balancer.
 	FallbackScale float64 `yaml:"fallback_scale"`
+	// Require makes sluice serve refuse to start when Redis does not
+	// answer at start (a wrong address or password). Default false: it
+	// starts, warns, and decides by the failure modes until Redis answers.
+	Require bool `yaml:"require"`
 	// Breaker tunes the circuit breaker in front of Redis.
 	Breaker BreakerConfig `yaml:"breaker"`
 }
@@ -331,6 +339,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_TIMEOUT", "redis-timeout", "store.redis.timeout"},
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
+	{"SLUICE_REDIS_REQUIRE", "redis-require", "store.redis.require"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_SHOW_KEYS", "show-keys", "show_keys"},
@@ -469,6 +478,12 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want a number, such as 0.25"))
 		}
 		c.Store.Redis.FallbackScale = f
+	case "redis-require":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.Require = b
 	case "degraded-header":
 		c.DegradedHeader = v
 	case "read-header-timeout":

@@ -23,9 +23,11 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/policy"
@@ -134,8 +136,9 @@ var settingFlags = []struct{ name, help string }{
 	{"redis-db", "Redis database number (standalone and Sentinel)"},
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
 	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
-	{"redis-on-error", "when Redis fails, for requests no policy rule covers (RLS, explicit API checks): open, closed or fallback"},
-	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
+	{"redis-on-error", "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed"},
+	{"fallback-scale", "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)"},
+	{"redis-require", "refuse to start when Redis does not answer at start (true or false)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
 	{"show-keys", "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks"},
@@ -210,6 +213,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	logger := newLogger(cfg.Log, stderr)
+	redis.SetLogger(newRedisLog(logger, time.Now))
 	if _, set := os.LookupEnv("GOGC"); !set {
 		// sluice's live heap is small (a few MB plus the keys), so the
 		// default GOGC=100 collects after every few MB allocated: a fifth
@@ -274,6 +278,50 @@ func newLogger(cfg server.LogConfig, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// redisLog sends go-redis's own log lines (failed dials, mostly) through
+// slog at Warn, so that --log-format json holds for every line; each of its
+// messages at most once per redisLogEvery, with how many were left out
+// since, so that an outage is not one line per dial.
+type redisLog struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex
+	last map[string]redisLogLine // by format: go-redis has a few dozen
+}
+
+type redisLogLine struct {
+	at      time.Time
+	dropped int
+}
+
+// redisLogEvery is the least time between two lines of one go-redis message.
+const redisLogEvery = 10 * time.Second
+
+func newRedisLog(l *slog.Logger, now func() time.Time) *redisLog {
+	return &redisLog{log: l, now: now, last: map[string]redisLogLine{}}
+}
+
+// Printf logs one go-redis line.
+func (r *redisLog) Printf(ctx context.Context, format string, v ...any) {
+	now := r.now()
+	r.mu.Lock()
+	prev, seen := r.last[format]
+	if seen && now.Sub(prev.at) < redisLogEvery {
+		prev.dropped++
+		r.last[format] = prev
+		r.mu.Unlock()
+		return
+	}
+	r.last[format] = redisLogLine{at: now}
+	r.mu.Unlock()
+	args := []any{"component", "go-redis"}
+	if prev.dropped > 0 {
+		args = append(args, "repeated", prev.dropped)
+	}
+	r.log.WarnContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), args...)
 }
 
 func indent(s string) string {
