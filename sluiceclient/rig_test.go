@@ -159,3 +159,15 @@ func get(t *testing.T, ctx context.Context, c http.RoundTripper) (int, string, e
 	}
 	return resp.StatusCode, string(b), nil
 }
+
+// limitedUntil refuses every request before t with 429 and Retry-After: 1,
+// and admits every request from t on.
+func limitedUntil(t time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if time.Now().Before(t) {
+			refuse(429, "Retry-After", "1").ServeHTTP(w, r)
+			return
+		}
+		ok200(w, r)
+	})
+}
