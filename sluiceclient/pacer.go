@@ -20,7 +20,8 @@ type PacerConfig struct {
 	Rate sluice.Rate
 
 	// Burst is how many attempts may start at once, without spacing, after
-	// the pacer has been idle. Default 0: every attempt is spaced.
+	// the pacer has been idle. Default 0 (the same as 1): every attempt after
+	// the first waits its interval.
 	Burst int64
 
 	// Queue bounds how many attempts may be waiting for their turn under
@@ -65,7 +66,7 @@ func NewPacer(cfg PacerConfig) (*Pacer, error) {
 	if queue == 0 {
 		queue = 1000
 	}
-	p.limit = sluice.LeakyBucket(cfg.Rate, queue+cfg.Burst).WithNoDelay(cfg.Burst)
+	p.limit = sluice.LeakyBucket(cfg.Rate, queue+cfg.Burst).WithNoDelay(max(cfg.Burst-1, 0))
 	if err := p.limit.Validate(); err != nil {
 		return nil, &ConfigError{"PacerConfig.Rate", cfg.Rate.String(), err.Error()}
 	}
