@@ -11,7 +11,7 @@ import (
 // Config configures a Client. The zero value is ready to use: up to 3
 // retries of safe requests refused with 429 or 503, exponential backoff
 // with full jitter from 500ms, a retry budget of 10% of recent requests
-// plus 10 retries per 10 s, no adaptive throttling and no pacing. Each field
+// plus 3 retries per 10 s, no adaptive throttling and no pacing. Each field
 // documents its default.
 type Config struct {
 	// Base sends the requests of the HTTP transport. Default
@@ -47,7 +47,10 @@ type Config struct {
 
 	// BudgetFloor is the number of retries allowed in each BudgetWindow
 	// whatever the ratio, so that a client making few requests can still
-	// retry. Default 10; negative: none.
+	// retry. Default 3, enough for one request's default retries. The
+	// floor is per Client: many clients that each send little add theirs
+	// up in a storm (docs/client.md measures it), so keep it small.
+	// Negative: none.
 	BudgetFloor int
 
 	// BudgetWindow is how long a request counts toward the budget.
@@ -119,7 +122,7 @@ func (c Config) withDefaults() (settings, error) {
 		s.BudgetRatio = 0.1
 	}
 	if c.BudgetFloor == 0 {
-		s.BudgetFloor = 10
+		s.BudgetFloor = 3
 	}
 	if c.IdempotencyKeyHeader == "" {
 		s.IdempotencyKeyHeader = "Idempotency-Key"
