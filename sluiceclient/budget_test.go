@@ -166,3 +166,37 @@ func TestAdaptiveThrottling(t *testing.T) {
 		}
 	})
 }
+
+// The throttle rejects with probability (requests − K·accepts)/(requests + 1)
+// over the requests before the attempt: a step table with a fixed draw.
+func TestThrottleProbability(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	step := func(requests, accepts int, draw float64) bool {
+		th := &throttle{k: 2, rand: func() float64 { return draw }, w: newWindow(time.Minute)}
+		for range requests {
+			th.w.add(t0, 1, 0)
+		}
+		for range accepts {
+			th.accepted(t0)
+		}
+		return th.admit(t0)
+	}
+	for _, tc := range []struct {
+		requests, accepts int
+		draw              float64
+		want              bool
+	}{
+		{0, 0, 0, true},      // p = 0
+		{10, 5, 0, true},     // p = (10 − 2·5)/11 = 0
+		{10, 4, 0.19, true},  // p = 2/11 ≈ 0.182: a draw at or above p admits
+		{10, 4, 0.18, false}, // a draw below p rejects
+		{10, 0, 0.91, true},  // p = 10/11 ≈ 0.909
+		{10, 0, 0.90, false},
+		{100, 0, 0.991, true}, // p = 100/101 ≈ 0.9901
+		{100, 0, 0.989, false},
+	} {
+		if got := step(tc.requests, tc.accepts, tc.draw); got != tc.want {
+			t.Errorf("K=2, %d requests, %d accepts, draw %v: admit %v, want %v", tc.requests, tc.accepts, tc.draw, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package sluiceclient
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -102,6 +103,9 @@ func rewind(req *http.Request) (*http.Request, error) {
 	r := req.Clone(req.Context())
 	if req.Body == nil || req.Body == http.NoBody {
 		return r, nil
+	}
+	if req.GetBody == nil {
+		return nil, errors.New("sluiceclient: the request body cannot be sent again: set req.GetBody")
 	}
 	body, err := req.GetBody()
 	if err != nil {

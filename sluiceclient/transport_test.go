@@ -153,16 +153,18 @@ func TestRetriesOnlyWhatIsSafe(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode
 		}
-		if code := send("", strings.NewReader("a")); code != 429 {
-			t.Fatalf("POST without a key: %d, want the 429 unretried", code)
+		start := time.Now()
+		if code := send("", strings.NewReader("a")); code != 429 || time.Since(start) != 0 {
+			t.Fatalf("POST without a key: %d after %s, want the 429 at once", code, time.Since(start))
 		}
 		mu.Store(0)
 		if code := send("k1", strings.NewReader("b")); code != 200 {
 			t.Fatalf("POST with a key: %d, want 200 after a retry", code)
 		}
 		mu.Store(0)
-		if code := send("k2", io.MultiReader(bytes.NewReader([]byte("c")))); code != 429 {
-			t.Fatalf("POST with a key but no GetBody: %d, want the 429 unretried", code)
+		start = time.Now()
+		if code := send("k2", io.MultiReader(bytes.NewReader([]byte("c")))); code != 429 || time.Since(start) != 0 {
+			t.Fatalf("POST with a key but no GetBody: %d after %s, want the 429 at once", code, time.Since(start))
 		}
 		want := []string{"POST a", "POST b", "POST b", "POST c"}
 		if strings.Join(bodies, "|") != strings.Join(want, "|") {
