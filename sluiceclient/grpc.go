@@ -29,7 +29,7 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		var last error
 		for n := 0; ; n++ {
 			if err := c.admit(ctx); err != nil {
-				if last != nil && err == ErrThrottled {
+				if last != nil && ctx.Err() == nil {
 					return last
 				}
 				return err

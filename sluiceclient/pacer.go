@@ -39,7 +39,8 @@ type PacerConfig struct {
 
 // Pacer spaces outgoing attempts: to a configured rate, on sluice's own
 // Limiter (a leaky bucket over a memstore, Limiter.Wait), and to the pace the
-// server's RateLimit fields allow. Give it to Config.Pacer; a Pacer may be
+// server's RateLimit fields allow. Attempts held until a server's reset
+// start together when it comes, unless a Rate spaces them. Give it to Config.Pacer; a Pacer may be
 // shared by several Clients that call the same server. It is safe for
 // concurrent use and starts no goroutines.
 type Pacer struct {

@@ -45,8 +45,8 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if err := c.admit(ctx); err != nil {
 			closeBody(r)
-			if last != nil && err == ErrThrottled {
-				return last, nil
+			if last != nil && ctx.Err() == nil {
+				return last, nil // throttled, or paced past the deadline: the server's answer stands
 			}
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package sluiceclient
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -169,6 +170,24 @@ func TestRetriesOnlyWhatIsSafe(t *testing.T) {
 		want := []string{"POST a", "POST b", "POST b", "POST c"}
 		if strings.Join(bodies, "|") != strings.Join(want, "|") {
 			t.Fatalf("server saw %q, want %q", bodies, want)
+		}
+	})
+}
+
+// A retry that adaptive throttling rejects leaves the server's answer
+// standing: the caller gets the 429, not ErrThrottled.
+func TestThrottledRetryReturnsTheServersAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hits
+		tr := serve(t, h.wrap(refuse(429, "Retry-After", "1")))
+		c := newClient(t, tr, Config{ThrottleK: 2})
+		c.throttle.rand = func() float64 { return 0 } // reject whenever p > 0
+		code, body, err := get(t, t.Context(), c)
+		if code != 429 || body != "refused" || err != nil || len(h.all()) != 1 {
+			t.Fatalf("got %d %q %v after %d requests, want the first 429", code, body, err, len(h.all()))
+		}
+		if _, _, err := get(t, t.Context(), c); !errors.Is(err, ErrThrottled) {
+			t.Fatalf("a new request: %v, want ErrThrottled", err)
 		}
 	})
 }
