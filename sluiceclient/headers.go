@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// maxHeaderSeconds bounds the seconds read from a header, so that a hostile
-// value cannot overflow a time.Duration.
+// maxHeaderSeconds bounds the seconds read from a header (68 years), so
+// that a hostile value cannot overflow a time.Duration.
 const maxHeaderSeconds = 1 << 31
 
 // retryAfter reads the Retry-After field of h (RFC 9110 §10.2.3): delay
@@ -29,7 +29,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return max(0, t.Sub(now)), true
+	return min(max(0, t.Sub(now)), maxHeaderSeconds*time.Second), true
 }
 
 // quota is one member of a RateLimit field: what remains of a limit (r) and
