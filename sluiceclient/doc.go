@@ -19,7 +19,8 @@
 //   - it spends a retry budget (at most Config.BudgetRatio of recent
 //     requests, plus a small floor, as Finagle's RetryBudget and gRPC's
 //     retry throttling do), so that a server refusing everything sees at
-//     most 1 + BudgetRatio times the load, not 1 + MaxRetries times.
+//     most 1 + BudgetRatio times the load plus the floor, not 1 + MaxRetries
+//     times.
 //
 // Two more tools are off by default. Adaptive throttling (Config.ThrottleK,
 // from the Google SRE book's "Handling Overload") rejects requests locally
