@@ -24,8 +24,9 @@ type PacerConfig struct {
 	// the first waits its interval.
 	Burst int64
 
-	// Queue bounds how many attempts may be waiting for their turn under
-	// Rate; further ones fail at once. Default 1000.
+	// Queue bounds how many attempts may hold a turn under Rate at once;
+	// further ones wait for a place to open, or fail at once if their
+	// deadline would pass first. Default 1000.
 	Queue int64
 
 	// IgnoreServer stops the pacer from following the server: by default
