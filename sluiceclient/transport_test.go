@@ -191,3 +191,37 @@ func TestThrottledRetryReturnsTheServersAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A refusal with a body too long to hold while waiting is returned, whole,
+// instead of retried.
+func TestLongRefusalBodyIsReturnedWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hits
+		long := strings.Repeat("x", maxBufferedBody+1000)
+		tr := serve(t, h.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(503)
+			io.WriteString(w, long)
+		})))
+		c := newClient(t, tr, Config{})
+		start := time.Now()
+		code, body, err := get(t, t.Context(), c)
+		if code != 503 || body != long || err != nil || time.Since(start) != 0 || len(h.all()) != 1 {
+			t.Fatalf("got %d, %d bytes, %v after %s and %d requests; want the 503 whole, at once", code, len(body), err, time.Since(start), len(h.all()))
+		}
+	})
+}
+
+// Cancelling the request while it waits for a retry ends the wait.
+func TestCancelDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := serve(t, refuse(429, "Retry-After", "2"))
+		c := newClient(t, tr, Config{})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		start := time.Now()
+		if _, _, err := get(t, ctx, c); !errors.Is(err, context.Canceled) || time.Since(start) != 500*time.Millisecond {
+			t.Fatalf("%v after %s, want context.Canceled after 500ms", err, time.Since(start))
+		}
+	})
+}
