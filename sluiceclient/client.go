@@ -59,22 +59,18 @@ func (c *Client) backoff(n int) time.Duration {
 	return time.Duration(c.jitter() * float64(ceiling))
 }
 
-// retryWait decides whether a refused attempt n of a retryable request is
-// retried, and after how long: the wait the server asked for (server, if
+// retryWait decides whether a refused attempt n of a retryable request may
+// be retried, and after how long: the wait the server asked for (server, if
 // asked) plus a jittered backoff. It refuses when no retries are left, when
-// the server asks for more than MaxRetryAfter, when the wait would outlast
-// ctx's deadline, or when the retry budget is spent; only a retry it
-// allows is charged to the budget.
+// the server asks for more than MaxRetryAfter, or when the wait would
+// outlast ctx's deadline. The caller then takes the retry from the budget
+// (c.budget.withdraw), last, so that only retries made are charged.
 func (c *Client) retryWait(ctx context.Context, n int, server time.Duration) (time.Duration, bool) {
 	if n >= c.s.retries || server > c.s.MaxRetryAfter {
 		return 0, false
 	}
 	wait := server + c.backoff(n)
-	now := time.Now()
-	if deadline, ok := ctx.Deadline(); ok && !now.Add(wait).Before(deadline) {
-		return 0, false
-	}
-	if !c.budget.withdraw(now) {
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {
 		return 0, false
 	}
 	return wait, true

@@ -39,7 +39,7 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			if !refused || !safe {
 				return err
 			}
-			if wait, ok := c.retryWait(ctx, n, wait); !ok {
+			if wait, ok := c.retryWait(ctx, n, wait); !ok || !c.budget.withdraw(time.Now()) {
 				return err
 			} else if serr := sleep(ctx, wait); serr != nil {
 				return status.FromContextError(serr).Err()
@@ -74,7 +74,7 @@ func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			if !refused || !safe {
 				return nil, err
 			}
-			if wait, ok := c.retryWait(ctx, n, wait); !ok {
+			if wait, ok := c.retryWait(ctx, n, wait); !ok || !c.budget.withdraw(time.Now()) {
 				return nil, err
 			} else if serr := sleep(ctx, wait); serr != nil {
 				return nil, status.FromContextError(serr).Err()

@@ -64,7 +64,7 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		wait, ok := c.retryWait(ctx, n, serverWait(resp.Header, now))
-		if !ok || !buffer(resp) {
+		if !ok || !buffer(resp) || !c.budget.withdraw(now) {
 			return resp, nil
 		}
 		last = resp
