@@ -22,7 +22,14 @@ func TestRetryAfterSecondsFromSluice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hits
 		tr := serve(t, h.wrap(limited(t, sluice.FixedWindow(1, 2*time.Second), ok200)))
-		c := newClient(t, tr, Config{})
+		var told []string
+		c := newClient(t, roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := tr.RoundTrip(r)
+			if err == nil && resp.StatusCode == 429 {
+				told = append(told, resp.Header.Get("Retry-After"))
+			}
+			return resp, err
+		}), Config{})
 		if code, _, err := get(t, t.Context(), c); code != 200 || err != nil {
 			t.Fatalf("first request: %d %v", code, err)
 		}
@@ -31,8 +38,8 @@ func TestRetryAfterSecondsFromSluice(t *testing.T) {
 			t.Fatalf("second request: %d %q %v", code, body, err)
 		}
 		at := h.all()
-		if len(at) != 3 {
-			t.Fatalf("server saw %d requests, want 3 (one refused, one retried)", len(at))
+		if len(at) != 3 || len(told) != 1 || told[0] != "2" {
+			t.Fatalf("server saw %d requests and answered Retry-After %q, want 3 (one refused with 2, one retried)", len(at), told)
 		}
 		if gap := at[2].Sub(at[1]); gap < 2*time.Second || gap >= 2*time.Second+500*time.Millisecond {
 			t.Fatalf("retried %s after a Retry-After of 2 s, want [2s, 2.5s)", gap)
@@ -225,3 +232,7 @@ func TestCancelDuringWait(t *testing.T) {
 		}
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
