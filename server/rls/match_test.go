@@ -227,7 +227,8 @@ descriptors:
 					k, v, _ := strings.Cut(kv, "=")
 					entries = append(entries, &commonpb.RateLimitDescriptor_Entry{Key: k, Value: v})
 				}
-				if got := describe(d.match(entries)); !strings.HasPrefix(got, want) || (want == "none") != (got == "none") {
+				r, _ := d.match(entries)
+				if got := describe(r); !strings.HasPrefix(got, want) || (want == "none") != (got == "none") {
 					t.Errorf("%s: got %q, want %q", probe, got, want)
 				}
 			}
