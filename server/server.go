@@ -125,7 +125,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.sample = p
 	}
-	if cfg.GRPC != "" {
+	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
 		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
 		if len(cfg.RLS) > 0 {
 			s.metrics.reloaded("rls", err)
@@ -194,6 +194,9 @@ func (s *Server) Start() error {
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
+	}
+	if s.cfg.Envoy.HTTP != "" {
+		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.envoyHTTPHandler()})
 	}
 	for _, sv := range services {
 		ln, err := net.Listen("tcp", sv.addr)
