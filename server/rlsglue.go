@@ -103,7 +103,7 @@ func (e *envoyRLS) register(r grpc.ServiceRegistrar) { e.svc.Register(r) }
 func (e *envoyRLS) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	return e.svc.ShouldRateLimit(ctx, req)
 }
-func (e *envoyRLS) close()                           { e.svc.Close() }
+func (e *envoyRLS) close() { e.svc.Close() }
 
 // registerGRPC mounts the rate limit service and the standard gRPC health
 // service on g.

@@ -264,7 +264,7 @@ func (s *Server) Start() error {
 	}
 	s.ready.Store(true)
 	attrs := []any{"version", s.version, "store", s.backend.desc, "policy", s.currentPolicy().File}
-	for _, name := range []string{"gateway", "api", "grpc", "admin"} {
+	for _, name := range []string{"gateway", "api", "grpc", "admin", "envoy-http"} {
 		if ln := s.listeners[name]; ln != nil {
 			attrs = append(attrs, name, ln.Addr().String())
 		}

@@ -11,7 +11,7 @@ import (
 
 // rlsCheck is how sluice check reads Envoy RLS configs.
 type rlsCheck struct {
-	strict bool             // warnings are errors
+	strict bool            // warnings are errors
 	opts   rls.LoadOptions // as sluice serve --rls-merge-domains
 }
 
