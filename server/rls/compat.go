@@ -65,7 +65,7 @@ func (l *loader) fields(n *yaml.Node, w where, field string, allowed []string) m
 				continue
 			}
 			l.warn(k, w, "", "field %q is not read here; it is ignored (fields here: %s)", prefix+name, strings.Join(allowed, ", "))
-			l.shape(v, w, name)
+			l.shape(v, w, name, false)
 		case out[name] != nil:
 			l.warn(k, w, "", "field %q appears twice; the last one counts", prefix+name)
 			out[name] = v
@@ -76,29 +76,39 @@ func (l *loader) fields(n *yaml.Node, w where, field string, allowed []string) m
 	return out
 }
 
-// shape checks an ignored value as envoyproxy/ratelimit checks every value:
+// shape checks a value as envoyproxy/ratelimit checks every value:
 // mappings have known keys, lists hold mappings, and leaves are strings,
-// whole numbers, booleans or null. metadata is not looked into.
-func (l *loader) shape(n *yaml.Node, w where, field string) {
+// whole numbers, booleans or null. metadata and sluice's own block are not
+// looked into. With leavesOnly it checks the leaves alone: the loader reads
+// the rest where it is used. Each node is checked once, so aliases cost
+// nothing more and a recursive alias ends.
+func (l *loader) shape(n *yaml.Node, w where, field string, leavesOnly bool) {
 	n = yamlload.Resolve(n)
+	if l.shaped == nil {
+		l.shaped = map[shaped]bool{}
+	}
+	if n == nil || l.shaped[shaped{n, leavesOnly}] {
+		return
+	}
+	l.shaped[shaped{n, leavesOnly}] = true
 	switch {
-	case n == nil || field == "metadata":
+	case field == "metadata" || field == "sluice":
 	case n.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode || !slices.Contains(peerKeys, k.Value) {
+			if !leavesOnly && (k.Kind != yaml.ScalarNode || !slices.Contains(peerKeys, k.Value)) {
 				l.Fail(k, w, field, "unknown field %q", k.Value)
 				continue
 			}
-			l.shape(n.Content[i+1], w, k.Value)
+			l.shape(n.Content[i+1], w, k.Value, leavesOnly)
 		}
 	case n.Kind == yaml.SequenceNode:
 		for _, c := range n.Content {
-			if c = yamlload.Resolve(c); c.Kind != yaml.MappingNode {
+			if c = yamlload.Resolve(c); !leavesOnly && c.Kind != yaml.MappingNode {
 				l.Fail(c, w, field, "want a list of mappings (got %s in it)", yamlload.Show(c))
 				continue
 			}
-			l.shape(c, w, field)
+			l.shape(c, w, field, leavesOnly)
 		}
 	case n.Tag == "!!float":
 		l.Fail(n, w, field, "%s is not a string, a whole number or a boolean", yamlload.Show(n))
@@ -107,6 +117,12 @@ func (l *loader) shape(n *yaml.Node, w where, field string) {
 			l.Fail(n, w, field, "%s is out of range", yamlload.Show(n))
 		}
 	}
+}
+
+// shaped is a node shape has checked, and how.
+type shaped struct {
+	n          *yaml.Node
+	leavesOnly bool
 }
 
 // metadata checks a descriptor's metadata: a mapping (any content), as

@@ -378,9 +378,10 @@ func parseDomain(file string, data []byte) (d *domain, warns []*ConfigError, err
 // loader walks the YAML tree, collecting errors.
 type loader struct {
 	yamlload.Loader[where]
-	file  string
-	nodes int
-	warns []error
+	file   string
+	nodes  int
+	warns  []error
+	shaped map[shaped]bool // the nodes shape checked
 }
 
 func newLoader(file string) *loader {
@@ -407,6 +408,7 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 		return d
 	}
 	top := yamlload.Resolve(doc.Content[0])
+	l.shape(top, where{}, "", true) // a float anywhere is refused, as envoyproxy/ratelimit refuses it
 	f := l.fields(top, where{}, "", topFields)
 	if n := f["domain"]; n == nil {
 		l.Fail(top, where{}, "domain", "missing: every file names the domain its descriptors belong to")

@@ -94,6 +94,8 @@ func TestPeerLooseShapes(t *testing.T) {
 		{"share_threshold without wildcard", "    value: a\n    share_threshold: true\n", 0, "applies only to a wildcard value"},
 		{"metadata not a mapping", "    metadata: x\n", 0, "metadata: want a mapping"},
 		{"a float at another level", "    unit: 1.5\n", 1, "is not a string, a whole number or a boolean"},
+		{"a float value", "    value: 1.5\n", 0, "is not a string, a whole number or a boolean"},
+		{"a whole number value", "    value: 15\n", 0, ""},
 		{"an unknown field at another level", "    unit: {colour: red}\n", 1, `unknown field "colour"`},
 		{"unit_multiplier outside a rate_limit", "    unit_multiplier: 2\n", 0, "unknown field"},
 	}
