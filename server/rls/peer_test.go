@@ -3,6 +3,7 @@ package rls_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,7 +15,10 @@ import (
 // f2fb15770f7fd1c88ca6c3a1b58ee513917ace96: test/config/*.yaml (peer/config),
 // test/integration/runtime/current/ratelimit (peer/runtime, the runtime
 // directory of its integration tests, whose config/ subdirectory it reads)
-// and examples/ratelimit/config (peer/example, its docker-compose example).
+// and examples/ratelimit/config (peer/example, its docker-compose example),
+// and the configuration examples of its README.md (peer/readme, one file
+// per example, in README order; the first, a template of the fields, is
+// left out).
 // The verdicts below are that service's, as its test/config/config_test.go
 // asserts them.
 
@@ -194,4 +198,42 @@ descriptors:
 			}
 		}
 	})
+}
+
+// TestPeerReadme: every configuration example of envoyproxy/ratelimit's
+// README loads without a warning (one at a time: several share a domain), and its wildcard examples match as the
+// README says.
+func TestPeerReadme(t *testing.T) {
+	files, _ := filepath.Glob("testdata/peer/readme/*.yaml")
+	if len(files) != 16 {
+		t.Fatalf("%d README examples, want 16", len(files))
+	}
+	for _, f := range files {
+		cfg, err := rls.LoadConfig(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+		} else if len(cfg.Warnings()) > 0 {
+			t.Errorf("%s: %v", f, cfg.Warnings())
+		}
+	}
+	for _, c := range []struct {
+		file, domain string
+		d            []string
+		want         string
+	}{
+		{"block11.yaml", "example9", []string{"key1=value123"}, "OK [OK 19/20m 45s]"},
+		{"block12.yaml", "example9", []string{"path=/api/v1/action"}, "OK [OK 19/20m 45s]"},
+		{"block12.yaml", "example9", []string{"path=/api/v1/other"}, "OK [OK]"},
+		{"block13.yaml", "example9", []string{"route=/api/1/resource/2/action"}, "OK [OK 19/20m 45s]"},
+		{"block15.yaml", "example10_wildcard", []string{"user=u", "action=readAll", "resource=r"}, "OK [OK 99/100m 45s]"},
+	} {
+		data, err := os.ReadFile("testdata/peer/readme/" + c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := start(t, backends[0], string(data), rls.Options{})
+		if got := brief(h.ask(t, c.domain, 0, desc(c.d...))); got != c.want {
+			t.Errorf("%s %v: got %s, want %s", c.file, c.d, got, c.want)
+		}
+	}
 }
