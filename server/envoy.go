@@ -87,7 +87,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp, err := s.rls.decide(r.Context(), &req)
+	resp, err := s.rls.shouldRateLimit(r.Context(), &req)
 	if err != nil {
 		code := http.StatusServiceUnavailable
 		if status.Code(err) == codes.InvalidArgument {

@@ -17,7 +17,7 @@ type rlsService interface {
 	reload() error
 	domains() []string
 	register(grpc.ServiceRegistrar)
-	decide(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
+	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
 	close()
 }
 
@@ -100,7 +100,7 @@ func (e *envoyRLS) domains() []string {
 }
 
 func (e *envoyRLS) register(r grpc.ServiceRegistrar) { e.svc.Register(r) }
-func (e *envoyRLS) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+func (e *envoyRLS) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	return e.svc.ShouldRateLimit(ctx, req)
 }
 func (e *envoyRLS) close() { e.svc.Close() }
