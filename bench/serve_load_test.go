@@ -182,7 +182,7 @@ rules:
 		admin = freeAddr(t)
 		p.admin = admin
 	}
-	args := []string{"serve", "--gateway", p.gateway, "--api", p.api, "--grpc", p.grpc, "--admin", admin, "--upstream", upstream,
+	args := []string{"serve", "--gateway", p.gateway, "--api", p.api, "--grpc", p.grpc, "--admin", admin, "--pprof", "--upstream", upstream,
 		"--policy", policy, "--rls", rlsDir, "--log-level", "warn", "--store", store}
 	if store == "redis" {
 		p.redisAddr, p.redisPid = startRedis(t)

@@ -189,9 +189,17 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 
-	// Every listener on all interfaces, on sluice's port, exposed.
+	// Every listener but admin on all interfaces, on sluice's port,
+	// exposed; admin (metrics, the status page) on the container's
+	// loopback, not exposed, until an operator opens it with a token.
 	for name, port := range want {
 		v := env["SLUICE_"+strings.ToUpper(name)]
+		if name == "admin" {
+			if v != fmt.Sprintf("127.0.0.1:%d", port) || slices.Contains(exposed, port) {
+				t.Errorf("ENV SLUICE_ADMIN=%q, EXPOSE %v: want 127.0.0.1:%d, not exposed", v, exposed, port)
+			}
+			continue
+		}
 		if v != fmt.Sprintf(":%d", port) {
 			t.Errorf("ENV SLUICE_%s=%q, want :%d (all interfaces, sluice's port)", strings.ToUpper(name), v, port)
 		}
@@ -199,8 +207,8 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("EXPOSE lacks %s's port %d", name, port)
 		}
 	}
-	if len(exposed) != len(want) {
-		t.Errorf("EXPOSE %v: want exactly sluice's %d listener ports", exposed, len(want))
+	if len(exposed) != len(want)-1 {
+		t.Errorf("EXPOSE %v: want exactly sluice's listener ports but admin's", exposed)
 	}
 	for k := range env {
 		if strings.HasPrefix(k, "SLUICE_") && !knownEnv(k) {
@@ -462,6 +470,20 @@ type service struct {
 	}
 }
 
+type networkPolicy struct {
+	PodSelector struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"podSelector"`
+	PolicyTypes []string `yaml:"policyTypes"`
+	Ingress     []struct {
+		From  []map[string]any
+		Ports []struct {
+			Port     string
+			Protocol string
+		}
+	}
+}
+
 type pdb struct {
 	MinAvailable int `yaml:"minAvailable"`
 	Selector     struct {
@@ -523,6 +545,7 @@ type base struct {
 	deployment deployment
 	services   map[string]service
 	pdbs       []pdb
+	netpols    []networkPolicy
 }
 
 func readBase(t *testing.T) base {
@@ -543,6 +566,13 @@ func readBase(t *testing.T) base {
 			var s service
 			err = o.Spec.Decode(&s)
 			b.services[o.Metadata.Name] = s
+		case "NetworkPolicy":
+			if o.APIVersion != "networking.k8s.io/v1" {
+				t.Errorf("NetworkPolicy apiVersion %q", o.APIVersion)
+			}
+			var p networkPolicy
+			err = o.Spec.Decode(&p)
+			b.netpols = append(b.netpols, p)
 		case "PodDisruptionBudget":
 			if o.APIVersion != "policy/v1" {
 				t.Errorf("PodDisruptionBudget apiVersion %q", o.APIVersion)
@@ -701,6 +731,53 @@ func TestKubernetesDeployment(t *testing.T) {
 	}
 	if !b.k.GeneratorOptions.DisableNameSuffixHash {
 		t.Error("configMapGenerator names get a hash suffix: an edit would roll the pods instead of reloading")
+	}
+}
+
+// TestKubernetesNetworkPolicy: the pods are isolated for ingress; every
+// port a Service offers is open, the admin port only to some peers (the
+// kubelet's probes come from the node, which isolation never blocks), and
+// no other port.
+func TestKubernetesNetworkPolicy(t *testing.T) {
+	b := readBase(t)
+	labels := b.deployment.Template.Metadata.Labels
+	if len(b.netpols) != 1 {
+		t.Fatalf("%d NetworkPolicies, want 1", len(b.netpols))
+	}
+	np := b.netpols[0]
+	if !subset(np.PodSelector.MatchLabels, labels) || len(np.PodSelector.MatchLabels) == 0 || !slices.Equal(np.PolicyTypes, []string{"Ingress"}) {
+		t.Fatalf("NetworkPolicy selects %v for %v, want sluice's pods for Ingress", np.PodSelector.MatchLabels, np.PolicyTypes)
+	}
+	openToAll, openToSome := map[string]bool{}, map[string]bool{}
+	for _, rule := range np.Ingress {
+		if len(rule.Ports) == 0 {
+			t.Errorf("an ingress rule without ports opens every port, admin's too")
+		}
+		for _, p := range rule.Ports {
+			if len(rule.From) == 0 {
+				openToAll[p.Port] = true
+			} else {
+				openToSome[p.Port] = true
+			}
+		}
+	}
+	if openToAll["admin"] || !openToSome["admin"] {
+		t.Errorf("admin port: open to all %v, to some %v; want only to some (Prometheus)", openToAll["admin"], openToSome["admin"])
+	}
+	for name, s := range b.services {
+		for _, p := range s.Ports {
+			if !openToAll[p.TargetPort] {
+				t.Errorf("Service %s port %s: the NetworkPolicy does not let clients in", name, p.Name)
+			}
+		}
+	}
+	for port := range openToAll {
+		if port != "gateway" && port != "grpc" && port != "api" {
+			t.Errorf("NetworkPolicy opens port %q to all", port)
+		}
+	}
+	if slices.Contains(b.container().Args, "--pprof") {
+		t.Errorf("the Deployment turns pprof on")
 	}
 }
 

@@ -59,6 +59,7 @@ type breaker struct {
 
 	state     State
 	run       int       // failures in a row
+	lastFail  time.Time // when the last failure that counted was recorded
 	nextProbe time.Time // when open: the earliest probe
 	probing   bool      // when half-open: a probe is in flight
 	window    [buckets]bucket
@@ -99,8 +100,20 @@ func (b *breaker) allow(now time.Time) (ok, probe bool, t *transition) {
 	}
 }
 
-// record counts the outcome of a call that allow let through.
-func (b *breaker) record(now time.Time, o outcome, probe bool) *transition {
+// record counts the outcome of a call that allow let through at start.
+//
+// A failure counts only if its call started after the last failure that
+// counted was recorded. A call already in flight then tells nothing new:
+// when a server stalls, every call in flight fails within one deadline of
+// the others, and they are one failure, not as many as there were calls.
+// So each failure that counts is one more deadline (or one more dial) of
+// a primary that still fails: with calls that time out, n failures in a
+// row take at least n-1 deadlines of failing, while a dead server, which
+// refuses at once, still gives n of them within a few round trips. A
+// failure that does not count is neutral: it neither extends the run nor
+// enters the failure ratio, which therefore judges failures that recur
+// over time, not a crowd of calls that failed together.
+func (b *breaker) record(now, start time.Time, o outcome, probe bool) *transition {
 	if probe {
 		b.probing = false
 		switch o {
@@ -113,9 +126,11 @@ func (b *breaker) record(now time.Time, o outcome, probe bool) *transition {
 		}
 		return nil // neutral: the next call probes instead
 	}
-	if b.state != StateClosed || o == neutral {
+	if b.state != StateClosed || o == neutral || o == failure && start.Before(b.lastFail) {
 		// A call let through before the breaker opened that ends after
-		// it opened tells nothing the breaker does not already know.
+		// it opened tells nothing the breaker does not already know; nor
+		// does a failure of a call that was in flight when the last one
+		// that counted was recorded.
 		return nil
 	}
 	bk := b.bucket(now)
@@ -126,6 +141,7 @@ func (b *breaker) record(now time.Time, o outcome, probe bool) *transition {
 	}
 	bk.failures++
 	b.run++
+	b.lastFail = now
 	if b.consecutive > 0 && b.run >= b.consecutive {
 		return b.open(now, StateClosed, plural(b.run, "consecutive failure"))
 	}
@@ -146,7 +162,7 @@ func (b *breaker) open(now time.Time, from State, reason string) *transition {
 }
 
 func (b *breaker) reset() {
-	b.run = 0
+	b.run, b.lastFail = 0, time.Time{}
 	b.window = [buckets]bucket{}
 }
 

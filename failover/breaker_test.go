@@ -530,12 +530,13 @@ func TestLogsOneLinePerTransition(t *testing.T) {
 		time.Sleep(time.Second)
 		p.set(nil, false)
 		s.Take(ctx, unit)
+		synctest.Wait() // the fallback's admissions are charged to the primary
 		mu.Lock()
 		defer mu.Unlock()
 		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-		if len(lines) != 3 || !strings.Contains(lines[0], "opened") || !strings.Contains(lines[0], "2 consecutive failures") ||
-			!strings.Contains(lines[1], "half-open") || !strings.Contains(lines[2], "closed") {
-			t.Fatalf("%d log lines for 801 requests and 3 transitions:\n%s", len(lines), buf.String())
+		if len(lines) != 4 || !strings.Contains(lines[0], "opened") || !strings.Contains(lines[0], "2 consecutive failures") ||
+			!strings.Contains(lines[1], "half-open") || !strings.Contains(lines[2], "closed") || !strings.Contains(lines[3], "charged the primary store") {
+			t.Fatalf("%d log lines for 801 requests, 3 transitions and one charge:\n%s", len(lines), buf.String())
 		}
 	})
 }

@@ -7,7 +7,13 @@
 // default). The breaker counts the calls that fail, and opens after
 // Config.ConsecutiveFailures failures in a row or when failures reach
 // Config.FailureRatio of at least Config.MinCalls calls within
-// Config.Window. While it is open, calls do not reach the primary at all.
+// Config.Window. Calls that fail together count once: a failure counts
+// only if its call started after the last failure that counted was seen,
+// so that a short stall of the primary, which fails every call in flight
+// at once, is one failure and not an open breaker; a primary that keeps
+// failing adds one failure per deadline (or per refused dial) and opens the
+// breaker within ConsecutiveFailures of them. While it is open, calls do
+// not reach the primary at all.
 // Once Config.ProbeInterval has passed, one call at a time goes through
 // as a probe: its success closes the breaker, its failure opens it for
 // another interval.
@@ -25,11 +31,14 @@
 // A request the primary could not decide, because the breaker is open or
 // its call failed, is decided by its Mode (Config.Mode):
 //
+//	Fallback    decide it with a local memstore, its limit scaled by
+//	            Config.FallbackScale (Decision.Degraded); the default. The
+//	            memstore sees the traffic the primary decides too, so its
+//	            counts are warm when the primary fails, and what it admits
+//	            is charged to the primary once the primary answers again
 //	FailOpen    admit it, counting nothing (Decision.Degraded)
 //	FailClosed  return an error wrapping ErrUnavailable: httplimit answers
 //	            503 with Retry-After set to the breaker's next probe
-//	Fallback    decide it with a local memstore, its limit scaled by
-//	            Config.FallbackScale (Decision.Degraded)
 //
 // Wiring it to Redis (a *redis.Client, a Sentinel client from
 // redis.NewFailoverClient, or a *redis.ClusterClient):
@@ -84,7 +93,13 @@ const (
 	FailClosed = sluice.FailClosed
 	// Fallback decides the request with a local store (by default a
 	// memstore), under the request's limit scaled by Config.FallbackScale:
-	// each instance enforces its share of the limit on its own.
+	// each instance enforces its share of the limit on its own. The local
+	// store also sees every Fallback request the primary decides, as if it
+	// had decided it alone (its answer is not used), so that it starts an
+	// outage from the counts of recent traffic, not from empty ones; and
+	// what it admits is charged to the primary after the primary's next
+	// success, so that a limit whose counts refilled meanwhile does not
+	// admit the outage's requests a second time. The default mode.
 	Fallback = sluice.FailFallback
 )
 
@@ -136,7 +151,10 @@ type Config struct {
 	Timeout time.Duration
 
 	// ConsecutiveFailures opens the breaker after this many failed calls
-	// in a row. Default 5; negative: never for this reason.
+	// in a row, each made after the one before had failed (calls that
+	// fail together count once). With calls that time out, that takes
+	// ConsecutiveFailures-1 deadlines of failing: 200 ms and more with the
+	// defaults. Default 5; negative: never for this reason.
 	ConsecutiveFailures int
 
 	// FailureRatio opens the breaker when at least this fraction of the
@@ -159,9 +177,11 @@ type Config struct {
 	ProbeInterval time.Duration
 
 	// Mode picks the failure mode of a request whose OnError is
-	// sluice.FailDefault; it is called only for requests the primary could
-	// not decide. A request that names its own mode (a policy rule's
-	// on_error) gets that mode. Default: FailOpen.
+	// sluice.FailDefault; it is called for every such request (the
+	// fallback store sees Fallback requests while the primary answers
+	// too). A request that names its own mode (a policy rule's on_error)
+	// gets that mode. Default: Fallback, so that no default admits
+	// without a bound.
 	Mode func(sluice.Request) Mode
 
 	// FallbackScale multiplies the counts of a Fallback request's limit
@@ -169,11 +189,12 @@ type Config struct {
 	// it: 1/N when N instances share the limit, more to be looser. Counts
 	// never go below 1; a scaled limit that would be invalid is not scaled;
 	// a cost above the scaled limit's capacity is charged as that capacity.
-	// Default 1.
+	// Store.SetFallbackScale changes it later. Default 1.
 	FallbackScale float64
 
-	// FallbackStore decides Fallback requests. Default: a memstore with
-	// its default bound on keys, created by New and closed by Close.
+	// FallbackStore decides Fallback requests, and sees those the primary
+	// decides too (see Fallback). Default: a memstore with its default
+	// bound on keys, created by New and closed by Close.
 	FallbackStore sluice.Store
 
 	// OnStateChange, if set, is called on every change of the breaker's
@@ -190,7 +211,9 @@ type Config struct {
 type Stats struct {
 	// Calls is how many calls (Take, TakeAll, Release) reached the primary.
 	Calls int64
-	// Failures is how many of those failed, as the breaker counts failures.
+	// Failures is how many of those failed, as the breaker classifies
+	// failures; the calls that failed together are each counted here,
+	// though the breaker counts them once.
 	Failures int64
 	// ShortCircuited is how many calls did not reach the primary because
 	// the breaker was open (or half-open with its probe in flight).
@@ -216,6 +239,9 @@ type Store struct {
 	br     breaker
 	hookMu sync.Mutex // keeps OnStateChange calls in the order of the changes
 	state  atomic.Uint32
+
+	debts debts         // what the fallback admitted, owed to the primary
+	scale atomic.Uint64 // the fallback scale's float64 bits
 
 	calls, failures, shorted, opens atomic.Int64
 	degraded                        [4]atomic.Int64 // by Mode
@@ -267,16 +293,18 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	if cfg.FallbackScale == 0 {
 		cfg.FallbackScale = 1
 	}
-	if !(cfg.FallbackScale > 0) || math.IsInf(cfg.FallbackScale, 0) || cfg.FallbackScale > 1e6 {
-		return nil, fmt.Errorf("failover: FallbackScale must be above 0 and at most 1e6 (got %v)", cfg.FallbackScale)
+	if err := checkScale(cfg.FallbackScale); err != nil {
+		return nil, err
 	}
 	if cfg.Mode == nil {
-		cfg.Mode = func(sluice.Request) Mode { return FailOpen }
+		cfg.Mode = func(sluice.Request) Mode { return Fallback }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg}
+	s.debts.closing = make(chan struct{})
+	s.scale.Store(math.Float64bits(cfg.FallbackScale))
 	if s.fallback == nil {
 		own, err := memstore.New(memstore.Config{})
 		if err != nil {
@@ -294,11 +322,38 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the fallback store if New created it. It does not close the
-// primary store, nor a FallbackStore given in Config.
+// Close stops charging the primary for what the fallback admitted and
+// closes the fallback store if New created it. It does not close the
+// primary store, nor a FallbackStore given in Config; close the primary
+// after the Store.
 func (s *Store) Close() error {
+	s.debts.stop()
 	if s.own != nil {
 		return s.own.Close()
+	}
+	return nil
+}
+
+// FallbackScale returns the scale of the limits the fallback store
+// decides: Config.FallbackScale, or what SetFallbackScale set last.
+func (s *Store) FallbackScale() float64 { return math.Float64frombits(s.scale.Load()) }
+
+// SetFallbackScale changes the scale of the limits the fallback store
+// decides, for example to 1/N when a count of the instances sharing the
+// primary finds N of them. The fallback keeps counts per limit, so the
+// keys it holds start afresh under the new scale, and a fallback lease
+// granted before the change ends by its TTL rather than its release.
+func (s *Store) SetFallbackScale(f float64) error {
+	if err := checkScale(f); err != nil {
+		return err
+	}
+	s.scale.Store(math.Float64bits(f))
+	return nil
+}
+
+func checkScale(f float64) error {
+	if !(f > 0) || math.IsInf(f, 0) || f > 1e6 {
+		return fmt.Errorf("failover: FallbackScale must be above 0 and at most 1e6 (got %v)", f)
 	}
 	return nil
 }
@@ -321,15 +376,18 @@ func (s *Store) Stats() Stats {
 
 // Take decides r on the primary, or by r's Mode when the primary cannot.
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	probe, ok := s.admit()
+	start, probe, ok := s.admit()
 	if !ok {
 		return s.degradedOne(ctx, r, nil)
 	}
 	cctx, cancel := s.deadline(ctx)
 	d, err := s.primary.Take(cctx, r)
 	cancel()
-	switch err = s.finish(ctx, cctx, err, probe); {
+	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
+		if s.shadows(r) {
+			s.fallback.Take(ctx, s.fallbackRequest(r)) // see shadow
+		}
 		return d, nil
 	case !isFailure(err):
 		return d, err
@@ -348,15 +406,16 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	if len(ds) != len(rs) {
 		return fmt.Errorf("failover: TakeAll: %d requests but room for %d decisions", len(rs), len(ds))
 	}
-	probe, ok := s.admit()
+	start, probe, ok := s.admit()
 	if !ok {
 		return s.degradedAll(ctx, rs, ds, nil)
 	}
 	cctx, cancel := s.deadline(ctx)
 	err := s.primary.TakeAll(cctx, rs, ds)
 	cancel()
-	switch err = s.finish(ctx, cctx, err, probe); {
+	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
+		s.shadow(ctx, rs)
 		return nil
 	case !isFailure(err):
 		return err
@@ -380,33 +439,35 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	case lease == 0:
 		return nil
 	case lease&fallbackLease != 0:
-		return s.fallback.Release(ctx, key, scaleLimit(limit, s.cfg.FallbackScale), lease&^fallbackLease)
+		return s.fallback.Release(ctx, key, scaleLimit(limit, s.FallbackScale()), lease&^fallbackLease)
 	}
-	probe, ok := s.admit()
+	start, probe, ok := s.admit()
 	if !ok {
 		return s.unavailable(nil)
 	}
 	cctx, cancel := s.deadline(ctx)
 	err := s.primary.Release(cctx, key, limit, lease)
 	cancel()
-	if err = s.finish(ctx, cctx, err, probe); err != nil && isFailure(err) {
+	if err = s.finish(ctx, cctx, err, start, probe); err != nil && isFailure(err) {
 		return fmt.Errorf("failover: release %q: the lease ends by its TTL: %w", key, err)
 	}
 	return err
 }
 
-// admit asks the breaker whether a call may go to the primary.
-func (s *Store) admit() (probe, ok bool) {
+// admit asks the breaker whether a call may go to the primary, and returns
+// when it asked.
+func (s *Store) admit() (start time.Time, probe, ok bool) {
 	s.mu.Lock()
-	ok, probe, t := s.br.allow(time.Now())
+	start = time.Now()
+	ok, probe, t := s.br.allow(start)
 	if !ok {
 		s.mu.Unlock()
 		s.shorted.Add(1)
-		return false, false
+		return start, false, false
 	}
 	s.changed(t) // unlocks s.mu
 	s.calls.Add(1)
-	return probe, true
+	return start, probe, true
 }
 
 func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -429,7 +490,7 @@ func isFailure(err error) bool {
 
 // finish classifies the outcome of a call to the primary, records it, and
 // returns err, marked as a failure if it is one.
-func (s *Store) finish(ctx, cctx context.Context, err error, probe bool) error {
+func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, probe bool) error {
 	o := classify(ctx, cctx, err)
 	if o == failure {
 		s.failures.Add(1)
@@ -439,8 +500,11 @@ func (s *Store) finish(ctx, cctx context.Context, err error, probe bool) error {
 		err = &storeFailure{err}
 	}
 	s.mu.Lock()
-	t := s.br.record(time.Now(), o, probe)
+	t := s.br.record(time.Now(), start, o, probe)
 	s.changed(t) // unlocks s.mu
+	if o == success {
+		s.settle() // after the breaker has closed, if this was its probe
+	}
 	return err
 }
 
@@ -514,6 +578,9 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 		if err != nil {
 			return sluice.Decision{}, fmt.Errorf("failover: fallback store: %w", err)
 		}
+		if d.Allowed {
+			s.debts.add(r)
+		}
 		return marked(d), nil
 	}
 	return admitted(r), nil
@@ -541,25 +608,55 @@ func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluic
 			ds[i] = admitted(r)
 		}
 	}
-	switch len(frs) {
-	case 0:
-		return nil
-	case 1:
-		d, err := s.fallback.Take(ctx, frs[0])
-		if err != nil {
-			return fmt.Errorf("failover: fallback store: %w", err)
-		}
-		ds[fidx[0]] = marked(d)
-		return nil
-	}
-	fds := make([]sluice.Decision, len(frs))
-	if err := s.fallback.TakeAll(ctx, frs, fds); err != nil {
+	fds, err := s.decideLocally(ctx, frs)
+	if err != nil {
 		return fmt.Errorf("failover: fallback store: %w", err)
 	}
 	for k, i := range fidx {
 		ds[i] = marked(fds[k])
+		if fds[k].Allowed {
+			s.debts.add(rs[i])
+		}
 	}
 	return nil
+}
+
+// decideLocally decides frs (fallback requests, already scaled) on the
+// fallback store, all or nothing.
+func (s *Store) decideLocally(ctx context.Context, frs []sluice.Request) ([]sluice.Decision, error) {
+	switch len(frs) {
+	case 0:
+		return nil, nil
+	case 1:
+		d, err := s.fallback.Take(ctx, frs[0])
+		return []sluice.Decision{d}, err
+	}
+	fds := make([]sluice.Decision, len(frs))
+	return fds, s.fallback.TakeAll(ctx, frs, fds)
+}
+
+// shadow shows the fallback store the Fallback requests of rs, which the
+// primary has just decided, as if it had decided them alone, and ignores
+// its answer: the fallback limiter keeps running while the primary
+// answers, so when the primary fails it goes on from the counts of the
+// traffic it has seen instead of from empty ones (a full burst more per
+// instance at every stall). It costs a local decision per request and
+// holds the keys of Fallback requests in the fallback store (within its
+// bound). Concurrency limits are left out: their leases would never be
+// released.
+func (s *Store) shadow(ctx context.Context, rs []sluice.Request) {
+	var frs []sluice.Request
+	for _, r := range rs {
+		if s.shadows(r) {
+			frs = append(frs, s.fallbackRequest(r))
+		}
+	}
+	s.decideLocally(ctx, frs) // its answer is not the decision; an error changes nothing
+}
+
+// shadows reports whether the fallback store is shown r (see shadow).
+func (s *Store) shadows(r sluice.Request) bool {
+	return r.Limit.Algorithm != sluice.AlgorithmConcurrency && s.mode(r) == Fallback
 }
 
 func (s *Store) mode(r sluice.Request) Mode {
@@ -576,7 +673,7 @@ func (s *Store) mode(r sluice.Request) Mode {
 // fallbackRequest is r under its scaled limit, its cost capped at the
 // scaled limit's capacity.
 func (s *Store) fallbackRequest(r sluice.Request) sluice.Request {
-	r.Limit = scaleLimit(r.Limit, s.cfg.FallbackScale)
+	r.Limit = scaleLimit(r.Limit, s.FallbackScale())
 	r.Cost = min(r.Cost, r.Limit.Capacity())
 	return r
 }

@@ -405,7 +405,7 @@ func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
 
 // commonFields are the fields of every limit; the algorithm's own are
 // sluice.Algorithm.Fields.
-var commonFields = []string{"name", "key", "algorithm", "cost", "overrides", "on_missing"}
+var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing"}
 
 // paramFields are every algorithm's parameters, for the unknown-field
 // message before the algorithm is known.
@@ -443,6 +443,7 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
 		lim.onMissing, lim.missingKey = l.onMissing(v, w)
 	}
 	l.cost(f["cost"], w, lim)
+	l.maxCost(f["max_cost"], w, lim)
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit, bound)
 		l.warnOverrides(v, w, lim, l.proxies)
@@ -540,6 +541,22 @@ func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
 		lim.costHeader = http.CanonicalHeaderKey(h)
 	} else {
 		l.Fail(v, w, "cost", "%q: want a whole number or header:NAME", s)
+	}
+}
+
+// maxCost reads the largest cost a client may ask for in a cost header
+// (v, nil when absent: the limit's capacity).
+func (l *loader) maxCost(v *yaml.Node, w where, lim *Limit) {
+	if v == nil {
+		return
+	}
+	if lim.costHeader == "" {
+		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends)")
+		return
+	}
+	c, ok := l.Int(v, w, "max_cost", 1, max(1, lim.Limit.Capacity()))
+	if ok {
+		lim.maxCost = c
 	}
 }
 

@@ -195,3 +195,51 @@ rules:
 		t.Fatalf("quoted and plain cookie: %+v, %+v", pa, pb)
 	}
 }
+
+// TestMaxCost: a cost header is a whole number from 1 to the limit's
+// max_cost (its capacity without one), sent once under its own name.
+func TestMaxCost(t *testing.T) {
+	p, err := policy.Parse("cost.yaml", []byte(`
+rules:
+  - name: api
+    limits:
+      - {name: weighted, key: global, algorithm: token_bucket, rate: 100/s, cost: "header:X-Cost", max_cost: 5}
+`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		headers [][2]string
+		cost    int64 // 0: a 400
+	}{
+		{nil, 1},
+		{[][2]string{{"X-Cost", "5"}}, 5},
+		{[][2]string{{"X-Cost", "6"}}, 0},
+		{[][2]string{{"X-Cost", "100"}}, 0},
+		{[][2]string{{"X-Cost", "0"}}, 0},
+		{[][2]string{{"X_Cost", "1"}}, 0}, // an upstream may read it as X-Cost
+		{[][2]string{{"X-Cost", "1"}, {"X-Cost", "5"}}, 0},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		for _, h := range tc.headers {
+			r.Header[h[0]] = append(r.Header[h[0]], h[1])
+		}
+		got, err := p.Plan(r, nil)
+		_, isClient := decide.AsClientError(err)
+		switch {
+		case tc.cost == 0 && !isClient:
+			t.Errorf("%q: %v, %+v; want a client error", tc.headers, err, got)
+		case tc.cost != 0 && (err != nil || len(got) != 1 || got[0].Cost != tc.cost):
+			t.Errorf("%q: %v, %+v; want cost %d", tc.headers, err, got, tc.cost)
+		}
+	}
+	for _, bad := range []string{
+		`{name: w, key: global, algorithm: gcra, rate: 10/s, max_cost: 5}`,
+		`{name: w, key: global, algorithm: gcra, rate: 10/s, cost: "header:X-Cost", max_cost: 11}`,
+		`{name: w, key: global, algorithm: gcra, rate: 10/s, cost: "header:X-Cost", max_cost: 0}`,
+	} {
+		if _, err := policy.Parse("bad.yaml", []byte("rules:\n  - name: a\n    limits: ["+bad+"]\n"), policy.Options{}); err == nil {
+			t.Errorf("%s: loaded", bad)
+		}
+	}
+}

@@ -69,6 +69,7 @@ type Limit struct {
 	missingKey []keyPart // the key of requests that lack a part of key
 	cost       int64
 	costHeader string
+	maxCost    int64 // the largest cost costHeader may ask for; 0: the capacity
 	overrides  []override
 }
 
@@ -363,8 +364,17 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 	}
 	c.Cost = l.cost
 	if l.costHeader != "" {
-		if c.Cost, err = headerCost(r, l.costHeader, c.Limit.Capacity()); err != nil {
-			return c, false, &decide.ClientError{Limit: l.Name, Field: "header " + l.costHeader, Reason: err.Error()}
+		most := c.Limit.Capacity()
+		if l.maxCost > 0 {
+			most = min(most, l.maxCost)
+		}
+		if c.Cost, err = headerCost(r, l.costHeader, most); err != nil {
+			ce, ok := decide.AsClientError(err)
+			if !ok {
+				ce = &decide.ClientError{Field: "header " + l.costHeader, Reason: err.Error()}
+			}
+			ce.Limit = l.Name
+			return c, false, ce
 		}
 	}
 	return c, true, nil
@@ -429,21 +439,21 @@ func (p *Policy) part(r *http.Request, route string, part keyPart) (string, erro
 }
 
 // headerCost reads a request's cost from a header: absent, it is 1;
-// present, it must be sent once and be a whole number from 1 to capacity,
+// present, it must be sent once and be a whole number from 1 to most (the
+// limit's max_cost, or its capacity),
 // written in plain digits. A client may not peek (0), charge less than
 // nothing, or name a cost twice.
-func headerCost(r *http.Request, header string, capacity int64) (int64, error) {
-	vs := r.Header.Values(header)
-	switch {
-	case len(vs) == 0:
-		return 1, nil
-	case len(vs) > 1:
-		return 0, fmt.Errorf("sent %d times; send it once", len(vs))
+func headerCost(r *http.Request, header string, most int64) (int64, error) {
+	s, err := httplimit.HeaderValue(r, header) // sent twice, or as X_Cost: the client's error
+	if err != nil {
+		return 0, err
 	}
-	s := vs[0]
+	if s == "" && len(r.Header.Values(header)) == 0 {
+		return 1, nil
+	}
 	c, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || c < 1 || c > capacity || s[0] < '0' || s[0] > '9' {
-		return 0, fmt.Errorf("%.40q is not a whole number from 1 to %d", s, capacity)
+	if err != nil || c < 1 || c > most || s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, &decide.ClientError{Field: "header " + header, Reason: fmt.Sprintf("%.40q is not a whole number from 1 to %d", s, most)}
 	}
 	return c, nil
 }

@@ -13,6 +13,8 @@ import (
 
 // call is one script invocation on its way through the batcher.
 type call struct {
+	ctx    context.Context // the caller's: a worker drops the call once it ends
+	part   bool            // one part of a check across slots: never run on the caller's goroutine
 	script *script
 	keys   []string
 	args   []any
@@ -109,15 +111,18 @@ func newBatcher(client Client, workers, max int) *batcher {
 }
 
 // submit sends c. When no other call is in flight it runs c at once, on
-// the caller's goroutine, saving two goroutine switches; otherwise it queues
-// c for the workers. It fails only if the store is closed or ctx ends first.
+// the caller's goroutine, saving two goroutine switches; otherwise, and
+// always for a part of a check across slots (whose outcome must be known
+// even if its caller leaves: it may need a refund), it queues c for the
+// workers. It fails only if the store is closed or ctx ends first.
 func (b *batcher) submit(ctx context.Context, c *call) error {
 	select {
 	case <-b.stop:
 		return sluice.ErrClosed
 	default:
 	}
-	if b.active.Add(1) == 1 {
+	c.ctx = ctx
+	if b.active.Add(1) == 1 && !c.part {
 		b.exec(ctx, []*call{c})
 		return nil
 	}
@@ -156,24 +161,43 @@ func (b *batcher) work() {
 		case <-b.stop:
 			return
 		case c := <-b.queue:
-			batch = append(batch[:0], c)
+			batch = b.add(batch[:0], c)
 		}
 	fill:
 		for len(batch) < b.max {
 			select {
 			case c := <-b.queue:
-				batch = append(batch, c)
+				batch = b.add(batch, c)
 			default:
 				break fill
 			}
 		}
-		b.exec(context.Background(), batch)
+		if len(batch) > 0 {
+			b.exec(context.Background(), batch)
+		}
 	}
+}
+
+// add appends c to batch unless its caller has given up on it (its context
+// ended while it waited in the queue): such a call is answered with the
+// context's error and never sent, so a queue that filled while Redis did
+// not answer drains at once instead of charging Redis for decisions nobody
+// waits for.
+func (b *batcher) add(batch []*call, c *call) []*call {
+	if err := c.ctx.Err(); err != nil {
+		b.deliver(c, nil, err)
+		return batch
+	}
+	return append(batch, c)
 }
 
 // exec runs a batch: one call alone, several in a pipeline. A call run on
 // its caller's goroutine gets the caller's context (its deadline bounds the
-// round trip); a shared pipeline is bounded by the client's own timeouts.
+// round trip); a worker's pipeline is bounded by the client's own timeouts,
+// so that its replies are read and the outcome of every call it sent is
+// known, which the refunds of a check across slots need. Either way the
+// callers wait no longer than their own contexts allow (Store.run and
+// Store.wait select on them).
 func (b *batcher) exec(ctx context.Context, batch []*call) {
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]

@@ -369,6 +369,11 @@ func (s *Store) remember(q request, d sluice.Decision) {
 // otherwise by charging each slot's part and refunding them if any refuses
 // (see the package documentation for that mode's guarantee).
 //
+// TakeAll returns when ctx ends, with ctx's error, whatever its calls are
+// waiting for. A check in one script may then have been charged, in whole;
+// the parts of a check across slots are refunded in the background once
+// their replies arrive, so it is not left charged.
+//
 // If the near cache knows one request is refused, the whole check is refused
 // without a round trip: that request gets its remembered decision and the
 // others a refusal with RetryAfter 0 and Remaining 0 (their state was not
@@ -413,12 +418,17 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 		}
 		rs := pick(qs, idx)
 		calls[g] = s.call(takeFor(rs), rs, undo)
+		calls[g].part = len(groups) > 1
 		if err := s.batch.submit(ctx, calls[g]); err != nil {
-			s.settle(calls[:g], qs, ds, groups)
+			s.settleLater(calls[:g], qs, groups)
 			return s.wrap(err, "check", qs[0])
 		}
 	}
-	if err := s.settle(calls, qs, ds, groups); err != nil {
+	if err := s.wait(ctx, calls); err != nil {
+		s.settleLater(calls, qs, groups)
+		return s.wrap(err, "check", qs[0])
+	}
+	if err := s.settle(calls, qs, ds, groups, false); err != nil {
 		return s.wrap(err, "check", qs[0])
 	}
 	for i, q := range qs {
@@ -427,10 +437,36 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	return nil
 }
 
-// settle waits for every group's reply (they always arrive: the client's
-// timeouts bound them) and, if any group failed or refused, refunds the
-// groups that charged, so that a check is never charged in part.
-func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups [][]int) error {
+// wait waits for every call's reply, or until ctx ends: then it returns
+// ctx's error and the caller hands the calls to settleLater.
+func (s *Store) wait(ctx context.Context, calls []*call) error {
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// settleLater settles calls whose caller has gone (its context ended, or a
+// later group could not be submitted): in the background, once their
+// replies arrive, it refunds every group that charged. The caller got an
+// error, so the check is not left charged, in part or whole.
+func (s *Store) settleLater(calls []*call, qs []request, groups [][]int) {
+	if len(calls) == 0 {
+		return
+	}
+	go s.settle(calls, qs, make([]sluice.Decision, len(qs)), groups, true)
+}
+
+// settle waits for every group's reply (they always arrive: the callers'
+// deadlines, the client's timeouts and Close bound them) and, if any group
+// failed or refused, refunds the groups that charged, so that a check is
+// never charged in part; if abandoned is set, it refunds every group that
+// charged.
+func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups [][]int, abandoned bool) error {
 	undo := make([]string, len(qs))
 	charged := make([]bool, len(calls))
 	var firstErr error
@@ -455,7 +491,7 @@ func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups
 		}
 		refused = refused || !charged[g]
 	}
-	if !refused && firstErr == nil {
+	if !refused && firstErr == nil && !abandoned {
 		return nil
 	}
 	var refunds []*call

@@ -20,7 +20,8 @@ import (
 var statusPage []byte
 
 // adminHandler serves the admin listener: /metrics, /healthz, /readyz,
-// /status (a self-contained page), /status.json and /debug/pprof/.
+// /status (a self-contained page), /status.json and, with Config.Pprof,
+// /debug/pprof/.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -34,19 +35,25 @@ func (s *Server) adminHandler() http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := s.backend.ready(ctx); err != nil {
-			// ?degraded=ok: ready anyway, because the failure modes
-			// (open, fallback) decide while the store is down; a probe
-			// that takes every instance out of its Service during a Redis
-			// outage would turn fail-open into an outage.
-			if r.URL.Query().Get("degraded") == "ok" {
-				w.Write([]byte("ok (degraded: the store does not answer: " + err.Error() + ")\n"))
-				return
-			}
+		misconfigured, err := s.backend.readiness(ctx)
+		switch {
+		case err == nil:
+			w.Write([]byte("ok\n"))
+		case misconfigured:
+			// Never answered since start, or refuses sluice's
+			// credentials: a wrong address or password, which no
+			// failure mode should hide.
+			http.Error(w, "not ready: the store does not answer and never has, or refuses the credentials (check store.redis): "+err.Error(), http.StatusServiceUnavailable)
+		case r.URL.Query().Get("degraded") == "ok":
+			// ?degraded=ok: ready during an outage of a store that
+			// answered before, because the failure modes (fallback,
+			// open) decide meanwhile; a probe that takes every instance
+			// out of its Service during a Redis outage would turn it
+			// into an outage of the service.
+			w.Write([]byte("ok (degraded: the store does not answer: " + err.Error() + ")\n"))
+		default:
 			http.Error(w, "not ready: the store does not answer: "+err.Error(), http.StatusServiceUnavailable)
-			return
 		}
-		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -61,10 +68,12 @@ func (s *Server) adminHandler() http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/status", http.StatusFound)
 	})
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	if s.cfg.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	}
 	return mux
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,85 @@ type Config struct {
 	// process, beside the limit's name.
 	ShowKeys bool `yaml:"show_keys"`
 
+	// Timeouts bound how long a client may take over a request, on every
+	// listener.
+	Timeouts TimeoutConfig `yaml:"timeouts"`
+
+	// MaxConns bounds the open connections of each of the gateway, api
+	// and grpc listeners; past it a new connection is refused at once (an
+	// HTTP listener answers 503 and closes it). Default 4096; -1 means no
+	// bound. A gateway connection costs two file descriptors (the client's
+	// and the upstream's): keep the sum under the process's limit.
+	MaxConns int `yaml:"max_conns"`
+
+	// AdminMaxConns is the admin listener's own bound, so that probes and
+	// scrapes still reach it when the other listeners are full. Default
+	// 64; -1 means no bound.
+	AdminMaxConns int `yaml:"admin_max_conns"`
+
+	// TLS serves the listeners over TLS.
+	TLS TLSConfig `yaml:"tls"`
+
+	// Auth asks callers of the decision API and the admin listener for a
+	// token.
+	Auth AuthConfig `yaml:"auth"`
+
+	// Pprof serves Go's profiler under /debug/pprof/ on the admin
+	// listener. Default false: a profile costs CPU and shows internals.
+	Pprof bool `yaml:"pprof"`
+
 	Log LogConfig `yaml:"log"`
+}
+
+// TLSConfig turns on TLS (HTTPS, gRPC over TLS) and client certificates.
+type TLSConfig struct {
+	// CertFile and KeyFile are the server's certificate (with its chain)
+	// and key, PEM. Setting them turns TLS on for Listeners. Both are read
+	// again when they change (a renewed certificate needs no restart).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile is a PEM bundle of the CAs that sign client
+	// certificates. With it, the ClientAuth listeners refuse a client
+	// without a certificate it verifies (mutual TLS). Read again when it
+	// changes.
+	ClientCAFile string `yaml:"client_ca_file"`
+	// Listeners serve TLS. Default gateway, api and grpc; the admin
+	// listener too if listed (its probes then need scheme HTTPS).
+	Listeners []string `yaml:"listeners"`
+	// ClientAuth lists the listeners that require a client certificate.
+	// Default, with a client_ca_file: api and grpc (the callers are
+	// services; the gateway's are users).
+	ClientAuth []string `yaml:"client_auth"`
+}
+
+func (t TLSConfig) listeners() []string {
+	if t.Listeners == nil {
+		return []string{"gateway", "api", "grpc"}
+	}
+	return t.Listeners
+}
+
+func (t TLSConfig) clientAuth() []string {
+	if t.ClientAuth == nil {
+		return []string{"api", "grpc"}
+	}
+	return t.ClientAuth
+}
+
+// TimeoutConfig bounds slow clients; zero fields take the defaults.
+type TimeoutConfig struct {
+	// ReadHeader bounds the wait for a request's line and header fields,
+	// from the moment the connection opens or the previous response ends
+	// (and, on the grpc listener, for the connection's handshake).
+	// Default 10s.
+	ReadHeader Duration `yaml:"read_header"`
+	// Read bounds reading the whole request, header and body: a body that
+	// trickles in longer is cut. Default 30s; raise it for the gateway if
+	// clients upload large bodies over slow links.
+	Read Duration `yaml:"read"`
+	// Idle closes a keep-alive connection (a gRPC connection without
+	// calls) that sends no request for this long. Default 2m.
+	Idle Duration `yaml:"idle"`
 }
 
 // StoreConfig chooses where limit state lives.
@@ -94,9 +173,15 @@ type RedisConfig struct {
 	Cluster    bool     `yaml:"cluster"`
 	MasterName string   `yaml:"master_name"`
 	Username   string   `yaml:"username"`
-	// Password is better given as SLUICE_REDIS_PASSWORD than in a file.
+	// Password is better given as SLUICE_REDIS_PASSWORD, or in
+	// PasswordFile, than in a config file.
 	Password string `yaml:"password"`
-	DB       int    `yaml:"db"`
+	// PasswordFile holds the password (its first line), read again for
+	// each new connection, so a rotated password needs no restart.
+	PasswordFile string `yaml:"password_file"`
+	// TLS connects over TLS.
+	TLS RedisTLSConfig `yaml:"tls"`
+	DB  int            `yaml:"db"`
 	// Prefix starts every key. Default "sluice:".
 	Prefix string `yaml:"prefix"`
 	// NearCache is how many refused keys are answered locally until their
@@ -106,14 +191,22 @@ type RedisConfig struct {
 	// as a failure and its request is decided by its failure mode.
 	// Default 50ms.
 	Timeout Duration `yaml:"timeout"`
-	// OnError is the failure mode of requests no policy rule covers (Envoy
-	// RLS descriptors, explicit checks of the decision API): open (admit,
-	// the default), closed (refuse) or fallback (a local limit). Policy
-	// rules choose their own with action.on_error.
+	// OnError is the failure mode of requests whose policy rule names
+	// none, and of requests no rule covers (Envoy RLS descriptors,
+	// explicit checks of the decision API): fallback (a local limit, the
+	// default), open (admit) or closed (refuse). Policy rules choose their
+	// own with action.on_error.
 	OnError string `yaml:"on_error"`
 	// FallbackScale multiplies limits decided locally while Redis is
-	// down: 1/N when N instances share them. Default 1.
+	// down. Default: 1/N, N being the number of sluice instances sharing
+	// the Redis and prefix, which they count through a key
+	// (PREFIX+"instances") each refreshes every second; set it to fix the
+	// scale, above 1/N for an uneven load balancer.
 	FallbackScale float64 `yaml:"fallback_scale"`
+	// Require makes sluice serve refuse to start when Redis does not
+	// answer at start (a wrong address or password). Default false: it
+	// starts, warns, and decides by the failure modes until Redis answers.
+	Require bool `yaml:"require"`
 	// Breaker tunes the circuit breaker in front of Redis.
 	Breaker BreakerConfig `yaml:"breaker"`
 }
@@ -242,14 +335,35 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_MODE", "redis-mode", "store.redis.cluster / master_name: standalone, cluster or sentinel:MASTER"},
 	{"SLUICE_REDIS_USERNAME", "redis-username", "store.redis.username"},
 	{"SLUICE_REDIS_PASSWORD", "redis-password", "store.redis.password"},
+	{"SLUICE_REDIS_PASSWORD_FILE", "redis-password-file", "store.redis.password_file"},
+	{"SLUICE_REDIS_TLS", "redis-tls", "store.redis.tls.enabled (or rediss:// addresses)"},
+	{"SLUICE_REDIS_TLS_CA", "redis-tls-ca", "store.redis.tls.ca_file"},
+	{"SLUICE_REDIS_TLS_CERT", "redis-tls-cert", "store.redis.tls.cert_file"},
+	{"SLUICE_REDIS_TLS_KEY", "redis-tls-key", "store.redis.tls.key_file"},
+	{"SLUICE_REDIS_TLS_SERVER_NAME", "redis-tls-server-name", "store.redis.tls.server_name"},
 	{"SLUICE_REDIS_DB", "redis-db", "store.redis.db"},
 	{"SLUICE_REDIS_PREFIX", "redis-prefix", "store.redis.prefix"},
 	{"SLUICE_REDIS_TIMEOUT", "redis-timeout", "store.redis.timeout"},
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
+	{"SLUICE_REDIS_REQUIRE", "redis-require", "store.redis.require"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_SHOW_KEYS", "show-keys", "show_keys"},
+
+	{"SLUICE_READ_HEADER_TIMEOUT", "read-header-timeout", "timeouts.read_header"},
+	{"SLUICE_READ_TIMEOUT", "read-timeout", "timeouts.read"},
+	{"SLUICE_IDLE_TIMEOUT", "idle-timeout", "timeouts.idle"},
+	{"SLUICE_MAX_CONNS", "max-conns", "max_conns"},
+	{"SLUICE_ADMIN_MAX_CONNS", "admin-max-conns", "admin_max_conns"},
+	{"SLUICE_TLS_CERT", "tls-cert", "tls.cert_file"},
+	{"SLUICE_TLS_KEY", "tls-key", "tls.key_file"},
+	{"SLUICE_TLS_CLIENT_CA", "tls-client-ca", "tls.client_ca_file"},
+	{"SLUICE_TLS_LISTENERS", "tls-listeners", "tls.listeners (comma-separated)"},
+	{"SLUICE_TLS_CLIENT_AUTH", "tls-client-auth", "tls.client_auth (comma-separated)"},
+	{"SLUICE_AUTH_TOKENS", "auth-tokens", "auth.tokens_file"},
+	{"SLUICE_AUTH_LISTENERS", "auth-listeners", "auth.listeners (comma-separated)"},
+	{"SLUICE_PPROF", "pprof", "pprof"},
 	{"SLUICE_LOG_LEVEL", "log-level", "log.level"},
 	{"SLUICE_LOG_FORMAT", "log-format", "log.format"},
 }
@@ -327,6 +441,22 @@ func (c *Config) Set(name, from, v string) error {
 		c.Store.Redis.Username = v
 	case "redis-password":
 		c.Store.Redis.Password = v
+	case "redis-password-file":
+		c.Store.Redis.PasswordFile = v
+	case "redis-tls":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.TLS.Enabled = b
+	case "redis-tls-ca":
+		c.Store.Redis.TLS.CAFile = v
+	case "redis-tls-cert":
+		c.Store.Redis.TLS.CertFile = v
+	case "redis-tls-key":
+		c.Store.Redis.TLS.KeyFile = v
+	case "redis-tls-server-name":
+		c.Store.Redis.TLS.ServerName = v
 	case "redis-db":
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -355,8 +485,53 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want a number, such as 0.25"))
 		}
 		c.Store.Redis.FallbackScale = f
+	case "redis-require":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.Require = b
 	case "degraded-header":
 		c.DegradedHeader = v
+	case "read-header-timeout":
+		return setDuration(&c.Timeouts.ReadHeader, v, bad)
+	case "read-timeout":
+		return setDuration(&c.Timeouts.Read, v, bad)
+	case "idle-timeout":
+		return setDuration(&c.Timeouts.Idle, v, bad)
+	case "max-conns":
+		return setConns(&c.MaxConns, v, bad)
+	case "admin-max-conns":
+		return setConns(&c.AdminMaxConns, v, bad)
+	case "tls-cert":
+		c.TLS.CertFile = v
+	case "tls-key":
+		c.TLS.KeyFile = v
+	case "tls-client-ca":
+		c.TLS.ClientCAFile = v
+	case "tls-listeners":
+		c.TLS.Listeners = splitList(v)
+		if c.TLS.Listeners == nil {
+			c.TLS.Listeners = []string{} // none, not the default
+		}
+	case "tls-client-auth":
+		c.TLS.ClientAuth = splitList(v)
+		if c.TLS.ClientAuth == nil {
+			c.TLS.ClientAuth = []string{}
+		}
+	case "auth-tokens":
+		c.Auth.TokensFile = v
+	case "auth-listeners":
+		c.Auth.Listeners = splitList(v)
+		if c.Auth.Listeners == nil {
+			c.Auth.Listeners = []string{}
+		}
+	case "pprof":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Pprof = b
 	case "log-level":
 		c.Log.Level = v
 	case "log-format":
@@ -368,6 +543,24 @@ func (c *Config) Set(name, from, v string) error {
 	default:
 		return fmt.Errorf("%s: unknown setting", from)
 	}
+	return nil
+}
+
+func setDuration(dst *Duration, v string, bad func(error) error) error {
+	d, err := policy.ParseDuration(v)
+	if err != nil {
+		return bad(err)
+	}
+	*dst = Duration(d)
+	return nil
+}
+
+func setConns(dst *int, v string, bad func(error) error) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return bad(errors.New("want a whole number, or -1 for no bound"))
+	}
+	*dst = n
 	return nil
 }
 
@@ -413,11 +606,16 @@ func (c *Config) Validate() error {
 		if len(r.Addrs) == 0 {
 			fail("store.redis.addrs", "missing: redis needs at least one host:port")
 		}
-		for _, a := range r.Addrs {
+		addrs, _ := redisAddrs(r.Addrs)
+		for i, a := range addrs {
 			if _, _, err := net.SplitHostPort(a); err != nil {
-				fail("store.redis.addrs", "%q: want host:port", a)
+				fail("store.redis.addrs", "%q: want host:port, redis://host:port or rediss://host:port (TLS)", r.Addrs[i])
 			}
 		}
+		if r.Password != "" && r.PasswordFile != "" {
+			fail("store.redis.password_file", "password and password_file exclude each other")
+		}
+		r.TLS.validate(fail)
 		if r.Cluster && r.MasterName != "" {
 			fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
 		}
@@ -447,12 +645,28 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		fail("shutdown_timeout", "must not be negative")
 	}
+	for _, t := range []struct {
+		field string
+		d     Duration
+	}{{"timeouts.read_header", c.Timeouts.ReadHeader}, {"timeouts.read", c.Timeouts.Read}, {"timeouts.idle", c.Timeouts.Idle}} {
+		if t.d < 0 {
+			fail(t.field, "must not be negative")
+		}
+	}
+	if c.MaxConns < -1 {
+		fail("max_conns", "want a positive number, 0 for the default or -1 for no bound (got %d)", c.MaxConns)
+	}
+	if c.AdminMaxConns < -1 {
+		fail("admin_max_conns", "want a positive number, 0 for the default or -1 for no bound (got %d)", c.AdminMaxConns)
+	}
 	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
 		fail("max_delay", "must be between 0 and 1m")
 	}
 	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
 	}
+	c.TLS.validate(fail)
+	c.Auth.validate(fail)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -464,6 +678,33 @@ func (c *Config) Validate() error {
 		fail("log.format", "%q: want text or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+func (t TLSConfig) validate(fail func(field, format string, args ...any)) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		fail("tls", "cert_file and key_file go together")
+	}
+	if t.CertFile == "" && (t.ClientCAFile != "" || t.Listeners != nil || t.ClientAuth != nil) {
+		fail("tls", "client_ca_file, listeners and client_auth need cert_file and key_file")
+	}
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"tls.listeners", t.Listeners}, {"tls.client_auth", t.ClientAuth}} {
+		for _, n := range l.names {
+			if !slices.Contains([]string{"gateway", "api", "grpc", "admin"}, n) {
+				fail(l.field, "%q: want gateway, api, grpc or admin", n)
+			}
+		}
+	}
+	if len(t.ClientAuth) > 0 && t.ClientCAFile == "" {
+		fail("tls.client_auth", "needs client_ca_file, the CAs that sign client certificates")
+	}
+	for _, n := range t.ClientAuth {
+		if !slices.Contains(t.listeners(), n) {
+			fail("tls.client_auth", "%q does not serve TLS (tls.listeners)", n)
+		}
+	}
 }
 
 // watch reports whether file changes trigger reloads.

@@ -54,6 +54,8 @@ func TestConfigSetAndValidate(t *testing.T) {
 		{"redis-mode", "ring", "want standalone, cluster or sentinel:MASTER"},
 		{"shutdown-timeout", "10 parsecs", "--shutdown-timeout"},
 		{"nope", "1", "unknown setting"},
+		{"max-conns", "lots", "want a whole number, or -1 for no bound"},
+		{"read-timeout", "briefly", "--read-timeout"},
 	} {
 		if err := cfg.Set(c.name, "--"+c.name, c.value); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Set(%s, %q) = %v, want %q", c.name, c.value, err, c.want)
@@ -67,15 +69,30 @@ func TestConfigSetAndValidate(t *testing.T) {
 	bad.Gateway, bad.API, bad.GRPC = "", "", ""
 	bad.Admin = "localhost"
 	bad.Store.Type = "redis"
-	bad.Store.Redis.Addrs = []string{"a:1", "b:2"}
+	bad.Store.Redis.Addrs = []string{"a:1", "rediss://b:2", "rediss://c"}
+	bad.Store.Redis.Password, bad.Store.Redis.PasswordFile = "p", "f"
 	bad.Store.Redis.Cluster, bad.Store.Redis.MasterName = true, "m"
 	bad.Store.Redis.OnError = "sometimes"
+	bad.MaxConns = -2
+	bad.Timeouts.Idle = -1
+	bad.Auth.Listeners = []string{"gateway"}
+	bad.TLS = server.TLSConfig{CertFile: "c.pem", Listeners: []string{"gateway", "web"}, ClientAuth: []string{"api"}}
 	err := bad.Validate()
 	for _, want := range []string{
 		`admin: "localhost": want host:port`,
 		"gateway: gateway, api and grpc are all off",
 		"store.redis.cluster: cluster and master_name (Sentinel) exclude each other",
+		`store.redis.addrs: "rediss://c": want host:port, redis://host:port or rediss://host:port (TLS)`,
+		"store.redis.password_file: password and password_file exclude each other",
 		`store.redis.on_error: "sometimes": want open, closed or fallback`,
+		"max_conns: want a positive number, 0 for the default or -1 for no bound (got -2)",
+		"timeouts.idle: must not be negative",
+		"tls: cert_file and key_file go together",
+		`auth.listeners: "gateway": want api or admin`,
+		"auth.listeners: needs auth.tokens_file",
+		`tls.listeners: "web": want gateway, api, grpc or admin`,
+		"tls.client_auth: needs client_ca_file",
+		`tls.client_auth: "api" does not serve TLS`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to contain %q", err, want)

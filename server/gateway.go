@@ -17,16 +17,22 @@ import (
 )
 
 // newProxy returns the gateway's reverse proxy to upstream. It appends the
-// peer's address to X-Forwarded-For (keeping what earlier proxies wrote),
+// peer's address to X-Forwarded-For, keeping what earlier proxies wrote
+// only when the peer is one of them (trusted, as the policy's
+// trusted_proxies say; from anyone else the forwarding headers,
+// Forwarded and X-Real-IP too, are the client's claims and are dropped),
 // sets X-Forwarded-Host and -Proto, passes streaming responses through as
 // they come and WebSocket upgrades as they are, and answers 502 when the
 // upstream cannot be reached.
-func newProxy(upstream *url.URL, logger *slog.Logger) *httputil.ReverseProxy {
+func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.Logger) *httputil.ReverseProxy {
 	var lastLog atomic.Int64
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
-			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
+			if !trusted(pr.In) {
+				pr.Out.Header.Del("Forwarded")
+				pr.Out.Header.Del("X-Real-Ip")
+			} else if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
 				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
 			}
 			pr.SetXForwarded()

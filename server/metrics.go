@@ -25,6 +25,9 @@ type metrics struct {
 	reloads    *prometheus.CounterVec
 	lastReload *prometheus.GaugeVec
 	breaker    prometheus.Gauge
+	refused    *prometheus.CounterVec
+	// unauthorized counts requests refused for want of a token.
+	unauthorized *prometheus.CounterVec
 }
 
 func newMetrics(version string) *metrics {
@@ -54,12 +57,20 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_failover_breaker_state",
 		Help: "The circuit breaker in front of Redis: 0 closed (normal), 1 open (Redis bypassed), 2 half-open (probing).",
 	})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_connections_refused_total",
+		Help: "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.",
+	}, []string{"listener"})
+	m.unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_unauthorized_total",
+		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
+	}, []string{"listener"})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
 		Help: "Always 1; the labels tell the version of sluice serving.",
 	}, []string{"version"})
 	info.WithLabelValues(version).Set(1)
-	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.breaker, info,
+	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.breaker, m.refused, m.unauthorized, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

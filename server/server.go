@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -10,12 +11,15 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
@@ -55,11 +59,13 @@ type Server struct {
 	sample *policy.Policy // else the sample policy
 	loaded atomic.Pointer[loadState]
 
-	rls    rlsService // nil without a grpc listener
+	rls    rlsService           // nil without a grpc listener
+	tls    *serverTLS           // nil without TLS
+	tokens *reloading[tokenSet] // nil without auth.tokens_file
 	health *health.Server
 
 	listeners map[string]net.Listener
-	https     []*http.Server
+	https     map[string]*http.Server // by listener name
 	grpc      *grpc.Server
 	ready     atomic.Bool
 	wg        sync.WaitGroup
@@ -95,6 +101,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
+	if s.tls, err = newServerTLS(cfg.TLS, s.log); err != nil {
+		b.close()
+		return nil, err
+	}
+	if cfg.Auth.TokensFile != "" {
+		if s.tokens, err = newReloading("auth tokens", []string{cfg.Auth.TokensFile}, loadTokens(cfg.Auth.TokensFile), s.log); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	s.warnOpen(s.log)
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
 	// The decision API answers a store error with 503 and lets its caller
 	// choose (a store behind failover has already applied each rule's
@@ -177,6 +194,8 @@ func (s *Server) logAPIError(err error) {
 // It returns once all listeners are bound (or the first that fails).
 func (s *Server) Start() error {
 	s.listeners = map[string]net.Listener{}
+	s.https = map[string]*http.Server{}
+	s.warnFileLimit()
 	type svc struct {
 		name, addr string
 		handler    http.Handler
@@ -199,44 +218,27 @@ func (s *Server) Start() error {
 		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.envoyHTTPHandler()})
 	}
 	for _, sv := range services {
-		ln, err := net.Listen("tcp", sv.addr)
+		lim := s.cfg.limits(sv.name)
+		tc := s.tls.config(sv.name, "h2", "http/1.1")
+		ln, err := listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
-		s.listeners[sv.name] = ln
-		hs := &http.Server{
-			Handler:           sv.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		if tc != nil {
+			ln = tls.NewListener(ln, tc)
 		}
-		s.https = append(s.https, hs)
+		s.listeners[sv.name] = ln
+		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log)
 	}
 	if s.cfg.GRPC != "" {
-		ln, err := net.Listen("tcp", s.cfg.GRPC)
-		if err != nil {
+		if err := s.listenGRPC(); err != nil {
 			s.closeListeners()
-			return fmt.Errorf("grpc: %w", err)
+			return err
 		}
-		s.listeners["grpc"] = ln
-		s.grpc = grpc.NewServer(
-			grpc.MaxRecvMsgSize(1<<20),
-			grpc.MaxConcurrentStreams(1024),
-			// Reused workers keep their grown stacks: a goroutine per call
-			// spent a fifth of the RLS's CPU growing its stack.
-			// (a worker must be free, or the call gets a new goroutine:
-			// as many as the concurrent calls an Envoy fleet makes)
-			grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))),
-			grpc.SharedWriteBuffer(true),
-		)
-		s.registerGRPC(s.grpc)
 	}
-	i := 0
 	for _, sv := range services {
-		hs, ln := s.https[i], s.listeners[sv.name]
-		i++
+		hs, ln := s.https[sv.name], s.listeners[sv.name]
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -263,11 +265,61 @@ func (s *Server) Start() error {
 		s.watcher = w
 	}
 	s.ready.Store(true)
+	s.log.Info("sluice serving", s.servingAttrs()...)
+	return nil
+}
+
+// listenGRPC binds the grpc listener (its cap, TLS, the reset guard) and
+// builds the gRPC server with the Envoy rate limit and health services.
+func (s *Server) listenGRPC() error {
+	lim := s.cfg.limits("grpc")
+	ln, err := listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
+	if err != nil {
+		return fmt.Errorf("grpc: %w", err)
+	}
+	// TLS in the listener, not in grpc's credentials, so that the
+	// reset guard reads the HTTP/2 frames in clear.
+	if tc := s.tls.config("grpc", "h2"); tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
+	ln = resetGuardListener{ln}
+	s.listeners["grpc"] = ln
+	s.grpc = grpc.NewServer(
+		grpc.Creds(insecure.NewCredentials()),
+		grpc.MaxRecvMsgSize(1<<20),
+		grpc.MaxConcurrentStreams(1024),
+		// A connection must finish its handshake and preface within
+		// the read-header timeout, and one without calls for the idle
+		// timeout is closed (with a GOAWAY).
+		grpc.ConnectionTimeout(lim.readHeader),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.idle}),
+		// Reused workers keep their grown stacks: a goroutine per call
+		// spent a fifth of the RLS's CPU growing its stack.
+		// (a worker must be free, or the call gets a new goroutine:
+		// as many as the concurrent calls an Envoy fleet makes)
+		grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))),
+		grpc.SharedWriteBuffer(true),
+	)
+	s.registerGRPC(s.grpc)
+	return nil
+}
+
+// servingAttrs describe the server on its "sluice serving" line.
+func (s *Server) servingAttrs() []any {
 	attrs := []any{"version", s.version, "store", s.backend.desc, "policy", s.currentPolicy().File}
 	for _, name := range []string{"gateway", "api", "grpc", "admin", "envoy-http"} {
 		if ln := s.listeners[name]; ln != nil {
 			attrs = append(attrs, name, ln.Addr().String())
 		}
+	}
+	if s.tls != nil {
+		var on []string
+		for _, name := range []string{"gateway", "api", "grpc", "admin"} {
+			if s.listeners[name] != nil && s.tls.config(name) != nil {
+				on = append(on, name)
+			}
+		}
+		attrs = append(attrs, "tls", strings.Join(on, ","))
 	}
 	if s.cfg.Gateway != "" {
 		up := s.cfg.Upstream
@@ -276,8 +328,7 @@ func (s *Server) Start() error {
 		}
 		attrs = append(attrs, "upstream", up)
 	}
-	s.log.Info("sluice serving", attrs...)
-	return nil
+	return attrs
 }
 
 func (s *Server) closeListeners() {
@@ -304,7 +355,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
 		}
-		upstream = newProxy(u, s.log)
+		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log)
 	}
 	mw, err := httplimit.New(s.limiter, httplimit.Config{
 		Source:         s.source(),
@@ -367,8 +418,9 @@ func (s *Server) Reload() error {
 }
 
 // Shutdown stops accepting connections, reports not ready, and waits for
-// in-flight requests to finish until ctx ends; then it closes what is
-// left and the store.
+// in-flight requests to finish until ctx ends; then it cuts what is left
+// (a normal end of a drain: logged, not an error) and closes the store.
+// The admin listener closes last, so /readyz answers 503 during the drain.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	if s.health != nil {
@@ -377,21 +429,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.watcher != nil {
 		s.watcher.close()
 	}
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for _, hs := range s.https {
+	var cut atomic.Int32
+	var wg sync.WaitGroup
+	for name, hs := range s.https {
+		if name == "admin" {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := hs.Shutdown(ctx); err != nil {
-				hs.Close()
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("in-flight requests cut at the shutdown deadline: %w", err))
-				mu.Unlock()
-			}
+			cut.Add(shutdownHTTP(ctx, hs))
 		}()
 	}
 	if s.grpc != nil {
@@ -404,20 +451,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			case <-done:
 			case <-ctx.Done():
 				s.grpc.Stop()
+				cut.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	if hs := s.https["admin"]; hs != nil {
+		shutdownHTTP(ctx, hs) // what the probes asked during the drain
+	}
+	if n := cut.Load(); n > 0 {
+		s.log.Warn("in-flight requests cut at the shutdown deadline", "listeners", n, "timeout", time.Duration(s.cfg.ShutdownTimeout).String())
+	}
 	s.wg.Wait()
+	var err error
 	s.closeOnce.Do(func() {
 		if s.rls != nil {
 			s.rls.close()
 		}
-		if err := s.backend.close(); err != nil {
-			errs = append(errs, err)
-		}
+		err = s.backend.close()
 	})
-	return errors.Join(errs...)
+	return err
+}
+
+// shutdownHTTP drains hs until ctx ends, then closes it. It returns 1 if
+// requests were cut, else 0.
+func shutdownHTTP(ctx context.Context, hs *http.Server) int32 {
+	if err := hs.Shutdown(ctx); err != nil {
+		hs.Close()
+		return 1
+	}
+	return 0
 }
 
 // Run starts the server and serves until ctx ends, then shuts down within

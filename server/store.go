@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +22,10 @@ type backend struct {
 	store sluice.Store
 	// ready reports whether the store answers.
 	ready func(ctx context.Context) error
+	// answered is set once the store has answered a probe (at start or
+	// from /readyz): until then, a store that does not answer is more
+	// likely misconfigured than down.
+	answered atomic.Bool
 	// keys counts the keys a memory store holds (nil for Redis).
 	keys func() int
 	// failover is the breaker in front of Redis (nil for memory).
@@ -47,104 +53,186 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 			desc:  fmt.Sprintf("memory (max_keys %d)", cfg.MaxKeys),
 		}, nil
 	case "redis":
-		r := cfg.Redis
-		timeout := time.Duration(r.Timeout)
-		if timeout == 0 {
-			timeout = 50 * time.Millisecond
-		}
-		// The client's socket timeouts free a pipeline stuck on a hung
-		// server soon after the per-call deadline (failover's) has given
-		// up on it; no retries: the breaker is the retry policy
-		// (docs/operations.md, "Choosing the deadline").
-		sock := max(2*timeout, 100*time.Millisecond)
-		var client redis.UniversalClient
-		var desc string
-		var cluster *redis.ClusterClient
-		switch {
-		case r.Cluster:
-			cluster = redis.NewClusterClient(&redis.ClusterOptions{
-				Addrs: r.Addrs, Username: r.Username, Password: r.Password,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
-				// A dead master answers no MOVED: reread the slot map
-				// often so a promoted replica is found soon.
-				ClusterStateReloadInterval: time.Second,
-			})
-			client = cluster
-			desc = fmt.Sprintf("redis cluster %v", r.Addrs)
-		case r.MasterName != "":
-			client = redis.NewFailoverClient(&redis.FailoverOptions{
-				MasterName: r.MasterName, SentinelAddrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
-			})
-			desc = fmt.Sprintf("redis sentinel %q %v", r.MasterName, r.Addrs)
-		default:
-			if len(r.Addrs) != 1 {
-				return nil, errors.New("store.redis.addrs: a standalone server takes one address; for several set cluster: true or master_name")
-			}
-			client = redis.NewClient(&redis.Options{
-				Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB,
-				DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1,
-			})
-			desc = fmt.Sprintf("redis %s", r.Addrs[0])
-		}
-		warmUp(client)
-		primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		defaultMode := failover.FailOpen
-		if r.OnError != "" {
-			defaultMode, _ = failover.ParseMode(r.OnError) // validated
-		}
-		b := &backend{
-			ready: func(ctx context.Context) error { return client.Ping(ctx).Err() },
-			desc:  desc,
-		}
-		fs, err := failover.New(primary, failover.Config{
-			Timeout:             timeout,
-			ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
-			FailureRatio:        r.Breaker.FailureRatio,
-			MinCalls:            r.Breaker.MinCalls,
-			Window:              time.Duration(r.Breaker.Window),
-			ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
-			FallbackScale:       r.FallbackScale,
-			Mode:                func(sluice.Request) failover.Mode { return defaultMode },
-			OnStateChange: func(from, to failover.State) {
-				if to == failover.StateOpen && cluster != nil {
-					cluster.ReloadState(context.Background()) // asynchronous
-				}
-				onStateChange(from, to)
-			},
-			Logger: logger,
-		})
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		b.store, b.failover = fs, fs
-		b.close = func() error {
-			fs.Close()
-			primary.Close()
-			return client.Close()
-		}
-		return b, nil
+		return openRedis(cfg, onStateChange, logger)
 	}
 	return nil, fmt.Errorf("store.type: %q: want memory or redis", cfg.Type)
 }
 
-// warmUp connects to Redis before the first request needs it: a cluster
-// client learns the slot map, every client opens a connection. A Redis
-// that does not answer yet is not an error here: /readyz reports it, and
-// requests meanwhile are decided by the failure mode.
-func warmUp(client redis.UniversalClient) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+// openRedis connects to Redis, probes it, and builds the failover.Store
+// in front of it with a warm local fallback and, unless fallback_scale is
+// set, a census of the instances that sets the fallback's share.
+func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
+	r := cfg.Redis
+	timeout := cmp.Or(time.Duration(r.Timeout), 50*time.Millisecond)
+	client, cluster, desc, err := redisClient(r, timeout, logger)
+	if err != nil {
+		return nil, err
+	}
+	defaultMode := failover.Fallback
+	if r.OnError != "" {
+		defaultMode, _ = failover.ParseMode(r.OnError) // validated
+	}
+	b := &backend{ready: func(ctx context.Context) error { return ping(ctx, client) }, desc: desc}
+	if err := probe(b, r.Require, logger, defaultMode); err != nil {
+		client.Close()
+		return nil, err
+	}
+	primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	fs, err := failover.New(primary, failover.Config{
+		Timeout:             timeout,
+		ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
+		FailureRatio:        r.Breaker.FailureRatio,
+		MinCalls:            r.Breaker.MinCalls,
+		Window:              time.Duration(r.Breaker.Window),
+		ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
+		FallbackScale:       r.FallbackScale,
+		FallbackStore:       local,
+		Mode:                func(sluice.Request) failover.Mode { return defaultMode },
+		OnStateChange: func(from, to failover.State) {
+			if to == failover.StateOpen && cluster != nil {
+				cluster.ReloadState(context.Background()) // asynchronous
+			}
+			onStateChange(from, to)
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		local.Close()
+		client.Close()
+		return nil, err
+	}
+	b.store, b.failover = fs, fs
+	var cs *census
+	if r.FallbackScale == 0 {
+		cs = startCensus(client, cmp.Or(r.Prefix, "sluice:"), fs, logger, censusInterval)
+	}
+	b.close = func() error {
+		if cs != nil {
+			cs.close()
+		}
+		fs.Close()
+		primary.Close()
+		local.Close()
+		return client.Close()
+	}
+	return b, nil
+}
+
+// redisClient returns the go-redis client r describes (cluster is set for
+// a Cluster) and a description for the log and the status page. Its socket
+// timeouts free a pipeline stuck on a hung server soon after the per-call
+// deadline (failover's) has given up on it; it retries neither commands
+// nor dials (a refused dial fails at once, where go-redis would retry it 5
+// times, 100 ms apart): the breaker is the retry policy
+// (docs/operations.md, "Choosing the timeout").
+func redisClient(r RedisConfig, timeout time.Duration, logger *slog.Logger) (client redis.UniversalClient, cluster *redis.ClusterClient, desc string, err error) {
+	// The client's socket timeouts free a pipeline stuck on a hung server
+	// soon after the per-call deadline (failover's) has given up on it; no
+	// retries, and one dial: the breaker is the retry policy
+	// (docs/operations.md, "Choosing the deadline").
+	sock := max(2*timeout, 100*time.Millisecond)
+	const dials = 1
+	addrs, rediss := redisAddrs(r.Addrs)
+	dialer, err := redisDialer(r.TLS, rediss || r.TLS.Enabled, sock, logger)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	creds, err := redisCredentials(r.Username, r.PasswordFile, logger)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	scheme := "redis"
+	if dialer != nil {
+		scheme = "rediss"
+	}
+	switch {
+	case r.Cluster:
+		cluster = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: addrs, Username: r.Username, Password: r.Password, CredentialsProvider: creds, Dialer: dialer,
+			DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+			// A dead master answers no MOVED: reread the slot map
+			// often so a promoted replica is found soon.
+			ClusterStateReloadInterval: time.Second,
+		})
+		return cluster, cluster, fmt.Sprintf("%s cluster %v", scheme, addrs), nil
+	case r.MasterName != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: r.MasterName, SentinelAddrs: addrs, Username: r.Username, Password: r.Password, DB: r.DB,
+			CredentialsProvider: creds, Dialer: dialer,
+			DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+		}), nil, fmt.Sprintf("%s sentinel %q %v", scheme, r.MasterName, addrs), nil
+	case len(addrs) != 1:
+		return nil, nil, "", errors.New("store.redis.addrs: a standalone server takes one address; for several set cluster: true or master_name")
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: addrs[0], Username: r.Username, Password: r.Password, DB: r.DB, CredentialsProvider: creds, Dialer: dialer,
+		DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+	}), nil, fmt.Sprintf("%s %s", scheme, addrs[0]), nil
+}
+
+// probe connects to the store before the first request needs it (a
+// cluster client learns the slot map, every client opens a connection) and
+// says plainly when it does not answer: an error if require is set (sluice
+// serve then refuses to start), else a warning naming the failure mode that
+// decides meanwhile.
+func probe(b *backend, require bool, logger *slog.Logger, mode failover.Mode) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
+	err := b.ready(ctx)
+	switch {
+	case err == nil:
+		b.answered.Store(true)
+		logger.Info("the store answers", "store", b.desc)
+		return nil
+	case require:
+		return fmt.Errorf("%s does not answer (store.redis.require is set): %w", b.desc, err)
+	}
+	logger.Warn("the store does not answer; requests are decided by their failure mode until it does",
+		"store", b.desc, "err", err, "on_error", mode.String(), "hint", hint(err))
+	return nil
+}
+
+// probeTimeout bounds the probe at start.
+const probeTimeout = 2 * time.Second
+
+// hint says what a store error at start most likely means.
+func hint(err error) string {
+	switch {
+	case redis.IsAuthError(err), redis.IsPermissionError(err):
+		return "check store.redis.username and password (SLUICE_REDIS_PASSWORD)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within " + probeTimeout.String() + ": check store.redis.addrs and the network"
+	}
+	return "check store.redis.addrs and that Redis runs"
+}
+
+// ping pings the server, or every shard of a cluster.
+func ping(ctx context.Context, client redis.UniversalClient) error {
 	if c, ok := client.(*redis.ClusterClient); ok {
-		c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+		return c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
 			return shard.Ping(ctx).Err()
 		})
-		return
 	}
-	client.Ping(ctx)
+	return client.Ping(ctx).Err()
+}
+
+// readiness reports whether the store answers; misconfigured is set when
+// it does not and that is more likely a mistake of the configuration than
+// an outage: it has never answered since start, or it refuses sluice's
+// credentials.
+func (b *backend) readiness(ctx context.Context) (misconfigured bool, err error) {
+	if err = b.ready(ctx); err == nil {
+		b.answered.Store(true)
+		return false, nil
+	}
+	return !b.answered.Load() || redis.IsAuthError(err) || redis.IsPermissionError(err), err
 }

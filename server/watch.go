@@ -61,32 +61,35 @@ func (s *Server) watch() (*watcher, error) {
 	return w, nil
 }
 
+// loop reloads the server a debounce after the last event. An error of
+// the watcher (above all fsnotify.ErrEventOverflow: the kernel dropped
+// events, perhaps the last of a burst) schedules a check too, since the
+// files may have changed unseen.
 func (w *watcher) loop(s *Server) {
 	defer w.wg.Done()
-	var timer *time.Timer
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	var fire <-chan time.Time
+	schedule := func() {
+		timer.Reset(debounce)
+		fire = timer.C
+	}
 	for {
 		select {
 		case <-w.done:
-			if timer != nil {
-				timer.Stop()
-			}
+			timer.Stop()
 			return
 		case _, ok := <-w.fs.Events:
 			if !ok {
 				return
 			}
-			if timer == nil {
-				timer = time.NewTimer(debounce)
-			} else {
-				timer.Reset(debounce)
-			}
-			fire = timer.C
+			schedule()
 		case err, ok := <-w.fs.Errors:
 			if !ok {
 				return
 			}
-			s.log.Warn("watching config files", "err", err)
+			s.log.Warn("watching config files; checking them now", "err", err)
+			schedule()
 		case <-fire:
 			fire = nil
 			if err := w.rewatch(); err != nil {

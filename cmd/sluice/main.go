@@ -23,9 +23,11 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/policy"
@@ -128,21 +130,41 @@ var settingFlags = []struct{ name, help string }{
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
 	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
 	{"redis-mode", "standalone, cluster or sentinel:MASTER_NAME"},
+	{"redis-password-file", "file whose first line is the Redis password (read for each new connection); or set SLUICE_REDIS_PASSWORD"},
+	{"redis-tls", "connect to Redis over TLS (also: rediss:// addresses)"},
+	{"redis-tls-ca", "CAs (PEM) that sign the Redis servers' certificates (default: the system's)"},
+	{"redis-tls-cert", "client certificate (PEM) for Redis servers with tls-auth-clients"},
+	{"redis-tls-key", "the client certificate's key (PEM)"},
+	{"redis-tls-server-name", "name the Redis servers' certificates carry (default: each address's host)"},
 	{"redis-db", "Redis database number (standalone and Sentinel)"},
 	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
 	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
-	{"redis-on-error", "when Redis fails, for requests no policy rule covers (RLS, explicit API checks): open, closed or fallback"},
-	{"fallback-scale", "scale of limits decided locally while Redis is down (1/N for N instances)"},
+	{"redis-on-error", "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed"},
+	{"fallback-scale", "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)"},
+	{"redis-require", "refuse to start when Redis does not answer at start (true or false)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
 	{"show-keys", "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks"},
+	{"read-header-timeout", "longest wait for a request's header, on every listener (default 10s)"},
+	{"read-timeout", "longest time to read a whole request, header and body (default 30s)"},
+	{"idle-timeout", "close keep-alive connections idle this long (default 2m)"},
+	{"max-conns", "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)"},
+	{"admin-max-conns", "most open connections of the admin listener (default 64)"},
+	{"tls-cert", "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes"},
+	{"tls-key", "the server certificate's key (PEM)"},
+	{"tls-client-ca", "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)"},
+	{"tls-listeners", "listeners that serve TLS, comma-separated (default gateway,api,grpc)"},
+	{"tls-client-auth", "listeners that require a client certificate, comma-separated (default api,grpc)"},
+	{"auth-tokens", "file of bearer tokens (one a line) the decision API and admin ask for; reloaded when it changes"},
+	{"auth-listeners", "listeners that ask for a token, comma-separated (default api,admin; admin's /healthz and /readyz stay open)"},
+	{"pprof", "serve Go's profiler at /debug/pprof/ on the admin listener (true or false; default false)"},
 	{"log-level", "debug, info, warn or error"},
 	{"log-format", "text or json"},
 }
 
 // boolFlags are the settingFlags that may be given alone (--show-keys) as
 // well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true, "rls-merge-domains": true}
+var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
@@ -194,6 +216,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	logger := newLogger(cfg.Log, stderr)
+	redis.SetLogger(newRedisLog(logger, time.Now))
 	if _, set := os.LookupEnv("GOGC"); !set {
 		// sluice's live heap is small (a few MB plus the keys), so the
 		// default GOGC=100 collects after every few MB allocated: a fifth
@@ -258,6 +281,50 @@ func newLogger(cfg server.LogConfig, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// redisLog sends go-redis's own log lines (failed dials, mostly) through
+// slog at Warn, so that --log-format json holds for every line; each of its
+// messages at most once per redisLogEvery, with how many were left out
+// since, so that an outage is not one line per dial.
+type redisLog struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex
+	last map[string]redisLogLine // by format: go-redis has a few dozen
+}
+
+type redisLogLine struct {
+	at      time.Time
+	dropped int
+}
+
+// redisLogEvery is the least time between two lines of one go-redis message.
+const redisLogEvery = 10 * time.Second
+
+func newRedisLog(l *slog.Logger, now func() time.Time) *redisLog {
+	return &redisLog{log: l, now: now, last: map[string]redisLogLine{}}
+}
+
+// Printf logs one go-redis line.
+func (r *redisLog) Printf(ctx context.Context, format string, v ...any) {
+	now := r.now()
+	r.mu.Lock()
+	prev, seen := r.last[format]
+	if seen && now.Sub(prev.at) < redisLogEvery {
+		prev.dropped++
+		r.last[format] = prev
+		r.mu.Unlock()
+		return
+	}
+	r.last[format] = redisLogLine{at: now}
+	r.mu.Unlock()
+	args := []any{"component", "go-redis"}
+	if prev.dropped > 0 {
+		args = append(args, "repeated", prev.dropped)
+	}
+	r.log.WarnContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), args...)
 }
 
 func indent(s string) string {

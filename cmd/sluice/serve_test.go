@@ -125,10 +125,11 @@ rules:
     limits:
       - {name: global, key: global, algorithm: token_bucket, rate: 1000/s, burst: 1000}
 `)
-	p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+	// A short read timeout: an upgraded connection must outlive it.
+	p := start(t, nil, "--upstream", up.URL, "--policy", policy, "--read-timeout", "500ms")
 
 	r := get(t, p.url("gateway", "/echo"), "X-Forwarded-For", "198.51.100.7")
-	if r.status != 200 || !strings.HasPrefix(r.body, "xff=198.51.100.7, 127.0.0.1 host="+p.addrs["gateway"]+" proto=http") {
+	if r.status != 200 || !strings.HasPrefix(r.body, "xff=127.0.0.1 host="+p.addrs["gateway"]+" proto=http") { // the client's own list is dropped: no trusted proxies
 		t.Errorf("echo: %d %q", r.status, r.body)
 	}
 	if r.header.Get("RateLimit") == "" {
@@ -168,6 +169,7 @@ rules:
 			break
 		}
 	}
+	time.Sleep(time.Second) // past the read timeout of the request that upgraded
 	fmt.Fprintf(conn, "hello over the upgraded connection\n")
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if l, _ := cr.ReadString('\n'); l != "echo: hello over the upgraded connection\n" {
@@ -190,7 +192,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := client.Get(p.url("gateway", "/slow?ms=1500"))
+		resp, err := client.Get(p.url("gateway", "/slow?ms=3000"))
 		if err != nil {
 			done <- result{err: err}
 			return
@@ -206,8 +208,13 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", p.addrs["gateway"], time.Second); err == nil {
 		t.Errorf("the gateway still accepts connections while draining")
 	}
+	// The probes see the drain: the admin listener stays open until the
+	// others are done, and /readyz says 503.
+	if r := get(t, p.url("admin", "/readyz")); r.status != 503 {
+		t.Errorf("/readyz while draining: %d %q, want 503", r.status, r.body)
+	}
 	res := <-done
-	if res.err != nil || res.r.status != 200 || res.r.body != "slept 1500 ms\n" {
+	if res.err != nil || res.r.status != 200 || res.r.body != "slept 3000 ms\n" {
 		t.Fatalf("in-flight request: %+v", res)
 	}
 	if code := p.wait(10 * time.Second); code != 0 {
@@ -216,14 +223,20 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // TestShutdownDeadline: a request longer than --shutdown-timeout is cut,
-// and sluice still exits within the bound.
+// and sluice still exits within the bound, with 0: a cut request is the
+// drain's normal end, not a failure.
 func TestShutdownDeadline(t *testing.T) {
 	p := start(t, nil, "--shutdown-timeout", "500ms")
 	go client.Get(p.url("gateway", "/slow?ms=20000"))
 	time.Sleep(300 * time.Millisecond)
 	began := time.Now()
 	p.signal(syscall.SIGINT)
-	p.wait(5 * time.Second)
+	if code := p.wait(5 * time.Second); code != 0 {
+		t.Errorf("exit code %d after cutting a request, want 0", code)
+	}
+	if !strings.Contains(p.logs(), "in-flight requests cut") {
+		t.Errorf("the cut was not logged")
+	}
 	if took := time.Since(began); took > 3*time.Second {
 		t.Errorf("shutdown took %v with a 500ms bound", took)
 	}
@@ -532,22 +545,28 @@ func execSluice(args ...string) *exec.Cmd {
 // TestGatewayProtectedHeaders: a header an override honours only through
 // trusted proxies grants nothing when a client sends it, and the gateway
 // removes it before the upstream sees it; through a trusted proxy it is
-// honoured and passed on.
+// honoured and passed on. Likewise a client's X-Forwarded-For list and
+// X-Real-IP: the upstream sees only the peer's address unless the peer is
+// a trusted proxy (net/http's proxy drops Forwarded either way).
 func TestGatewayProtectedHeaders(t *testing.T) {
-	var seen sync.Map // X-Internal-Caller values the upstream received
+	var seen sync.Map      // X-Internal-Caller values the upstream received
+	var forwarded sync.Map // the forwarding headers it received
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Store(r.Header.Get("X-Internal-Caller"), true)
+		forwarded.Store(fmt.Sprintf("xff=%q forwarded=%q real-ip=%q", r.Header.Values("X-Forwarded-For"), r.Header.Get("Forwarded"), r.Header.Get("X-Real-Ip")), true)
 	}))
 	defer up.Close()
 	for _, tc := range []struct {
-		trusted  string
-		admitted int // of 6
-		upstream string
+		trusted   string
+		admitted  int // of 6
+		upstream  string
+		forwarded string
 	}{
-		{"trusted_proxies: [10.0.0.0/8]", 2, ""},
-		{"trusted_proxies: [127.0.0.0/8]", 6, "billing"},
+		{"trusted_proxies: [10.0.0.0/8]", 2, "", `xff=["127.0.0.1"] forwarded="" real-ip=""`},
+		{"trusted_proxies: [127.0.0.0/8]", 6, "billing", `xff=["198.51.100.7, 127.0.0.1"] forwarded="" real-ip="198.51.100.7"`},
 	} {
 		seen.Clear()
+		forwarded.Clear()
 		policy := filepath.Join(t.TempDir(), "policy.yaml")
 		writeFile(t, policy, tc.trusted+`
 rules:
@@ -562,7 +581,8 @@ rules:
 		p := start(t, nil, "--upstream", up.URL, "--policy", policy)
 		ok := 0
 		for range 6 {
-			if r := get(t, p.url("gateway", "/"), "X-User", "mallory", "X-Internal-Caller", "billing"); r.status == 200 {
+			if r := get(t, p.url("gateway", "/"), "X-User", "mallory", "X-Internal-Caller", "billing",
+				"X-Forwarded-For", "198.51.100.7", "Forwarded", "for=198.51.100.7", "X-Real-IP", "198.51.100.7"); r.status == 200 {
 				ok++
 			}
 		}
@@ -570,6 +590,11 @@ rules:
 		_, other := seen.Load("billing")
 		if ok != tc.admitted || !got || (tc.upstream == "" && other) {
 			t.Errorf("%s: %d of 6 admitted (want %d); upstream saw %q: %v, billing: %v", tc.trusted, ok, tc.admitted, tc.upstream, got, other)
+		}
+		var all []string
+		forwarded.Range(func(k, _ any) bool { all = append(all, k.(string)); return true })
+		if len(all) != 1 || all[0] != tc.forwarded {
+			t.Errorf("%s: the upstream saw %q, want only %s", tc.trusted, all, tc.forwarded)
 		}
 	}
 }

@@ -199,8 +199,8 @@ func (p *Process) Restart() {
 	defer cancel()
 	for {
 		err := c.Ping(ctx).Err()
-		if err == nil || strings.HasPrefix(err.Error(), "LOADING") {
-			return // a server loading its dataset answers, with LOADING
+		if err == nil || strings.HasPrefix(err.Error(), "LOADING") || strings.HasPrefix(err.Error(), "NOAUTH") {
+			return // a server loading its dataset answers, with LOADING; one with a password, with NOAUTH
 		}
 		select {
 		case <-done:
@@ -227,3 +227,43 @@ func (p *Process) Client(opts *redis.Options) *redis.Client {
 
 // String describes the process for messages.
 func (p *Process) String() string { return fmt.Sprintf("redis-server %s (pid %d)", p.Addr, p.Pid()) }
+
+// Lateness measures how late timers fire in this process while a fault
+// test runs: n goroutines each wait for a timer of d, over and over, until
+// stop is called, which returns the most any of them woke past its timer.
+// On a loaded machine under the race detector that is often tens of
+// milliseconds; a test that bounds a caller's latency by its deadline adds
+// it to the bound, so that the bound holds what the code adds, not what
+// the scheduler does.
+func Lateness(n int, d time.Duration) (stop func() time.Duration) {
+	var (
+		mu    sync.Mutex
+		worst time.Duration
+		wg    sync.WaitGroup
+		done  = make(chan struct{})
+	)
+	for range n {
+		wg.Go(func() {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			for {
+				start := time.Now()
+				t.Reset(d)
+				select {
+				case <-done:
+					return
+				case <-t.C:
+				}
+				late := time.Since(start) - d
+				mu.Lock()
+				worst = max(worst, late)
+				mu.Unlock()
+			}
+		})
+	}
+	return sync.OnceValue(func() time.Duration {
+		close(done)
+		wg.Wait()
+		return worst
+	})
+}

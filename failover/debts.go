@@ -1,0 +1,113 @@
+package failover
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice"
+)
+
+// debts are the costs the fallback store admitted while the primary could
+// not decide, by key and limit: the primary never saw them, and a limit
+// that refilled meanwhile (a token bucket's burst, a new window) would
+// admit them a second time once it answers again. They are charged to the
+// primary after its next success, in the background, so that a stall's
+// admissions count once, in the fallback and then in the primary. Safe for
+// concurrent use.
+type debts struct {
+	mu      sync.Mutex
+	owed    map[debtKey]int64 // at most maxDebts
+	pending atomic.Bool       // owed is not empty
+	running atomic.Bool       // a goroutine is charging them
+	wg      sync.WaitGroup
+	closing chan struct{}
+	once    sync.Once
+}
+
+type debtKey struct {
+	key   string
+	limit sluice.Limit
+}
+
+// maxDebts bounds the keys remembered during one outage; past it, the
+// admissions of new keys are not charged afterwards (the limits' bound is
+// then exceeded by at most what the fallback admitted for them).
+const maxDebts = 10_000
+
+// add remembers that the fallback admitted r. Concurrency leases are not
+// debts: they end by their TTL or their release.
+func (d *debts) add(r sluice.Request) {
+	if r.Limit.Algorithm == sluice.AlgorithmConcurrency || r.Cost <= 0 {
+		return
+	}
+	k := debtKey{r.Key, r.Limit}
+	d.mu.Lock()
+	if d.owed == nil {
+		d.owed = map[debtKey]int64{}
+	}
+	if _, ok := d.owed[k]; ok || len(d.owed) < maxDebts {
+		d.owed[k] = min(d.owed[k]+r.Cost, r.Limit.Capacity()) // no limit holds more
+		d.pending.Store(true)
+	}
+	d.mu.Unlock()
+}
+
+// take returns the debts and forgets them.
+func (d *debts) take() map[debtKey]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.owed
+	d.owed = nil
+	d.pending.Store(false)
+	return m
+}
+
+// settle starts charging the debts to the primary, unless they are none or
+// a charge is under way. The primary has just answered.
+func (s *Store) settle() {
+	if !s.debts.pending.Load() || !s.debts.running.CompareAndSwap(false, true) {
+		return
+	}
+	s.debts.wg.Go(func() {
+		defer s.debts.running.Store(false)
+		owed := s.debts.take()
+		charged := 0
+		for k, cost := range owed {
+			select {
+			case <-s.debts.closing:
+				return
+			default:
+			}
+			if !s.charge(k, cost) {
+				break // the primary fails again: what is left is forgotten
+			}
+			charged++
+		}
+		s.cfg.Logger.Info("failover: charged the primary store for what the fallback admitted while it could not decide",
+			"keys", charged, "forgotten", len(owed)-charged)
+	})
+}
+
+// charge charges cost to k on the primary: all of it if the limit has room,
+// else all the room it has. It reports whether the primary answered.
+func (s *Store) charge(k debtKey, cost int64) bool {
+	r := sluice.Request{Key: k.key, Limit: k.limit, Cost: cost}
+	ctx, cancel := s.deadline(context.Background())
+	d, err := s.primary.Take(ctx, r)
+	cancel()
+	if err != nil || d.Allowed || d.Remaining <= 0 {
+		return err == nil
+	}
+	r.Cost = min(d.Remaining, cost)
+	ctx, cancel = s.deadline(context.Background())
+	_, err = s.primary.Take(ctx, r)
+	cancel()
+	return err == nil
+}
+
+// stopSettling stops charging debts and waits for the charge under way.
+func (d *debts) stop() {
+	d.once.Do(func() { close(d.closing) })
+	d.wg.Wait()
+}

@@ -1,0 +1,203 @@
+package failover_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// serveOptions are the go-redis settings sluice serve gives its client
+// with the default 50 ms deadline (server/store.go).
+func serveOptions() *redis.Options {
+	o := clientOptions()
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	return o
+}
+
+// call is one request of the stall tests, as its caller saw it.
+type call struct {
+	start, end        time.Time
+	allowed, degraded bool
+}
+
+// openLoad sends rate requests a second to fn, each on its own goroutine
+// (an open loop: a stalled store does not slow the arrivals), until stop,
+// which waits for every request and returns them.
+func openLoad(rate int, fn func() (sluice.Decision, error)) (stop func() []call) {
+	var (
+		mu   sync.Mutex
+		all  []call
+		wg   sync.WaitGroup
+		done = make(chan struct{})
+	)
+	wg.Go(func() {
+		t0, sent := time.Now(), 0
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			for due := int(time.Since(t0).Seconds() * float64(rate)); sent < due; sent++ {
+				wg.Go(func() {
+					c := call{start: time.Now()}
+					d, err := fn()
+					c.end, c.allowed, c.degraded = time.Now(), err == nil && d.Allowed, d.Degraded
+					mu.Lock()
+					all = append(all, c)
+					mu.Unlock()
+				})
+			}
+		}
+	})
+	return sync.OnceValue(func() []call {
+		close(done)
+		wg.Wait()
+		return all
+	})
+}
+
+// stallResult is what a stall run measured.
+type stallResult struct {
+	calls, admitted         int
+	bound                   float64 // the limit's bound over the run
+	degraded, degradedAdmit int
+	fallbackBound           float64 // the fallback's bound over the degraded span
+	span                    time.Duration
+	slowest, p99, noise     time.Duration
+	opens                   int64
+}
+
+func (r stallResult) String() string {
+	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (timers late by up to %v); breaker opened %d times",
+		r.calls, r.admitted, r.bound, 100*(float64(r.admitted)/r.bound-1), r.degraded, r.span.Round(time.Millisecond), r.degradedAdmit, r.fallbackBound,
+		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.noise.Round(time.Millisecond), r.opens)
+}
+
+// stallChaos runs instances failover stores with their defaults (but
+// FallbackScale) on one real Redis, under rate requests a second in all,
+// for total; at stallAt it freezes Redis (SIGSTOP) for stall. The limit is
+// a token bucket of 200/s and burst 200.
+func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall, total time.Duration) stallResult {
+	p := redistest.StartProcess(t)
+	prefix := redistest.Prefix(t)
+	lim := sluice.TokenBucket(sluice.PerSecond(200), 200)
+	var stores []*failover.Store
+	var stops []func() []call
+	for range instances {
+		rs, err := redisstore.New(p.Client(serveOptions()), redisstore.Config{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		s := newStore(t, rs, failover.Config{FallbackScale: scale, Logger: slog.New(slog.DiscardHandler)})
+		stores = append(stores, s)
+	}
+	late := redistest.Lateness(50, 50*time.Millisecond)
+	for _, s := range stores {
+		limiter := sluice.New(s)
+		stops = append(stops, openLoad(rate/instances, func() (sluice.Decision, error) {
+			return limiter.Allow(context.Background(), "stall", lim)
+		}))
+	}
+	time.Sleep(stallAt)
+	p.Freeze()
+	time.Sleep(stall)
+	p.Thaw()
+	time.Sleep(total - stallAt - stall)
+	var all []call
+	for _, stop := range stops {
+		all = append(all, stop()...)
+	}
+	var r stallResult
+	r.noise = late()
+	var first, last, dfirst, dlast time.Time
+	var took []time.Duration
+	for _, c := range all {
+		if first.IsZero() || c.start.Before(first) {
+			first = c.start
+		}
+		last = maxTime(last, c.end)
+		took = append(took, c.end.Sub(c.start))
+		if c.allowed {
+			r.admitted++
+		}
+		if c.degraded {
+			r.degraded++
+			if dfirst.IsZero() || c.start.Before(dfirst) {
+				dfirst = c.start
+			}
+			dlast = maxTime(dlast, c.end)
+			if c.allowed {
+				r.degradedAdmit++
+			}
+		}
+	}
+	r.calls = len(all)
+	r.bound = 200 + 200*last.Sub(first).Seconds()
+	r.span = dlast.Sub(dfirst)
+	// Each instance's fallback: a bucket of 200×scale a second and as
+	// much burst, from empty counts at worst.
+	r.fallbackBound = float64(instances) * scale * (200 + 200*r.span.Seconds())
+	slices.Sort(took)
+	r.slowest, r.p99 = took[len(took)-1], took[len(took)*99/100]
+	for _, s := range stores {
+		r.opens += s.Stats().Opens
+	}
+	return r
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// TestChaosStall: three instances on one Redis under 2,000 requests a
+// second, with failover's defaults (a 50 ms deadline, 5 failures, the
+// fallback mode) and FallbackScale 1/3, which sluice serve's count of the
+// instances sets by default; Redis freezes (SIGSTOP) for 100 ms,
+// then for a second. What the instances admit stays within the limit's
+// bound plus 5%, what the fallback admits within its bound, and every
+// caller returns within the deadline plus 20 ms (plus how late this
+// process's timers fired meanwhile: the machine is shared).
+func TestChaosStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chaos test of several seconds")
+	}
+	noLeaks(t, redialer)
+	for _, stall := range []time.Duration{100 * time.Millisecond, time.Second} {
+		t.Run(stall.String(), func(t *testing.T) {
+			r := stallChaos(t, 3, 2000, 1.0/3, 1500*time.Millisecond, stall, 4*time.Second)
+			t.Log(r)
+			if r.degraded == 0 {
+				t.Fatal("no request was decided by the fallback: the stall was not exercised")
+			}
+			if float64(r.admitted) > 1.05*r.bound {
+				t.Errorf("admitted %d, more than the bound %.0f plus 5%%", r.admitted, r.bound)
+			}
+			if float64(r.degradedAdmit) > r.fallbackBound {
+				t.Errorf("the fallback admitted %d, more than its bound %.0f", r.degradedAdmit, r.fallbackBound)
+			}
+			if stall < 200*time.Millisecond && r.opens != 0 {
+				t.Errorf("a %v stall opened the breaker %d times", stall, r.opens)
+			}
+			if bound := 70*time.Millisecond + 2*r.noise; r.slowest > bound {
+				t.Errorf("a caller waited %v, more than the deadline, 20 ms and twice the timers' lateness (%v)", r.slowest, bound)
+			}
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the connection settings (Config.Timeouts, MaxConns,
+// AdminMaxConns).
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxConns          = 4096
+	DefaultAdminMaxConns     = 64
+)
+
+// connLimits are a listener's bounds, with the config's zeros replaced by
+// the defaults.
+type connLimits struct {
+	readHeader, read, idle time.Duration
+	maxConns               int // 0: no bound
+}
+
+// limits returns the bounds of the listener called name.
+func (c *Config) limits(name string) connLimits {
+	pick := func(d Duration, def time.Duration) time.Duration {
+		if d == 0 {
+			return def
+		}
+		return time.Duration(d)
+	}
+	l := connLimits{
+		readHeader: pick(c.Timeouts.ReadHeader, DefaultReadHeaderTimeout),
+		read:       pick(c.Timeouts.Read, DefaultReadTimeout),
+		idle:       pick(c.Timeouts.Idle, DefaultIdleTimeout),
+	}
+	n, def := c.MaxConns, DefaultMaxConns
+	if name == "admin" {
+		n, def = c.AdminMaxConns, DefaultAdminMaxConns
+	}
+	switch {
+	case n == 0:
+		l.maxConns = def
+	case n > 0:
+		l.maxConns = n
+	}
+	return l
+}
+
+// listen binds the listener called name with its connection cap; refused
+// is called for each connection refused at the cap. plainHTTP says that an
+// HTTP/1 answer (503) may be written to a refused connection.
+func listen(name, addr string, lim connLimits, plainHTTP bool, refused func()) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || lim.maxConns <= 0 {
+		return ln, err
+	}
+	return &capListener{Listener: ln, slots: make(chan struct{}, lim.maxConns), plainHTTP: plainHTTP, refused: refused}, nil
+}
+
+// capListener holds at most cap(slots) connections open. Past that it
+// accepts a new connection only to refuse it at once: the kernel's backlog
+// would otherwise keep the client waiting without an answer, and a file
+// descriptor is spent only for the moment of the refusal.
+type capListener struct {
+	net.Listener
+	slots     chan struct{}
+	plainHTTP bool
+	refused   func()
+}
+
+// refusal is what a refused connection of an HTTP listener reads.
+const refusal = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 37\r\n\r\nsluice: too many connections; retry.\n"
+
+// Accept returns the next connection within the cap.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &capConn{Conn: c, slots: l.slots}, nil
+		default:
+		}
+		if l.plainHTTP {
+			c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			c.Write([]byte(refusal))
+		}
+		c.Close()
+		if l.refused != nil {
+			l.refused()
+		}
+	}
+}
+
+// capConn gives its slot back when closed.
+type capConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *capConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.slots })
+	return err
+}
+
+// httpServer is the http.Server of an HTTP listener.
+func httpServer(h http.Handler, lim connLimits, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           rejectPreface(h),
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		IdleTimeout:       lim.idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+// rejectPreface answers 505 to the HTTP/2 connection preface sent in
+// clear ("PRI * HTTP/2.0"): net/http hands it to the handler, for servers
+// that upgrade such connections themselves, and sluice does not; without
+// this the gateway forwarded it upstream as a request.
+func rejectPreface(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PRI" && r.ProtoMajor == 2 && r.TLS == nil {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "sluice: HTTP/2 without TLS (h2c) is not served here", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fdReserve is what the process needs besides its listeners' connections:
+// the store's connections, config files, the listeners themselves.
+const fdReserve = 256
+
+// warnFileLimit logs when the listeners' connection caps add up to more
+// file descriptors than the process may open: past that limit accept
+// fails for every listener, admin's too, before any cap refuses.
+func (s *Server) warnFileLimit() {
+	limit := openFileLimit()
+	if limit == 0 {
+		return
+	}
+	var need uint64 = fdReserve
+	for name, addr := range map[string]string{"gateway": s.cfg.Gateway, "api": s.cfg.API, "grpc": s.cfg.GRPC, "admin": s.cfg.Admin} {
+		n := s.cfg.limits(name).maxConns
+		if addr == "" {
+			continue
+		}
+		if n <= 0 {
+			s.log.Warn("a listener has no connection cap: enough clients exhaust the process's file descriptors", "listener", name, "limit", limit)
+			continue
+		}
+		per := uint64(1)
+		if name == "gateway" {
+			per = 2 // the client's connection and the upstream's
+		}
+		need += per * uint64(n)
+	}
+	if need > limit {
+		s.log.Warn("the connection caps add up to more file descriptors than the process may open; lower max_conns or raise the limit (ulimit -n)", "needed", need, "limit", limit)
+	}
+}
+
+// refusedCounter counts refused connections per listener and logs them at
+// most once a second.
+func (s *Server) refusedCounter(name string) func() {
+	var last atomic.Int64
+	return func() {
+		s.metrics.refused.WithLabelValues(name).Inc()
+		if now := time.Now().Unix(); last.Swap(now) != now {
+			s.log.Warn("connection refused: the listener is at its max_conns", "listener", name)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+func capPolicy(n int) string {
+	return "rules:\n  - name: all\n    limits:\n      - {name: cap, key: global, algorithm: fixed_window, limit: " +
+		string(rune('0'+n)) + ", window: 1h}\n"
+}
+
+// TestWatchOverflow: when the kernel drops file events (the watcher
+// reports fsnotify.ErrEventOverflow instead of the last write of a burst),
+// the files are checked anyway and the change is loaded.
+func TestWatchOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(path, []byte(capPolicy(1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		h, err := policy.NewHolder(path, policy.Options{}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{log: log, metrics: newMetrics("test"), holder: h}
+		events, errs := make(chan fsnotify.Event), make(chan error)
+		w := &watcher{fs: &fsnotify.Watcher{Events: events, Errors: errs}, done: make(chan struct{}), paths: []string{path}}
+		w.last = w.digest()
+		w.wg.Add(1)
+		go w.loop(s)
+		defer func() { close(w.done); w.wg.Wait() }()
+
+		events <- fsnotify.Event{Name: path, Op: fsnotify.Write} // an event of the burst (a touch): seen, checked, no change
+		time.Sleep(2 * debounce)
+		synctest.Wait()
+		if err := os.WriteFile(path, []byte(capPolicy(2)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		errs <- fsnotify.ErrEventOverflow // its last write: lost
+		time.Sleep(2 * debounce)
+		synctest.Wait()
+		if got := h.Policy().Rules[0].Limits[0].Limit.String(); got != "fixed_window(2 per 1h)" {
+			t.Errorf("after a write whose event was lost the policy is %q, want the new one", got)
+		}
+	})
+}
