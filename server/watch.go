@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -182,10 +181,6 @@ func (w *watcher) digest() [sha256.Size]byte {
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d
-}
-
-func isYAML(path string) bool {
-	return slices.Contains([]string{".yaml", ".yml"}, filepath.Ext(path))
 }
 
 func (w *watcher) close() {
