@@ -119,6 +119,17 @@ func (l *loader) shape(n *yaml.Node, w where, field string, leavesOnly bool) {
 	}
 }
 
+// unquoted reports whether n, the value of a number or boolean field, is
+// written without quotes; a quoted one is a string, which
+// envoyproxy/ratelimit refuses there, and so an error.
+func (l *loader) unquoted(n *yaml.Node, w where, field string) bool {
+	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		l.Fail(n, w, field, "%s is quoted: a string, not a number or a boolean", yamlload.Show(n))
+		return false
+	}
+	return true
+}
+
 // shaped is a node shape has checked, and how.
 type shaped struct {
 	n          *yaml.Node

@@ -571,7 +571,7 @@ func (l *loader) flags(f map[string]*yaml.Node, w where, nd *node) map[string]bo
 		if v == nil {
 			continue
 		}
-		out[name] = l.Bool(v, w, name)
+		out[name] = l.unquoted(v, w, name) && l.Bool(v, w, name)
 		switch {
 		case name == "share_threshold" && out[name] && !wildcard(nd.key, nd.value):
 			l.Fail(v, w, name, "applies only to a wildcard value (one with a '*')")
@@ -602,7 +602,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 		r.replaces, r.lines = l.replaces(v, w, r.name)
 	}
 	if v := f["unlimited"]; v != nil {
-		r.unlimited = l.Bool(v, w, "rate_limit.unlimited")
+		r.unlimited = l.unquoted(v, w, "rate_limit.unlimited") && l.Bool(v, w, "rate_limit.unlimited")
 	}
 	if r.unlimited {
 		l.unlimited(f, w)
@@ -675,8 +675,10 @@ func (l *loader) rate(f map[string]*yaml.Node, n *yaml.Node, w where, r *rule) {
 	}
 	if v := f["requests_per_unit"]; v == nil {
 		l.warn(n, w, "rate_limit.requests_per_unit", "missing: 0, which refuses every request")
-	} else if x, ok := l.Int(v, w, "rate_limit.requests_per_unit", 0, math.MaxUint32); ok {
-		r.rpu = uint32(x)
+	} else if l.unquoted(v, w, "rate_limit.requests_per_unit") {
+		if x, ok := l.Int(v, w, "rate_limit.requests_per_unit", 0, math.MaxUint32); ok {
+			r.rpu = uint32(x)
+		}
 	}
 	if v := f["unit_multiplier"]; v != nil {
 		if x, ok := l.Int(v, w, "rate_limit.unit_multiplier", 0, math.MaxUint32); ok {

@@ -100,6 +100,8 @@ func TestPeerLooseShapes(t *testing.T) {
 		{"a float at another level", "    unit: 1.5\n", 1, "is not a string, a whole number or a boolean"},
 		{"a float value", "    value: 1.5\n", 0, "is not a string, a whole number or a boolean"},
 		{"a whole number value", "    value: 15\n", 0, ""},
+		{"a quoted number", "    rate_limit: {unit: second, requests_per_unit: \"5\"}\n", 0, "is quoted"},
+		{"a quoted boolean", "    shadow_mode: 'true'\n", 0, "is quoted"},
 		{"an unknown field at another level", "    unit: {colour: red}\n", 1, `unknown field "colour"`},
 		{"unit_multiplier outside a rate_limit", "    unit_multiplier: 2\n", 0, "unknown field"},
 	}
