@@ -40,8 +40,9 @@ type Config struct {
 	// Empty: the embedded sample policy (see `sluice serve --help`).
 	Policy string `yaml:"policy"`
 
-	// RLS lists the Envoy rate limit descriptor configs (files or
-	// directories of .yaml files) of the gRPC service.
+	// RLS lists the Envoy rate limit descriptor configs (files, or
+	// directories read as rls.LoadConfigWith reads them) of the gRPC
+	// service.
 	RLS []string `yaml:"rls"`
 
 	// Envoy is what envoyproxy/ratelimit deployments migrate with: the

@@ -121,7 +121,7 @@ var settingFlags = []struct{ name, help string }{
 	{"admin", "admin listen address (/metrics, /healthz, /readyz, /status); keep it private"},
 	{"upstream", "URL the gateway forwards admitted requests to (default: the built-in demo upstream)"},
 	{"policy", "policy file (default: the embedded sample policy; see 'sluice serve --sample-policy')"},
-	{"rls", "Envoy RLS descriptor configs: files or directories of .yaml, comma-separated"},
+	{"rls", "Envoy RLS descriptor configs: files or directories (every file in them, nested ones too), comma-separated"},
 	{"watch", "reload the policy and RLS configs when their files change (true or false)"},
 	{"rls-http", "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
 	{"rls-merge-domains", "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)"},
