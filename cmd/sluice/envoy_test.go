@@ -121,6 +121,8 @@ func TestEnvoyCheckMatchesServe(t *testing.T) {
 	dup := t.TempDir()
 	writeFile(t, filepath.Join(dup, "a.yaml"), "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	writeFile(t, filepath.Join(dup, "b.yaml"), "domain: edge\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	empty := t.TempDir()
+	start(t, nil, "--rls", empty) // starts, as envoyproxy/ratelimit does, with no domain
 	warned := filepath.Join(t.TempDir(), "warned.yaml")
 	writeFile(t, warned, "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unit: second}\n")
 	cases := []struct {
@@ -133,6 +135,7 @@ func TestEnvoyCheckMatchesServe(t *testing.T) {
 		{[]string{"check", "--rls-merge-domains", dup}, 0, "ok      " + dup + ": Envoy RLS config, domain edge"},
 		{[]string{"check", warned}, 0, "warning: " + warned + `:4: domain "edge": descriptor a: rate_limit.requests_per_unit: missing`},
 		{[]string{"check", "--strict", warned}, 1, "INVALID " + warned},
+		{[]string{"check", "--kind", "rls", empty}, 0, "warning: " + empty + ": the directory has no configuration files"},
 	}
 	for _, c := range cases {
 		args := c.args
