@@ -515,24 +515,7 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 		return nil, 0
 	}
 	nd := &node{}
-	ok := true
-	if k := f["key"]; k == nil {
-		l.Fail(n, here, "key", "missing: every descriptor has a key")
-		ok = false
-	} else if s, sok := l.Str(k, here, "key"); sok {
-		if s == "" {
-			l.Fail(k, here, "key", "must not be empty")
-			ok = false
-		}
-		nd.key = s
-	} else {
-		ok = false
-	}
-	if v := f["value"]; v != nil {
-		if s, sok := l.Str(v, here, "value"); sok {
-			nd.value = s
-		}
-	}
+	ok := l.keyValue(f, n, here, nd)
 	path := here.path
 	flags := l.flags(f, here, nd)
 	if v := f["metadata"]; v != nil {
@@ -541,14 +524,7 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 	if v := f["rate_limit"]; v != nil && yamlload.IsNull(v) {
 		l.warn(v, here, "rate_limit", "empty: the descriptor has no limit")
 	} else if v != nil {
-		if r := l.rateLimit(v, here); r != nil {
-			r.path, r.shadow, r.quota, r.detailed = path, flags["shadow_mode"], flags["quota_mode"], flags["detailed_metric"]
-			if r.unlimited && r.shadow {
-				l.warn(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
-			}
-			nd.rule = r
-			d.rules = append(d.rules, r)
-		}
+		nd.rule = l.descriptorLimit(v, f, here, flags, d)
 	}
 	if v := f["descriptors"]; v != nil {
 		nd.children = l.level(v, w, path, d, depth+1)
@@ -558,6 +534,43 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 		return nil, 0
 	}
 	return nd, n.Line
+}
+
+// keyValue reads a descriptor's key and value into nd; ok is false when
+// the key is missing or not a non-empty string.
+func (l *loader) keyValue(f map[string]*yaml.Node, n *yaml.Node, here where, nd *node) (ok bool) {
+	if v := f["value"]; v != nil {
+		if s, sok := l.Str(v, here, "value"); sok {
+			nd.value = s
+		}
+	}
+	k := f["key"]
+	if k == nil {
+		l.Fail(n, here, "key", "missing: every descriptor has a key")
+		return false
+	}
+	s, ok := l.Str(k, here, "key")
+	if ok && s == "" {
+		l.Fail(k, here, "key", "must not be empty")
+		return false
+	}
+	nd.key = s
+	return ok
+}
+
+// descriptorLimit compiles a descriptor's rate_limit with its flags and
+// adds it to d's rules; nil when it does not compile.
+func (l *loader) descriptorLimit(v *yaml.Node, f map[string]*yaml.Node, here where, flags map[string]bool, d *domain) *rule {
+	r := l.rateLimit(v, here)
+	if r == nil {
+		return nil
+	}
+	r.path, r.shadow, r.quota, r.detailed = here.path, flags["shadow_mode"], flags["quota_mode"], flags["detailed_metric"]
+	if r.unlimited && r.shadow {
+		l.warn(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
+	}
+	d.rules = append(d.rules, r)
+	return r
 }
 
 // flags reads a descriptor's boolean fields. shadow_mode, quota_mode and

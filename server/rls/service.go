@@ -435,7 +435,6 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(r.items)),
 	}
 	var now time.Time
-	quotas, quotasOver := 0, 0
 	for i := range r.items {
 		it := &r.items[i]
 		if it.result == ResultShadowOverLimit {
@@ -461,20 +460,32 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		}
 		resp.Statuses[i] = st
 		s.observe(r.req.Domain, it)
-		if it.rule != nil && it.rule.quota && !it.rule.shadow && !it.rule.unlimited && it.result != ResultReplaced {
-			quotas++
-			if st.Code == rlspb.RateLimitResponse_OVER_LIMIT {
-				quotasOver++
-			}
-		}
 	}
-	if quotas > 0 && quotas == quotasOver { // every quota is spent
+	if quotasSpent(r) {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	if s.opts.ResponseHeaders {
 		resp.ResponseHeadersToAdd = headers(r.items)
 	}
 	return resp
+}
+
+// quotasSpent reports whether the request has quota_mode limits and every
+// one of them is over: then the request is refused, as in
+// envoyproxy/ratelimit.
+func quotasSpent(r *request) bool {
+	quotas := 0
+	for i := range r.items {
+		it := &r.items[i]
+		if it.rule == nil || !it.rule.quota || it.rule.shadow || it.rule.unlimited || it.result == ResultReplaced {
+			continue
+		}
+		if it.result != ResultOverLimit {
+			return false
+		}
+		quotas++
+	}
+	return quotas > 0
 }
 
 // reset is an item's duration_until_reset: the store's answer, or, with
