@@ -40,9 +40,14 @@ type Config struct {
 	// Empty: the embedded sample policy (see `sluice serve --help`).
 	Policy string `yaml:"policy"`
 
-	// RLS lists the Envoy rate limit descriptor configs (files or
-	// directories of .yaml files) of the gRPC service.
+	// RLS lists the Envoy rate limit descriptor configs (files, or
+	// directories read as rls.LoadConfigWith reads them) of the gRPC
+	// service.
 	RLS []string `yaml:"rls"`
+
+	// Envoy is what envoyproxy/ratelimit deployments migrate with: the
+	// /json and /healthcheck listener, merged domains, response headers.
+	Envoy EnvoyConfig `yaml:"envoy"`
 
 	// Watch reloads the policy and RLS configs when their files change
 	// (SIGHUP always does). Default true.
@@ -322,6 +327,9 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_POLICY", "policy", "policy"},
 	{"SLUICE_RLS", "rls", "rls (comma-separated)"},
 	{"SLUICE_WATCH", "watch", "watch"},
+	{"SLUICE_RLS_HTTP", "rls-http", "envoy.http"},
+	{"SLUICE_RLS_MERGE_DOMAINS", "rls-merge-domains", "envoy.merge_domains"},
+	{"SLUICE_RLS_RESPONSE_HEADERS", "rls-response-headers", "envoy.response_headers"},
 	{"SLUICE_STORE", "store", "store.type"},
 	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
 	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},
@@ -529,6 +537,10 @@ func (c *Config) Set(name, from, v string) error {
 		c.Log.Level = v
 	case "log-format":
 		c.Log.Format = v
+	case "rls-http", "rls-merge-domains", "rls-response-headers":
+		if err := c.Envoy.set(name, v); err != nil {
+			return bad(err)
+		}
 	default:
 		return fmt.Errorf("%s: unknown setting", from)
 	}
@@ -569,7 +581,7 @@ func (c *Config) Validate() error {
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}} {
+	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}, {"envoy.http", c.Envoy.HTTP}} {
 		if l.addr == "" {
 			continue
 		}

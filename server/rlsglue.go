@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -14,6 +17,7 @@ type rlsService interface {
 	reload() error
 	domains() []string
 	register(grpc.ServiceRegistrar)
+	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
 	close()
 }
 
@@ -23,20 +27,23 @@ type rlsService interface {
 type envoyRLS struct {
 	svc   *rls.Service
 	paths []string
+	opts  rls.LoadOptions
+	s     *Server
 }
 
 func newRLS(s *Server, paths []string) (rlsService, error) {
 	var cfg *rls.Config
+	opts := rls.LoadOptions{MergeDomains: s.cfg.Envoy.MergeDomains}
 	if len(paths) > 0 {
 		var err error
-		if cfg, err = rls.LoadConfig(paths...); err != nil {
+		if cfg, err = load(s, opts, paths); err != nil {
 			return nil, err
 		}
 		s.log.Info("rls: loaded", "domains", cfg.Domains(), "config", cfg.String())
 	}
 	svc := rls.New(s.limiter, cfg, rls.Options{
 		Logger:          s.log,
-		ResponseHeaders: true,
+		ResponseHeaders: s.cfg.Envoy.responseHeaders(),
 		Observe: func(domain string, o rls.Outcome) {
 			var outcome decide.Outcome
 			switch o.Result {
@@ -57,14 +64,27 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome})
 		},
 	})
-	return &envoyRLS{svc: svc, paths: paths}, nil
+	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
+}
+
+// load reads the RLS configs and logs their warnings (what
+// envoyproxy/ratelimit accepts and sluice check --strict refuses).
+func load(s *Server, opts rls.LoadOptions, paths []string) (*rls.Config, error) {
+	cfg, err := rls.LoadConfigWith(opts, paths...)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings() {
+		s.log.Warn("rls: config warning", "warning", w.Error())
+	}
+	return cfg, nil
 }
 
 func (e *envoyRLS) reload() error {
 	if len(e.paths) == 0 {
 		return nil
 	}
-	cfg, err := rls.LoadConfig(e.paths...)
+	cfg, err := load(e.s, e.opts, e.paths)
 	if err != nil {
 		return err // the old config stays
 	}
@@ -80,7 +100,10 @@ func (e *envoyRLS) domains() []string {
 }
 
 func (e *envoyRLS) register(r grpc.ServiceRegistrar) { e.svc.Register(r) }
-func (e *envoyRLS) close()                           { e.svc.Close() }
+func (e *envoyRLS) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return e.svc.ShouldRateLimit(ctx, req)
+}
+func (e *envoyRLS) close() { e.svc.Close() }
 
 // registerGRPC mounts the rate limit service and the standard gRPC health
 // service on g.
@@ -89,6 +112,7 @@ func (s *Server) registerGRPC(g *grpc.Server) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING) // envoyproxy/ratelimit's name
 	healthpb.RegisterHealthServer(g, hs)
 	s.health = hs
 }

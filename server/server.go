@@ -142,7 +142,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.sample = p
 	}
-	if cfg.GRPC != "" {
+	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
 		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
 		if len(cfg.RLS) > 0 {
 			s.metrics.reloaded("rls", err)
@@ -213,6 +213,9 @@ func (s *Server) Start() error {
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
+	}
+	if s.cfg.Envoy.HTTP != "" {
+		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.envoyHTTPHandler()})
 	}
 	for _, sv := range services {
 		lim := s.cfg.limits(sv.name)
@@ -304,7 +307,7 @@ func (s *Server) listenGRPC() error {
 // servingAttrs describe the server on its "sluice serving" line.
 func (s *Server) servingAttrs() []any {
 	attrs := []any{"version", s.version, "store", s.backend.desc, "policy", s.currentPolicy().File}
-	for _, name := range []string{"gateway", "api", "grpc", "admin"} {
+	for _, name := range []string{"gateway", "api", "grpc", "admin", "envoy-http"} {
 		if ln := s.listeners[name]; ln != nil {
 			attrs = append(attrs, name, ln.Addr().String())
 		}

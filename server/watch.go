@@ -4,12 +4,13 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/sluicehq/sluice/server/rls"
 )
 
 // watcher reloads the server when a config file changes. It watches the
@@ -18,11 +19,17 @@ import (
 // a ConfigMap by re-pointing a ..data symlink, and neither event reaches a
 // watch on the old file. Any event in those directories schedules a check
 // (debounced); the server reloads only if the content of a config changed.
+//
+// A symbolic link on the way to a config (envoyproxy/ratelimit's runtime
+// root, /srv/runtime_data/current, re-pointed to swap every file at once)
+// is watched in the directory that holds it, and every check re-reads the
+// paths through the links and watches the directories they lead to now.
 type watcher struct {
 	fs    *fsnotify.Watcher
 	done  chan struct{}
 	wg    sync.WaitGroup
 	paths []string // the config files and directories
+	dirs  map[string]bool
 	last  [sha256.Size]byte
 }
 
@@ -42,24 +49,10 @@ func (s *Server) watch() (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{fs: fw, done: make(chan struct{}), paths: paths}
-	dirs := map[string]bool{}
-	for _, p := range paths {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			fw.Close()
-			return nil, err
-		}
-		dirs[filepath.Dir(abs)] = true
-		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-			dirs[abs] = true
-		}
-	}
-	for d := range dirs {
-		if err := fw.Add(d); err != nil {
-			fw.Close()
-			return nil, err
-		}
+	w := &watcher{fs: fw, done: make(chan struct{}), paths: paths, dirs: map[string]bool{}}
+	if err := w.rewatch(); err != nil {
+		fw.Close()
+		return nil, err
 	}
 	w.last = w.digest()
 	w.wg.Add(1)
@@ -98,6 +91,9 @@ func (w *watcher) loop(s *Server) {
 			schedule()
 		case <-fire:
 			fire = nil
+			if err := w.rewatch(); err != nil {
+				s.log.Warn("watching config files", "err", err)
+			}
 			d := w.digest()
 			if d == w.last {
 				continue
@@ -109,6 +105,56 @@ func (w *watcher) loop(s *Server) {
 	}
 }
 
+// watchDirs lists the directories to watch for paths: the directory of
+// each, each directory and its subdirectories, and the directory holding
+// each symbolic link on the way to one.
+func watchDirs(paths []string) (map[string]bool, error) {
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		dirs[filepath.Dir(abs)] = true
+		for a := abs; a != filepath.Dir(a); a = filepath.Dir(a) {
+			if fi, err := os.Lstat(a); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				dirs[filepath.Dir(a)] = true
+			}
+		}
+		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+			filepath.WalkDir(abs, func(d string, e os.DirEntry, err error) error {
+				if err == nil && (d == abs || e.IsDir() && !strings.HasPrefix(e.Name(), ".")) {
+					dirs[d] = true
+				} else if err == nil && e.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			})
+		}
+	}
+	return dirs, nil
+}
+
+// rewatch watches the directories watchDirs lists now, again: one reached
+// through a link that was re-pointed is another directory than before.
+func (w *watcher) rewatch() error {
+	dirs, err := watchDirs(w.paths)
+	if err != nil {
+		return err
+	}
+	for d := range w.dirs {
+		w.fs.Remove(d) // gone, or added again below
+	}
+	w.dirs = map[string]bool{}
+	for d := range dirs {
+		if err := w.fs.Add(d); err != nil {
+			return err
+		}
+		w.dirs[d] = true
+	}
+	return nil
+}
+
 // digest hashes the content of every config file (following symlinks),
 // so that events that change nothing (a touch, an unrelated file in the
 // same directory) do not reload.
@@ -117,12 +163,7 @@ func (w *watcher) digest() [sha256.Size]byte {
 	for _, p := range w.paths {
 		var files []string
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			entries, _ := os.ReadDir(p) // sorted; an error shows as fewer files
-			for _, e := range entries {
-				if !strings.HasPrefix(e.Name(), ".") && isYAML(e.Name()) {
-					files = append(files, filepath.Join(p, e.Name()))
-				}
-			}
+			files, _, _ = rls.ConfigFiles(p) // sorted; an error shows as fewer files
 		} else {
 			files = []string{p}
 		}
@@ -140,10 +181,6 @@ func (w *watcher) digest() [sha256.Size]byte {
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d
-}
-
-func isYAML(path string) bool {
-	return slices.Contains([]string{".yaml", ".yml"}, filepath.Ext(path))
 }
 
 func (w *watcher) close() {

@@ -23,6 +23,13 @@ func capPolicy(n int) string {
 // reports fsnotify.ErrEventOverflow instead of the last write of a burst),
 // the files are checked anyway and the change is loaded.
 func TestWatchOverflow(t *testing.T) {
+	// A real watcher, for rewatch, made outside the bubble (its goroutine
+	// waits on the kernel); the events loop reads come from the test.
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
 		if err := os.WriteFile(path, []byte(capPolicy(1)), 0o644); err != nil {
@@ -35,7 +42,8 @@ func TestWatchOverflow(t *testing.T) {
 		}
 		s := &Server{log: log, metrics: newMetrics("test"), holder: h}
 		events, errs := make(chan fsnotify.Event), make(chan error)
-		w := &watcher{fs: &fsnotify.Watcher{Events: events, Errors: errs}, done: make(chan struct{}), paths: []string{path}}
+		fw.Events, fw.Errors = events, errs
+		w := &watcher{fs: fw, done: make(chan struct{}), paths: []string{path}}
 		w.last = w.digest()
 		w.wg.Add(1)
 		go w.loop(s)

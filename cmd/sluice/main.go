@@ -121,8 +121,11 @@ var settingFlags = []struct{ name, help string }{
 	{"admin", "admin listen address (/metrics, /healthz, /readyz, /status); keep it private"},
 	{"upstream", "URL the gateway forwards admitted requests to (default: the built-in demo upstream)"},
 	{"policy", "policy file (default: the embedded sample policy; see 'sluice serve --sample-policy')"},
-	{"rls", "Envoy RLS descriptor configs: files or directories of .yaml, comma-separated"},
+	{"rls", "Envoy RLS descriptor configs: files or directories (every file in them, nested ones too), comma-separated"},
 	{"watch", "reload the policy and RLS configs when their files change (true or false)"},
+	{"rls-http", "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
+	{"rls-merge-domains", "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)"},
+	{"rls-response-headers", "add RateLimit and RateLimit-Policy header fields to RLS responses (default true)"},
 	{"store", "where limit state lives: memory or redis"},
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
 	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
@@ -161,7 +164,7 @@ var settingFlags = []struct{ name, help string }{
 
 // boolFlags are the settingFlags that may be given alone (--show-keys) as
 // well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true}
+var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
@@ -353,13 +356,18 @@ func check(args []string, stdout, stderr io.Writer) int {
 	kind := fs.String("kind", "auto", "what the files are: auto, policy, rls or server")
 	maxDelay := fs.Duration("max-delay", time.Second, "the shaping delay sluice serve --max-delay allows: a policy's leaky_bucket queue must be served within it")
 	quiet := fs.Bool("q", false, "print only errors")
+	var rc rlsCheck
+	fs.BoolVar(&rc.strict, "strict", false, "Envoy RLS configs: refuse what loads only with a warning (what envoyproxy/ratelimit accepts but a strict reading refuses)")
+	fs.BoolVar(&rc.opts.MergeDomains, "rls-merge-domains", false, "Envoy RLS configs: merge files of one domain, as sluice serve --rls-merge-domains")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [--max-delay D] [-q] FILE...
+		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [--max-delay D] [--strict] [--rls-merge-domains] [-q] FILE...
 
 Validates each file and prints what it found, or every error with its file,
 line and field. A file is a policy if it has rules:, an Envoy RLS config if it
-has domain:, a server config otherwise (--kind overrides). A directory checks
-its .yaml files. Exit code: 0 all valid, 1 some file invalid, 2 usage.
+has domain:, a server config otherwise (--kind overrides). A directory of
+Envoy RLS configs is checked whole, as sluice serve --rls loads it (every file,
+nested ones too); another directory checks its .yaml files. Exit code: 0 all
+valid, 1 some file invalid, 2 usage.
 
 Flags:
 `)
@@ -379,15 +387,21 @@ Flags:
 		return exitUsage
 	}
 	code := exitOK
-	for _, path := range expand(fs.Args()) {
-		msg, err := checkFile(path, *kind, *maxDelay)
-		if err != nil {
-			fmt.Fprintf(stdout, "INVALID %s\n%s\n", path, indent(err.Error()))
-			code = exitInvalid
-			continue
+	for _, arg := range fs.Args() {
+		paths := []string{arg}
+		if !isRLSDir(arg, *kind) {
+			paths = expand(paths)
 		}
-		if !*quiet {
-			fmt.Fprintf(stdout, "ok      %s: %s\n", path, msg)
+		for _, path := range paths {
+			msg, err := checkFile(path, *kind, *maxDelay, rc)
+			if err != nil {
+				fmt.Fprintf(stdout, "INVALID %s\n%s\n", path, indent(err.Error()))
+				code = exitInvalid
+				continue
+			}
+			if !*quiet {
+				fmt.Fprintf(stdout, "ok      %s: %s\n", path, msg)
+			}
 		}
 	}
 	return code
@@ -411,7 +425,10 @@ func expand(args []string) []string {
 	return out
 }
 
-func checkFile(path, kind string, maxDelay time.Duration) (string, error) {
+func checkFile(path, kind string, maxDelay time.Duration, rc rlsCheck) (string, error) {
+	if isRLSDir(path, kind) {
+		return rc.checkDir(path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -435,7 +452,7 @@ func checkFile(path, kind string, maxDelay time.Duration) (string, error) {
 		}
 		return msg, nil
 	case "rls":
-		return checkRLS(path, data)
+		return rc.checkRLS(path, data)
 	default:
 		cfg, err := server.LoadConfig(path, server.Defaults())
 		if err != nil {

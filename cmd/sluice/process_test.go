@@ -124,7 +124,7 @@ func startArgs(t *testing.T, env []string, args ...string) *proc {
 	})
 	select {
 	case rec := <-serving:
-		for _, name := range []string{"gateway", "api", "grpc", "admin"} {
+		for _, name := range []string{"gateway", "api", "grpc", "admin", "envoy-http"} {
 			if a, ok := rec[name].(string); ok {
 				p.addrs[name] = a
 			}

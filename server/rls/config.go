@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -30,7 +31,20 @@ const maxFileSize = 4 << 20
 // loaded by LoadConfig or ParseConfig. It is immutable and safe for
 // concurrent use; give a new one to Service.Swap to change the limits.
 type Config struct {
-	domains map[string]*domain
+	domains  map[string]*domain
+	warnings []*ConfigError
+}
+
+// Warnings returns what the configuration does that envoyproxy/ratelimit
+// accepts but sluice's strict reading would refuse (a repeated field, a
+// field at a level that does not read it, a limit without
+// requests_per_unit...), in the order found. The configuration loads with
+// the meaning that service gives it; sluice check --strict refuses it.
+func (c *Config) Warnings() []*ConfigError {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
 }
 
 // Domains returns the names of the configured domains, sorted.
@@ -75,33 +89,36 @@ type domain struct {
 // at this depth is matched against, most specific first.
 type level struct {
 	exact     map[pair]*node
-	wildcards []*node // value ending in '*', in file order
+	wildcards []*node // a '*' in the key or value, in file order
 	keyOnly   map[string]*node
+	nodes     []*node // every entry, in file order
 }
 
 type pair struct{ key, value string }
 
 // node is one configured descriptor.
 type node struct {
-	key, value string // value "" means any value; a wildcard keeps its '*'
-	rule       *rule  // nil when the descriptor has no rate_limit
+	key, value string   // value "" means any value; a wildcard keeps its '*'
+	glob       []string // a wildcard's pattern split on '*' (see matches)
+	share      bool     // share_threshold: every value the wildcard matches shares one counter
+	rule       *rule    // nil when the descriptor has no rate_limit
 	children   level
 	nested     bool // the descriptor has a non-empty descriptors list
 }
 
 // lookup finds the entry for (key, value) in l: an exact key and value,
-// else the first wildcard whose prefix the value starts with, else the key
-// with any value.
-func (l *level) lookup(key, value string) *node {
+// else the first wildcard (in file order) that matches, else the key with
+// any value. viaWildcard reports the second case.
+func (l *level) lookup(key, value string) (n *node, viaWildcard bool) {
 	if n := l.exact[pair{key, value}]; n != nil {
-		return n
+		return n, false
 	}
 	for _, n := range l.wildcards {
-		if n.key == key && strings.HasPrefix(value, n.value[:len(n.value)-1]) {
-			return n
+		if n.matches(key, value) {
+			return n, true
 		}
 	}
-	return l.keyOnly[key]
+	return l.keyOnly[key], false
 }
 
 // Unit names accepted for rate_limit.unit, as envoyproxy/ratelimit accepts
@@ -131,6 +148,7 @@ type rule struct {
 	lines     []int // line of each replaces entry
 	unlimited bool
 	shadow    bool
+	quota     bool // quota_mode: over the limit refuses only when every quota limit of the request is over
 	detailed  bool
 
 	rpu    uint32 // requests_per_unit; 0 refuses every request
@@ -146,11 +164,11 @@ type rule struct {
 // problem (ConfigErrors lists them), each naming the file, line, domain,
 // descriptor path and field.
 func ParseConfig(file string, data []byte) (*Config, error) {
-	d, errs := parseDomain(file, data)
+	d, warns, errs := parseDomain(file, data)
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	return &Config{domains: map[string]*domain{d.name: d}}, nil
+	return &Config{domains: map[string]*domain{d.name: d}, warnings: warns}, nil
 }
 
 // invalid wraps errs in ErrInvalidConfig, one per line.
@@ -197,22 +215,39 @@ func (e *ConfigError) Error() string {
 // read), in the order found.
 func ConfigErrors(err error) []*ConfigError { return yamlload.Collect[*ConfigError](err) }
 
-// LoadConfig reads configuration files and compiles them into one Config.
-// Each path is a file, or a directory whose *.yaml and *.yml files are all
-// read (not its subdirectories, nor files whose names start with a dot),
-// as envoyproxy/ratelimit reads its runtime directory. Each file holds one
-// domain; two files with the same domain are an error, as is a directory
-// without configuration files. Errors of every file are reported together,
-// as ParseConfig reports them.
+// LoadConfig reads configuration files and compiles them into one Config,
+// as LoadConfigWith does with the zero LoadOptions.
 func LoadConfig(paths ...string) (*Config, error) {
+	return LoadConfigWith(LoadOptions{}, paths...)
+}
+
+// LoadOptions changes how LoadConfigWith combines files. The zero value is
+// envoyproxy/ratelimit's default.
+type LoadOptions struct {
+	// MergeDomains merges files that name the same domain into one
+	// descriptor tree, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true
+	// does; a top-level descriptor defined in two of them is an error.
+	// Default false: the same domain in two files is an error.
+	MergeDomains bool
+}
+
+// LoadConfigWith reads configuration files and compiles them into one
+// Config. Each path is a file, or a directory whose files are all read,
+// whatever their extension and however deeply nested (not those whose name
+// starts with a dot, nor directories reached through a symbolic link), as
+// envoyproxy/ratelimit reads its runtime directory. Each file holds one
+// domain. A directory without files loads no domain, with a warning.
+// Errors of every file are reported together, as ParseConfig reports them;
+// warnings are on the Config (Warnings).
+func LoadConfigWith(opts LoadOptions, paths ...string) (*Config, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no configuration files given", ErrInvalidConfig)
 	}
-	files, err := configFiles(paths)
+	files, warns, err := ConfigFiles(paths...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	cfg := &Config{domains: map[string]*domain{}}
+	cfg := &Config{domains: map[string]*domain{}, warnings: warns}
 	var errs []error
 	for _, f := range files {
 		data, err := readFile(f)
@@ -220,16 +255,13 @@ func LoadConfig(paths ...string) (*Config, error) {
 			errs = append(errs, err)
 			continue
 		}
-		d, derrs := parseDomain(f, data)
+		d, dwarns, derrs := parseDomain(f, data)
+		cfg.warnings = append(cfg.warnings, dwarns...)
 		if len(derrs) > 0 {
 			errs = append(errs, derrs...)
 			continue
 		}
-		if other := cfg.domains[d.name]; other != nil {
-			errs = append(errs, &ConfigError{File: f, Msg: fmt.Sprintf("domain %q is already defined in %s", d.name, other.file)})
-			continue
-		}
-		cfg.domains[d.name] = d
+		errs = append(errs, cfg.add(d, opts.MergeDomains)...)
 	}
 	if len(errs) > 0 {
 		return nil, invalid(errs)
@@ -237,37 +269,72 @@ func LoadConfig(paths ...string) (*Config, error) {
 	return cfg, nil
 }
 
-// configFiles lists the files paths name: each file, and the configuration
-// files of each directory.
-func configFiles(paths []string) ([]string, error) {
-	var files []string
+// add puts d into c, merging it with a domain of the same name if merge.
+func (c *Config) add(d *domain, merge bool) []error {
+	other := c.domains[d.name]
+	switch {
+	case other == nil:
+		c.domains[d.name] = d
+		return nil
+	case !merge:
+		return []error{&ConfigError{File: d.file, Msg: fmt.Sprintf("domain %q is already defined in %s (set merge_domains to merge them)", d.name, other.file)}}
+	}
+	merged := &domain{name: d.name, file: other.file + ", " + d.file, root: other.root.clone(), rules: append(slices.Clip(other.rules), d.rules...)}
+	var errs []error
+	for _, n := range d.root.all() {
+		if first := merged.root.get(n.key, n.value); first != nil {
+			errs = append(errs, &ConfigError{File: d.file, Domain: d.name, Descriptor: join("", n.key, n.value), Msg: "also defined in " + other.file})
+			continue
+		}
+		merged.root.put(n)
+	}
+	c.domains[d.name] = merged
+	return errs
+}
+
+// ConfigFiles lists the files LoadConfigWith reads for paths: each file,
+// and the files of each directory, nested ones included, in lexical order.
+// warns names the directories that hold none.
+func ConfigFiles(paths ...string) (files []string, warns []*ConfigError, err error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			return nil, nil, err
 		}
 		if !st.IsDir() {
 			files = append(files, p)
 			continue
 		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
 		n := len(files)
-		for _, e := range entries {
-			name := e.Name()
-			ext := filepath.Ext(name)
-			if e.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
-				continue
+		err = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case path == p:
+				return nil
+			case strings.HasPrefix(e.Name(), "."):
+				if e.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			case e.IsDir():
+				return nil
+			case e.Type()&fs.ModeSymlink != 0:
+				if st, err := os.Stat(path); err == nil && st.IsDir() {
+					return nil // as envoyproxy/ratelimit: a linked directory is not walked
+				}
 			}
-			files = append(files, filepath.Join(p, name))
+			files = append(files, path)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 		if len(files) == n {
-			return nil, fmt.Errorf("%w: %s: the directory has no .yaml or .yml files", ErrInvalidConfig, p)
+			warns = append(warns, &ConfigError{File: p, Msg: "the directory has no configuration files; it configures no domain"})
 		}
 	}
-	return files, nil
+	return files, warns, nil
 }
 
 func readFile(path string) ([]byte, error) {
@@ -286,29 +353,35 @@ func readFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// parseDomain compiles one file; errs are its *ConfigError values.
-func parseDomain(file string, data []byte) (d *domain, errs []error) {
+// parseDomain compiles one file; errs and warns are its *ConfigError
+// values.
+func parseDomain(file string, data []byte) (d *domain, warns []*ConfigError, errs []error) {
 	if len(data) > maxFileSize {
-		return nil, []error{&ConfigError{File: file, Msg: fmt.Sprintf("%d bytes, larger than %d", len(data), maxFileSize)}}
+		return nil, nil, []error{&ConfigError{File: file, Msg: fmt.Sprintf("%d bytes, larger than %d", len(data), maxFileSize)}}
 	}
 	l := newLoader(file)
 	doc, more, err := yamlload.Decode(data)
-	switch se, _ := err.(*yamlload.SyntaxError); {
-	case se != nil:
+	if se, _ := err.(*yamlload.SyntaxError); se != nil {
 		l.FailAt(se.Line, where{}, "", "%s", se.Msg)
-	case more > 0:
-		l.FailAt(more, where{}, "", "a second YAML document; write one domain per file")
-	default:
-		d = l.domain(doc)
+		return nil, nil, l.Errs
 	}
-	return d, l.Errs
+	if more > 0 { // envoyproxy/ratelimit reads the first document only
+		l.warn(&yaml.Node{Line: more}, where{}, "", "a second YAML document is ignored; write one domain per file")
+	}
+	d = l.domain(doc)
+	for _, w := range l.warns {
+		warns = append(warns, w.(*ConfigError))
+	}
+	return d, warns, l.Errs
 }
 
 // loader walks the YAML tree, collecting errors.
 type loader struct {
 	yamlload.Loader[where]
-	file  string
-	nodes int
+	file   string
+	nodes  int
+	warns  []error
+	shaped map[shaped]bool // the nodes shape checked
 }
 
 func newLoader(file string) *loader {
@@ -335,7 +408,8 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 		return d
 	}
 	top := yamlload.Resolve(doc.Content[0])
-	f := l.Fields(top, where{}, "", "domain", "descriptors")
+	l.shape(top, where{}, "", true) // a float anywhere is refused, as envoyproxy/ratelimit refuses it
+	f := l.fields(top, where{}, "", topFields)
 	if n := f["domain"]; n == nil {
 		l.Fail(top, where{}, "domain", "missing: every file names the domain its descriptors belong to")
 	} else if s, ok := l.Str(n, where{}, "domain"); ok {
@@ -358,8 +432,8 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 	}
 	for _, r := range d.rules {
 		for i, name := range r.replaces {
-			if !names[name] {
-				l.FailAt(r.lines[i], where{domain: d.name, path: r.path}, "rate_limit.replaces.name", "no rate_limit of this domain is named %q", name)
+			if !names[name] { // envoyproxy/ratelimit accepts it: it replaces nothing
+				l.warn(&yaml.Node{Line: r.lines[i]}, where{domain: d.name, path: r.path}, "rate_limit.replaces.name", "no rate_limit of this domain is named %q; it replaces nothing", name)
 			}
 		}
 	}
@@ -373,7 +447,7 @@ func (l *loader) level(n *yaml.Node, w where, parent string, d *domain, depth in
 		return lv
 	}
 	if depth > MaxEntries {
-		l.Fail(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries)", MaxEntries, MaxEntries)
+		l.warn(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries); ignored", MaxEntries, MaxEntries)
 		return lv
 	}
 	if n.Kind != yaml.SequenceNode {
@@ -400,15 +474,7 @@ func (l *loader) level(n *yaml.Node, w where, parent string, d *domain, depth in
 			continue
 		}
 		lines[p] = line
-		switch {
-		case nd.value == "":
-			lv.keyOnly[nd.key] = nd
-		case strings.HasSuffix(nd.value, "*"):
-			lv.wildcards = append(lv.wildcards, nd)
-			lv.exact[p] = nd // a value that is literally "x*" matches itself first
-		default:
-			lv.exact[p] = nd
-		}
+		lv.put(nd)
 	}
 	return lv
 }
@@ -444,52 +510,21 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 	if key == "" {
 		here.path = join(parent, "?", value)
 	}
-	f := l.Fields(n, here, "", "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
+	f := l.fields(n, here, "", descriptorFields)
 	if len(f) == 0 && n.Kind != yaml.MappingNode {
 		return nil, 0
 	}
 	nd := &node{}
-	ok := true
-	if k := f["key"]; k == nil {
-		l.Fail(n, here, "key", "missing: every descriptor has a key")
-		ok = false
-	} else if s, sok := l.Str(k, here, "key"); sok {
-		if s == "" {
-			l.Fail(k, here, "key", "must not be empty")
-			ok = false
-		}
-		nd.key = s
-	} else {
-		ok = false
-	}
-	if v := f["value"]; v != nil {
-		if s, sok := l.Str(v, here, "value"); sok {
-			nd.value = s
-		}
-	}
+	ok := l.keyValue(f, n, here, nd)
 	path := here.path
-	var shadow, detailed bool
-	if v := f["shadow_mode"]; v != nil {
-		shadow = l.Bool(v, here, "shadow_mode")
-		if f["rate_limit"] == nil {
-			l.Fail(v, here, "shadow_mode", "applies only to a descriptor with a rate_limit")
-		}
+	flags := l.flags(f, here, nd)
+	if v := f["metadata"]; v != nil {
+		l.metadata(v, here)
 	}
-	if v := f["detailed_metric"]; v != nil {
-		detailed = l.Bool(v, here, "detailed_metric")
-		if f["rate_limit"] == nil {
-			l.Fail(v, here, "detailed_metric", "applies only to a descriptor with a rate_limit")
-		}
-	}
-	if v := f["rate_limit"]; v != nil {
-		if r := l.rateLimit(v, here); r != nil {
-			r.path, r.shadow, r.detailed = path, shadow, detailed
-			if r.unlimited && shadow {
-				l.Fail(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
-			}
-			nd.rule = r
-			d.rules = append(d.rules, r)
-		}
+	if v := f["rate_limit"]; v != nil && yamlload.IsNull(v) {
+		l.warn(v, here, "rate_limit", "empty: the descriptor has no limit")
+	} else if v != nil {
+		nd.rule = l.descriptorLimit(v, f, here, flags, d)
 	}
 	if v := f["descriptors"]; v != nil {
 		nd.children = l.level(v, w, path, d, depth+1)
@@ -501,8 +536,68 @@ func (l *loader) descriptor(n *yaml.Node, w where, parent string, d *domain, dep
 	return nd, n.Line
 }
 
+// keyValue reads a descriptor's key and value into nd; ok is false when
+// the key is missing or not a non-empty string.
+func (l *loader) keyValue(f map[string]*yaml.Node, n *yaml.Node, here where, nd *node) (ok bool) {
+	if v := f["value"]; v != nil {
+		if s, sok := l.Str(v, here, "value"); sok {
+			nd.value = s
+		}
+	}
+	k := f["key"]
+	if k == nil {
+		l.Fail(n, here, "key", "missing: every descriptor has a key")
+		return false
+	}
+	s, ok := l.Str(k, here, "key")
+	if ok && s == "" {
+		l.Fail(k, here, "key", "must not be empty")
+		return false
+	}
+	nd.key = s
+	return ok
+}
+
+// descriptorLimit compiles a descriptor's rate_limit with its flags and
+// adds it to d's rules; nil when it does not compile.
+func (l *loader) descriptorLimit(v *yaml.Node, f map[string]*yaml.Node, here where, flags map[string]bool, d *domain) *rule {
+	r := l.rateLimit(v, here)
+	if r == nil {
+		return nil
+	}
+	r.path, r.shadow, r.quota, r.detailed = here.path, flags["shadow_mode"], flags["quota_mode"], flags["detailed_metric"]
+	if r.unlimited && r.shadow {
+		l.warn(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
+	}
+	d.rules = append(d.rules, r)
+	return r
+}
+
+// flags reads a descriptor's boolean fields. shadow_mode, quota_mode and
+// detailed_metric apply to its rate_limit (without one they do nothing:
+// a warning); share_threshold needs a wildcard, as envoyproxy/ratelimit
+// requires.
+func (l *loader) flags(f map[string]*yaml.Node, w where, nd *node) map[string]bool {
+	out := map[string]bool{}
+	for _, name := range []string{"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"} {
+		v := f[name]
+		if v == nil {
+			continue
+		}
+		out[name] = l.unquoted(v, w, name) && l.Bool(v, w, name)
+		switch {
+		case name == "share_threshold" && out[name] && !wildcard(nd.key, nd.value):
+			l.Fail(v, w, name, "applies only to a wildcard value (one with a '*')")
+		case name != "value_to_metric" && name != "share_threshold" && out[name] && f["rate_limit"] == nil:
+			l.warn(v, w, name, "applies only to a descriptor with a rate_limit; ignored")
+		}
+	}
+	nd.share = out["share_threshold"]
+	return out
+}
+
 func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
-	f := l.Fields(n, w, "rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces", "unit_multiplier", "sluice")
+	f := l.fields(n, w, "rate_limit", rateLimitFields)
 	if len(f) == 0 && n.Kind != yaml.MappingNode {
 		return nil
 	}
@@ -511,7 +606,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	if v := f["name"]; v != nil {
 		if s, ok := l.Str(v, w, "rate_limit.name"); ok {
 			if s == "" {
-				l.Fail(v, w, "rate_limit.name", "must not be empty (leave the field out instead)")
+				l.warn(v, w, "rate_limit.name", "empty: the limit has no name")
 			}
 			r.name = s
 		}
@@ -520,14 +615,10 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 		r.replaces, r.lines = l.replaces(v, w, r.name)
 	}
 	if v := f["unlimited"]; v != nil {
-		r.unlimited = l.Bool(v, w, "rate_limit.unlimited")
+		r.unlimited = l.unquoted(v, w, "rate_limit.unlimited") && l.Bool(v, w, "rate_limit.unlimited")
 	}
 	if r.unlimited {
-		for _, field := range []string{"unit", "requests_per_unit", "unit_multiplier", "sluice"} {
-			if v := f[field]; v != nil {
-				l.Fail(v, w, "rate_limit."+field, "an unlimited rate_limit takes no %s", field)
-			}
-		}
+		l.unlimited(f, w)
 		return r
 	}
 	l.rate(f, n, w, r)
@@ -551,6 +642,34 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	return r
 }
 
+// unlimited checks the other fields of an unlimited rate_limit: a unit of
+// time is an error, as in envoyproxy/ratelimit; a unit it does not know or
+// a requests_per_unit it ignores, with a warning; sluice's own fields are
+// errors.
+func (l *loader) unlimited(f map[string]*yaml.Node, w where) {
+	for _, field := range []string{"unit", "requests_per_unit", "unit_multiplier", "sluice"} {
+		v := f[field]
+		if v == nil {
+			continue
+		}
+		switch {
+		case field == "requests_per_unit" || field == "unit" && !isUnit(v.Value):
+			l.warn(v, w, "rate_limit."+field, "an unlimited rate_limit takes no %s; ignored", field)
+		default:
+			l.Fail(v, w, "rate_limit."+field, "an unlimited rate_limit takes no %s", field)
+		}
+	}
+}
+
+func isUnit(s string) bool {
+	for _, u := range units {
+		if strings.EqualFold(s, u.name) {
+			return true
+		}
+	}
+	return false
+}
+
 // rate reads a rate_limit's unit, requests_per_unit and unit_multiplier.
 func (l *loader) rate(f map[string]*yaml.Node, n *yaml.Node, w where, r *rule) {
 	unit := f["unit"]
@@ -568,9 +687,11 @@ func (l *loader) rate(f map[string]*yaml.Node, n *yaml.Node, w where, r *rule) {
 		}
 	}
 	if v := f["requests_per_unit"]; v == nil {
-		l.Fail(n, w, "rate_limit.requests_per_unit", "missing (0 refuses every request; write it out if that is meant)")
-	} else if x, ok := l.Int(v, w, "rate_limit.requests_per_unit", 0, math.MaxUint32); ok {
-		r.rpu = uint32(x)
+		l.warn(n, w, "rate_limit.requests_per_unit", "missing: 0, which refuses every request")
+	} else if l.unquoted(v, w, "rate_limit.requests_per_unit") {
+		if x, ok := l.Int(v, w, "rate_limit.requests_per_unit", 0, math.MaxUint32); ok {
+			r.rpu = uint32(x)
+		}
 	}
 	if v := f["unit_multiplier"]; v != nil {
 		if x, ok := l.Int(v, w, "rate_limit.unit_multiplier", 0, math.MaxUint32); ok {
@@ -591,7 +712,7 @@ func (l *loader) replaces(n *yaml.Node, w where, own string) ([]string, []int) {
 	var lines []int
 	for _, c := range n.Content {
 		c = yamlload.Resolve(c)
-		f := l.Fields(c, w, "rate_limit.replaces", "name")
+		f := l.fields(c, w, "rate_limit.replaces", replacesFields)
 		v := f["name"]
 		if v == nil {
 			if c.Kind == yaml.MappingNode {

@@ -40,7 +40,10 @@ func TestInvalidFixtures(t *testing.T) {
 	}
 }
 
-func wants(t *testing.T, file string) []string {
+func wants(t *testing.T, file string) []string { return prefixed(t, file, "# want: ") }
+
+// prefixed returns the rest of each line of file that starts with prefix.
+func prefixed(t *testing.T, file, prefix string) []string {
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -49,12 +52,12 @@ func wants(t *testing.T, file string) []string {
 	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if w, ok := strings.CutPrefix(sc.Text(), "# want: "); ok {
+		if w, ok := strings.CutPrefix(sc.Text(), prefix); ok {
 			out = append(out, w)
 		}
 	}
 	if len(out) == 0 {
-		t.Errorf("%s has no # want: line", file)
+		t.Errorf("%s has no %s line", file, prefix)
 	}
 	return out
 }
@@ -73,7 +76,7 @@ func TestLoadDirectoryAndFiles(t *testing.T) {
 	}
 	// the same domain twice, across a directory or across files
 	_, err = rls.LoadConfig("testdata/dupdir")
-	if want := "rls: invalid config:\ntestdata/dupdir/b.yaml: domain \"edge\" is already defined in testdata/dupdir/a.yaml"; err == nil || err.Error() != want {
+	if want := "rls: invalid config:\ntestdata/dupdir/b.yaml: domain \"edge\" is already defined in testdata/dupdir/a.yaml (set merge_domains to merge them)"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 	_, err = rls.LoadConfig("testdata/dir", "testdata/dupdir/a.yaml")
@@ -161,5 +164,62 @@ func TestEveryAlgorithm(t *testing.T) {
 		if _, err := rls.ParseConfig("alg.yaml", []byte(src)); err != nil {
 			t.Errorf("%s: %v\n%s", alg, err, src)
 		}
+	}
+}
+
+// TestWarnFixtures: files envoyproxy/ratelimit loads that sluice's strict
+// reading refuses load with warnings; their "# warn: " lines say exactly
+// which.
+func TestWarnFixtures(t *testing.T) {
+	files, _ := filepath.Glob("testdata/warn/*.yaml")
+	if len(files) < 6 {
+		t.Fatalf("only %d fixtures found", len(files))
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			cfg, err := rls.LoadConfig(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range cfg.Warnings() {
+				got = append(got, w.Error())
+			}
+			want := prefixed(t, file, "# warn: ")
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestLoadLayout: a directory is read as envoyproxy/ratelimit reads its
+// runtime directory: nested files, any extension (.json, none), not dot
+// files; an empty directory loads no domain with a warning; the same
+// domain in two files merges with MergeDomains unless a descriptor is in
+// both.
+func TestLoadLayout(t *testing.T) {
+	cfg, err := rls.LoadConfig("testdata/nested")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Domains(), ","); got != "deep,json_domain,no_extension" {
+		t.Fatalf("domains %s", got)
+	}
+	empty := t.TempDir()
+	cfg, err = rls.LoadConfig(empty)
+	if err != nil || len(cfg.Domains()) != 0 || len(cfg.Warnings()) != 1 {
+		t.Fatalf("empty directory: %v %v %v", cfg.Domains(), cfg.Warnings(), err)
+	}
+	cfg, err = rls.LoadConfigWith(rls.LoadOptions{MergeDomains: true}, "testdata/mergedir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.String(); got != "edge (testdata/mergedir/a.yaml, testdata/mergedir/b.yaml, 2 limits)" {
+		t.Fatalf("merged: %s", got)
+	}
+	_, err = rls.LoadConfigWith(rls.LoadOptions{MergeDomains: true}, "testdata/dupdir")
+	if want := `testdata/dupdir/b.yaml: domain "edge": descriptor remote_address: also defined in testdata/dupdir/a.yaml`; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "also defined in") {
+		t.Fatalf("got %v, want %s...", err, want)
 	}
 }

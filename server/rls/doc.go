@@ -9,9 +9,14 @@
 //
 // # Configuration
 //
-// One file per domain; LoadConfig reads files and directories (every *.yaml
-// and *.yml file, as envoyproxy/ratelimit reads its runtime directory), and
-// the same domain in two files is an error:
+// One file per domain; LoadConfig reads files and directories (every file
+// in them, nested ones too, whatever its extension: .yaml, .json, none; not
+// those whose name starts with a dot, nor directories reached through a
+// link), as envoyproxy/ratelimit reads its runtime directory
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config. The same domain in two files is
+// an error unless LoadOptions.MergeDomains (that service's
+// MERGE_DOMAIN_CONFIG) merges them; a directory without files configures no
+// domain, with a warning:
 //
 //	domain: edge
 //	descriptors:
@@ -32,7 +37,7 @@
 //	    rate_limit:
 //	      unlimited: true
 //
-//	  # Per path prefix ('*' ends a wildcard value), then per user of it.
+//	  # Per path prefix (a '*' matches any run of characters), then per user.
 //	  - key: path
 //	    value: /api/*
 //	    rate_limit:
@@ -82,14 +87,19 @@
 //	      requests_per_unit: 1000
 //
 // The fields are envoyproxy/ratelimit's: key, value (absent: any value, each
-// distinct value its own counter; ending in '*': values with that prefix),
-// descriptors (nested), shadow_mode, detailed_metric, and in rate_limit:
+// distinct value its own counter; with a '*' anywhere: the values it matches,
+// each '*' standing for any run of characters, each value its own counter
+// unless share_threshold: true makes them share one), descriptors (nested),
+// shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold,
+// metadata, and in rate_limit:
 // unit (second, minute, hour, day, week, month, year, in any letter case;
 // week, month and year are 7, 30 and 365 days as there), requests_per_unit,
 // unlimited, name, replaces and unit_multiplier (the window is unit ×
 // unit_multiplier; the field is in the RLS protocol but not yet in
-// envoyproxy/ratelimit's README). detailed_metric is accepted and only fills
-// Outcome.Value for the Observe hook.
+// envoyproxy/ratelimit's README). detailed_metric only fills Outcome.Value
+// for the Observe hook; value_to_metric (a metrics name in that service) and
+// metadata (its dynamic metadata, which this service does not send) are
+// read and checked but change no answer.
 //
 // The sluice: block takes algorithm (fixed_window, the default and what
 // envoyproxy/ratelimit does; sliding_window, sliding_log, token_bucket,
@@ -99,12 +109,21 @@
 // unit_multiplier. concurrency is refused: it needs a release when each
 // request ends, which this protocol cannot carry.
 //
-// Validation is strict: unknown or repeated fields, bad units, negative or
-// oversized numbers, duplicate descriptors in one list, replaces naming no
-// limit of the domain, shadow_mode or detailed_metric without a rate_limit,
-// an unlimited limit with a unit, a missing requests_per_unit (write 0 to
-// refuse everything), nesting deeper than MaxEntries. Every error names the
-// file, line, domain, descriptor path and field:
+// Every file envoyproxy/ratelimit loads loads here with the same meaning,
+// and every file it refuses is refused: unknown fields (at any level),
+// values that are not strings, whole numbers or booleans, lists of anything
+// but mappings, bad units, negative or oversized numbers, duplicate
+// descriptors in one list, an empty domain or key, an empty or self-naming
+// replaces, an unlimited limit with a unit of time, share_threshold without
+// a '*'. What that service accepts but a strict reading refuses loads with a
+// warning (Config.Warnings; sluice check --strict refuses it): a repeated
+// field (the last counts), a field at a level that does not read it
+// (ignored), a missing requests_per_unit (0: every request refused),
+// replaces naming no limit, shadow_mode, quota_mode or detailed_metric
+// without a rate_limit, an empty rate_limit or name, a second YAML document
+// (ignored), nesting deeper than MaxEntries (unreachable). sluice's own
+// fields, unit_multiplier and sluice:, are read strictly. Every error names
+// the file, line, domain, descriptor path and field:
 //
 //	edge.yaml:12: domain "edge": descriptor remote_address/path=/api: rate_limit.unit: unknown unit "sec" (want second, minute, hour, day, week, month or year)
 //
@@ -125,9 +144,15 @@
 // there, also for overrides; those requests are counted in an aggregated
 // warning.
 //
+// Where envoyproxy/ratelimit joins key and value with '_' to look them up
+// (so its key "a_b" with value "c" also matches "a" with "b_c"), this
+// service compares them apart; a wildcard whose key holds a '*' is matched
+// against "key_value", as there.
+//
 // Counters are sluice keys built from the domain and every entry's key and
 // value, each length-prefixed, so no two descriptors of different domains,
-// paths or values can share one.
+// paths or values can share one; an entry matched by a share_threshold
+// wildcard counts under the pattern instead of its value.
 //
 // # Hits
 //
@@ -156,6 +181,12 @@
 // over, they report OK (with limit_remaining 0) and are counted in one
 // aggregated log line per interval and in Observe. They count only requests
 // the enforced limits admitted.
+//
+// quota_mode limits are checked the same way, after the enforced ones; over,
+// their descriptor is OVER_LIMIT, but overall_code is OVER_LIMIT only when
+// every quota_mode limit of the request is over (or an enforced one is), as
+// in envoyproxy/ratelimit. The enforced limits of such a request are
+// charged: the quota limits are decided after them.
 //
 // # Bad requests
 //

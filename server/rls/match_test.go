@@ -16,6 +16,30 @@ func TestValidConfigs(t *testing.T) {
 		name, yaml string
 		probes     map[string]string // "k=v,k2=v2" -> "path rpu/unit [flags]" or "none"
 	}{
+		{"wildcards anywhere, in file order, the key's '*' over key_value", `
+domain: w
+descriptors:
+  - key: path
+    value: /api/*/users/*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: "svc*"
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: a
+    value: "b_*"
+    rate_limit: {unit: second, requests_per_unit: 4}
+`, map[string]string{
+			"path=/api/v1/users/7": "path=/api/*/users/* 1/SECOND",
+			"path=/api/v1/users":   "path=/api/* 2/SECOND",
+			"path=/api/":           "path=/api/* 2/SECOND",
+			"path=/apx":            "none",
+			"svc_a=x":              "svc* 3/SECOND",
+			"svcb=":                "svc* 3/SECOND",
+			"a=b_c":                "a=b_* 4/SECOND",
+			"a_b=c":                "none", // the peer joins key and value: it would match
+		}},
 		{"two values of one key (README example 1)", `
 domain: db_ops
 descriptors:
@@ -227,7 +251,8 @@ descriptors:
 					k, v, _ := strings.Cut(kv, "=")
 					entries = append(entries, &commonpb.RateLimitDescriptor_Entry{Key: k, Value: v})
 				}
-				if got := describe(d.match(entries)); !strings.HasPrefix(got, want) || (want == "none") != (got == "none") {
+				r, _ := d.match(entries)
+				if got := describe(r); !strings.HasPrefix(got, want) || (want == "none") != (got == "none") {
 					t.Errorf("%s: got %q, want %q", probe, got, want)
 				}
 			}

@@ -100,25 +100,34 @@ func toUpper(s string) string {
 
 // match finds the rate_limit for a request descriptor, by
 // envoyproxy/ratelimit's rules: at each depth the most specific entry (key
-// and value, then a wildcard value, then the key alone), without
-// backtracking; the limit applies only if the request has exactly as many
-// entries as the matched path is deep.
-func (d *domain) match(entries []*commonpb.RateLimitDescriptor_Entry) *rule {
+// and value, then the first wildcard that matches, then the key alone),
+// without backtracking; the limit applies only if the request has exactly
+// as many entries as the matched path is deep. shared holds, for each
+// entry matched by a share_threshold wildcard, the wildcard's value (nil
+// when there is none): those entries count under the pattern, not the
+// request's value.
+func (d *domain) match(entries []*commonpb.RateLimitDescriptor_Entry) (r *rule, shared []string) {
 	lv := &d.root
 	for i, e := range entries {
-		n := lv.lookup(e.Key, e.Value)
+		n, viaWildcard := lv.lookup(e.Key, e.Value)
 		if n == nil {
-			return nil
+			return nil, nil
+		}
+		if viaWildcard && n.share {
+			if shared == nil {
+				shared = make([]string, len(entries))
+			}
+			shared[i] = n.value
 		}
 		if i == len(entries)-1 {
-			return n.rule
+			return n.rule, shared
 		}
 		if !n.nested {
-			return nil
+			return nil, nil
 		}
 		lv = &n.children
 	}
-	return nil
+	return nil, nil
 }
 
 // key builds the sluice key of a descriptor with decide.AppendKey: an
@@ -129,12 +138,18 @@ func (d *domain) match(entries []*commonpb.RateLimitDescriptor_Entry) *rule {
 // counts header values) and length-prefixed, so that no two different
 // (domain, entries) ever meet ("a_b"+"c" and "a"+"b_c" stay apart). The
 // value is the request's, so each distinct value of a key-only or wildcard
-// descriptor has its own counter.
-func key(domain string, entries []*commonpb.RateLimitDescriptor_Entry) string {
+// descriptor has its own counter, except where shared (see match) names a
+// share_threshold pattern: that entry counts under the pattern, marked so
+// that no request value meets it.
+func key(domain string, entries []*commonpb.RateLimitDescriptor_Entry, shared []string) string {
 	var buf [256]byte
 	b := decide.AppendKey(buf[:0], "", "rls", domain)
-	for _, e := range entries {
+	for i, e := range entries {
 		b = decide.AppendKeyPart(b, e.Key)
+		if shared != nil && shared[i] != "" {
+			b = decide.AppendKeyPart(b, "\x00share\x00"+shared[i])
+			continue
+		}
 		b = decide.AppendKeyPart(b, e.Value)
 	}
 	return string(b)

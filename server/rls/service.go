@@ -197,6 +197,7 @@ func (g server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest
 // item is the plan and the answer for one descriptor.
 type item struct {
 	rule   *rule
+	shared []string // share_threshold patterns of its entries (see domain.match)
 	key    string
 	cost   uint64
 	result Result
@@ -271,7 +272,7 @@ func (r *request) match(dom *domain) error {
 			}
 			it.rule = ru
 		} else {
-			it.rule = dom.match(desc.Entries)
+			it.rule, it.shared = dom.match(desc.Entries)
 		}
 		switch {
 		case it.rule == nil:
@@ -308,14 +309,14 @@ func (r *request) plan() {
 			continue
 		}
 		ru := it.rule
-		it.key = key(r.req.Domain, r.req.Descriptors[i].Entries)
+		it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
 		if ru.rpu == 0 && it.cost == 0 { // a peek of a limit that refuses all is within it
 			it.result = ResultOK
 			continue
 		}
 		if ru.rpu == 0 || it.cost > uint64(ru.limit.Capacity()) {
 			it.over = true
-			r.refused = r.refused || !ru.shadow
+			r.refused = r.refused || !ru.apart()
 			if ru.rpu == 0 {
 				continue
 			}
@@ -330,7 +331,7 @@ func (r *request) plan() {
 		if r.enforced[j].Cost > r.enforced[j].Limit.Capacity() { // the sum of duplicates
 			r.refused = true
 			for i := range r.items {
-				if it := &r.items[i]; it.check == j && !it.rule.shadow {
+				if it := &r.items[i]; it.check == j && !it.rule.apart() {
 					it.over = true
 				}
 			}
@@ -349,7 +350,7 @@ func (r *request) plan() {
 // add plans the check of one item, merging it with an enforced check of
 // the same counter.
 func (r *request) add(it *item, cost int64) {
-	c := decide.Check{Name: it.rule.path, Key: it.key, Limit: it.rule.limit, Cost: cost, Shadow: it.rule.shadow}
+	c := decide.Check{Name: it.rule.path, Key: it.key, Limit: it.rule.limit, Cost: cost, Shadow: it.rule.apart()}
 	if c.Shadow {
 		it.check, r.shadow = len(r.shadow), append(r.shadow, c)
 		return
@@ -382,8 +383,11 @@ func (s *Service) run(ctx context.Context, r *request) error {
 		if it.result != 0 {
 			continue
 		}
-		if it.rule.shadow {
+		if it.rule.apart() {
 			it.result = shadowResult(it, &r.res, admitted)
+			if it.rule.quota && !it.rule.shadow && it.result == ResultShadowOverLimit {
+				it.result = ResultOverLimit
+			}
 			continue
 		}
 		if it.check >= 0 {
@@ -446,7 +450,9 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 			st.DurationUntilReset = durationpb.New(ceilSecond(it.reset))
 			if it.result == ResultOverLimit {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
-				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+				if !it.rule.quota {
+					resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+				}
 			}
 			if it.result == ResultOK || it.result == ResultNotCharged {
 				st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
@@ -455,10 +461,31 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		resp.Statuses[i] = st
 		s.observe(r.req.Domain, it)
 	}
+	if quotasSpent(r) {
+		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
 	if s.opts.ResponseHeaders {
 		resp.ResponseHeadersToAdd = headers(r.items)
 	}
 	return resp
+}
+
+// quotasSpent reports whether the request has quota_mode limits and every
+// one of them is over: then the request is refused, as in
+// envoyproxy/ratelimit.
+func quotasSpent(r *request) bool {
+	quotas := 0
+	for i := range r.items {
+		it := &r.items[i]
+		if it.rule == nil || !it.rule.quota || it.rule.shadow || it.rule.unlimited || it.result == ResultReplaced {
+			continue
+		}
+		if it.result != ResultOverLimit {
+			return false
+		}
+		quotas++
+	}
+	return quotas > 0
 }
 
 // reset is an item's duration_until_reset: the store's answer, or, with

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// runtimeVersion writes one version of an envoyproxy/ratelimit runtime
+// tree: ROOT/VERSION/ratelimit/config/FILE, the layout of that service's
+// RUNTIME_ROOT, RUNTIME_SUBDIRECTORY=ratelimit and the config application
+// directory, nested and extension-less files included.
+func runtimeVersion(t *testing.T, root, version string, perMinute int) {
+	t.Helper()
+	dir := filepath.Join(root, version, "ratelimit", "config")
+	mkdir(t, filepath.Join(dir, "nested"))
+	writeFile(t, filepath.Join(dir, "edge.yaml"), sprintf("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", perMinute))
+	writeFile(t, filepath.Join(dir, "nested", "other"), "domain: other\ndescriptors:\n  - key: k\n    value: a*c\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+}
+
+// swapLink points link at target atomically, as envoyproxy/ratelimit's
+// deployments swap their runtime root: a new link renamed over the old.
+func swapLink(t *testing.T, target, link string) {
+	t.Helper()
+	tmp := link + ".new"
+	if err := os.Symlink(target, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnvoyRuntimeSwap: sluice serve --rls on envoyproxy/ratelimit's
+// runtime directory, reached through the root symlink; swapping the link
+// to a new version applies the new config within a second.
+func TestEnvoyRuntimeSwap(t *testing.T) {
+	root := t.TempDir()
+	runtimeVersion(t, root, "v1", 3)
+	runtimeVersion(t, root, "v2", 7)
+	current := filepath.Join(root, "current")
+	swapLink(t, filepath.Join(root, "v1"), current)
+	p := start(t, nil, "--rls", filepath.Join(current, "ratelimit", "config"))
+	c := rlsClient(t, p.addrs["grpc"])
+	limit := func(domain string, d *commonpb.RateLimitDescriptor) uint32 {
+		r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*commonpb.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Statuses[0].CurrentLimit.GetRequestsPerUnit()
+	}
+	if got := limit("edge", descriptor("remote_address", "a")); got != 3 {
+		t.Fatalf("limit %d, want 3", got)
+	}
+	if got := limit("other", descriptor("k", "abbbc")); got != 1 { // nested, extension-less, middle '*'
+		t.Fatalf("nested file's limit %d, want 1", got)
+	}
+	for i, v := range []struct {
+		version string
+		want    uint32
+	}{{"v2", 7}, {"v1", 3}, {"v2", 7}} {
+		swapped := time.Now()
+		swapLink(t, filepath.Join(root, v.version), current)
+		waitFor(t, "the swapped runtime root to apply", func() bool { return limit("edge", descriptor("remote_address", "a")) == v.want })
+		took := time.Since(swapped)
+		t.Logf("swap %d to %s applied after %v", i, v.version, took)
+		if took > time.Second {
+			t.Errorf("swap %d to %s applied after %v, more than a second", i, v.version, took)
+		}
+	}
+}
+
+// TestEnvoyEndpoints: envoyproxy/ratelimit's /json and /healthcheck on
+// --rls-http, gRPC health for the name "ratelimit", and RateLimit headers
+// switched off.
+func TestEnvoyEndpoints(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "edge.yaml"), sprintf(edgeConfig, 1))
+	p := start(t, nil, "--rls", dir, "--rls-http", "127.0.0.1:0", "--rls-response-headers=false")
+	base := "http://" + p.addrs["envoy-http"]
+	if p.addrs["envoy-http"] == "" {
+		t.Fatal("no envoy-http listener")
+	}
+	req := `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}`
+	r := do(t, "POST", base+"/json", req)
+	if r.status != 200 || !contains(r.body, `"overallCode":"OK"`) || !contains(r.body, `"requestsPerUnit":1`) || contains(r.body, "responseHeadersToAdd") {
+		t.Fatalf("first /json: %d %s", r.status, r.body)
+	}
+	if r = do(t, "POST", base+"/json", req); r.status != 429 || !contains(r.body, `"overallCode":"OVER_LIMIT"`) {
+		t.Fatalf("second /json: %d %s", r.status, r.body)
+	}
+	if r = do(t, "POST", base+"/json", `{"domain": 5}`); r.status != 400 {
+		t.Fatalf("bad /json: %d %s", r.status, r.body)
+	}
+	if r = get(t, base+"/healthcheck"); r.status != 200 || r.body != "OK" {
+		t.Fatalf("/healthcheck: %d %s", r.status, r.body)
+	}
+	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hr, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ratelimit"})
+	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health of ratelimit: %v %v", hr, err)
+	}
+}
+
+// TestEnvoyCheckMatchesServe: sluice check gives a directory the answer
+// sluice serve --rls gives it; --strict refuses what only warns.
+func TestEnvoyCheckMatchesServe(t *testing.T) {
+	dup := t.TempDir()
+	writeFile(t, filepath.Join(dup, "a.yaml"), "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	writeFile(t, filepath.Join(dup, "b.yaml"), "domain: edge\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	empty := t.TempDir()
+	start(t, nil, "--rls", empty) // starts, as envoyproxy/ratelimit does, with no domain
+	warned := filepath.Join(t.TempDir(), "warned.yaml")
+	writeFile(t, warned, "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unit: second}\n")
+	cases := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"check", dup}, 1, `domain "edge" is already defined`},
+		{[]string{"serve", "--rls", dup}, 1, `is already defined in`},
+		{[]string{"check", "--rls-merge-domains", dup}, 0, "ok      " + dup + ": Envoy RLS config, domain edge"},
+		{[]string{"check", warned}, 0, "warning: " + warned + `:4: domain "edge": descriptor a: rate_limit.requests_per_unit: missing`},
+		{[]string{"check", "--strict", warned}, 1, "INVALID " + warned},
+		{[]string{"check", "--kind", "rls", empty}, 0, "warning: " + empty + ": the directory has no configuration files"},
+	}
+	for _, c := range cases {
+		args := c.args
+		if args[0] == "serve" {
+			args = append(append([]string(nil), serveArgs...), args[1:]...)
+		}
+		cmd := execSluice(args...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(string(out), c.out) {
+			t.Errorf("sluice %s: exit %d, output:\n%s\nwant exit %d and %q", strings.Join(c.args, " "), code, out, c.code, c.out)
+		}
+	}
+}
