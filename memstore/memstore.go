@@ -6,7 +6,10 @@
 // eviction list, so there is no global lock on the hot path and decisions on
 // different keys rarely contend. Time is read from the
 // monotonic clock (anchored to the wall clock once, at New), so a wall clock
-// step never changes a decision.
+// step never changes a decision, and a reading that is stale by the time its
+// decision is made (the goroutine waited between the two) decides at the
+// latest time already used, never at an earlier one that would refuse what
+// that time had made room for.
 //
 // Memory is bounded by Config.MaxKeys. When a shard is full, a key not used
 // since the eviction hand last passed it is forgotten (CLOCK, a close
@@ -74,7 +77,9 @@ type Config struct {
 	// Default 0: exact time on every decision.
 	Resolution time.Duration
 
-	// Now replaces the clock, for tests. Default: the monotonic clock,
+	// Now replaces the clock, for tests. Its readings are used as they
+	// are, even one earlier than a time already used (to test what the
+	// algorithms do when a clock goes back). Default: the monotonic clock,
 	// reported as wall time anchored at New.
 	Now func() time.Time
 }
@@ -86,6 +91,7 @@ type Store struct {
 	mask     uint64
 	perShard int
 	seed     maphash.Seed
+	given    bool // the clock is Config.Now: its readings are used as they are
 	base     time.Time
 	baseUS   int64
 	clock    func() time.Time
@@ -101,10 +107,14 @@ type Store struct {
 var _ sluice.Store = (*Store)(nil)
 
 type shard struct {
-	mu  sync.Mutex
-	m   map[uint64]*entry
-	lru entry // sentinel: lru.next is the most recently used
-	n   int
+	mu sync.Mutex
+	// last is the latest time (µs) a decision in this shard was made at,
+	// with the store's own clock: a reading older than that (its goroutine
+	// was descheduled between the reading and the lock) decides at last.
+	last int64
+	m    map[uint64]*entry
+	lru  entry // sentinel: lru.next is the most recently used
+	n    int
 	// limits shares one compiled limit among the shard's entries of that
 	// limit, at most maxShared of them (an entry of any other limit gets
 	// its own): entries stay small, and the parameters every decision
@@ -205,6 +215,7 @@ func New(cfg Config) (*Store, error) {
 		seed:     maphash.MakeSeed(),
 		base:     time.Now(),
 		clock:    cfg.Now,
+		given:    cfg.Now != nil,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -245,15 +256,39 @@ func (s *Store) readClock() int64 {
 	return s.baseUS + int64(time.Since(s.base)/time.Microsecond)
 }
 
+// at returns the time to decide at in sh, whose lock is held, given a
+// reading of the clock: the reading, or with the store's own clock the
+// latest time already used in sh if that is later. The monotonic clock
+// never goes back, so a reading older than one already used is stale (its
+// goroutine waited between the reading and the lock), and deciding at it
+// would refuse what an earlier decision's time had already made room for.
+// Config.Now's readings are used as they are: a test may move it back.
+func (s *Store) at(sh *shard, reading int64) int64 {
+	if s.given {
+		return reading
+	}
+	if reading < sh.last {
+		return sh.last
+	}
+	sh.last = reading
+	return reading
+}
+
 // Take applies one request. It allocates only when it first sees a key.
 func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, error) {
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
+	return s.take(r, s.now())
+}
+
+// take is Take with the clock read: reading, which may be stale by the time
+// the shard's lock is taken.
+func (s *Store) take(r sluice.Request, reading int64) (sluice.Decision, error) {
 	h := maphash.String(s.seed, r.Key)
 	sh := &s.shards[h&s.mask]
-	now := s.now()
 	sh.mu.Lock()
+	now := s.at(sh, reading)
 	e := sh.lookup(h, r.Key, r.Limit)
 	if e == nil {
 		c, err := sh.compile(r.Limit)
@@ -337,7 +372,16 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 		}
 	}()
 
+	// One time for every shard involved: the latest any of them has used.
 	now := s.now()
+	if !s.given {
+		for _, i := range locked {
+			now = max(now, s.shards[i].last)
+		}
+		for _, i := range locked {
+			s.shards[i].last = now
+		}
+	}
 	for i, r := range rs {
 		sh := &s.shards[hs[i]&s.mask]
 		e := sh.lookup(hs[i], r.Key, r.Limit)
@@ -462,6 +506,9 @@ func (s *Store) sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		// A key removed as fresh at now must not be decided later at an
+		// earlier time, when it may not have been.
+		now := s.at(sh, now)
 		e := sh.lru.prev
 		for k := 0; k < sweepBudget && e != &sh.lru; k++ {
 			prev := e.prev
