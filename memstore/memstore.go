@@ -2,9 +2,10 @@
 // instance: no network, no allocation per decision for a key it already
 // holds, and a hard bound on the number of keys.
 //
-// State lives in a sharded hash table; each shard has its own mutex and
-// eviction list, so there is no global lock on the hot path and decisions on
-// different keys rarely contend. Time is read from the
+// State lives in a sharded hash table that decisions read without a lock;
+// each (key, limit) has its own mutex, so decisions on different keys never
+// wait for each other, and each shard has its own for insertions and
+// removals. Time is read from the
 // monotonic clock (anchored to the wall clock once, at New), so a wall clock
 // step never changes a decision, and a reading that is stale by the time its
 // decision is made (the goroutine waited between the two) decides at the
@@ -28,7 +29,7 @@
 // limits, and eviction never happens to a key still inside its window; the
 // memory that costs is MaxKeys times the bytes per key.
 //
-// Each key costs about 216 bytes with a key of up to 32 bytes, for every
+// Each key costs about 160 bytes with a key of up to 28 bytes, for every
 // algorithm (TestBytesPerKey; docs/operations.md has the table); a longer
 // key adds its length, a sliding_log key about 24 bytes per logged
 // request, a concurrency key per lease.
@@ -39,7 +40,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +88,7 @@ type Config struct {
 // it to stop its background sweeper.
 type Store struct {
 	shards   []shard
-	mask     uint64
+	shift    uint // a key's shard is its hash >> shift
 	perShard int
 	seed     maphash.Seed
 	given    bool // the clock is Config.Now: its readings are used as they are
@@ -106,88 +106,8 @@ type Store struct {
 
 var _ sluice.Store = (*Store)(nil)
 
-type shard struct {
-	mu sync.Mutex
-	// last is the latest time (µs) a decision in this shard was made at,
-	// with the store's own clock: a reading older than that (its goroutine
-	// was descheduled between the reading and the lock) decides at last.
-	last int64
-	m    map[uint64]*entry
-	lru  entry // sentinel: lru.next is the most recently used
-	n    int
-	// limits shares one compiled limit among the shard's entries of that
-	// limit, at most maxShared of them (an entry of any other limit gets
-	// its own): entries stay small, and the parameters every decision
-	// reads stay in cache however many keys there are.
-	limits map[sluice.Limit]*compiled
-	_      [64]byte // keep shards' locks on separate cache lines
-}
-
-// compiled is a limit and its parameters.
-type compiled struct {
-	lim sluice.Limit
-	p   algo.Params
-}
-
-// maxShared bounds a shard's shared limits. An application has a few
-// limits; one computed from client input (a header's scale, say) could
-// have many, and they must not grow the table.
-const maxShared = 64
-
-// inlineKey is the longest key an entry holds in its own first cache line;
-// a longer key is held in a string of its own.
-const inlineKey = 32
-
-// entry is the state of one (key, limit), 192 bytes: three whole cache
-// lines (the allocator places objects of that size class on multiples of
-// 192 bytes). Finding the entry reads the first line; a decision then
-// reads and writes the second; the third is touched only on insertion,
-// eviction and sweeps. (Entries used to hold the limit and its parameters
-// themselves: 320 bytes over up to six lines, and with 100,000 keys each
-// decision waited on about twice the cache misses.)
-type entry struct {
-	chain  *entry    // next entry with the same hash
-	c      *compiled // its limit and parameters (shared, read only)
-	hash   uint64
-	klen   int8 // length of the key in kbuf, or -1: the key is in long
-	used   bool // used since it last passed the eviction hand or the sweeper
-	pinned bool // in use by a TakeAll; not evictable
-	kbuf   [inlineKey]byte
-
-	st algo.State
-
-	prev, next *entry // eviction list
-	long       string
-	_          [32]byte // pad to 192 bytes (TestEntryLayout)
-}
-
-// is reports whether e is the state of key.
-func (e *entry) is(key string) bool {
-	if e.klen < 0 {
-		return e.long == key
-	}
-	return int(e.klen) == len(key) && string(e.kbuf[:e.klen]) == key
-}
-
-// compile returns lim compiled: the shard's shared copy, or a new one
-// (shared from now on while there is room).
-func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
-	if c := sh.limits[lim]; c != nil {
-		return c, nil
-	}
-	p, err := algo.Compile(lim)
-	if err != nil {
-		return nil, err
-	}
-	c := &compiled{lim: lim, p: p}
-	if len(sh.limits) < maxShared {
-		sh.limits[lim] = c
-	}
-	return c, nil
-}
-
-// sweepBudget is how many entries a sweep examines per shard, from the
-// oldest end of the eviction list, where idle keys gather.
+// sweepBudget is how many entries a sweep examines per shard, resuming
+// where the previous sweep stopped.
 const sweepBudget = 1024
 
 // New returns a Store configured by cfg, and starts its sweeper.
@@ -198,6 +118,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Shards < 0 {
 		return nil, fmt.Errorf("memstore: Shards must not be negative (got %d)", cfg.Shards)
 	}
+	if cfg.Resolution < 0 {
+		return nil, fmt.Errorf("memstore: Resolution must not be negative (got %s)", cfg.Resolution)
+	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = 100_000
 	}
@@ -207,10 +130,11 @@ func New(cfg Config) (*Store, error) {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Second
 	}
-	n := 1 << bits.Len(uint(cfg.Shards-1))
+	shardBits := bits.Len(uint(cfg.Shards - 1))
+	n := 1 << shardBits
 	s := &Store{
 		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
+		shift:    uint(64 - shardBits),
 		perShard: (cfg.MaxKeys + n - 1) / n,
 		seed:     maphash.MakeSeed(),
 		base:     time.Now(),
@@ -222,12 +146,8 @@ func New(cfg Config) (*Store, error) {
 	s.baseUS = s.base.UnixMicro()
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.m = make(map[uint64]*entry)
+		sh.tab.Store(newTable(8))
 		sh.limits = make(map[sluice.Limit]*compiled)
-		sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
-	}
-	if cfg.Resolution < 0 {
-		return nil, fmt.Errorf("memstore: Resolution must not be negative (got %s)", cfg.Resolution)
 	}
 	if cfg.Resolution > 0 && cfg.Now == nil {
 		s.ticking = true
@@ -256,21 +176,30 @@ func (s *Store) readClock() int64 {
 	return s.baseUS + int64(time.Since(s.base)/time.Microsecond)
 }
 
-// at returns the time to decide at in sh, whose lock is held, given a
+// hash returns key's hash: its top bits choose the shard, its low bits the
+// slot. It is never 0, which marks an empty slot.
+func (s *Store) hash(key string) uint64 {
+	if h := maphash.String(s.seed, key); h != 0 {
+		return h
+	}
+	return 1
+}
+
+// at returns the time to decide at on e, whose lock is held, given a
 // reading of the clock: the reading, or with the store's own clock the
-// latest time already used in sh if that is later. The monotonic clock
+// latest time e has been decided at if that is later. The monotonic clock
 // never goes back, so a reading older than one already used is stale (its
 // goroutine waited between the reading and the lock), and deciding at it
-// would refuse what an earlier decision's time had already made room for.
-// Config.Now's readings are used as they are: a test may move it back.
-func (s *Store) at(sh *shard, reading int64) int64 {
+// would refuse what the later time had already made room for. Config.Now's
+// readings are used as they are: a test may move it back.
+func (s *Store) at(e *entry, reading int64) int64 {
 	if s.given {
 		return reading
 	}
-	if reading < sh.last {
-		return sh.last
+	if reading < e.last {
+		return e.last
 	}
-	sh.last = reading
+	e.last = reading
 	return reading
 }
 
@@ -283,38 +212,58 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 }
 
 // take is Take with the clock read: reading, which may be stale by the time
-// the shard's lock is taken.
+// the entry's lock is taken.
 func (s *Store) take(r sluice.Request, reading int64) (sluice.Decision, error) {
-	h := maphash.String(s.seed, r.Key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	now := s.at(sh, reading)
-	e := sh.lookup(h, r.Key, r.Limit)
+	h := s.hash(r.Key)
+	sh := &s.shards[h>>s.shift]
+	e := sh.find(h, r.Key, r.Limit)
 	if e == nil {
-		c, err := sh.compile(r.Limit)
-		if err == nil {
-			err = c.p.CheckCost(r.Cost, r.Limit)
-		}
-		if err != nil || r.Cost == 0 {
-			// Nothing to remember for an error or a peek at a fresh key.
-			sh.mu.Unlock()
-			if err != nil {
-				return sluice.Decision{}, err
-			}
-			var fresh algo.State
-			return algo.Step(&c.p, &fresh, now, 0, 0, false), nil
-		}
-		e = sh.insert(h, r.Key, c, s.perShard)
-	} else {
-		if r.Cost < 0 || r.Cost > e.c.p.Cap {
-			sh.mu.Unlock()
-			return sluice.Decision{}, e.c.p.CheckCost(r.Cost, r.Limit)
-		}
-		e.used = true
+		return s.takeLocked(sh, h, r, reading)
 	}
+	d, err := s.decide(e, r, reading)
+	e.mu.Unlock()
+	return d, err
+}
+
+// decide applies r to e, which is locked and in the table.
+func (s *Store) decide(e *entry, r sluice.Request, reading int64) (sluice.Decision, error) {
 	p := &e.c.p
-	d := algo.Step(p, &e.st, now, r.Cost, s.lease(p, r.Cost), true)
-	sh.mu.Unlock()
+	if r.Cost < 0 || r.Cost > p.Cap {
+		return sluice.Decision{}, p.CheckCost(r.Cost, r.Limit)
+	}
+	e.used = true
+	return algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true), nil
+}
+
+// takeLocked is take under the shard's lock, for a key the lookup without
+// it did not find: it may have been inserted or moved meanwhile, or it is
+// new.
+func (s *Store) takeLocked(sh *shard, h uint64, r sluice.Request, reading int64) (sluice.Decision, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.lookup(h, r.Key, r.Limit); e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return s.decide(e, r, reading)
+	}
+	c, err := sh.compile(r.Limit)
+	if err == nil {
+		err = c.p.CheckCost(r.Cost, r.Limit)
+	}
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	e := newEntry(r.Key, c)
+	if !s.given {
+		e.last = sh.floor
+	}
+	if r.Cost == 0 {
+		// Nothing to remember for a peek at a fresh key.
+		return algo.Step(&c.p, &e.st, s.at(e, reading), 0, 0, false), nil
+	}
+	// e is not in the table yet: nobody else can see it.
+	d := algo.Step(&c.p, &e.st, s.at(e, reading), r.Cost, s.lease(&c.p, r.Cost), true)
+	sh.insert(h, e, s.perShard)
 	return d, nil
 }
 
@@ -326,10 +275,10 @@ func (s *Store) lease(p *algo.Params, cost int64) uint64 {
 }
 
 // TakeAll applies rs all-or-nothing, holding the locks of every shard
-// involved at once (in shard order, so concurrent calls cannot deadlock).
-// When it refuses, nothing is charged and every decision has Allowed false;
-// a request that alone would have been admitted has RetryAfter 0 and the
-// Remaining it has now.
+// involved at once (in shard order, so concurrent calls cannot deadlock)
+// and of every entry. When it refuses, nothing is charged and every
+// decision has Allowed false; a request that alone would have been
+// admitted has RetryAfter 0 and the Remaining it has now.
 func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Decision) error {
 	if len(ds) != len(rs) {
 		return fmt.Errorf("memstore: TakeAll: %d requests but %d decisions", len(rs), len(ds))
@@ -346,64 +295,81 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	}
 	var hbuf [8]uint64
 	var ebuf [8]*entry
-	var lbuf [8]int
 	var nbuf [8]bool
-	hs, es, locked, created := hbuf[:0], ebuf[:0], lbuf[:0], nbuf[:0]
+	var lbuf [8]int
+	hs, locked := s.lockShards(rs, hbuf[:0], lbuf[:0])
+	es, created := ebuf[:0], nbuf[:0]
+	admitted := false
+	defer func() { s.finish(rs, hs, es, created, locked, admitted) }()
+	var err error
+	if es, created, err = s.entries(rs, hs, es, created); err != nil {
+		return err
+	}
+	admitted = s.decideAll(rs, es, created, ds)
+	return nil
+}
+
+// lockShards appends the requests' hashes to hs and their shards to locked,
+// in ascending order, and locks those shards in that order.
+func (s *Store) lockShards(rs []sluice.Request, hs []uint64, locked []int) ([]uint64, []int) {
 	for _, r := range rs {
-		h := maphash.String(s.seed, r.Key)
+		h := s.hash(r.Key)
 		hs = append(hs, h)
-		locked = insertSorted(locked, int(h&s.mask))
+		locked = insertSorted(locked, int(h>>s.shift))
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Lock()
 	}
-	admitted := true
-	defer func() {
-		for i, e := range es {
-			e.pinned = false
-			if created[i] && !(admitted && rs[i].Cost > 0) {
-				// Nothing was charged to a key this check created:
-				// keep no state, as a lone peek or refusal would not.
-				s.shards[hs[i]&s.mask].remove(e)
-			}
-		}
-		for _, i := range locked {
-			s.shards[i].mu.Unlock()
-		}
-	}()
+	return hs, locked
+}
 
-	// One time for every shard involved: the latest any of them has used.
-	now := s.now()
-	if !s.given {
-		for _, i := range locked {
-			now = max(now, s.shards[i].last)
-		}
-		for _, i := range locked {
-			s.shards[i].last = now
-		}
-	}
+// entries appends to es every request's entry, found or created, pinned and
+// locked, and to created whether the check created it; it checks every cost.
+func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created []bool) ([]*entry, []bool, error) {
 	for i, r := range rs {
-		sh := &s.shards[hs[i]&s.mask]
+		sh := &s.shards[hs[i]>>s.shift]
 		e := sh.lookup(hs[i], r.Key, r.Limit)
 		isNew := e == nil
 		if isNew {
 			c, err := sh.compile(r.Limit)
 			if err != nil {
-				admitted = false
-				return err
+				return es, created, err
 			}
-			e = sh.insert(hs[i], r.Key, c, s.perShard)
-		} else {
-			e.used = true
+			e = newEntry(r.Key, c)
+			e.last = sh.floor
 		}
+		// Pinned before it is locked or inserted: eviction, which this
+		// check's own insertions may run, passes over pinned entries.
 		e.pinned = true
-		es = append(es, e)
-		created = append(created, isNew)
-		if err := e.c.p.CheckCost(r.Cost, r.Limit); err != nil {
-			admitted = false
-			return err
+		e.mu.Lock()
+		if isNew {
+			sh.insert(hs[i], e, s.perShard)
 		}
-		ds[i] = algo.Step(&e.c.p, &e.st, now, r.Cost, 0, false)
+		es, created = append(es, e), append(created, isNew)
+		if err := e.c.p.CheckCost(r.Cost, r.Limit); err != nil {
+			return es, created, err
+		}
+	}
+	return es, created, nil
+}
+
+// decideAll decides every request at one time, the latest any entry has
+// used, charges them only if all are admitted, and reports whether they
+// were.
+func (s *Store) decideAll(rs []sluice.Request, es []*entry, created []bool, ds []sluice.Decision) bool {
+	now := s.now()
+	if !s.given {
+		for _, e := range es {
+			now = max(now, e.last)
+		}
+		for _, e := range es {
+			e.last = now
+		}
+	}
+	admitted := true
+	for i, e := range es {
+		e.used = e.used || !created[i]
+		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, 0, false)
 		admitted = admitted && ds[i].Allowed
 	}
 	for i, e := range es {
@@ -416,7 +382,22 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 		}
 		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, s.lease(&e.c.p, rs[i].Cost), true)
 	}
-	return nil
+	return admitted
+}
+
+// finish removes the entries a check created but did not charge (a lone
+// peek or refusal would keep no state either), and unlocks everything.
+func (s *Store) finish(rs []sluice.Request, hs []uint64, es []*entry, created []bool, locked []int, admitted bool) {
+	for i, e := range es {
+		e.pinned = false
+		if created[i] && !(admitted && rs[i].Cost > 0) {
+			s.shards[hs[i]>>s.shift].remove(hs[i], e)
+		}
+		e.mu.Unlock()
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Unlock()
+	}
 }
 
 // insertSorted adds v to the ascending set xs.
@@ -436,13 +417,19 @@ func insertSorted(xs []int, v int) []int {
 
 // Release gives back a concurrency lease. Unknown leases are ignored.
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
-	h := maphash.String(s.seed, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	if e := sh.lookup(h, key, limit); e != nil {
-		algo.Release(&e.st, lease)
+	h := s.hash(key)
+	sh := &s.shards[h>>s.shift]
+	e := sh.find(h, key, limit)
+	if e == nil {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if e = sh.lookup(h, key, limit); e == nil {
+			return nil
+		}
+		e.mu.Lock()
 	}
-	sh.mu.Unlock()
+	algo.Release(&e.st, lease)
+	e.mu.Unlock()
 	return nil
 }
 
@@ -497,105 +484,49 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 }
 
 // sweep removes keys whose state is back to fresh and that have not been
-// used since the previous sweep, examining at most sweepBudget keys per
-// shard from the oldest end of the eviction list. Keys in use are kept even
-// when fresh (a generous limit is fresh again a moment after each request),
-// so they are not forgotten and re-created between requests.
+// used since the previous sweep, examining at most sweepBudget slots per
+// shard, resuming each time where the previous sweep stopped. Keys in use
+// are kept even when fresh (a generous limit is fresh again a moment after
+// each request), so they are not forgotten and re-created between
+// requests.
 func (s *Store) sweep() {
 	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		// A key removed as fresh at now must not be decided later at an
-		// earlier time, when it may not have been.
-		now := s.at(sh, now)
-		e := sh.lru.prev
-		for k := 0; k < sweepBudget && e != &sh.lru; k++ {
-			prev := e.prev
-			switch {
-			case e.pinned || e.st.Idle > now:
-			case e.used:
-				e.used = false
-			default:
-				sh.remove(e)
+		if !s.given {
+			sh.floor = max(sh.floor, now)
+		}
+		t := sh.tab.Load()
+		for steps, seen := 0, 0; steps < len(t.slots) && seen < sweepBudget; {
+			j := sh.sweep & t.mask
+			if e := t.slots[j].e.Load(); e != nil && !e.pinned {
+				seen++
+				if sh.sweepOne(t, j, e, now) {
+					continue // slot j now holds the entry moved back into it, if any
+				}
 			}
-			e = prev
+			sh.sweep++
+			steps++
 		}
 		sh.mu.Unlock()
 	}
 }
 
-func (sh *shard) lookup(h uint64, key string, lim sluice.Limit) *entry {
-	e := sh.m[h]
-	for e != nil && (!e.is(key) || e.c.lim != lim) {
-		e = e.chain
+// sweepOne removes e, at slot j, if it is fresh at now and unused since the
+// last pass, and reports whether it did; otherwise it clears e's used
+// flag.
+func (sh *shard) sweepOne(t *table, j uint64, e *entry, now int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.st.Idle > now:
+	case e.used:
+		e.used = false
+	default:
+		e.dead = true
+		sh.removeAt(t, j)
+		return true
 	}
-	return e
-}
-
-// moveToFront gives e a second chance at eviction.
-func (sh *shard) moveToFront(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	sh.pushFront(e)
-}
-
-func (sh *shard) pushFront(e *entry) {
-	e.prev, e.next = &sh.lru, sh.lru.next
-	sh.lru.next.prev = e
-	sh.lru.next = e
-}
-
-// insert adds a fresh entry, evicting while the shard is over its bound.
-//
-// Eviction is CLOCK (second chance) over the insertion-ordered list: a hit
-// only sets the entry's used flag, so a decision on a known key writes
-// nothing outside its own entry (moving entries on every hit, as an exact
-// LRU list does, touches two other entries' cache lines). The hand walks
-// from the oldest end: a used entry loses its flag and goes to the front,
-// an unused one is evicted. Hot keys are used between passes and survive.
-func (sh *shard) insert(h uint64, key string, c *compiled, bound int) *entry {
-	e := &entry{hash: h, c: c, chain: sh.m[h], klen: int8(len(key))}
-	if len(key) <= inlineKey {
-		copy(e.kbuf[:], key)
-	} else {
-		e.klen, e.long = -1, strings.Clone(key)
-	}
-	sh.m[h] = e
-	sh.pushFront(e)
-	sh.n++
-	for budget := 2*sh.n + 2; sh.n > bound && budget > 0; budget-- {
-		victim := sh.lru.prev
-		switch {
-		case victim == &sh.lru:
-			return e
-		case victim.pinned || victim == e:
-			sh.moveToFront(victim)
-		case victim.used:
-			victim.used = false
-			sh.moveToFront(victim)
-		default:
-			sh.remove(victim)
-		}
-	}
-	return e
-}
-
-func (sh *shard) remove(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-	if first := sh.m[e.hash]; first == e {
-		if e.chain == nil {
-			delete(sh.m, e.hash)
-		} else {
-			sh.m[e.hash] = e.chain
-		}
-	} else {
-		for p := first; p != nil; p = p.chain {
-			if p.chain == e {
-				p.chain = e.chain
-				break
-			}
-		}
-	}
-	sh.n--
+	return false
 }
