@@ -86,7 +86,7 @@ func TestStaleReadingDecidesAtLatest(t *testing.T) {
 			s := newStore(t, tc.cfg)
 			take := func(reading int64) sluice.Decision {
 				t.Helper()
-				d, err := s.take(r, reading)
+				d, err := s.take(&r, reading)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 	made := map[*entry]kl{}
 	for i, key := range keys {
 		for j, lim := range limits {
-			if sh.lookup(h, key, lim) != nil {
+			if sh.lookup(h, key, &lim) != nil {
 				t.Fatalf("key of %d bytes under %s found before it was inserted", len(key), lim)
 			}
 			c, err := sh.compile(lim)
@@ -101,10 +102,10 @@ func TestLookupUnderOneHash(t *testing.T) {
 		t.Helper()
 		for e, at := range made {
 			key, lim := keys[at.key], limits[at.lim]
-			if got := sh.lookup(h, key, lim); got != e {
+			if got := sh.lookup(h, key, &lim); got != e {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: lookup found another entry", when, len(key), key, lim)
 			}
-			if got := sh.find(h, key, lim); got != e {
+			if got := sh.find(h, key, &lim); got != e {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: find found another entry", when, len(key), key, lim)
 			} else {
 				got.mu.Unlock()
@@ -129,7 +130,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 		if e.lockLive() != nil {
 			t.Fatalf("key of %d bytes under %s: a removed entry locked as live", len(keys[at.key]), limits[at.lim])
 		}
-		if sh.lookup(h, keys[at.key], limits[at.lim]) != nil {
+		if sh.lookup(h, keys[at.key], &limits[at.lim]) != nil {
 			t.Fatalf("key of %d bytes under %s found after it was removed", len(keys[at.key]), limits[at.lim])
 		}
 	}
@@ -247,7 +248,7 @@ func checkTables(t *testing.T, s *Store) {
 				t.Errorf("%q under %s held twice", id.key, id.lim)
 			case e.dead:
 				t.Errorf("%q under %s in the table but dead", id.key, id.lim)
-			case sh.lookup(tab.slots[j].h.Load(), id.key, id.lim) != e:
+			case sh.lookup(tab.slots[j].h.Load(), id.key, &id.lim) != e:
 				t.Errorf("%q under %s not found where it is", id.key, id.lim)
 			}
 			seen[id] = true
@@ -256,5 +257,50 @@ func checkTables(t *testing.T, s *Store) {
 			t.Errorf("shard %d counts %d entries, holds %d", i, sh.n, n)
 		}
 		sh.mu.Unlock()
+	}
+}
+
+// TestSameLimitCoversLimit: sameLimit tells apart two limits that differ
+// in any one field of sluice.Limit, so that a field added to Limit cannot
+// be missed by the lookup's comparison.
+func TestSameLimitCoversLimit(t *testing.T) {
+	typ := reflect.TypeFor[sluice.Limit]()
+	for i := range typ.NumField() {
+		var a, b sluice.Limit
+		f := reflect.ValueOf(&b).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Int64:
+			f.SetInt(1)
+		case reflect.Uint8:
+			f.SetUint(1)
+		default:
+			t.Fatalf("sluice.Limit.%s is a %s: teach sameLimit and this test to compare it", typ.Field(i).Name, f.Kind())
+		}
+		if sameLimit(&a, &b) || sameLimit(&b, &a) {
+			t.Errorf("limits that differ in %s compare as the same", typ.Field(i).Name)
+		}
+		if !sameLimit(&b, &b) {
+			t.Errorf("a limit with %s set differs from itself", typ.Field(i).Name)
+		}
+	}
+}
+
+// TestInlineEqual: keys of every inline length equal the bytes they were
+// stored as and differ from any key one byte off, at every position.
+func TestInlineEqual(t *testing.T) {
+	for n := 0; n <= inlineKey; n++ {
+		key := []byte(strings.Repeat("abcdefghij", 3)[:n])
+		var b [inlineKey]byte
+		copy(b[:], key)
+		if !inlineEqual(&b, string(key)) {
+			t.Fatalf("%d-byte key differs from itself", n)
+		}
+		for i := range key {
+			other := append([]byte(nil), key...)
+			other[i] ^= 0x20
+			if inlineEqual(&b, string(other)) {
+				t.Fatalf("%d-byte keys that differ at byte %d compare equal", n, i)
+			}
+		}
 	}
 }

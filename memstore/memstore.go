@@ -208,43 +208,44 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	return s.take(r, s.now())
+	return s.take(&r, s.now())
 }
 
 // take is Take with the clock read: reading, which may be stale by the time
 // the entry's lock is taken.
-func (s *Store) take(r sluice.Request, reading int64) (sluice.Decision, error) {
+func (s *Store) take(r *sluice.Request, reading int64) (sluice.Decision, error) {
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.find(h, r.Key, r.Limit)
-	if e == nil {
+	e := sh.tab.Load().probe(h, r.Key, &r.Limit)
+	if e == nil || e.lockLive() == nil {
 		return s.takeLocked(sh, h, r, reading)
 	}
-	d, err := s.decide(e, r, reading)
-	e.mu.Unlock()
-	return d, err
-}
-
-// decide applies r to e, which is locked and in the table.
-func (s *Store) decide(e *entry, r sluice.Request, reading int64) (sluice.Decision, error) {
 	p := &e.c.p
-	if r.Cost < 0 || r.Cost > p.Cap {
+	if uint64(r.Cost) > uint64(p.Cap) { // a negative cost too
+		e.mu.Unlock()
 		return sluice.Decision{}, p.CheckCost(r.Cost, r.Limit)
 	}
 	e.used = true
-	return algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true), nil
+	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true)
+	e.mu.Unlock()
+	return d, nil
 }
 
 // takeLocked is take under the shard's lock, for a key the lookup without
 // it did not find: it may have been inserted or moved meanwhile, or it is
 // new.
-func (s *Store) takeLocked(sh *shard, h uint64, r sluice.Request, reading int64) (sluice.Decision, error) {
+func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64) (sluice.Decision, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.lookup(h, r.Key, r.Limit); e != nil {
+	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return s.decide(e, r, reading)
+		p := &e.c.p
+		if err := p.CheckCost(r.Cost, r.Limit); err != nil {
+			return sluice.Decision{}, err
+		}
+		e.used = true
+		return algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true), nil
 	}
 	c, err := sh.compile(r.Limit)
 	if err == nil {
@@ -328,7 +329,7 @@ func (s *Store) lockShards(rs []sluice.Request, hs []uint64, locked []int) ([]ui
 func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created []bool) ([]*entry, []bool, error) {
 	for i, r := range rs {
 		sh := &s.shards[hs[i]>>s.shift]
-		e := sh.lookup(hs[i], r.Key, r.Limit)
+		e := sh.lookup(hs[i], r.Key, &r.Limit)
 		isNew := e == nil
 		if isNew {
 			c, err := sh.compile(r.Limit)
@@ -419,11 +420,11 @@ func insertSorted(xs []int, v int) []int {
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
 	h := s.hash(key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.find(h, key, limit)
+	e := sh.find(h, key, &limit)
 	if e == nil {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
-		if e = sh.lookup(h, key, limit); e == nil {
+		if e = sh.lookup(h, key, &limit); e == nil {
 			return nil
 		}
 		e.mu.Lock()
@@ -499,7 +500,7 @@ func (s *Store) sweep() {
 		}
 		t := sh.tab.Load()
 		for steps, seen := 0, 0; steps < len(t.slots) && seen < sweepBudget; {
-			j := sh.sweep & t.mask
+			j := sh.sweep & t.mask()
 			if e := t.slots[j].e.Load(); e != nil && !e.pinned {
 				seen++
 				if sh.sweepOne(t, j, e, now) {

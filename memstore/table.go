@@ -1,9 +1,11 @@
 package memstore
 
 import (
+	"encoding/binary"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -38,15 +40,42 @@ type entry struct {
 
 // is reports whether e is the state of key under lim. The fields it reads
 // never change once e is in a table, so it needs no lock.
-func (e *entry) is(key string, lim sluice.Limit) bool {
-	if e.klen < 0 {
-		if *e.long != key {
+func (e *entry) is(key string, lim *sluice.Limit) bool {
+	if int(e.klen) == len(key) {
+		if !inlineEqual(&e.kbuf, key) {
 			return false
 		}
-	} else if int(e.klen) != len(key) || string(e.kbuf[:e.klen]) != key {
+	} else if e.klen >= 0 || *e.long != key {
 		return false
 	}
-	return e.c.lim == lim
+	return sameLimit(&e.c.lim, lim)
+}
+
+// inlineEqual reports whether the first len(key) bytes of b are key, which
+// is at most inlineKey long, comparing 8 bytes at a time (the last word
+// overlapping the one before): an 11-byte key is two loads of each, not a
+// call to the general comparison.
+func inlineEqual(b *[inlineKey]byte, key string) bool {
+	n := len(key)
+	if n < 8 {
+		return string(b[:n]) == key
+	}
+	k := unsafe.Slice(unsafe.StringData(key), n) // read only
+	le := binary.LittleEndian
+	for i := 0; i < n-8; i += 8 {
+		if le.Uint64(b[i:]) != le.Uint64(k[i:]) {
+			return false
+		}
+	}
+	return le.Uint64(b[n-8:]) == le.Uint64(k[n-8:])
+}
+
+// sameLimit is *a == *b, field by field: the generated comparison calls
+// the general memory comparison. TestSameLimitCoversLimit fails when
+// sluice.Limit gains a field this does not compare.
+func sameLimit(a, b *sluice.Limit) bool {
+	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
+		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL
 }
 
 // key returns the entry's key.
@@ -85,13 +114,14 @@ type slot struct {
 // entry up reads the line of its slot, then the entry itself: two cache
 // lines where a Go map reads its control word, its slot and the entry.
 type table struct {
-	mask  uint64
-	slots []slot
+	slots []slot // a power of two of them
 }
 
 func newTable(size int) *table {
-	return &table{mask: uint64(size - 1), slots: make([]slot, size)}
+	return &table{slots: make([]slot, size)}
 }
+
+func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
 
 // shard is a part of the store with its own table. Lookups read the table
 // without a lock; insertions, removals and growth take mu.
@@ -141,19 +171,18 @@ func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
 // shard's lock it may miss an entry that a concurrent removal is moving,
 // or return one that has just been removed (its dead flag says so); under
 // the lock it is exact.
-func (t *table) probe(h uint64, key string, lim sluice.Limit) *entry {
-	i := h & t.mask
-	for range len(t.slots) {
-		sl := &t.slots[i]
-		switch sl.h.Load() {
-		case 0:
-			return nil
-		case h:
+func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
+	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
+		sl := &slots[i]
+		if sh := sl.h.Load(); sh == h {
 			if e := sl.e.Load(); e != nil && e.is(key, lim) {
 				return e
 			}
+		} else if sh == 0 {
+			return nil
 		}
-		i = (i + 1) & t.mask
 	}
 	return nil
 }
@@ -161,7 +190,7 @@ func (t *table) probe(h uint64, key string, lim sluice.Limit) *entry {
 // find returns the live entry of key under lim, locked, or nil if it did
 // not find one without the shard's lock (the caller then looks again
 // under it).
-func (sh *shard) find(h uint64, key string, lim sluice.Limit) *entry {
+func (sh *shard) find(h uint64, key string, lim *sluice.Limit) *entry {
 	if e := sh.tab.Load().probe(h, key, lim); e != nil {
 		return e.lockLive()
 	}
@@ -181,7 +210,7 @@ func (e *entry) lockLive() *entry {
 
 // lookup returns the entry of key under lim, or nil. The shard's lock is
 // held.
-func (sh *shard) lookup(h uint64, key string, lim sluice.Limit) *entry {
+func (sh *shard) lookup(h uint64, key string, lim *sluice.Limit) *entry {
 	return sh.tab.Load().probe(h, key, lim)
 }
 
@@ -201,9 +230,10 @@ func (sh *shard) insert(h uint64, e *entry, bound int) {
 // put stores e in the first empty slot of its probe sequence. The entry is
 // stored before the hash, so a reader that sees the hash sees the entry.
 func (t *table) put(h uint64, e *entry) {
-	i := h & t.mask
+	mask := t.mask()
+	i := h & mask
 	for t.slots[i].h.Load() != 0 {
-		i = (i + 1) & t.mask
+		i = (i + 1) & mask
 	}
 	t.slots[i].e.Store(e)
 	t.slots[i].h.Store(h)
@@ -230,7 +260,7 @@ func (sh *shard) grow(t *table) *table {
 func (sh *shard) evictOne() bool {
 	t := sh.tab.Load()
 	for range 2*len(t.slots) + 1 {
-		i := sh.hand & t.mask
+		i := sh.hand & t.mask()
 		sh.hand++
 		e := t.slots[i].e.Load()
 		if e == nil || e.pinned {
@@ -258,7 +288,8 @@ func (sh *shard) evictOne() bool {
 func (sh *shard) remove(h uint64, e *entry) {
 	e.dead = true
 	t := sh.tab.Load()
-	for i := h & t.mask; t.slots[i].h.Load() != 0; i = (i + 1) & t.mask {
+	mask := t.mask()
+	for i := h & mask; t.slots[i].h.Load() != 0; i = (i + 1) & mask {
 		if t.slots[i].e.Load() == e {
 			sh.removeAt(t, i)
 			return
@@ -270,13 +301,14 @@ func (sh *shard) remove(h uint64, e *entry) {
 // would no longer reach (backward-shift deletion, so no tombstones). A
 // reader probing meanwhile may miss a moving entry, never find a wrong one.
 func (sh *shard) removeAt(t *table, i uint64) {
-	for j := (i + 1) & t.mask; ; j = (j + 1) & t.mask {
+	mask := t.mask()
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
 		h := t.slots[j].h.Load()
 		if h == 0 {
 			break
 		}
 		// The entry at j stays if its home slot lies cyclically in (i, j].
-		if home := h & t.mask; (j-home)&t.mask < (j-i)&t.mask {
+		if home := h & mask; (j-home)&mask < (j-i)&mask {
 			continue
 		}
 		t.slots[i].e.Store(t.slots[j].e.Load())
