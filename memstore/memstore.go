@@ -67,14 +67,20 @@ type Config struct {
 	// sweeper (keys are then only removed by eviction).
 	SweepInterval time.Duration
 
-	// Resolution, if positive, makes the store read the clock once per
-	// Resolution (in a background goroutine) instead of on every decision,
-	// which saves a clock read (20-30 ns on a virtual machine) per
-	// decision. Decisions are then made as of the last reading, up to one
-	// Resolution late: never more admissions, but those a refill allows can
-	// come in bunches at each reading. Keep it well below the interval of
-	// the fastest limit (1ms is fine for limits up to about 100/s per key).
-	// Default 0: exact time on every decision.
+	// Resolution is how often the store reads the clock: decisions are
+	// made as of the last reading, which a background goroutine takes
+	// every Resolution, instead of reading the clock on each (20-30 ns on
+	// a virtual machine, a third of a decision). What that trades:
+	//   - a refusal that a later reading could change (RetryAfter under a
+	//     second) is decided again at the exact time, so the coarse clock
+	//     never refuses what the exact one would admit;
+	//   - but an admitted decision is made as of the last reading:
+	//     Remaining and ResetAfter can be up to rate × Resolution
+	//     pessimistic, and a leaky bucket's Delay up to Resolution long;
+	//   - the goroutine wakes every Resolution while decisions are made,
+	//     and sleeps after 100 ms without one.
+	// Default 1ms; negative: read the clock on every decision. A store
+	// with Config.Now reads it on every decision.
 	Resolution time.Duration
 
 	// Now replaces the clock, for tests. Its readings are used as they
@@ -96,8 +102,10 @@ type Store struct {
 	baseUS   int64
 	clock    func() time.Time
 	leases   atomic.Uint64
-	coarse   atomic.Int64 // the last reading, µs, when Resolution > 0
-	ticking  bool
+	ticking  bool         // a coarse clock: decisions read coarse
+	coarse   atomic.Int64 // the last reading, µs; 0 while the ticker sleeps
+	seen     atomic.Bool  // a decision has read coarse since the last tick
+	wake     chan struct{}
 	closed   atomic.Bool
 	stop     chan struct{}
 	done     chan struct{}
@@ -118,9 +126,6 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Shards < 0 {
 		return nil, fmt.Errorf("memstore: Shards must not be negative (got %d)", cfg.Shards)
 	}
-	if cfg.Resolution < 0 {
-		return nil, fmt.Errorf("memstore: Resolution must not be negative (got %s)", cfg.Resolution)
-	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = 100_000
 	}
@@ -129,6 +134,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Second
+	}
+	if cfg.Resolution == 0 {
+		cfg.Resolution = time.Millisecond
 	}
 	shardBits := bits.Len(uint(cfg.Shards - 1))
 	n := 1 << shardBits
@@ -142,6 +150,7 @@ func New(cfg Config) (*Store, error) {
 		given:    cfg.Now != nil,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
 	}
 	s.baseUS = s.base.UnixMicro()
 	for i := range s.shards {
@@ -161,10 +170,20 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// now returns the store's time in µs since the Unix epoch.
+// now returns the store's time in µs since the Unix epoch: with a coarse
+// clock the last reading, unless the ticker sleeps (it is then woken).
 func (s *Store) now() int64 {
 	if s.ticking {
-		return s.coarse.Load()
+		if c := s.coarse.Load(); c != 0 {
+			if !s.seen.Load() {
+				s.seen.Store(true)
+			}
+			return c
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 	return s.readClock()
 }
@@ -208,18 +227,17 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	return s.take(&r, s.now())
-}
-
-// take is Take with the clock read: reading, which may be stale by the time
-// the entry's lock is taken.
-func (s *Store) take(r *sluice.Request, reading int64) (sluice.Decision, error) {
+	// The clock is read before anything waits: the reading may be stale
+	// once the entry's lock is taken, which s.at corrects.
+	reading := s.now()
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
 	e := sh.tab.Load().probe(h, r.Key, &r.Limit)
 	if e == nil || e.lockLive() == nil {
-		return s.takeLocked(sh, h, r, reading)
+		return s.takeLocked(sh, h, &r, reading)
 	}
+	// What decide does, written out: this is the path of nearly every
+	// decision, and a call returning a Decision copies it once more.
 	p := &e.c.p
 	if uint64(r.Cost) > uint64(p.Cap) { // a negative cost too
 		e.mu.Unlock()
@@ -227,11 +245,14 @@ func (s *Store) take(r *sluice.Request, reading int64) (sluice.Decision, error) 
 	}
 	e.used = true
 	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true)
+	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
+		d = s.recheck(e, &r)
+	}
 	e.mu.Unlock()
 	return d, nil
 }
 
-// takeLocked is take under the shard's lock, for a key the lookup without
+// takeLocked is Take under the shard's lock, for a key the lookup without
 // it did not find: it may have been inserted or moved meanwhile, or it is
 // new.
 func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64) (sluice.Decision, error) {
@@ -240,12 +261,11 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		p := &e.c.p
-		if err := p.CheckCost(r.Cost, r.Limit); err != nil {
+		if err := e.c.p.CheckCost(r.Cost, r.Limit); err != nil {
 			return sluice.Decision{}, err
 		}
 		e.used = true
-		return algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true), nil
+		return s.decide(e, r, reading), nil
 	}
 	c, err := sh.compile(r.Limit)
 	if err == nil {
@@ -262,10 +282,34 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 		// Nothing to remember for a peek at a fresh key.
 		return algo.Step(&c.p, &e.st, s.at(e, reading), 0, 0, false), nil
 	}
-	// e is not in the table yet: nobody else can see it.
-	d := algo.Step(&c.p, &e.st, s.at(e, reading), r.Cost, s.lease(&c.p, r.Cost), true)
+	// e is not in the table yet: nobody else can see it. It is not marked
+	// used: a key seen once is the first the eviction hand takes.
+	d := s.decide(e, r, reading)
 	sh.insert(h, e, s.perShard)
 	return d, nil
+}
+
+// recheckBelow is the RetryAfter under which a refusal made as of a coarse
+// reading is decided again at the exact time: the reading may be what
+// refused it. A longer refusal would need a reading that much stale.
+const recheckBelow = time.Second
+
+// decide applies r, whose cost has been checked, to e, which is locked or
+// not yet in the table.
+func (s *Store) decide(e *entry, r *sluice.Request, reading int64) sluice.Decision {
+	p := &e.c.p
+	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, s.lease(p, r.Cost), true)
+	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
+		d = s.recheck(e, r)
+	}
+	return d
+}
+
+// recheck decides r on e, which is locked, again at the exact time, after
+// a refusal as of a coarse reading.
+func (s *Store) recheck(e *entry, r *sluice.Request) sluice.Decision {
+	p := &e.c.p
+	return algo.Step(p, &e.st, s.at(e, s.readClock()), r.Cost, s.lease(p, r.Cost), true)
 }
 
 func (s *Store) lease(p *algo.Params, cost int64) uint64 {
@@ -354,11 +398,11 @@ func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created [
 	return es, created, nil
 }
 
-// decideAll decides every request at one time, the latest any entry has
-// used, charges them only if all are admitted, and reports whether they
-// were.
+// decideAll decides every request at one time, the exact time or the
+// latest any entry has used, charges them only if all are admitted, and
+// reports whether they were.
 func (s *Store) decideAll(rs []sluice.Request, es []*entry, created []bool, ds []sluice.Decision) bool {
-	now := s.now()
+	now := s.readClock()
 	if !s.given {
 		for _, e := range es {
 			now = max(now, e.last)
@@ -458,7 +502,7 @@ func (s *Store) Close() error {
 }
 
 // background sweeps every sweepEvery and, with a coarse clock, reads the
-// clock every resolution (either may be 0: not needed).
+// clock every resolution while decisions read it.
 func (s *Store) background(sweepEvery, resolution time.Duration) {
 	defer close(s.done)
 	var sweep, tick <-chan time.Time
@@ -467,11 +511,14 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 		defer t.Stop()
 		sweep = t.C
 	}
+	var ticker *time.Ticker
 	if s.ticking {
-		t := time.NewTicker(resolution)
-		defer t.Stop()
-		tick = t.C
+		ticker = time.NewTicker(resolution)
+		defer ticker.Stop()
+		tick = ticker.C
 	}
+	sleepAfter := max(1, int(parkAfter/resolution))
+	idle := 0
 	for {
 		select {
 		case <-s.stop:
@@ -479,10 +526,28 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 		case <-sweep:
 			s.sweep()
 		case <-tick:
+			if s.seen.Swap(false) {
+				idle = 0
+			} else if idle++; idle >= sleepAfter {
+				// Nobody reads it: sleep until a decision wakes us.
+				ticker.Stop()
+				tick = nil
+				s.coarse.Store(0)
+				continue
+			}
 			s.coarse.Store(s.readClock())
+		case <-s.wake:
+			s.coarse.Store(s.readClock())
+			idle = 0
+			ticker.Reset(resolution)
+			tick = ticker.C
 		}
 	}
 }
+
+// parkAfter is how long the coarse clock keeps ticking without a decision
+// reading it.
+const parkAfter = 100 * time.Millisecond
 
 // sweep removes keys whose state is back to fresh and that have not been
 // used since the previous sweep, examining at most sweepBudget slots per
@@ -491,7 +556,7 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 // each request), so they are not forgotten and re-created between
 // requests.
 func (s *Store) sweep() {
-	now := s.now()
+	now := s.readClock()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()

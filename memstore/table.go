@@ -57,17 +57,22 @@ func (e *entry) is(key string, lim *sluice.Limit) bool {
 // call to the general comparison.
 func inlineEqual(b *[inlineKey]byte, key string) bool {
 	n := len(key)
-	if n < 8 {
+	if n < 8 || n > inlineKey {
 		return string(b[:n]) == key
 	}
 	k := unsafe.Slice(unsafe.StringData(key), n) // read only
 	le := binary.LittleEndian
-	for i := 0; i < n-8; i += 8 {
-		if le.Uint64(b[i:]) != le.Uint64(k[i:]) {
-			return false
-		}
+	x := le.Uint64(b[n-8:]) ^ le.Uint64(k[n-8:])
+	if n > 8 {
+		x |= le.Uint64(b[0:]) ^ le.Uint64(k[0:])
 	}
-	return le.Uint64(b[n-8:]) == le.Uint64(k[n-8:])
+	if n > 16 {
+		x |= le.Uint64(b[8:]) ^ le.Uint64(k[8:])
+	}
+	if n > 24 {
+		x |= le.Uint64(b[16:]) ^ le.Uint64(k[16:])
+	}
+	return x == 0
 }
 
 // sameLimit is *a == *b, field by field: the generated comparison calls
