@@ -232,8 +232,8 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	reading := s.now()
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.tab.Load().probe(h, r.Key, &r.Limit)
-	if e == nil || e.lockLive() == nil {
+	e := sh.tab.Load().find(h, r.Key, &r.Limit)
+	if e == nil {
 		return s.takeLocked(sh, h, &r, reading)
 	}
 	// What decide does, written out: this is the path of nearly every
@@ -464,7 +464,7 @@ func insertSorted(xs []int, v int) []int {
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
 	h := s.hash(key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.find(h, key, &limit)
+	e := sh.tab.Load().find(h, key, &limit)
 	if e == nil {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()

@@ -194,23 +194,29 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 
 // find returns the live entry of key under lim, locked, or nil if it did
 // not find one without the shard's lock (the caller then looks again
-// under it).
-func (sh *shard) find(h uint64, key string, lim *sluice.Limit) *entry {
-	if e := sh.tab.Load().probe(h, key, lim); e != nil {
-		return e.lockLive()
+// under it). It locks an entry whose hash matches before it compares the
+// key: the first touch of the entry's first cache line is then the lock's
+// write, not a read that another core's lock must take back at once.
+func (t *table) find(h uint64, key string, lim *sluice.Limit) *entry {
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
+	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
+		sl := &slots[i]
+		if sh := sl.h.Load(); sh == h {
+			if e := sl.e.Load(); e != nil {
+				e.mu.Lock()
+				// A dead entry was removed after it was found; the key's
+				// state, if any, is further on or only under the lock.
+				if !e.dead && e.is(key, lim) {
+					return e
+				}
+				e.mu.Unlock()
+			}
+		} else if sh == 0 {
+			return nil
+		}
 	}
 	return nil
-}
-
-// lockLive locks e and returns it, or nil if e was removed from its table
-// after it was found (its state is gone: the caller looks again).
-func (e *entry) lockLive() *entry {
-	e.mu.Lock()
-	if e.dead {
-		e.mu.Unlock()
-		return nil
-	}
-	return e
 }
 
 // lookup returns the entry of key under lim, or nil. The shard's lock is
