@@ -5,12 +5,14 @@
 // State lives in a sharded hash table that decisions read without a lock;
 // each (key, limit) has its own mutex, so decisions on different keys never
 // wait for each other, and each shard has its own for insertions and
-// removals. Time is read from the
-// monotonic clock (anchored to the wall clock once, at New), so a wall clock
-// step never changes a decision, and a reading that is stale by the time its
-// decision is made (the goroutine waited between the two) decides at the
-// latest time already used, never at an earlier one that would refuse what
-// that time had made room for.
+// removals. Time is read from the monotonic clock (anchored to the wall
+// clock once, at New), so a wall clock step never changes a decision; by
+// default a background goroutine reads it once per millisecond and
+// decisions use that reading (Config.Resolution says what that trades). A
+// reading that is stale by the time its decision is made (the goroutine
+// waited between the two) decides at the latest time that key has already
+// been decided at, never at an earlier one that would refuse what that
+// time had made room for.
 //
 // Memory is bounded by Config.MaxKeys. When a shard is full, a key not used
 // since the eviction hand last passed it is forgotten (CLOCK, a close
@@ -29,7 +31,7 @@
 // limits, and eviction never happens to a key still inside its window; the
 // memory that costs is MaxKeys times the bytes per key.
 //
-// Each key costs about 160 bytes with a key of up to 28 bytes, for every
+// Each key costs about 165 bytes with a key of up to 28 bytes, for every
 // algorithm (TestBytesPerKey; docs/operations.md has the table); a longer
 // key adds its length, a sliding_log key about 24 bytes per logged
 // request, a concurrency key per lease.
@@ -52,7 +54,7 @@ import (
 // documents its default.
 type Config struct {
 	// MaxKeys bounds how many (key, limit) states are held. Default
-	// 100,000 (about 22 MB with IPv4 keys; docs/operations.md says how to
+	// 100,000 (about 17 MB with IPv4 keys; docs/operations.md says how to
 	// size it). The bound is enforced per shard, so the total can exceed
 	// MaxKeys by less than the number of shards.
 	MaxKeys int
