@@ -59,9 +59,10 @@ type Config struct {
 	// MaxKeys by less than the number of shards.
 	MaxKeys int
 
-	// Shards is the number of independently locked shards, rounded up to a
-	// power of two. Default 64, fewer for a small MaxKeys (each shard holds
-	// at least 16 keys).
+	// Shards is the number of parts of the hash table, each with its own
+	// lock for insertions and removals (finding a key and deciding take
+	// only that key's lock), rounded up to a power of two. Default 64,
+	// fewer for a small MaxKeys (each shard holds at least 16 keys).
 	Shards int
 
 	// SweepInterval is how often keys whose state has returned to fresh
@@ -75,10 +76,11 @@ type Config struct {
 	// a virtual machine, a third of a decision). What that trades:
 	//   - a refusal that a later reading could change (RetryAfter under a
 	//     second) is decided again at the exact time, so the coarse clock
-	//     never refuses what the exact one would admit;
+	//     refuses nothing the exact one would admit unless its goroutine
+	//     has been kept from running for a second;
 	//   - but an admitted decision is made as of the last reading:
 	//     Remaining and ResetAfter can be up to rate × Resolution
-	//     pessimistic, and a leaky bucket's Delay up to Resolution long;
+	//     pessimistic, and a leaky bucket's Delay about Resolution long;
 	//   - the goroutine wakes every Resolution while decisions are made,
 	//     and sleeps after 100 ms without one.
 	// Default 1ms; negative: read the clock on every decision. A store
@@ -93,7 +95,7 @@ type Config struct {
 }
 
 // Store is an in-process sluice.Store. It is safe for concurrent use. Close
-// it to stop its background sweeper.
+// it to stop its background goroutine (the sweeper and the coarse clock).
 type Store struct {
 	shards   []shard
 	shift    uint // a key's shard is its hash >> shift
