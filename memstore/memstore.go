@@ -106,14 +106,16 @@ type Store struct {
 	baseUS   int64
 	clock    func() time.Time
 	leases   atomic.Uint64
-	ticking  bool         // a coarse clock: decisions read coarse
-	coarse   atomic.Int64 // the last reading, µs; 0 while the ticker sleeps
-	seen     atomic.Bool  // a decision has read coarse since the last tick
-	wake     chan struct{}
-	closed   atomic.Bool
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
+	ticking  bool // a coarse clock: decisions read coarse
+	// coarse is the last reading (µs) of a coarse clock: negative until a
+	// decision has read it, 0 while the ticker sleeps and without a
+	// coarse clock.
+	coarse atomic.Int64
+	wake   chan struct{}
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -175,13 +177,26 @@ func New(cfg Config) (*Store, error) {
 }
 
 // now returns the store's time in µs since the Unix epoch: with a coarse
-// clock the last reading, unless the ticker sleeps (it is then woken).
+// clock the last reading. It is small enough to inline; nowSlow does the
+// rest.
 func (s *Store) now() int64 {
+	if c := s.coarse.Load(); c > 0 {
+		return c
+	}
+	return s.nowSlow()
+}
+
+// nowSlow is now when the clock is exact, when the coarse reading is the
+// first since the last tick (negative: it marks it read), or when the
+// ticker sleeps (0: it wakes it and reads the clock).
+func (s *Store) nowSlow() int64 {
 	if s.ticking {
-		if c := s.coarse.Load(); c != 0 {
-			if !s.seen.Load() {
-				s.seen.Store(true)
-			}
+		c := s.coarse.Load()
+		if c < 0 {
+			s.coarse.CompareAndSwap(c, -c)
+			return -c
+		}
+		if c > 0 {
 			return c
 		}
 		select {
@@ -530,7 +545,7 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 		case <-sweep:
 			s.sweep()
 		case <-tick:
-			if s.seen.Swap(false) {
+			if s.coarse.Load() > 0 {
 				idle = 0
 			} else if idle++; idle >= sleepAfter {
 				// Nobody reads it: sleep until a decision wakes us.
@@ -539,7 +554,7 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 				s.coarse.Store(0)
 				continue
 			}
-			s.coarse.Store(s.readClock())
+			s.coarse.Store(-s.readClock())
 		case <-s.wake:
 			s.coarse.Store(s.readClock())
 			idle = 0
