@@ -73,7 +73,7 @@ var libraries = []library{
 	{"throttled", newThrottled},
 	{"sluice-fixed", newSluiceFixedWindow},
 	{"sluice-sliding", newSluiceSlidingWindow},
-	{"sluice-coarse", newSluiceCoarse},
+	{"sluice-exact", newSluiceExact},
 }
 
 // sluiceLimiter calls sluice.Limiter.Allow on a memstore.Store, as users do.
@@ -110,15 +110,15 @@ func newSluiceTokenBucket(p policy, maxKeys int) (limiter, error) {
 	return newSluice(limit, memstore.Config{MaxKeys: maxKeys})
 }
 
-// newSluiceCoarse is sluice's token bucket on a memstore that reads the
-// clock once per millisecond (memstore.Config.Resolution) instead of per
-// decision.
-func newSluiceCoarse(p policy, maxKeys int) (limiter, error) {
+// newSluiceExact is sluice's token bucket on a memstore that reads the
+// clock on every decision (memstore.Config.Resolution -1) instead of the
+// default coarse clock, read once per millisecond.
+func newSluiceExact(p policy, maxKeys int) (limiter, error) {
 	limit := sluice.TokenBucket(sluice.PerSecond(bucketRate), bucketBurst)
 	if p == strict {
 		limit = sluice.TokenBucket(sluice.Per(1, window), 1)
 	}
-	return newSluice(limit, memstore.Config{MaxKeys: maxKeys, Resolution: time.Millisecond})
+	return newSluice(limit, memstore.Config{MaxKeys: maxKeys, Resolution: -1})
 }
 
 func newSluiceFixedWindow(p policy, maxKeys int) (limiter, error) {

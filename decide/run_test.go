@@ -13,10 +13,11 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-// newDecider returns a Decider on a fresh memstore, and the store.
+// newDecider returns a Decider on a fresh memstore reading the exact clock
+// (the tests count delays to the microsecond), and the store.
 func newDecider(t *testing.T, cfg decide.Config) (*decide.Decider, *memstore.Store) {
 	t.Helper()
-	mem, err := memstore.New(memstore.Config{})
+	mem, err := memstore.New(memstore.Config{Resolution: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

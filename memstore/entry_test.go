@@ -1,7 +1,11 @@
 package memstore
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,10 +62,11 @@ func TestKeysAndLimitsKeepApart(t *testing.T) {
 	}
 }
 
-// TestLookupUnderOneHash: entries whose hashes collide share a chain, and
-// lookup tells them apart by key and limit alone. Every (key, limit) of
-// TestKeysAndLimitsKeepApart's kind is put under one hash, as if the hash
-// collided for all of them.
+// TestLookupUnderOneHash: entries whose hashes collide share a probe
+// sequence, and lookup tells them apart by key and limit alone, before and
+// after some of them are removed (removal moves the others back). Every
+// (key, limit) of TestKeysAndLimitsKeepApart's kind is put under one hash,
+// as if the hash collided for all of them.
 func TestLookupUnderOneHash(t *testing.T) {
 	s := newStore(t, Config{Shards: 1, SweepInterval: -1})
 	sh := &s.shards[0]
@@ -77,27 +82,68 @@ func TestLookupUnderOneHash(t *testing.T) {
 		}
 	}
 	limits := []sluice.Limit{sluice.FixedWindow(1, time.Minute), sluice.FixedWindow(2, time.Minute), sluice.GCRA(sluice.PerSecond(1), 1)}
-	made := map[*entry][2]int{}
+	type kl struct{ key, lim int }
+	made := map[*entry]kl{}
 	for i, key := range keys {
 		for j, lim := range limits {
-			if sh.lookup(h, key, lim) != nil {
+			if sh.lookup(h, key, &lim) != nil {
 				t.Fatalf("key of %d bytes under %s found before it was inserted", len(key), lim)
 			}
 			c, err := sh.compile(lim)
 			if err != nil {
 				t.Fatal(err)
 			}
-			made[sh.insert(h, key, c, 1<<20)] = [2]int{i, j}
+			e := newEntry(key, c)
+			sh.insert(h, e, 1<<20)
+			made[e] = kl{i, j}
 		}
 	}
-	for e, ij := range made {
-		key, lim := keys[ij[0]], limits[ij[1]]
-		if got := sh.lookup(h, key, lim); got != e {
-			t.Errorf("key of %d bytes %.8q…, %s: lookup found another entry", len(key), key, lim)
+	lookAll := func(when string) {
+		t.Helper()
+		for e, at := range made {
+			key, lim := keys[at.key], limits[at.lim]
+			if got := sh.lookup(h, key, &lim); got != e {
+				t.Errorf("%s: key of %d bytes %.8q…, %s: lookup found another entry", when, len(key), key, lim)
+			}
+			if got := sh.tab.Load().find(h, key, &lim); got != e {
+				t.Errorf("%s: key of %d bytes %.8q…, %s: find found another entry", when, len(key), key, lim)
+			} else {
+				got.mu.Unlock()
+			}
 		}
+	}
+	lookAll("all inserted")
+	// old is a copy of the table as a reader may have loaded it, before
+	// any removal.
+	old := &table{slots: make([]slot, len(sh.tab.Load().slots))}
+	for i := range old.slots {
+		old.slots[i].h.Store(sh.tab.Load().slots[i].h.Load())
+		old.slots[i].e.Store(sh.tab.Load().slots[i].e.Load())
 	}
 	if len(sh.limits) != len(limits) {
 		t.Errorf("shard shares %d compiled limits, want %d", len(sh.limits), len(limits))
+	}
+	k := 0
+	for e, at := range made {
+		if k++; k%2 == 0 {
+			continue
+		}
+		e.mu.Lock()
+		sh.remove(h, e)
+		e.mu.Unlock()
+		delete(made, e)
+		// A reader that found e in a table it loaded before e was
+		// removed must not decide on it.
+		if old.find(h, keys[at.key], &limits[at.lim]) != nil {
+			t.Fatalf("key of %d bytes under %s: a removed entry found live", len(keys[at.key]), limits[at.lim])
+		}
+		if sh.lookup(h, keys[at.key], &limits[at.lim]) != nil {
+			t.Fatalf("key of %d bytes under %s found after it was removed", len(keys[at.key]), limits[at.lim])
+		}
+	}
+	lookAll("half removed")
+	if sh.n != len(made) {
+		t.Errorf("shard counts %d entries, holds %d", sh.n, len(made))
 	}
 }
 
@@ -113,5 +159,155 @@ func TestSharedLimitsBounded(t *testing.T) {
 	}
 	if got := len(s.shards[0].limits); got != maxShared {
 		t.Errorf("shard shares %d compiled limits, want %d", got, maxShared)
+	}
+}
+
+// TestConcurrentGrowth: goroutines first touch keys at the same time as
+// others decide on them, in one shard whose table grows from 8 slots to
+// 1024 meanwhile. Lookups without the lock must never create a second
+// state for a key: with the clock frozen each key admits exactly its count.
+func TestConcurrentGrowth(t *testing.T) {
+	clk := newClock()
+	s := newStore(t, Config{Shards: 1, Now: clk.now, SweepInterval: -1})
+	lim := sluice.FixedWindow(3, time.Hour)
+	const keys, goroutines = 600, 8
+	var admitted [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range 2 * keys {
+				k := (i*(2*g+1) + g) % keys
+				if d, _ := s.Take(ctx, sluice.Request{Key: fmt.Sprint("k", k), Limit: lim, Cost: 1}); d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range admitted {
+		if got := admitted[k].Load(); got != 3 {
+			t.Errorf("key %d admitted %d, want exactly 3", k, got)
+		}
+	}
+	checkTables(t, s)
+}
+
+// TestConcurrentEviction: goroutines decide on four times more keys than
+// the store holds, so that entries are evicted, swept and moved back in
+// their tables while others look them up without a lock. Afterwards every
+// table is consistent: each entry once, where probing finds it, counted.
+func TestConcurrentEviction(t *testing.T) {
+	clk := newClock()
+	s := newStore(t, Config{MaxKeys: 256, Shards: 4, Now: clk.now, SweepInterval: -1})
+	limits := []sluice.Limit{sluice.TokenBucket(sluice.PerSecond(10), 5), sluice.Concurrency(2, time.Minute)}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 5000 {
+				k := (i*7919 + g*104729) % 1024
+				r := sluice.Request{Key: fmt.Sprint("key-", k), Limit: limits[i%2], Cost: 1}
+				d, err := s.Take(ctx, r)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Lease != 0 {
+					s.Release(ctx, r.Key, r.Limit, d.Lease)
+				}
+				if i%64 == 0 {
+					clk.advance(time.Millisecond)
+				}
+				if g == 0 && i%500 == 0 {
+					s.sweep()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := s.Len(); n > 256 {
+		t.Errorf("holds %d keys, bound 256", n)
+	}
+	checkTables(t, s)
+}
+
+// checkTables checks every shard's table: each (key, limit) at most once,
+// found by lookup where it is, none dead, and as many as the shard counts.
+func checkTables(t *testing.T, s *Store) {
+	t.Helper()
+	type kl struct {
+		key string
+		lim sluice.Limit
+	}
+	seen := map[kl]bool{}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		tab, n := sh.tab.Load(), 0
+		for j := range tab.slots {
+			e := tab.slots[j].e.Load()
+			if e == nil {
+				continue
+			}
+			n++
+			id := kl{e.key(), e.c.lim}
+			switch {
+			case seen[id]:
+				t.Errorf("%q under %s held twice", id.key, id.lim)
+			case e.dead:
+				t.Errorf("%q under %s in the table but dead", id.key, id.lim)
+			case sh.lookup(tab.slots[j].h.Load(), id.key, &id.lim) != e:
+				t.Errorf("%q under %s not found where it is", id.key, id.lim)
+			}
+			seen[id] = true
+		}
+		if n != sh.n {
+			t.Errorf("shard %d counts %d entries, holds %d", i, sh.n, n)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// TestSameLimitCoversLimit: sameLimit tells apart two limits that differ
+// in any one field of sluice.Limit, so that a field added to Limit cannot
+// be missed by the lookup's comparison.
+func TestSameLimitCoversLimit(t *testing.T) {
+	typ := reflect.TypeFor[sluice.Limit]()
+	for i := range typ.NumField() {
+		var a, b sluice.Limit
+		f := reflect.ValueOf(&b).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Int64:
+			f.SetInt(1)
+		case reflect.Uint8:
+			f.SetUint(1)
+		default:
+			t.Fatalf("sluice.Limit.%s is a %s: teach sameLimit and this test to compare it", typ.Field(i).Name, f.Kind())
+		}
+		if sameLimit(&a, &b) || sameLimit(&b, &a) {
+			t.Errorf("limits that differ in %s compare as the same", typ.Field(i).Name)
+		}
+		if !sameLimit(&b, &b) {
+			t.Errorf("a limit with %s set differs from itself", typ.Field(i).Name)
+		}
+	}
+}
+
+// TestInlineEqual: keys of every inline length equal the bytes they were
+// stored as and differ from any key one byte off, at every position.
+func TestInlineEqual(t *testing.T) {
+	for n := 0; n <= inlineKey; n++ {
+		key := []byte(strings.Repeat("abcdefghij", 3)[:n])
+		var b [inlineKey]byte
+		copy(b[:], key)
+		if !inlineEqual(&b, string(key)) {
+			t.Fatalf("%d-byte key differs from itself", n)
+		}
+		for i := range key {
+			other := append([]byte(nil), key...)
+			other[i] ^= 0x20
+			if inlineEqual(&b, string(other)) {
+				t.Fatalf("%d-byte keys that differ at byte %d compare equal", n, i)
+			}
+		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 func ExampleNew() {
 	store, err := memstore.New(memstore.Config{
-		MaxKeys: 1_000_000, // about 216 MB at most with short keys; the default is 100,000
+		MaxKeys: 1_000_000, // about 165 MB at most with short keys; the default is 100,000
 	})
 	if err != nil {
 		panic(err)

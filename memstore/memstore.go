@@ -2,11 +2,17 @@
 // instance: no network, no allocation per decision for a key it already
 // holds, and a hard bound on the number of keys.
 //
-// State lives in a sharded hash table; each shard has its own mutex and
-// eviction list, so there is no global lock on the hot path and decisions on
-// different keys rarely contend. Time is read from the
-// monotonic clock (anchored to the wall clock once, at New), so a wall clock
-// step never changes a decision.
+// State lives in a sharded hash table that decisions read without a lock;
+// each (key, limit) has its own mutex, so decisions on different keys never
+// wait for each other, and each shard has its own for insertions and
+// removals. Time is read from the monotonic clock (anchored to the wall
+// clock once, at New), so a wall clock step never changes a decision; by
+// default a background goroutine reads it once per millisecond and
+// decisions use that reading (Config.Resolution says what that trades). A
+// reading that is stale by the time its decision is made (the goroutine
+// waited between the two) decides at the latest time that key has already
+// been decided at, never at an earlier one that would refuse what that
+// time had made room for.
 //
 // Memory is bounded by Config.MaxKeys. When a shard is full, a key not used
 // since the eviction hand last passed it is forgotten (CLOCK, a close
@@ -25,7 +31,7 @@
 // limits, and eviction never happens to a key still inside its window; the
 // memory that costs is MaxKeys times the bytes per key.
 //
-// Each key costs about 216 bytes with a key of up to 32 bytes, for every
+// Each key costs about 165 bytes with a key of up to 28 bytes, for every
 // algorithm (TestBytesPerKey; docs/operations.md has the table); a longer
 // key adds its length, a sliding_log key about 24 bytes per logged
 // request, a concurrency key per lease.
@@ -36,7 +42,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,14 +54,15 @@ import (
 // documents its default.
 type Config struct {
 	// MaxKeys bounds how many (key, limit) states are held. Default
-	// 100,000 (about 22 MB with IPv4 keys; docs/operations.md says how to
+	// 100,000 (about 17 MB with IPv4 keys; docs/operations.md says how to
 	// size it). The bound is enforced per shard, so the total can exceed
 	// MaxKeys by less than the number of shards.
 	MaxKeys int
 
-	// Shards is the number of independently locked shards, rounded up to a
-	// power of two. Default 64, fewer for a small MaxKeys (each shard holds
-	// at least 16 keys).
+	// Shards is the number of parts of the hash table, each with its own
+	// lock for insertions and removals (finding a key and deciding take
+	// only that key's lock), rounded up to a power of two. Default 64,
+	// fewer for a small MaxKeys (each shard holds at least 16 keys).
 	Shards int
 
 	// SweepInterval is how often keys whose state has returned to fresh
@@ -64,120 +70,58 @@ type Config struct {
 	// sweeper (keys are then only removed by eviction).
 	SweepInterval time.Duration
 
-	// Resolution, if positive, makes the store read the clock once per
-	// Resolution (in a background goroutine) instead of on every decision,
-	// which saves a clock read (20-30 ns on a virtual machine) per
-	// decision. Decisions are then made as of the last reading, up to one
-	// Resolution late: never more admissions, but those a refill allows can
-	// come in bunches at each reading. Keep it well below the interval of
-	// the fastest limit (1ms is fine for limits up to about 100/s per key).
-	// Default 0: exact time on every decision.
+	// Resolution is how often the store reads the clock: decisions are
+	// made as of the last reading, which a background goroutine takes
+	// every Resolution, instead of reading the clock on each (20-30 ns on
+	// a virtual machine, a third of a decision). What that trades:
+	//   - a refusal that a later reading could change (RetryAfter under a
+	//     second) is decided again at the exact time, so the coarse clock
+	//     refuses nothing the exact one would admit unless its goroutine
+	//     has been kept from running for a second;
+	//   - but an admitted decision is made as of the last reading:
+	//     Remaining and ResetAfter can be up to rate × Resolution
+	//     pessimistic, and a leaky bucket's Delay about Resolution long;
+	//   - the goroutine wakes every Resolution while decisions are made,
+	//     and sleeps after 100 ms without one.
+	// Default 1ms; negative: read the clock on every decision. A store
+	// with Config.Now reads it on every decision.
 	Resolution time.Duration
 
-	// Now replaces the clock, for tests. Default: the monotonic clock,
+	// Now replaces the clock, for tests. Its readings are used as they
+	// are, even one earlier than a time already used (to test what the
+	// algorithms do when a clock goes back). Default: the monotonic clock,
 	// reported as wall time anchored at New.
 	Now func() time.Time
 }
 
 // Store is an in-process sluice.Store. It is safe for concurrent use. Close
-// it to stop its background sweeper.
+// it to stop its background goroutine (the sweeper and the coarse clock).
 type Store struct {
 	shards   []shard
-	mask     uint64
+	shift    uint // a key's shard is its hash >> shift
 	perShard int
 	seed     maphash.Seed
+	given    bool // the clock is Config.Now: its readings are used as they are
 	base     time.Time
 	baseUS   int64
 	clock    func() time.Time
 	leases   atomic.Uint64
-	coarse   atomic.Int64 // the last reading, µs, when Resolution > 0
-	ticking  bool
-	closed   atomic.Bool
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
+	ticking  bool // a coarse clock: decisions read coarse
+	// coarse is the last reading (µs) of a coarse clock: negative until a
+	// decision has read it, 0 while the ticker sleeps and without a
+	// coarse clock.
+	coarse atomic.Int64
+	wake   chan struct{}
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 var _ sluice.Store = (*Store)(nil)
 
-type shard struct {
-	mu  sync.Mutex
-	m   map[uint64]*entry
-	lru entry // sentinel: lru.next is the most recently used
-	n   int
-	// limits shares one compiled limit among the shard's entries of that
-	// limit, at most maxShared of them (an entry of any other limit gets
-	// its own): entries stay small, and the parameters every decision
-	// reads stay in cache however many keys there are.
-	limits map[sluice.Limit]*compiled
-	_      [64]byte // keep shards' locks on separate cache lines
-}
-
-// compiled is a limit and its parameters.
-type compiled struct {
-	lim sluice.Limit
-	p   algo.Params
-}
-
-// maxShared bounds a shard's shared limits. An application has a few
-// limits; one computed from client input (a header's scale, say) could
-// have many, and they must not grow the table.
-const maxShared = 64
-
-// inlineKey is the longest key an entry holds in its own first cache line;
-// a longer key is held in a string of its own.
-const inlineKey = 32
-
-// entry is the state of one (key, limit), 192 bytes: three whole cache
-// lines (the allocator places objects of that size class on multiples of
-// 192 bytes). Finding the entry reads the first line; a decision then
-// reads and writes the second; the third is touched only on insertion,
-// eviction and sweeps. (Entries used to hold the limit and its parameters
-// themselves: 320 bytes over up to six lines, and with 100,000 keys each
-// decision waited on about twice the cache misses.)
-type entry struct {
-	chain  *entry    // next entry with the same hash
-	c      *compiled // its limit and parameters (shared, read only)
-	hash   uint64
-	klen   int8 // length of the key in kbuf, or -1: the key is in long
-	used   bool // used since it last passed the eviction hand or the sweeper
-	pinned bool // in use by a TakeAll; not evictable
-	kbuf   [inlineKey]byte
-
-	st algo.State
-
-	prev, next *entry // eviction list
-	long       string
-	_          [32]byte // pad to 192 bytes (TestEntryLayout)
-}
-
-// is reports whether e is the state of key.
-func (e *entry) is(key string) bool {
-	if e.klen < 0 {
-		return e.long == key
-	}
-	return int(e.klen) == len(key) && string(e.kbuf[:e.klen]) == key
-}
-
-// compile returns lim compiled: the shard's shared copy, or a new one
-// (shared from now on while there is room).
-func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
-	if c := sh.limits[lim]; c != nil {
-		return c, nil
-	}
-	p, err := algo.Compile(lim)
-	if err != nil {
-		return nil, err
-	}
-	c := &compiled{lim: lim, p: p}
-	if len(sh.limits) < maxShared {
-		sh.limits[lim] = c
-	}
-	return c, nil
-}
-
-// sweepBudget is how many entries a sweep examines per shard, from the
-// oldest end of the eviction list, where idle keys gather.
+// sweepBudget is how many entries a sweep examines per shard, resuming
+// where the previous sweep stopped.
 const sweepBudget = 1024
 
 // New returns a Store configured by cfg, and starts its sweeper.
@@ -197,26 +141,28 @@ func New(cfg Config) (*Store, error) {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Second
 	}
-	n := 1 << bits.Len(uint(cfg.Shards-1))
+	if cfg.Resolution == 0 {
+		cfg.Resolution = time.Millisecond
+	}
+	shardBits := bits.Len(uint(cfg.Shards - 1))
+	n := 1 << shardBits
 	s := &Store{
 		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
+		shift:    uint(64 - shardBits),
 		perShard: (cfg.MaxKeys + n - 1) / n,
 		seed:     maphash.MakeSeed(),
 		base:     time.Now(),
 		clock:    cfg.Now,
+		given:    cfg.Now != nil,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
 	}
 	s.baseUS = s.base.UnixMicro()
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.m = make(map[uint64]*entry)
+		sh.tab.Store(newTable(8))
 		sh.limits = make(map[sluice.Limit]*compiled)
-		sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
-	}
-	if cfg.Resolution < 0 {
-		return nil, fmt.Errorf("memstore: Resolution must not be negative (got %s)", cfg.Resolution)
 	}
 	if cfg.Resolution > 0 && cfg.Now == nil {
 		s.ticking = true
@@ -230,10 +176,33 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// now returns the store's time in µs since the Unix epoch.
+// now returns the store's time in µs since the Unix epoch: with a coarse
+// clock the last reading. It is small enough to inline; nowSlow does the
+// rest.
 func (s *Store) now() int64 {
+	if c := s.coarse.Load(); c > 0 {
+		return c
+	}
+	return s.nowSlow()
+}
+
+// nowSlow is now when the clock is exact, when the coarse reading is the
+// first since the last tick (negative: it marks it read), or when the
+// ticker sleeps (0: it wakes it and reads the clock).
+func (s *Store) nowSlow() int64 {
 	if s.ticking {
-		return s.coarse.Load()
+		c := s.coarse.Load()
+		if c < 0 {
+			s.coarse.CompareAndSwap(c, -c)
+			return -c
+		}
+		if c > 0 {
+			return c
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 	return s.readClock()
 }
@@ -245,42 +214,121 @@ func (s *Store) readClock() int64 {
 	return s.baseUS + int64(time.Since(s.base)/time.Microsecond)
 }
 
+// hash returns key's hash: its top bits choose the shard, its low bits the
+// slot. It is never 0, which marks an empty slot.
+func (s *Store) hash(key string) uint64 {
+	if h := maphash.String(s.seed, key); h != 0 {
+		return h
+	}
+	return 1
+}
+
+// at returns the time to decide at on e, whose lock is held, given a
+// reading of the clock: the reading, or with the store's own clock the
+// latest time e has been decided at if that is later. The monotonic clock
+// never goes back, so a reading older than one already used is stale (its
+// goroutine waited between the reading and the lock), and deciding at it
+// would refuse what the later time had already made room for. Config.Now's
+// readings are used as they are: a test may move it back.
+func (s *Store) at(e *entry, reading int64) int64 {
+	if s.given {
+		return reading
+	}
+	if reading < e.last {
+		return e.last
+	}
+	e.last = reading
+	return reading
+}
+
 // Take applies one request. It allocates only when it first sees a key.
 func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, error) {
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	h := maphash.String(s.seed, r.Key)
-	sh := &s.shards[h&s.mask]
-	now := s.now()
-	sh.mu.Lock()
-	e := sh.lookup(h, r.Key, r.Limit)
+	// The clock is read before anything waits: the reading may be stale
+	// once the entry's lock is taken, which s.at corrects.
+	reading := s.now()
+	h := s.hash(r.Key)
+	sh := &s.shards[h>>s.shift]
+	e := sh.tab.Load().find(h, r.Key, &r.Limit)
 	if e == nil {
-		c, err := sh.compile(r.Limit)
-		if err == nil {
-			err = c.p.Check(r)
-		}
-		if err != nil || r.Cost == 0 {
-			// Nothing to remember for an error or a peek at a fresh key.
-			sh.mu.Unlock()
-			if err != nil {
-				return sluice.Decision{}, err
-			}
-			var fresh algo.State
-			return algo.Step(&c.p, &fresh, now, 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
-		}
-		e = sh.insert(h, r.Key, c, s.perShard)
-	} else {
-		if r.Cost < 0 || r.Cost > e.c.p.Cap || r.MaxDelay < 0 {
-			sh.mu.Unlock()
-			return sluice.Decision{}, e.c.p.Check(r)
+		return s.takeLocked(sh, h, &r, reading)
+	}
+	// What decide does, written out: this is the path of nearly every
+	// decision, and a call returning a Decision copies it once more.
+	p := &e.c.p
+	if uint64(r.Cost) > uint64(p.Cap) || r.MaxDelay < 0 { // a negative cost too
+		e.mu.Unlock()
+		return sluice.Decision{}, p.Check(r)
+	}
+	e.used = true
+	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
+	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
+		d = s.recheck(e, &r)
+	}
+	e.mu.Unlock()
+	return d, nil
+}
+
+// takeLocked is Take under the shard's lock, for a key the lookup without
+// it did not find: it may have been inserted or moved meanwhile, or it is
+// new.
+func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64) (sluice.Decision, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if err := e.c.p.Check(*r); err != nil {
+			return sluice.Decision{}, err
 		}
 		e.used = true
+		return s.decide(e, r, reading), nil
 	}
-	p := &e.c.p
-	d := algo.Step(p, &e.st, now, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
-	sh.mu.Unlock()
+	c, err := sh.compile(r.Limit)
+	if err == nil {
+		err = c.p.Check(*r)
+	}
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	e := newEntry(r.Key, c)
+	if !s.given {
+		e.last = sh.floor
+	}
+	if r.Cost == 0 {
+		// Nothing to remember for a peek at a fresh key.
+		return algo.Step(&c.p, &e.st, s.at(e, reading), 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
+	}
+	// e is not in the table yet: nobody else can see it. It is not marked
+	// used: a key seen once is the first the eviction hand takes.
+	d := s.decide(e, r, reading)
+	sh.insert(h, e, s.perShard)
 	return d, nil
+}
+
+// recheckBelow is the RetryAfter under which a refusal made as of a coarse
+// reading is decided again at the exact time: the reading may be what
+// refused it. A longer refusal would need a reading that much stale.
+const recheckBelow = time.Second
+
+// decide applies r, whose cost has been checked, to e, which is locked or
+// not yet in the table.
+func (s *Store) decide(e *entry, r *sluice.Request, reading int64) sluice.Decision {
+	p := &e.c.p
+	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
+	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
+		d = s.recheck(e, r)
+	}
+	return d
+}
+
+// recheck decides r on e, which is locked, again at the exact time, after
+// a refusal as of a coarse reading.
+func (s *Store) recheck(e *entry, r *sluice.Request) sluice.Decision {
+	p := &e.c.p
+	return algo.Step(p, &e.st, s.at(e, s.readClock()), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
 }
 
 func (s *Store) lease(p *algo.Params, cost int64) uint64 {
@@ -291,10 +339,10 @@ func (s *Store) lease(p *algo.Params, cost int64) uint64 {
 }
 
 // TakeAll applies rs all-or-nothing, holding the locks of every shard
-// involved at once (in shard order, so concurrent calls cannot deadlock).
-// When it refuses, nothing is charged and every decision has Allowed false;
-// a request that alone would have been admitted has RetryAfter 0 and the
-// Remaining it has now.
+// involved at once (in shard order, so concurrent calls cannot deadlock)
+// and of every entry. When it refuses, nothing is charged and every
+// decision has Allowed false; a request that alone would have been
+// admitted has RetryAfter 0 and the Remaining it has now.
 func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Decision) error {
 	if len(ds) != len(rs) {
 		return fmt.Errorf("memstore: TakeAll: %d requests but %d decisions", len(rs), len(ds))
@@ -311,55 +359,81 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	}
 	var hbuf [8]uint64
 	var ebuf [8]*entry
-	var lbuf [8]int
 	var nbuf [8]bool
-	hs, es, locked, created := hbuf[:0], ebuf[:0], lbuf[:0], nbuf[:0]
+	var lbuf [8]int
+	hs, locked := s.lockShards(rs, hbuf[:0], lbuf[:0])
+	es, created := ebuf[:0], nbuf[:0]
+	admitted := false
+	defer func() { s.finish(rs, hs, es, created, locked, admitted) }()
+	var err error
+	if es, created, err = s.entries(rs, hs, es, created); err != nil {
+		return err
+	}
+	admitted = s.decideAll(rs, es, created, ds)
+	return nil
+}
+
+// lockShards appends the requests' hashes to hs and their shards to locked,
+// in ascending order, and locks those shards in that order.
+func (s *Store) lockShards(rs []sluice.Request, hs []uint64, locked []int) ([]uint64, []int) {
 	for _, r := range rs {
-		h := maphash.String(s.seed, r.Key)
+		h := s.hash(r.Key)
 		hs = append(hs, h)
-		locked = insertSorted(locked, int(h&s.mask))
+		locked = insertSorted(locked, int(h>>s.shift))
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Lock()
 	}
-	admitted := true
-	defer func() {
-		for i, e := range es {
-			e.pinned = false
-			if created[i] && !(admitted && rs[i].Cost > 0) {
-				// Nothing was charged to a key this check created:
-				// keep no state, as a lone peek or refusal would not.
-				s.shards[hs[i]&s.mask].remove(e)
-			}
-		}
-		for _, i := range locked {
-			s.shards[i].mu.Unlock()
-		}
-	}()
+	return hs, locked
+}
 
-	now := s.now()
+// entries appends to es every request's entry, found or created, pinned and
+// locked, and to created whether the check created it; it checks every cost.
+func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created []bool) ([]*entry, []bool, error) {
 	for i, r := range rs {
-		sh := &s.shards[hs[i]&s.mask]
-		e := sh.lookup(hs[i], r.Key, r.Limit)
+		sh := &s.shards[hs[i]>>s.shift]
+		e := sh.lookup(hs[i], r.Key, &r.Limit)
 		isNew := e == nil
 		if isNew {
 			c, err := sh.compile(r.Limit)
 			if err != nil {
-				admitted = false
-				return err
+				return es, created, err
 			}
-			e = sh.insert(hs[i], r.Key, c, s.perShard)
-		} else {
-			e.used = true
+			e = newEntry(r.Key, c)
+			e.last = sh.floor
 		}
+		// Pinned before it is locked or inserted: eviction, which this
+		// check's own insertions may run, passes over pinned entries.
 		e.pinned = true
-		es = append(es, e)
-		created = append(created, isNew)
-		if err := e.c.p.Check(r); err != nil {
-			admitted = false
-			return err
+		e.mu.Lock()
+		if isNew {
+			sh.insert(hs[i], e, s.perShard)
 		}
-		ds[i] = algo.Step(&e.c.p, &e.st, now, r.Cost, algo.MaxDelay(r.MaxDelay), 0, false)
+		es, created = append(es, e), append(created, isNew)
+		if err := e.c.p.Check(r); err != nil {
+			return es, created, err
+		}
+	}
+	return es, created, nil
+}
+
+// decideAll decides every request at one time, the exact time or the
+// latest any entry has used, charges them only if all are admitted, and
+// reports whether they were.
+func (s *Store) decideAll(rs []sluice.Request, es []*entry, created []bool, ds []sluice.Decision) bool {
+	now := s.readClock()
+	if !s.given {
+		for _, e := range es {
+			now = max(now, e.last)
+		}
+		for _, e := range es {
+			e.last = now
+		}
+	}
+	admitted := true
+	for i, e := range es {
+		e.used = e.used || !created[i]
+		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), 0, false)
 		admitted = admitted && ds[i].Allowed
 	}
 	for i, e := range es {
@@ -372,7 +446,22 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 		}
 		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(&e.c.p, rs[i].Cost), true)
 	}
-	return nil
+	return admitted
+}
+
+// finish removes the entries a check created but did not charge (a lone
+// peek or refusal would keep no state either), and unlocks everything.
+func (s *Store) finish(rs []sluice.Request, hs []uint64, es []*entry, created []bool, locked []int, admitted bool) {
+	for i, e := range es {
+		e.pinned = false
+		if created[i] && !(admitted && rs[i].Cost > 0) {
+			s.shards[hs[i]>>s.shift].remove(hs[i], e)
+		}
+		e.mu.Unlock()
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Unlock()
+	}
 }
 
 // insertSorted adds v to the ascending set xs.
@@ -392,13 +481,19 @@ func insertSorted(xs []int, v int) []int {
 
 // Release gives back a concurrency lease. Unknown leases are ignored.
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
-	h := maphash.String(s.seed, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	if e := sh.lookup(h, key, limit); e != nil {
-		algo.Release(&e.st, lease)
+	h := s.hash(key)
+	sh := &s.shards[h>>s.shift]
+	e := sh.tab.Load().find(h, key, &limit)
+	if e == nil {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if e = sh.lookup(h, key, &limit); e == nil {
+			return nil
+		}
+		e.mu.Lock()
 	}
-	sh.mu.Unlock()
+	algo.Release(&e.st, lease)
+	e.mu.Unlock()
 	return nil
 }
 
@@ -426,7 +521,7 @@ func (s *Store) Close() error {
 }
 
 // background sweeps every sweepEvery and, with a coarse clock, reads the
-// clock every resolution (either may be 0: not needed).
+// clock every resolution while decisions read it.
 func (s *Store) background(sweepEvery, resolution time.Duration) {
 	defer close(s.done)
 	var sweep, tick <-chan time.Time
@@ -435,11 +530,14 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 		defer t.Stop()
 		sweep = t.C
 	}
+	var ticker *time.Ticker
 	if s.ticking {
-		t := time.NewTicker(resolution)
-		defer t.Stop()
-		tick = t.C
+		ticker = time.NewTicker(resolution)
+		defer ticker.Stop()
+		tick = ticker.C
 	}
+	sleepAfter := max(1, int(parkAfter/resolution))
+	idle := 0
 	for {
 		select {
 		case <-s.stop:
@@ -447,108 +545,73 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 		case <-sweep:
 			s.sweep()
 		case <-tick:
+			if s.coarse.Load() > 0 {
+				idle = 0
+			} else if idle++; idle >= sleepAfter {
+				// Nobody reads it: sleep until a decision wakes us.
+				ticker.Stop()
+				tick = nil
+				s.coarse.Store(0)
+				continue
+			}
+			s.coarse.Store(-s.readClock())
+		case <-s.wake:
 			s.coarse.Store(s.readClock())
+			idle = 0
+			ticker.Reset(resolution)
+			tick = ticker.C
 		}
 	}
 }
 
+// parkAfter is how long the coarse clock keeps ticking without a decision
+// reading it.
+const parkAfter = 100 * time.Millisecond
+
 // sweep removes keys whose state is back to fresh and that have not been
-// used since the previous sweep, examining at most sweepBudget keys per
-// shard from the oldest end of the eviction list. Keys in use are kept even
-// when fresh (a generous limit is fresh again a moment after each request),
-// so they are not forgotten and re-created between requests.
+// used since the previous sweep, examining at most sweepBudget slots per
+// shard, resuming each time where the previous sweep stopped. Keys in use
+// are kept even when fresh (a generous limit is fresh again a moment after
+// each request), so they are not forgotten and re-created between
+// requests.
 func (s *Store) sweep() {
-	now := s.now()
+	now := s.readClock()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		e := sh.lru.prev
-		for k := 0; k < sweepBudget && e != &sh.lru; k++ {
-			prev := e.prev
-			switch {
-			case e.pinned || e.st.Idle > now:
-			case e.used:
-				e.used = false
-			default:
-				sh.remove(e)
+		if !s.given {
+			sh.floor = max(sh.floor, now)
+		}
+		t := sh.tab.Load()
+		for steps, seen := 0, 0; steps < len(t.slots) && seen < sweepBudget; {
+			j := sh.sweep & t.mask()
+			if e := t.slots[j].e.Load(); e != nil && !e.pinned {
+				seen++
+				if sh.sweepOne(t, j, e, now) {
+					continue // slot j now holds the entry moved back into it, if any
+				}
 			}
-			e = prev
+			sh.sweep++
+			steps++
 		}
 		sh.mu.Unlock()
 	}
 }
 
-func (sh *shard) lookup(h uint64, key string, lim sluice.Limit) *entry {
-	e := sh.m[h]
-	for e != nil && (!e.is(key) || e.c.lim != lim) {
-		e = e.chain
+// sweepOne removes e, at slot j, if it is fresh at now and unused since the
+// last pass, and reports whether it did; otherwise it clears e's used
+// flag.
+func (sh *shard) sweepOne(t *table, j uint64, e *entry, now int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.st.Idle > now:
+	case e.used:
+		e.used = false
+	default:
+		e.dead = true
+		sh.removeAt(t, j)
+		return true
 	}
-	return e
-}
-
-// moveToFront gives e a second chance at eviction.
-func (sh *shard) moveToFront(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	sh.pushFront(e)
-}
-
-func (sh *shard) pushFront(e *entry) {
-	e.prev, e.next = &sh.lru, sh.lru.next
-	sh.lru.next.prev = e
-	sh.lru.next = e
-}
-
-// insert adds a fresh entry, evicting while the shard is over its bound.
-//
-// Eviction is CLOCK (second chance) over the insertion-ordered list: a hit
-// only sets the entry's used flag, so a decision on a known key writes
-// nothing outside its own entry (moving entries on every hit, as an exact
-// LRU list does, touches two other entries' cache lines). The hand walks
-// from the oldest end: a used entry loses its flag and goes to the front,
-// an unused one is evicted. Hot keys are used between passes and survive.
-func (sh *shard) insert(h uint64, key string, c *compiled, bound int) *entry {
-	e := &entry{hash: h, c: c, chain: sh.m[h], klen: int8(len(key))}
-	if len(key) <= inlineKey {
-		copy(e.kbuf[:], key)
-	} else {
-		e.klen, e.long = -1, strings.Clone(key)
-	}
-	sh.m[h] = e
-	sh.pushFront(e)
-	sh.n++
-	for budget := 2*sh.n + 2; sh.n > bound && budget > 0; budget-- {
-		victim := sh.lru.prev
-		switch {
-		case victim == &sh.lru:
-			return e
-		case victim.pinned || victim == e:
-			sh.moveToFront(victim)
-		case victim.used:
-			victim.used = false
-			sh.moveToFront(victim)
-		default:
-			sh.remove(victim)
-		}
-	}
-	return e
-}
-
-func (sh *shard) remove(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-	if first := sh.m[e.hash]; first == e {
-		if e.chain == nil {
-			delete(sh.m, e.hash)
-		} else {
-			sh.m[e.hash] = e.chain
-		}
-	} else {
-		for p := first; p != nil; p = p.chain {
-			if p.chain == e {
-				p.chain = e.chain
-				break
-			}
-		}
-	}
-	sh.n--
+	return false
 }

@@ -380,29 +380,72 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestCoarseClock: with a Resolution, decisions use the last reading, which
-// the background goroutine advances.
+// TestCoarseClock: by default decisions use the last reading, which the
+// background goroutine advances.
 func TestCoarseClock(t *testing.T) {
-	s := newStore(t, Config{Resolution: time.Millisecond})
-	lim := sluice.TokenBucket(sluice.PerSecond(1000), 1)
-	if d, _ := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); !d.Allowed {
-		t.Fatal("first request refused")
+	s := newStore(t, Config{})
+	if !s.ticking {
+		t.Fatal("the default store reads the clock on every decision")
 	}
+	lim := sluice.FixedWindow(1000, time.Hour)
+	before := s.now()
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Allowed {
-			break // the clock moved on by at least the 1ms the token needs
-		}
+	for s.now() == before {
 		if time.Now().After(deadline) {
 			t.Fatal("the coarse clock never advanced")
 		}
+		if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	if _, err := New(Config{Resolution: -1}); err == nil {
-		t.Fatal("negative Resolution accepted")
+	if s := newStore(t, Config{Resolution: -1}); s.ticking {
+		t.Fatal("a negative Resolution still reads a coarse clock")
+	}
+}
+
+// TestCoarseRefusalRechecked: a refusal made as of a coarse reading that
+// the exact time would admit is decided again at the exact time. The
+// coarse clock here never ticks during the test (a Resolution of an hour).
+func TestCoarseRefusalRechecked(t *testing.T) {
+	s := newStore(t, Config{Resolution: time.Hour})
+	lim := sluice.TokenBucket(sluice.PerSecond(1000), 1) // a token per ms
+	r := sluice.Request{Key: "k", Limit: lim, Cost: 1}
+	if d, _ := s.Take(ctx, r); !d.Allowed {
+		t.Fatalf("first request: %+v", d)
+	}
+	start := time.Now()
+	for time.Since(start) < 3*time.Millisecond {
+		// The token is back by the exact clock; the coarse one stands still.
+	}
+	if d, _ := s.Take(ctx, r); !d.Allowed {
+		t.Fatalf("3 ms later: %+v, want admitted (decided again at the exact time)", d)
+	}
+	if d, _ := s.Take(ctx, r); d.Allowed {
+		t.Fatalf("a third request at once: %+v, want refused", d)
+	}
+}
+
+// TestCoarseClockSleeps: the coarse clock stops ticking once no decision
+// reads it, and the next decision wakes it, deciding meanwhile at the
+// exact time.
+func TestCoarseClockSleeps(t *testing.T) {
+	s := newStore(t, Config{SweepInterval: -1})
+	deadline := time.Now().Add(10 * time.Second)
+	for s.coarse.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the coarse clock still ticks 10 s after the last decision")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := s.readClock()
+	if now := s.now(); now < before {
+		t.Fatalf("asleep, the store's time %d is before the exact time %d", now, before)
+	}
+	for s.coarse.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a decision did not wake the coarse clock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

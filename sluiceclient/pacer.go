@@ -72,7 +72,7 @@ func NewPacer(cfg PacerConfig) (*Pacer, error) {
 	if err := p.limit.Validate(); err != nil {
 		return nil, &ConfigError{"PacerConfig.Rate", cfg.Rate.String(), err.Error()}
 	}
-	store, err := memstore.New(memstore.Config{MaxKeys: 16, SweepInterval: -1})
+	store, err := memstore.New(memstore.Config{MaxKeys: 16, SweepInterval: -1, Resolution: -1}) // one key, exact times, no goroutine: nothing to close
 	if err != nil {
 		return nil, fmt.Errorf("sluiceclient: pacer store: %w", err)
 	}

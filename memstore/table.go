@@ -1,0 +1,332 @@
+package memstore
+
+import (
+	"encoding/binary"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// inlineKey is the longest key an entry holds in its own first cache line;
+// a longer key is held in a string of its own.
+const inlineKey = 28
+
+// entry is the state of one (key, limit), 128 bytes: two whole cache lines
+// (the allocator places objects of that size class on multiples of 128
+// bytes). The first holds the entry's lock and what finding it compares,
+// the second the algorithm's state.
+type entry struct {
+	mu sync.Mutex // guards last, used, dead and st
+
+	// last is the latest time (µs) this state was decided at, with the
+	// store's own clock: a later reading that is older (its goroutine
+	// waited between the reading and the lock) decides at last.
+	last int64
+
+	c      *compiled // its limit and parameters (shared, read only)
+	long   *string   // the key, if longer than inlineKey
+	klen   int8      // length of the key in kbuf, or -1: the key is in long
+	used   bool      // used since the eviction hand or the sweeper last passed it
+	dead   bool      // removed from the table: a caller that found it looks again
+	pinned bool      // held by a TakeAll; not evictable (guarded by the shard lock)
+	kbuf   [inlineKey]byte
+
+	st algo.State
+}
+
+// is reports whether e is the state of key under lim. The fields it reads
+// never change once e is in a table, so it needs no lock.
+func (e *entry) is(key string, lim *sluice.Limit) bool {
+	if int(e.klen) == len(key) {
+		if !inlineEqual(&e.kbuf, key) {
+			return false
+		}
+	} else if e.klen >= 0 || *e.long != key {
+		return false
+	}
+	return sameLimit(&e.c.lim, lim)
+}
+
+// inlineEqual reports whether the first len(key) bytes of b are key, which
+// is at most inlineKey long, comparing 8 bytes at a time (the last word
+// overlapping the one before): an 11-byte key is two loads of each, not a
+// call to the general comparison.
+func inlineEqual(b *[inlineKey]byte, key string) bool {
+	n := len(key)
+	if n < 8 || n > inlineKey {
+		return string(b[:n]) == key
+	}
+	k := unsafe.Slice(unsafe.StringData(key), n) // read only
+	le := binary.LittleEndian
+	x := le.Uint64(b[n-8:]) ^ le.Uint64(k[n-8:])
+	if n > 8 {
+		x |= le.Uint64(b[0:]) ^ le.Uint64(k[0:])
+	}
+	if n > 16 {
+		x |= le.Uint64(b[8:]) ^ le.Uint64(k[8:])
+	}
+	if n > 24 {
+		x |= le.Uint64(b[16:]) ^ le.Uint64(k[16:])
+	}
+	return x == 0
+}
+
+// sameLimit is *a == *b, field by field: the generated comparison calls
+// the general memory comparison. TestSameLimitCoversLimit fails when
+// sluice.Limit gains a field this does not compare.
+func sameLimit(a, b *sluice.Limit) bool {
+	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
+		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL
+}
+
+// key returns the entry's key.
+func (e *entry) key() string {
+	if e.klen < 0 {
+		return *e.long
+	}
+	return string(e.kbuf[:e.klen])
+}
+
+func newEntry(key string, c *compiled) *entry {
+	e := &entry{c: c, klen: int8(len(key))}
+	if len(key) <= inlineKey {
+		copy(e.kbuf[:], key)
+	} else {
+		long := strings.Clone(key)
+		e.klen, e.long = -1, &long
+	}
+	return e
+}
+
+// compiled is a limit and its parameters.
+type compiled struct {
+	lim sluice.Limit
+	p   algo.Params
+}
+
+// slot is one place of a table: an entry and the hash of its key. Readers
+// load both without the shard's lock, so each is written atomically.
+type slot struct {
+	h atomic.Uint64 // 0: empty
+	e atomic.Pointer[entry]
+}
+
+// table is an open-addressing hash table with linear probing. Looking an
+// entry up reads the line of its slot, then the entry itself: two cache
+// lines where a Go map reads its control word, its slot and the entry.
+type table struct {
+	slots []slot // a power of two of them
+}
+
+func newTable(size int) *table {
+	return &table{slots: make([]slot, size)}
+}
+
+func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
+
+// shard is a part of the store with its own table. Lookups read the table
+// without a lock; insertions, removals and growth take mu.
+type shard struct {
+	tab atomic.Pointer[table]
+	_   [56]byte // tab is read on every decision, mu written on some: keep them apart
+
+	mu    sync.Mutex
+	n     int    // entries in the table
+	hand  uint64 // the eviction hand: the next slot it examines
+	sweep uint64 // where the sweeper resumes
+	// floor is the latest time the sweeper removed keys at: a key it
+	// removed as fresh then must not be decided again at an earlier
+	// time, when it may not have been.
+	floor int64
+	// limits shares one compiled limit among the shard's entries of that
+	// limit, at most maxShared of them (an entry of any other limit gets
+	// its own): entries stay small, and the parameters every decision
+	// reads stay in cache however many keys there are.
+	limits map[sluice.Limit]*compiled
+	_      [64]byte // keep shards' locks on separate cache lines
+}
+
+// maxShared bounds a shard's shared limits. An application has a few
+// limits; one computed from client input (a header's scale, say) could
+// have many, and they must not grow the table.
+const maxShared = 64
+
+// compile returns lim compiled: the shard's shared copy, or a new one
+// (shared from now on while there is room). The shard's lock is held.
+func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
+	if c := sh.limits[lim]; c != nil {
+		return c, nil
+	}
+	p, err := algo.Compile(lim)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{lim: lim, p: p}
+	if len(sh.limits) < maxShared {
+		sh.limits[lim] = c
+	}
+	return c, nil
+}
+
+// probe returns the entry of key under lim in t, or nil. Without the
+// shard's lock it may miss an entry that a concurrent removal is moving,
+// or return one that has just been removed (its dead flag says so); under
+// the lock it is exact.
+func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
+	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
+		sl := &slots[i]
+		if sh := sl.h.Load(); sh == h {
+			if e := sl.e.Load(); e != nil && e.is(key, lim) {
+				return e
+			}
+		} else if sh == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// find returns the live entry of key under lim, locked, or nil if it did
+// not find one without the shard's lock (the caller then looks again
+// under it). It locks an entry whose hash matches before it compares the
+// key: the first touch of the entry's first cache line is then the lock's
+// write, not a read that another core's lock must take back at once.
+func (t *table) find(h uint64, key string, lim *sluice.Limit) *entry {
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
+	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
+		sl := &slots[i]
+		if sh := sl.h.Load(); sh == h {
+			if e := sl.e.Load(); e != nil {
+				e.mu.Lock()
+				// A dead entry was removed after it was found; the key's
+				// state, if any, is further on or only under the lock.
+				if !e.dead && e.is(key, lim) {
+					return e
+				}
+				e.mu.Unlock()
+			}
+		} else if sh == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// lookup returns the entry of key under lim, or nil. The shard's lock is
+// held.
+func (sh *shard) lookup(h uint64, key string, lim *sluice.Limit) *entry {
+	return sh.tab.Load().probe(h, key, lim)
+}
+
+// insert adds e, whose key hashes to h, evicting first while the shard is
+// at its bound. The shard's lock is held.
+func (sh *shard) insert(h uint64, e *entry, bound int) {
+	for sh.n >= bound && sh.evictOne() {
+	}
+	t := sh.tab.Load()
+	if 4*(sh.n+1) > 3*len(t.slots) {
+		t = sh.grow(t)
+	}
+	t.put(h, e)
+	sh.n++
+}
+
+// put stores e in the first empty slot of its probe sequence. The entry is
+// stored before the hash, so a reader that sees the hash sees the entry.
+func (t *table) put(h uint64, e *entry) {
+	mask := t.mask()
+	i := h & mask
+	for t.slots[i].h.Load() != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i].e.Store(e)
+	t.slots[i].h.Store(h)
+}
+
+// grow replaces t with a table twice its size. Readers still probing t find
+// what it held, or miss and look again under the lock.
+func (sh *shard) grow(t *table) *table {
+	g := newTable(2 * len(t.slots))
+	for i := range t.slots {
+		if h := t.slots[i].h.Load(); h != 0 {
+			g.put(h, t.slots[i].e.Load())
+		}
+	}
+	sh.tab.Store(g)
+	return g
+}
+
+// evictOne removes one entry by CLOCK (second chance): the hand walks the
+// table, a used entry loses its flag, the first unused one is evicted.
+// A hit only sets the entry's own flag, so a decision writes nothing
+// outside its entry. It reports false when every entry is pinned. The
+// shard's lock is held.
+func (sh *shard) evictOne() bool {
+	t := sh.tab.Load()
+	for range 2*len(t.slots) + 1 {
+		i := sh.hand & t.mask()
+		sh.hand++
+		e := t.slots[i].e.Load()
+		if e == nil || e.pinned {
+			continue
+		}
+		// The hand stays past i after an eviction: an entry moved back
+		// into i waits for the next pass, as in an insertion-ordered
+		// list a newer entry would.
+		e.mu.Lock()
+		if e.used {
+			e.used = false
+			e.mu.Unlock()
+			continue
+		}
+		e.dead = true
+		e.mu.Unlock()
+		sh.removeAt(t, i)
+		return true
+	}
+	return false
+}
+
+// remove takes e, whose key hashes to h, out of the table. The shard's
+// lock and e's lock are held.
+func (sh *shard) remove(h uint64, e *entry) {
+	e.dead = true
+	t := sh.tab.Load()
+	mask := t.mask()
+	for i := h & mask; t.slots[i].h.Load() != 0; i = (i + 1) & mask {
+		if t.slots[i].e.Load() == e {
+			sh.removeAt(t, i)
+			return
+		}
+	}
+}
+
+// removeAt empties slot i, moving back the entries after it that probing
+// would no longer reach (backward-shift deletion, so no tombstones). A
+// reader probing meanwhile may miss a moving entry, never find a wrong one.
+func (sh *shard) removeAt(t *table, i uint64) {
+	mask := t.mask()
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		h := t.slots[j].h.Load()
+		if h == 0 {
+			break
+		}
+		// The entry at j stays if its home slot lies cyclically in (i, j].
+		if home := h & mask; (j-home)&mask < (j-i)&mask {
+			continue
+		}
+		t.slots[i].e.Store(t.slots[j].e.Load())
+		t.slots[i].h.Store(h)
+		i = j
+	}
+	t.slots[i].h.Store(0)
+	t.slots[i].e.Store(nil)
+	sh.n--
+}
