@@ -315,6 +315,7 @@ func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
 		res.keepLeases(res.reqs, res.Each)
 	}
 	if res.Outcome == Refused {
+		res.Release() // a delay too long for the front-end: nothing of it goes on
 		dc.refused.add(c.Name, c.Key)
 		return false
 	}
