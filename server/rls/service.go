@@ -54,6 +54,19 @@ type Options struct {
 	// downstream. Default false, as in envoyproxy/ratelimit.
 	ResponseHeaders bool
 
+	// Counting is how the limits of a request are charged in a domain
+	// whose file does not say (its top-level sluice.counting):
+	// CountAllOrNothing (the default, also for 0) or CountPeer,
+	// envoyproxy/ratelimit's way.
+	Counting Counting
+
+	// StopIncrementWhenOverLimit, under CountPeer, reads the counters of a
+	// request first and, if any descriptor would be over its limit,
+	// charges only those that would be, as envoyproxy/ratelimit's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (one more store round
+	// trip per descriptor). Default false.
+	StopIncrementWhenOverLimit bool
+
 	// Now replaces the clock used for limits that refuse everything
 	// (requests_per_unit: 0), which never reach the store, to compute
 	// their duration_until_reset. For tests. Default time.Now.
@@ -128,10 +141,11 @@ type Outcome struct {
 // It is safe for concurrent use. Swap replaces the configuration atomically;
 // requests in flight finish under the configuration they started with.
 type Service struct {
-	dc   *decide.Decider
-	cfg  atomic.Pointer[Config]
-	opts Options
-	logs *aggregator
+	limiter *sluice.Limiter
+	dc      *decide.Decider
+	cfg     atomic.Pointer[Config]
+	opts    Options
+	logs    *aggregator
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
@@ -155,7 +169,7 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if err != nil {
 		panic(err) // only for a nil limiter, a caller's bug
 	}
-	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
+	s := &Service{limiter: limiter, dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
 	return s
@@ -234,6 +248,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	r := &request{req: req, items: make([]item, len(req.Descriptors))}
 	if err := r.match(dom); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if s.peerCounting(dom) {
+		if err := s.runPeer(ctx, r); err != nil {
+			return nil, err
+		}
+		return s.answer(r), nil
 	}
 	r.plan()
 	if err := s.run(ctx, r); err != nil {

@@ -1,0 +1,338 @@
+package rls_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice/server/rls"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// scenarioStep is one request of an upstream scenario and the answer
+// envoyproxy/ratelimit gives it.
+type scenarioStep struct {
+	name    string
+	advance time.Duration // the clock moves this much before the request
+	domain  string
+	descs   []string // one "k=v" entry per descriptor
+	want    *rlspb.RateLimitResponse
+}
+
+const (
+	second = rlspb.RateLimitResponse_RateLimit_SECOND
+	minute = rlspb.RateLimitResponse_RateLimit_MINUTE
+	hour   = rlspb.RateLimitResponse_RateLimit_HOUR
+	day    = rlspb.RateLimitResponse_RateLimit_DAY
+	ok     = rlspb.RateLimitResponse_OK
+	over   = rlspb.RateLimitResponse_OVER_LIMIT
+)
+
+// resetAt is envoyproxy/ratelimit's duration_until_reset at clock time now:
+// the whole seconds left in the unit's window.
+func resetAt(now time.Time, unit rlspb.RateLimitResponse_RateLimit_Unit) int64 {
+	sec := map[rlspb.RateLimitResponse_RateLimit_Unit]int64{second: 1, minute: 60, hour: 3600, day: 86400}[unit]
+	return sec - now.Unix()%sec
+}
+
+func st(code rlspb.RateLimitResponse_Code, rpu uint32, unit rlspb.RateLimitResponse_RateLimit_Unit, remaining uint32, now time.Time) *rlspb.RateLimitResponse_DescriptorStatus {
+	return &rlspb.RateLimitResponse_DescriptorStatus{
+		Code:               code,
+		CurrentLimit:       &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: rpu, Unit: unit},
+		LimitRemaining:     remaining,
+		DurationUntilReset: &durationpb.Duration{Seconds: resetAt(now, unit)},
+	}
+}
+
+func answer(sts ...*rlspb.RateLimitResponse_DescriptorStatus) *rlspb.RateLimitResponse {
+	r := &rlspb.RateLimitResponse{OverallCode: ok, Statuses: sts}
+	for _, s := range sts {
+		if s.Code == over {
+			r.OverallCode = over
+		}
+	}
+	return r
+}
+
+// upstreamScenarios are the steps of envoyproxy/ratelimit's
+// test/integration/integration_test.go (commit
+// f2fb15770f7fd1c88ca6c3a1b58ee513917ace96) on its runtime directory
+// (testdata/peer/runtime/config), with the answers it asserts, written out
+// as it computes them: testBasicBaseConfig (with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT as stop says) and
+// testShareThreshold. Its random values are fixed ones here (each run has
+// fresh counters), and its clock is the test's (t0, then 2 s later for
+// its duration test), so that every duration_until_reset is exact.
+// frozen is the one answer that differs: key2's limit_remaining once key3
+// is over in the two-key loop (-1: the peer's own, counting on); stop
+// freezes it at 10, and so does sluice's all-or-nothing counting (key3's
+// refusal charges nothing), except that redisstore answers 0 for it from
+// its near cache of key3's refusal, after the first, without reading key2.
+func upstreamScenarios(frozen func(i int) int) []scenarioStep {
+	now := t0
+	steps := []scenarioStep{
+		{name: "unknown domain", domain: "foo", descs: []string{"hello=world"},
+			want: &rlspb.RateLimitResponse{OverallCode: ok, Statuses: []*rlspb.RateLimitResponse_DescriptorStatus{{Code: ok}}}},
+		{name: "key1", domain: "basic", descs: []string{"key1=foo"}, want: answer(st(ok, 50, second, 49, now))},
+	}
+	for i := range 25 {
+		code, left := ok, uint32(20-(i+1))
+		if i >= 20 {
+			code, left = over, 0
+		}
+		steps = append(steps, scenarioStep{name: fmt.Sprintf("key2 %d", i), domain: "another", descs: []string{"key2=7001"},
+			want: answer(st(code, 20, minute, left, now))})
+	}
+	for i := range 15 {
+		code, left1, left2 := ok, uint32(20-(i+1)), uint32(10-(i+1))
+		if i >= 10 {
+			code, left2 = over, 0
+			if f := frozen(i); f >= 0 {
+				left1 = uint32(f)
+			}
+		}
+		steps = append(steps, scenarioStep{name: fmt.Sprintf("key2+key3 %d", i), domain: "another", descs: []string{"key2=7002", "key3=7002"},
+			want: answer(st(ok, 20, minute, left1, now), st(code, 10, hour, left2, now))})
+	}
+	steps = append(steps,
+		scenarioStep{name: "key4", domain: "another", descs: []string{"key4=durTest"}, want: answer(st(ok, 20, day, 19, now))},
+		scenarioStep{name: "key4 2s later", advance: 2 * time.Second, domain: "another", descs: []string{"key4=durTest"},
+			want: answer(st(ok, 20, day, 18, now.Add(2*time.Second)))})
+	now = now.Add(2 * time.Second)
+	const share = "share-threshold-test"
+	for i := range 10 {
+		steps = append(steps, scenarioStep{name: fmt.Sprintf("files/a.pdf %d", i), domain: share, descs: []string{"files=files/a.pdf"},
+			want: answer(st(ok, 10, hour, uint32(9-i), now))})
+	}
+	steps = append(steps, scenarioStep{name: "files/b.csv shares", domain: share, descs: []string{"files=files/b.csv"},
+		want: answer(st(over, 10, hour, 0, now))})
+	for i := range 10 {
+		steps = append(steps, scenarioStep{name: fmt.Sprintf("files_no_share %d", i), domain: share, descs: []string{fmt.Sprintf("files_no_share=files_no_share/%d", i)},
+			want: answer(st(ok, 10, hour, 9, now))})
+	}
+	return steps
+}
+
+// TestUpstreamScenarios: every step of envoyproxy/ratelimit's integration
+// scenarios gets that service's answer, field for field, under CountPeer
+// with and without StopIncrementWhenOverLimit; under sluice's default
+// counting every step but the documented difference (key2 is not charged
+// while key3 refuses) gets it too.
+func TestUpstreamScenarios(t *testing.T) {
+	cfg, err := rls.LoadConfig("testdata/peer/runtime/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := []struct {
+		name   string
+		opts   rls.Options
+		frozen func(backend string, i int) int
+	}{
+		{"peer", rls.Options{Counting: rls.CountPeer}, func(string, int) int { return -1 }},
+		{"peer+stop", rls.Options{Counting: rls.CountPeer, StopIncrementWhenOverLimit: true}, func(string, int) int { return 10 }},
+		{"all-or-nothing", rls.Options{}, func(b string, i int) int {
+			if b == "memstore" || i == 10 {
+				return 10
+			}
+			return 0 // answered from the near cache
+		}},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				h := startConfig(t, b, cfg, m.opts)
+				steps := upstreamScenarios(func(i int) int { return m.frozen(b.name, i) })
+				for _, s := range steps {
+					h.clock.Add(s.advance)
+					var ds []*commonpb.RateLimitDescriptor
+					for _, d := range s.descs {
+						ds = append(ds, desc(d))
+					}
+					if got := h.ask(t, s.domain, 0, ds...); !proto.Equal(got, s.want) {
+						t.Errorf("%s: got %s\nwant %s", s.name, brief(got), brief(s.want))
+					}
+				}
+				if len(steps) != 65 {
+					t.Fatalf("%d steps, want upstream's 65", len(steps))
+				}
+			})
+		})
+	}
+}
+
+// peerModel is envoyproxy/ratelimit's fixed-window counting
+// (src/redis/fixed_cache_impl.go and src/limiter/base_limiter.go), written
+// out as a reference: a counter per descriptor and window, INCRBY of each
+// descriptor's hits in request order (refused hits included), OVER_LIMIT
+// when the count after exceeds the limit, remaining limit-count
+// otherwise; with stop (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) the
+// counters are read first and, if any would be over, only those that
+// would be are incremented. A shadow_mode limit answers OK when over.
+type peerModel struct {
+	counts map[string]uint64
+	stop   bool
+}
+
+type modelLimit struct {
+	rpu    uint64
+	unit   rlspb.RateLimitResponse_RateLimit_Unit
+	shadow bool
+}
+
+func (m *peerModel) decide(now time.Time, keys []string, lims []modelLimit, hits []uint64) string {
+	sec := now.Unix()
+	wk := make([]string, len(keys))
+	near, anyNear := make([]bool, len(keys)), false
+	for i, k := range keys {
+		div := resetAt(time.Unix(0, 0), lims[i].unit) // the unit in seconds
+		wk[i] = fmt.Sprintf("%s_%d", k, sec/div)
+		near[i] = m.counts[wk[i]]+hits[i] > lims[i].rpu
+		anyNear = anyNear || near[i]
+	}
+	var parts []string
+	overall := ok
+	for i := range keys {
+		if !m.stop || !anyNear || near[i] {
+			m.counts[wk[i]] += hits[i]
+		}
+		after, l := m.counts[wk[i]], lims[i]
+		reset := time.Duration(resetAt(now, l.unit)) * time.Second
+		switch {
+		case after > l.rpu && l.shadow:
+			parts = append(parts, fmt.Sprintf("OK 0 %s", reset))
+		case after > l.rpu:
+			overall = over
+			parts = append(parts, fmt.Sprintf("OVER_LIMIT 0 %s", reset))
+		default:
+			parts = append(parts, fmt.Sprintf("OK %d %s", l.rpu-after, reset))
+		}
+	}
+	return overall.String() + " " + strings.Join(parts, ", ")
+}
+
+const peerModelConfig = `
+domain: cmp
+descriptors:
+  - key: ip
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: block
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
+// TestPeerCountingMatchesModel replays one random timeline of requests
+// with one to four descriptors (repeats included), hits from 0 to 7 each
+// (above some limits, and 0 to only look), through the service under
+// CountPeer and through peerModel: every code, limit_remaining and
+// duration_until_reset must agree, with and without stop.
+func TestPeerCountingMatchesModel(t *testing.T) {
+	lims := map[string]modelLimit{"ip": {5, minute, false}, "user": {3, second, false}, "block": {0, minute, false}, "trial": {2, minute, true}}
+	kinds := []string{"ip", "user", "block", "trial"}
+	for _, stop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stop=%t", stop), func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				h := start(t, b, peerModelConfig, rls.Options{Counting: rls.CountPeer, StopIncrementWhenOverLimit: stop})
+				model := &peerModel{counts: map[string]uint64{}, stop: stop}
+				rng := rand.New(rand.NewPCG(3, uint64(len(b.name))))
+				for i := range 400 {
+					h.clock.Add(time.Duration(rng.IntN(400_000)) * time.Microsecond)
+					n := 1 + rng.IntN(4)
+					var ds []*commonpb.RateLimitDescriptor
+					var keys []string
+					var ls []modelLimit
+					var hits []uint64
+					for range n {
+						k := kinds[rng.IntN(len(kinds))]
+						v := fmt.Sprintf("v%d", rng.IntN(2))
+						hv := uint64(rng.IntN(8))
+						d := desc(k + "=" + v)
+						d.HitsAddend = wrapperspb.UInt64(hv)
+						ds, keys, ls, hits = append(ds, d), append(keys, k+"_"+v), append(ls, lims[k]), append(hits, hv)
+					}
+					want := model.decide(h.clock.Now(), keys, ls, hits)
+					r := h.ask(t, "cmp", 0, ds...)
+					var parts []string
+					for _, s := range r.Statuses {
+						parts = append(parts, fmt.Sprintf("%s %d %s", s.Code, s.LimitRemaining, s.DurationUntilReset.AsDuration()))
+					}
+					if got := r.OverallCode.String() + " " + strings.Join(parts, ", "); got != want {
+						t.Fatalf("request %d %v hits %v at %s:\nservice %s\nmodel   %s", i, keys, hits, h.clock.Now().Format("15:04:05.000000"), got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestPeerCountingPerDomain: a file's sluice.counting sets its domain's
+// counting over Options.Counting; two merged files that disagree are an
+// error.
+func TestPeerCountingPerDomain(t *testing.T) {
+	const file = "domain: d\nsluice: {counting: %s}\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	for _, c := range []struct {
+		file, opt rls.Counting
+		want      string
+	}{
+		{rls.CountPeer, 0, "OVER_LIMIT [OVER_LIMIT 0/5m 45s]"},
+		{rls.CountAllOrNothing, rls.CountPeer, "OK [OK 0/5m 45s]"},
+	} {
+		h := start(t, backends[0], fmt.Sprintf(file, c.file), rls.Options{Counting: c.opt})
+		h.ask(t, "d", 3, desc("k=v"))
+		h.ask(t, "d", 4, desc("k=v")) // over: counted only by the peer's way
+		if got := brief(h.ask(t, "d", 2, desc("k=v"))); got != c.want {
+			t.Errorf("file %s, option %s: got %s, want %s", c.file, c.opt, got, c.want)
+		}
+	}
+	dir := t.TempDir()
+	for i, c := range []string{"peer", "all-or-nothing"} {
+		writeFile(t, fmt.Sprintf("%s/%d.yaml", dir, i), fmt.Sprintf(strings.Replace(file, "- key: k", fmt.Sprintf("- key: k%d", i), 1), c))
+	}
+	if _, err := rls.LoadConfigWith(rls.LoadOptions{MergeDomains: true}, dir); err == nil || !strings.Contains(err.Error(), "one domain counts one way") {
+		t.Fatalf("merged files that disagree: %v", err)
+	}
+	if _, err := rls.ParseConfig("f.yaml", []byte(fmt.Sprintf(file, "each"))); err == nil || !strings.Contains(err.Error(), `sluice.counting: unknown counting "each"`) {
+		t.Fatalf("unknown counting: %v", err)
+	}
+}
+
+// TestPeerCountingDuplicate: one descriptor twice in a request is counted
+// twice under CountPeer, the second seeing the first's hits, as
+// envoyproxy/ratelimit answers; sluice's default charges it once with the
+// summed cost and reports what is left after both.
+func TestPeerCountingDuplicate(t *testing.T) {
+	const cfg = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	for _, c := range []struct {
+		opts rls.Options
+		want []string
+	}{
+		{rls.Options{Counting: rls.CountPeer}, []string{"OK [OK 4/5m 45s, OK 3/5m 45s]", "OK [OK 2/5m 45s, OK 1/5m 45s]", "OVER_LIMIT [OK 0/5m 45s, OVER_LIMIT 0/5m 45s]"}},
+		{rls.Options{}, []string{"OK [OK 3/5m 45s, OK 3/5m 45s]", "OK [OK 1/5m 45s, OK 1/5m 45s]", "OVER_LIMIT [OVER_LIMIT 0/5m 45s, OVER_LIMIT 0/5m 45s]"}},
+	} {
+		forEachBackend(t, func(t *testing.T, b backend) {
+			h := start(t, b, cfg, c.opts)
+			for i, want := range c.want {
+				if got := brief(h.ask(t, "d", 0, desc("k=v"), desc("k=v"))); got != want {
+					t.Errorf("%s step %d: got %s, want %s", c.opts.Counting, i, got, want)
+				}
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
