@@ -41,9 +41,15 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		}
 		s.log.Info("rls: loaded", "domains", cfg.Domains(), "config", cfg.String())
 	}
+	counting, err := s.cfg.Envoy.counting()
+	if err != nil {
+		return nil, err
+	}
 	svc := rls.New(s.limiter, cfg, rls.Options{
-		Logger:          s.log,
-		ResponseHeaders: s.cfg.Envoy.responseHeaders(),
+		Logger:                     s.log,
+		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
+		Counting:                   counting,
+		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
 		Observe: func(domain string, o rls.Outcome) {
 			var outcome decide.Outcome
 			switch o.Result {
@@ -112,7 +118,21 @@ func (s *Server) registerGRPC(g *grpc.Server) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING) // envoyproxy/ratelimit's name
 	healthpb.RegisterHealthServer(g, hs)
 	s.health = hs
+	s.rlsHealth()
+}
+
+// rlsHealth sets the gRPC health of "ratelimit", envoyproxy/ratelimit's
+// name for its service: SERVING, or NOT_SERVING while no domain is loaded
+// when Envoy.HealthyWithConfig asks for one.
+func (s *Server) rlsHealth() {
+	if s.health == nil {
+		return
+	}
+	st := healthpb.HealthCheckResponse_SERVING
+	if !s.rlsConfigured() {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus("ratelimit", st)
 }

@@ -406,6 +406,7 @@ func (s *Server) Reload() error {
 	}
 	if s.rls != nil && len(s.cfg.RLS) > 0 {
 		err := s.rls.reload()
+		s.rlsHealth()
 		s.metrics.reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)

@@ -126,6 +126,9 @@ var settingFlags = []struct{ name, help string }{
 	{"rls-http", "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
 	{"rls-merge-domains", "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)"},
 	{"rls-response-headers", "add RateLimit and RateLimit-Policy header fields to RLS responses (default true)"},
+	{"rls-counting", "how the RLS counts: all-or-nothing (default; a refused request charges nothing) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)"},
+	{"rls-stop-increment", "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)"},
+	{"rls-healthy-with-config", "/healthcheck and gRPC health of \"ratelimit\" fail while no RLS domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"},
 	{"store", "where limit state lives: memory or redis"},
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
 	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
@@ -164,7 +167,7 @@ var settingFlags = []struct{ name, help string }{
 
 // boolFlags are the settingFlags that may be given alone (--show-keys) as
 // well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true}
+var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true, "rls-stop-increment": true, "rls-healthy-with-config": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
