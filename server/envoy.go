@@ -51,10 +51,16 @@ type EnvoyConfig struct {
 	// envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true.
 	// Default false: healthy while serving, with or without domains.
 	HealthyWithConfig bool `yaml:"healthy_with_config"`
+
+	// ShadowMode answers every RLS request OK overall, descriptor
+	// statuses and counting unchanged, as envoyproxy/ratelimit's
+	// SHADOW_MODE=true: run sluice beside it, compare, then enforce.
+	// Default false.
+	ShadowMode bool `yaml:"shadow_mode"`
 }
 
 // envoySettings are the rls-* settings EnvoyConfig.set reads.
-var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config"}
+var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode"}
 
 // counting returns the Counting e names (0 when empty).
 func (e *EnvoyConfig) counting() (rls.Counting, error) {
@@ -88,6 +94,8 @@ func (e *EnvoyConfig) set(name, v string) error {
 		e.StopIncrementWhenOverLimit = b
 	case "rls-healthy-with-config":
 		e.HealthyWithConfig = b
+	case "rls-shadow-mode":
+		e.ShadowMode = b
 	default:
 		e.ResponseHeaders = &b
 	}

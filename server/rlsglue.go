@@ -50,6 +50,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
+		ShadowMode:                 s.cfg.Envoy.ShadowMode,
 		Observe: func(domain string, o rls.Outcome) {
 			var outcome decide.Outcome
 			switch o.Result {

@@ -336,3 +336,18 @@ func writeFile(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// TestGlobalShadowMode: with Options.ShadowMode every request is OK
+// overall while its descriptors keep their statuses and counters keep
+// counting, as envoyproxy/ratelimit's SHADOW_MODE, in both countings.
+func TestGlobalShadowMode(t *testing.T) {
+	const cfg = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		h := start(t, backends[0], cfg, rls.Options{ShadowMode: true, Counting: counting})
+		for i, want := range []string{"OK [OK 0/1m 45s]", "OK [OVER_LIMIT 0/1m 45s]", "OK [OVER_LIMIT 0/1m 45s]"} {
+			if got := brief(h.ask(t, "d", 0, desc("k=v"))); got != want {
+				t.Errorf("%s step %d: got %s, want %s", counting, i, got, want)
+			}
+		}
+	}
+}

@@ -67,6 +67,13 @@ type Options struct {
 	// trip per descriptor). Default false.
 	StopIncrementWhenOverLimit bool
 
+	// ShadowMode answers every request OK overall while its descriptors
+	// keep their statuses (OVER_LIMIT included) and counters keep counting,
+	// as envoyproxy/ratelimit's SHADOW_MODE=true: a way to run a new
+	// service beside the one in charge and compare before it enforces.
+	// Default false.
+	ShadowMode bool
+
 	// Now replaces the clock used for limits that refuse everything
 	// (requests_per_unit: 0), which never reach the store, to compute
 	// their duration_until_reset. For tests. Default time.Now.
@@ -483,6 +490,10 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 	}
 	if quotasSpent(r) {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.ShadowMode && resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT {
+		resp.OverallCode = rlspb.RateLimitResponse_OK
+		s.logs.shadow(r.req.Domain, "(shadow mode)")
 	}
 	if s.opts.ResponseHeaders {
 		resp.ResponseHeadersToAdd = headers(r.items)
