@@ -38,6 +38,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The upstream: when this test binary runs with SLUICE_LOAD_UPSTREAM set,
@@ -57,6 +58,41 @@ func init() {
 	})}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
 	os.Exit(1)
+}
+
+// The floor: when this test binary runs with SLUICE_LOAD_RLS_FLOOR set,
+// it only serves the rate limit service on that address with a handler
+// that decides nothing and answers one constant OK status, on grpc-go with
+// sluice serve's server options (and GOGC=400 from the environment, as
+// sluice sets it): what the gRPC transport and protobuf cost per call
+// before any service does any work.
+func init() {
+	addr := os.Getenv("SLUICE_LOAD_RLS_FLOOR")
+	if addr == "" {
+		return
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv := grpc.NewServer(grpc.MaxConcurrentStreams(1024), grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true))
+	rlspb.RegisterRateLimitServiceServer(srv, floorRLS{})
+	fmt.Fprintln(os.Stderr, srv.Serve(ln))
+	os.Exit(1)
+}
+
+type floorRLS struct {
+	rlspb.UnimplementedRateLimitServiceServer
+}
+
+func (floorRLS) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: []*rlspb.RateLimitResponse_DescriptorStatus{{
+		Code:               rlspb.RateLimitResponse_OK,
+		CurrentLimit:       &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: 1000000000, Unit: rlspb.RateLimitResponse_RateLimit_HOUR},
+		LimitRemaining:     999999999,
+		DurationUntilReset: durationpb.New(time.Hour),
+	}}}, nil
 }
 
 func freeAddr(t *testing.T) string {
@@ -301,6 +337,16 @@ func TestServeLoadRLS(t *testing.T) {
 	for _, store := range []string{"memory", "redis"} {
 		p := startSluice(t, "http://127.0.0.1:1", store)
 		measureRLS(t, "sluice store="+store, p.grpc, p.cmd.Process.Pid, p.redisPid, p.admin)
+	}
+	if os.Getenv("SLUICE_LOAD_FLOOR") != "" {
+		addr := freeAddr(t)
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := startProc(t, []string{"SLUICE_LOAD_RLS_FLOOR=" + addr, "GOGC=400", "GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, exe)
+		waitDial(t, addr)
+		measureRLS(t, "grpc-go floor (constant answer)", addr, cmd.Process.Pid, 0, "")
 	}
 	// envoyproxy/ratelimit on the same machine in the same session, when
 	// RLS_PEER_BIN names its binary (go install

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -240,6 +242,20 @@ type request struct {
 	res      decide.Result
 }
 
+// requests keeps the requests decided, with their slices and decide.Result,
+// for the next ones: nothing of a request outlives its answer.
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+// newRequest returns a request for req from the pool, reset.
+func newRequest(req *rlspb.RateLimitRequest) *request {
+	r := requests.Get().(*request)
+	r.req, r.refused = req, false
+	r.items = slices.Grow(r.items[:0], len(req.Descriptors))[:len(req.Descriptors)]
+	clear(r.items)
+	r.enforced, r.shadow = r.enforced[:0], r.shadow[:0]
+	return r
+}
+
 // ShouldRateLimit decides one request (see the package documentation for
 // the semantics). Errors are gRPC status errors: InvalidArgument for a
 // request outside the protocol or the bounds, Unavailable when the store
@@ -252,7 +268,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if dom == nil {
 		return s.unknownDomain(req), nil
 	}
-	r := &request{req: req, items: make([]item, len(req.Descriptors))}
+	r := newRequest(req)
+	defer requests.Put(r)
 	if err := r.match(dom); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
