@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -51,27 +54,80 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
 		ShadowMode:                 s.cfg.Envoy.ShadowMode,
-		Observe: func(domain string, o rls.Outcome) {
-			var outcome decide.Outcome
-			switch o.Result {
-			case rls.ResultOK:
-				outcome = decide.Admitted
-			case rls.ResultOverLimit:
-				outcome = decide.Refused
-			case rls.ResultShadowOverLimit:
-				outcome = decide.ShadowRefused
-			default:
-				return // no limit, unlimited, replaced, or not charged because another refused
-			}
-			limit := domain + "/" + o.Rule
-			key := limit
-			if o.Value != "" {
-				key += "=" + o.Value
-			}
-			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome})
-		},
+		Observe:                    newRLSObserver(s).observe,
 	})
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
+}
+
+// rlsObserver counts RLS decisions under source "rls" with the limit label
+// "domain/descriptor path" (bounded by the configs, never by clients). It
+// keeps each limit's label and counters, so that a decision costs no
+// string building and no label lookup.
+type rlsObserver struct {
+	s      *Server
+	limits sync.Map // rlsLimit -> *rlsCounters
+	n      atomic.Int64
+}
+
+type rlsLimit struct{ domain, rule string }
+
+// rlsCounters are one limit's label and its counters by outcome (admitted,
+// refused, shadow refused) and degraded (false, true).
+type rlsCounters struct {
+	limit string
+	c     [3][2]prometheus.Counter
+}
+
+// maxRLSLimits bounds the limits kept: reloads can add new ones for
+// ever; past the bound, decisions are counted without the cache.
+const maxRLSLimits = 4096
+
+var rlsOutcomes = [3]decide.Outcome{decide.Admitted, decide.Refused, decide.ShadowRefused}
+
+func newRLSObserver(s *Server) *rlsObserver { return &rlsObserver{s: s} }
+
+func (r *rlsObserver) observe(domain string, o rls.Outcome) {
+	i := 0
+	switch o.Result {
+	case rls.ResultOK:
+	case rls.ResultOverLimit:
+		i = 1
+	case rls.ResultShadowOverLimit:
+		i = 2
+	default:
+		return // no limit, unlimited, replaced, or not charged because another refused
+	}
+	c := r.counters(domain, o.Rule)
+	key := c.limit
+	if o.Value != "" {
+		key += "=" + o.Value
+	}
+	d := 0
+	if o.Degraded {
+		d = 1
+	}
+	c.c[i][d].Inc()
+	r.s.stats.add("rls", c.limit, rlsOutcomes[i].String(), key)
+}
+
+// counters returns the label and counters of a limit.
+func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
+	id := rlsLimit{domain, rule}
+	if c, ok := r.limits.Load(id); ok {
+		return c.(*rlsCounters)
+	}
+	c := &rlsCounters{limit: domain + "/" + rule}
+	for i, o := range rlsOutcomes {
+		for d, degraded := range []string{"false", "true"} {
+			c.c[i][d] = r.s.metrics.decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
+		}
+	}
+	if r.n.Load() < maxRLSLimits {
+		if _, loaded := r.limits.LoadOrStore(id, c); !loaded {
+			r.n.Add(1)
+		}
+	}
+	return c
 }
 
 // load reads the RLS configs and logs their warnings (what
