@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -112,6 +113,7 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 			return s.storeError(ctx, r.req.Domain, err)
 		}
 		it.d, it.over = d, over
+		r.peerCounts(i)
 		switch {
 		case !over:
 			it.result = ResultOK
@@ -141,6 +143,7 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 			return s.storeError(ctx, r.req.Domain, err)
 		}
 		left := uint64(max(0, d.Remaining))
+		it.peek = uint64(it.rule.peer.Capacity()) - min(left, uint64(it.rule.peer.Capacity()))
 		if it.rule.overMarked() {
 			near[i] = it.cost >= left // m + h > L, where Remaining is L+1-m
 		} else {
@@ -152,9 +155,7 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 		return nil
 	}
 	for i := range r.items {
-		if !near[i] {
-			r.items[i].cost = 0
-		}
+		r.items[i].held = !near[i]
 	}
 	return nil
 }
@@ -167,9 +168,13 @@ const maxFill = 4
 // takePeer charges one item under its peer limit and reports its
 // decision, with Remaining as envoyproxy/ratelimit reports it, and whether
 // it is over. Under an over-marked limit a refused charge still counts:
-// the counter is filled to its over mark.
+// the counter is filled to its over mark; and it.before is set to the
+// count before the charge (at most the mark).
 func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, over bool, err error) {
 	lim, h := it.rule.peer, it.cost
+	if it.held {
+		h = 0
+	}
 	capacity := uint64(lim.Capacity())
 	cost := int64(min(h, capacity))
 	if h > capacity {
@@ -182,16 +187,85 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	if !it.rule.overMarked() {
 		return d, refused, nil
 	}
+	room := uint64(max(0, d.Remaining))
+	if d.Allowed {
+		room += uint64(cost)
+	}
+	filled := uint64(0)
 	for n := 0; refused && h > 0 && d.Remaining > 0 && n < maxFill; n++ {
 		var f sluice.Decision
 		if f, err = s.limiter.AllowN(ctx, it.key, lim, d.Remaining); err != nil {
 			return d, false, err
 		}
+		if f.Allowed {
+			filled += uint64(d.Remaining)
+		}
 		d.Remaining, d.ResetAfter = f.Remaining, max(d.ResetAfter, f.ResetAfter)
 	}
+	if refused && h > 0 { // the fills measured the room: a refusal the near cache answered may be stale
+		room = filled + uint64(max(0, d.Remaining))
+	}
+	it.counts, it.before = true, capacity-min(room, capacity)
 	over = refused || d.Remaining == 0
 	d.Remaining = max(0, d.Remaining-1)
 	return d, over, nil
+}
+
+// peerCounts sets the counts envoyproxy/ratelimit computes item i's
+// statistics from: before and after its hits. A held descriptor was not
+// charged: there after is the count as read before the request (exact: it
+// was not near the limit) plus what earlier descriptors of the request
+// charged to the same counter, and before is after - hits, wrapping as
+// there. Otherwise before is the count the store had (at most the over
+// mark, which stands for any count past the limit: every hit is then over
+// either way) and after is before + hits.
+func (r *request) peerCounts(i int) {
+	it := &r.items[i]
+	if !it.counts {
+		return
+	}
+	if !it.held {
+		it.after = satAdd(it.before, it.cost)
+		return
+	}
+	it.after = it.peek
+	for j := range r.items[:i] {
+		if o := &r.items[j]; o.counts && !o.held && o.key == it.key && o.rule.peer == it.rule.peer {
+			it.after = satAdd(it.after, o.cost)
+		}
+	}
+	it.before = it.after - it.cost
+}
+
+func satAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// nearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
+const nearLimitRatio = float32(0.8)
+
+// peerStats splits the hits that took a counter from before to after,
+// under a limit of l, as envoyproxy/ratelimit's base limiter counts its
+// within_limit, near_limit and over_limit statistics.
+func peerStats(l, before, after, hits uint64) (within, near, over uint64) {
+	nearT := uint64(math.Floor(float64(float32(l) * nearLimitRatio)))
+	h := hits
+	if after > l {
+		if before >= l {
+			return 0, 0, h
+		}
+		return 0, l - max(nearT, before), after - l
+	}
+	if after > nearT {
+		near = after - nearT
+		if before >= nearT {
+			near = h
+		}
+	}
+	return h, near, 0
 }
 
 // peerCounting reports whether dom is counted under CountPeer.

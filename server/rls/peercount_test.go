@@ -1,7 +1,9 @@
 package rls_test
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice/server/rls"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -178,6 +182,34 @@ func TestUpstreamScenarios(t *testing.T) {
 type peerModel struct {
 	counts map[string]uint64
 	stop   bool
+	stats  []string // of the last request: "within/near/over" per descriptor
+}
+
+// baseLimiterStats is how envoyproxy/ratelimit's base limiter splits a
+// descriptor's hits into its within_limit, near_limit and over_limit
+// statistics (checkNearLimitThreshold, checkOverLimitThreshold), with its
+// default NEAR_LIMIT_RATIO of 0.8; before is after-hits, wrapping.
+func baseLimiterStats(limit, before, after, hits uint64) string {
+	nearT := uint64(math.Floor(float64(float32(limit) * 0.8)))
+	var within, near, over uint64
+	if after > limit {
+		if before >= limit {
+			over = hits
+		} else {
+			over = after - limit
+			near = limit - max(nearT, before)
+		}
+	} else {
+		within = hits
+		if after > nearT {
+			if before >= nearT {
+				near = hits
+			} else {
+				near = after - nearT
+			}
+		}
+	}
+	return fmt.Sprintf("%d/%d/%d", within, near, over)
 }
 
 type modelLimit struct {
@@ -198,11 +230,13 @@ func (m *peerModel) decide(now time.Time, keys []string, lims []modelLimit, hits
 	}
 	var parts []string
 	overall := ok
+	m.stats = m.stats[:0]
 	for i := range keys {
 		if !m.stop || !anyNear || near[i] {
 			m.counts[wk[i]] += hits[i]
 		}
 		after, l := m.counts[wk[i]], lims[i]
+		m.stats = append(m.stats, baseLimiterStats(l.rpu, after-hits[i], after, hits[i]))
 		reset := time.Duration(resetAt(now, l.unit)) * time.Second
 		switch {
 		case after > l.rpu && l.shadow:
@@ -235,14 +269,19 @@ descriptors:
 // with one to four descriptors (repeats included), hits from 0 to 7 each
 // (above some limits, and 0 to only look), through the service under
 // CountPeer and through peerModel: every code, limit_remaining and
-// duration_until_reset must agree, with and without stop.
+// duration_until_reset must agree, with and without stop, and so must the
+// split of each descriptor's hits into within, near and over the limit.
 func TestPeerCountingMatchesModel(t *testing.T) {
 	lims := map[string]modelLimit{"ip": {5, minute, false}, "user": {3, second, false}, "block": {0, minute, false}, "trial": {2, minute, true}}
 	kinds := []string{"ip", "user", "block", "trial"}
 	for _, stop := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stop=%t", stop), func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, b backend) {
-				h := start(t, b, peerModelConfig, rls.Options{Counting: rls.CountPeer, StopIncrementWhenOverLimit: stop})
+				var stats []string
+				h := start(t, b, peerModelConfig, rls.Options{Counting: rls.CountPeer, StopIncrementWhenOverLimit: stop,
+					Observe: func(_ string, o rls.Outcome) {
+						stats = append(stats, fmt.Sprintf("%d/%d/%d", o.Within, o.Near, o.Over))
+					}})
 				model := &peerModel{counts: map[string]uint64{}, stop: stop}
 				rng := rand.New(rand.NewPCG(3, uint64(len(b.name))))
 				for i := range 400 {
@@ -261,6 +300,7 @@ func TestPeerCountingMatchesModel(t *testing.T) {
 						ds, keys, ls, hits = append(ds, d), append(keys, k+"_"+v), append(ls, lims[k]), append(hits, hv)
 					}
 					want := model.decide(h.clock.Now(), keys, ls, hits)
+					stats = stats[:0]
 					r := h.ask(t, "cmp", 0, ds...)
 					var parts []string
 					for _, s := range r.Statuses {
@@ -268,6 +308,9 @@ func TestPeerCountingMatchesModel(t *testing.T) {
 					}
 					if got := r.OverallCode.String() + " " + strings.Join(parts, ", "); got != want {
 						t.Fatalf("request %d %v hits %v at %s:\nservice %s\nmodel   %s", i, keys, hits, h.clock.Now().Format("15:04:05.000000"), got, want)
+					}
+					if got, want := strings.Join(stats, " "), strings.Join(model.stats, " "); got != want {
+						t.Fatalf("request %d %v hits %v: within/near/over %s, model %s", i, keys, hits, got, want)
 					}
 				}
 			})
@@ -350,4 +393,35 @@ func TestGlobalShadowMode(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPeerCountingHostile: under CountPeer, hits far beyond any limit
+// (the largest hits_addend) are counted as over, never an error or an
+// admission, the counter stays over, and the request bounds hold.
+func TestPeerCountingHostile(t *testing.T) {
+	const cfg = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	forEachBackend(t, func(t *testing.T, b backend) {
+		stop := b.name == "redis" // and k=w, not over, is then not charged
+		h := start(t, b, cfg, rls.Options{Counting: rls.CountPeer, StopIncrementWhenOverLimit: stop})
+		huge := desc("k=v")
+		huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+		want := "OVER_LIMIT [OVER_LIMIT 0/5m 45s, OK 4/5m 45s]"
+		if stop {
+			want = "OVER_LIMIT [OVER_LIMIT 0/5m 45s, OK 5/5m 45s]"
+		}
+		if got := brief(h.ask(t, "d", 0, huge, desc("k=w"))); got != want {
+			t.Fatalf("huge hits: %s, want %s", got, want)
+		}
+		if got := brief(h.ask(t, "d", 0, desc("k=v"))); got != "OVER_LIMIT [OVER_LIMIT 0/5m 45s]" {
+			t.Fatalf("after huge hits: %s", got)
+		}
+		var many []*commonpb.RateLimitDescriptor
+		for i := range rls.MaxDescriptors + 1 {
+			many = append(many, desc(fmt.Sprintf("k=%d", i)))
+		}
+		_, err := h.client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d", Descriptors: many})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%d descriptors: %v", len(many), err)
+		}
+	})
 }

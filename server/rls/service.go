@@ -140,6 +140,13 @@ type Outcome struct {
 	Limit sluice.Limit
 	// Degraded is the decision's Degraded flag (see the failover package).
 	Degraded bool
+	// Within, Near and Over split Hits as envoyproxy/ratelimit's
+	// within_limit, near_limit and over_limit statistics do, for a fixed
+	// window counted under CountPeer (zero otherwise): Within the hits of
+	// an admitted descriptor, Near those that took its count past 80% of
+	// the limit (NEAR_LIMIT_RATIO) without passing the limit, Over those
+	// past the limit (all of them once the count was at the limit).
+	Within, Near, Over uint64
 }
 
 // Service is the Envoy rate limit service (envoy.service.ratelimit.v3)
@@ -228,6 +235,11 @@ type item struct {
 	d      sluice.Decision
 	over   bool          // refused without asking the store
 	value  string        // detailed_metric value
+	held   bool          // under StopIncrementWhenOverLimit, not charged (see peekPeer)
+	counts bool          // under CountPeer, before and after are the peer's counts
+	peek   uint64        // under StopIncrementWhenOverLimit, the count read first
+	before uint64        // the peer's count before the hits (wrapping, as there)
+	after  uint64        // and after them
 	reset  time.Duration // duration_until_reset
 }
 
@@ -558,6 +570,9 @@ func (s *Service) observe(domain string, it *item) {
 	o := Outcome{Result: it.result, Hits: it.cost, Degraded: it.d.Degraded, Value: it.value}
 	if it.rule != nil {
 		o.Rule, o.Name, o.Shadow, o.Limit = it.rule.path, it.rule.name, it.rule.shadow, it.rule.limit
+	}
+	if it.counts {
+		o.Within, o.Near, o.Over = peerStats(uint64(it.rule.rpu), it.before, it.after, it.cost)
 	}
 	s.opts.Observe(domain, o)
 }
