@@ -65,7 +65,8 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 // string building and no label lookup.
 type rlsObserver struct {
 	s      *Server
-	limits sync.Map // rlsLimit -> *rlsCounters
+	hits   *prometheus.CounterVec // sluice_rls_hits_total
+	limits sync.Map               // rlsLimit -> *rlsCounters
 	n      atomic.Int64
 }
 
@@ -76,6 +77,7 @@ type rlsLimit struct{ domain, rule string }
 type rlsCounters struct {
 	limit string
 	c     [3][2]prometheus.Counter
+	hits  [3]prometheus.Counter // within, near, over
 }
 
 // maxRLSLimits bounds the limits kept: reloads can add new ones for
@@ -84,7 +86,14 @@ const maxRLSLimits = 4096
 
 var rlsOutcomes = [3]decide.Outcome{decide.Admitted, decide.Refused, decide.ShadowRefused}
 
-func newRLSObserver(s *Server) *rlsObserver { return &rlsObserver{s: s} }
+func newRLSObserver(s *Server) *rlsObserver {
+	hits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rls_hits_total",
+		Help: "Hits of RLS descriptors counted as envoyproxy/ratelimit counts them (--rls-counting peer), by limit and range, as its within_limit, near_limit (past 80% of the limit) and over_limit statistics.",
+	}, []string{"limit", "range"})
+	s.metrics.reg.MustRegister(hits)
+	return &rlsObserver{s: s, hits: hits}
+}
 
 func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 	i := 0
@@ -107,6 +116,11 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 		d = 1
 	}
 	c.c[i][d].Inc()
+	for j, n := range [3]uint64{o.Within, o.Near, o.Over} {
+		if n > 0 {
+			c.hits[j].Add(float64(n))
+		}
+	}
 	r.s.stats.add("rls", c.limit, rlsOutcomes[i].String(), key)
 }
 
@@ -121,6 +135,9 @@ func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
 		for d, degraded := range []string{"false", "true"} {
 			c.c[i][d] = r.s.metrics.decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
 		}
+	}
+	for j, rng := range []string{"within", "near", "over"} {
+		c.hits[j] = r.hits.WithLabelValues(c.limit, rng)
 	}
 	if r.n.Load() < maxRLSLimits {
 		if _, loaded := r.limits.LoadOrStore(id, c); !loaded {

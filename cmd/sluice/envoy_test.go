@@ -177,6 +177,16 @@ func TestEnvoyPeerCounting(t *testing.T) {
 		if r := do(t, "POST", base+"/json", sprintf(req, 2)); r.status != c.want {
 			t.Errorf("%v: 2 hits after 3 admitted and 4 refused: %d, want %d (%s)", c.args, r.status, c.want, r.body)
 		}
+		if c.want != 429 {
+			continue
+		}
+		// as envoyproxy/ratelimit's statistics: 3 within; of the 4, 1 past
+		// 80% of the limit (4) and 2 over; then 2 over
+		for rng, want := range map[string]float64{"within": 3, "near": 1, "over": 4} {
+			if got := metric(t, p, `sluice_rls_hits_total{limit="edge/remote_address",range="`+rng+`"}`); got != want {
+				t.Errorf("%v: %s hits %v, want %v", c.args, rng, got, want)
+			}
+		}
 	}
 	cmd := execSluice(append(append([]string(nil), serveArgs...), "--rls", dir, "--rls-counting", "each")...)
 	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() == 0 || !contains(string(out), "want all-or-nothing or peer") {
