@@ -425,3 +425,115 @@ func TestPeerCountingHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestUpstreamNearLimit: the steps of envoyproxy/ratelimit's TestNearLimit
+// (test/redis/fixed_cache_impl_test.go, commit
+// f2fb15770f7fd1c88ca6c3a1b58ee513917ace96): a counter at a given count
+// takes some hits, and the answer and the split of the hits into its
+// within_limit, near_limit and over_limit statistics are that test's.
+// Its mock Redis sets the count; here a first request charges it.
+func TestUpstreamNearLimit(t *testing.T) {
+	const cfg = `
+domain: domain
+descriptors:
+  - key: key4
+    rate_limit: {unit: hour, requests_per_unit: 15}
+  - key: l20
+    rate_limit: {unit: second, requests_per_unit: 20}
+  - key: l8
+    rate_limit: {unit: second, requests_per_unit: 8}
+  - key: l10
+    rate_limit: {unit: second, requests_per_unit: 10}
+`
+	steps := []struct {
+		key           string
+		before, hits  uint64
+		want, counted string // the answer; within/near/over
+	}{
+		{"key4=a", 10, 1, "OK [OK 4/15h 59m45s]", "1/0/0"}, // under the near limit ratio
+		{"key4=b", 12, 1, "OK [OK 2/15h 59m45s]", "1/1/0"}, // at it, still OK
+		{"key4=c", 15, 1, "OVER_LIMIT [OVER_LIMIT 0/15h 59m45s]", "0/0/1"},
+		{"l20=5", 2, 3, "OK [OK 15/20s 1s]", "3/0/0"},                  // hits > 1, all under the near limit
+		{"l8=6", 5, 2, "OK [OK 1/8s 1s]", "2/1/0"},                     // some over the near limit
+		{"l20=7", 16, 3, "OK [OK 1/20s 1s]", "3/3/0"},                  // all of it over the near limit
+		{"l20=8", 19, 3, "OVER_LIMIT [OVER_LIMIT 0/20s 1s]", "0/1/2"},  // some over the limit
+		{"l20=9", 15, 7, "OVER_LIMIT [OVER_LIMIT 0/20s 1s]", "0/4/2"},  // some in all three
+		{"l10=10", 27, 3, "OVER_LIMIT [OVER_LIMIT 0/10s 1s]", "0/0/3"}, // all of it over the limit
+	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		var last string
+		h := start(t, b, cfg, rls.Options{Counting: rls.CountPeer,
+			Observe: func(_ string, o rls.Outcome) { last = fmt.Sprintf("%d/%d/%d", o.Within, o.Near, o.Over) }})
+		for _, s := range steps {
+			first := desc(s.key)
+			first.HitsAddend = wrapperspb.UInt64(s.before)
+			h.ask(t, "domain", 0, first)
+			d := desc(s.key)
+			d.HitsAddend = wrapperspb.UInt64(s.hits)
+			if got := brief(h.ask(t, "domain", 0, d)); got != s.want || last != s.counted {
+				t.Errorf("%s at %d + %d: %s, %s; want %s, %s", s.key, s.before, s.hits, got, last, s.want, s.counted)
+			}
+		}
+	})
+}
+
+// TestUpstreamQuotaAndShadowModes: the overall codes of envoyproxy/ratelimit's
+// quota_mode and SHADOW_MODE service tests (test/service/ratelimit_test.go,
+// TestServicePerDescriptorQuotaMode to TestServiceMixedModeWithShadowMode),
+// in both countings: a rate limit over refuses; quota limits refuse only
+// when all of them are over; global shadow mode answers OK with the
+// descriptors' own codes kept. One answer differs under all-or-nothing, as
+// documented: quota limits are decided only for requests the rate limits
+// admit, so with reg over, q is not looked at (OK).
+func TestUpstreamQuotaAndShadowModes(t *testing.T) {
+	const cfg = `
+domain: d
+descriptors:
+  - key: reg
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`
+	cases := []struct {
+		name   string
+		shadow bool
+		descs  []string // "k=over" is spent by a first request; "k=under" is not
+		want   string   // overall and descriptor codes
+	}{
+		{"PerDescriptorQuotaMode", false, []string{"reg=over", "q=under"}, "OVER_LIMIT OVER_LIMIT OK"},
+		{"MixedPerDescriptorModes", false, []string{"reg=under", "q=over"}, "OVER_LIMIT OK OVER_LIMIT"},
+		{"MixedPerDescriptorModesUnderLimit", false, []string{"reg=under", "q=under"}, "OK OK OK"},
+		{"QuotaModeOnlyAllOverTheLimit", false, []string{"q=over", "q2=over"}, "OVER_LIMIT OVER_LIMIT OVER_LIMIT"},
+		{"QuotaModeOnlySomeOverTheLimit", false, []string{"q=over", "q2=under"}, "OK OVER_LIMIT OK"},
+		{"QuotaModeWithShadowMode", true, []string{"q=over", "q2=over"}, "OK OVER_LIMIT OVER_LIMIT"},
+		{"MixedModeWithShadowMode", true, []string{"reg=over", "q=over"}, "OK OVER_LIMIT OVER_LIMIT"},
+	}
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		for _, c := range cases {
+			h := start(t, backends[0], cfg, rls.Options{Counting: counting, ShadowMode: c.shadow})
+			var ds []*commonpb.RateLimitDescriptor
+			for _, d := range c.descs {
+				if strings.HasSuffix(d, "=over") {
+					h.ask(t, "d", 0, desc(d))
+				}
+				ds = append(ds, desc(d))
+			}
+			r := h.ask(t, "d", 0, ds...)
+			got := r.OverallCode.String()
+			for _, s := range r.Statuses {
+				got += " " + s.Code.String()
+			}
+			want := c.want
+			if counting == rls.CountAllOrNothing && c.name == "MixedModeWithShadowMode" {
+				want = "OK OVER_LIMIT OK"
+			}
+			if got != want {
+				t.Errorf("%s, %s: %s, want %s", counting, c.name, got, want)
+			}
+		}
+	}
+}
