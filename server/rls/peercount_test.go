@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -536,4 +537,45 @@ descriptors:
 			}
 		}
 	}
+}
+
+// TestPeerCountingConcurrent: callers racing on one counter under
+// CountPeer never get more hits answered OK than the limit, and once it is
+// over, it stays over for everyone; run with -race.
+func TestPeerCountingConcurrent(t *testing.T) {
+	const cfg = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 20}\n"
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := start(t, b, cfg, rls.Options{Counting: rls.CountPeer})
+		var mu sync.Mutex
+		admitted := uint64(0)
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 12 {
+					d := desc("k=v")
+					hits := uint64(1 + (g+i)%3)
+					d.HitsAddend = wrapperspb.UInt64(hits)
+					r, err := h.client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*commonpb.RateLimitDescriptor{d}})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.OverallCode == ok {
+						mu.Lock()
+						admitted += hits
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if admitted > 20 {
+			t.Fatalf("%d hits answered OK under a limit of 20", admitted)
+		}
+		if got := brief(h.ask(t, "d", 0, desc("k=v"))); got != "OVER_LIMIT [OVER_LIMIT 0/20m 45s]" {
+			t.Fatalf("after 8 x 12 requests: %s", got)
+		}
+	})
 }
