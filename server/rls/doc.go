@@ -158,7 +158,12 @@
 //
 // The cost of a descriptor is its own hits_addend when set (0 then checks
 // without charging), else the request's hits_addend, where 0 means 1 as the
-// protocol says. A cost above what the limit can ever admit is OVER_LIMIT,
+// protocol says. A check (0) is OVER_LIMIT when one more hit would not fit,
+// so a counter at its limit is over; envoyproxy/ratelimit says OVER_LIMIT
+// only once the count is past the limit, and so does CountPeer (with
+// Envoy's check-then-charge pattern, a hits_addend 0 descriptor on the
+// request and 1 when the stream is done, the peer lets one more request
+// in). A cost above what the limit can ever admit is OVER_LIMIT,
 // not an error. is_negative_hits is refused (InvalidArgument).
 //
 // # All or nothing
