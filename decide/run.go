@@ -55,13 +55,14 @@ type Config struct {
 // Decider runs planned checks: the one path of every front-end. It is safe
 // for concurrent use.
 type Decider struct {
-	limiter *sluice.Limiter
-	cfg     Config
-	waiting waitQueue
-	refused *refusalLog // enforced refusals, logged once per interval
-	shadow  *refusalLog // shadow refusals, likewise
-	logMu   sync.Mutex
-	lastLog time.Time
+	limiter    *sluice.Limiter
+	cfg        Config
+	waiting    waitQueue
+	refused    *refusalLog // enforced refusals, logged once per interval
+	shadow     *refusalLog // shadow refusals, likewise
+	logMu      sync.Mutex
+	lastLog    time.Time // of an error
+	lastCapped time.Time // of a late cost above its max
 }
 
 // New returns a Decider that charges limiter.
@@ -425,15 +426,21 @@ func (r *Result) observe(o Observation) { r.Observed = append(r.Observed, o) }
 
 // logError logs err at most once a second.
 func (dc *Decider) logError(msg string, err error) {
+	dc.logRare(&dc.lastLog, msg, "err", err)
+}
+
+// logRare logs a warning unless one was logged at last less than a second
+// ago.
+func (dc *Decider) logRare(last *time.Time, msg string, args ...any) {
 	dc.logMu.Lock()
 	now := time.Now()
-	due := now.Sub(dc.lastLog) >= time.Second
+	due := now.Sub(*last) >= time.Second
 	if due {
-		dc.lastLog = now
+		*last = now
 	}
 	dc.logMu.Unlock()
 	if due {
-		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, "err", err)
+		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, args...)
 	}
 }
 

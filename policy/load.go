@@ -531,6 +531,10 @@ func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
 	if v == nil {
 		return
 	}
+	if v.Kind == yaml.MappingNode {
+		l.lateCost(v, w, lim)
+		return
+	}
 	s, _ := l.Str(v, w, "cost")
 	if c, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if c < 0 || c > lim.Limit.Capacity() {
@@ -551,7 +555,7 @@ func (l *loader) maxCost(v *yaml.Node, w where, lim *Limit) {
 		return
 	}
 	if lim.costHeader == "" {
-		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends)")
+		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends; a cost from the response has its own max)")
 		return
 	}
 	c, ok := l.Int(v, w, "max_cost", 1, max(1, lim.Limit.Capacity()))

@@ -99,6 +99,10 @@ type Config struct {
 	// token.
 	Auth AuthConfig `yaml:"auth"`
 
+	// SettleTTL is how long a settle token of the decision API can be
+	// redeemed (POST /v1/settle) after its /v1/check. Default 5m.
+	SettleTTL Duration `yaml:"settle_ttl"`
+
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin
 	// listener. Default false: a profile costs CPU and shows internals.
 	Pprof bool `yaml:"pprof"`
