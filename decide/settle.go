@@ -2,11 +2,8 @@ package decide
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
-
-	"github.com/sluicehq/sluice"
 )
 
 // LateCost is the cost of a check that is known only once the work is
@@ -178,8 +175,11 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	capacity := c.Limit.Capacity()
 	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, capacity)
 	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
+	// One settle charges at most a capacity: a limit's debt never
+	// exceeds that (sluice.Limiter.Adjust).
+	actual = min(actual, reserved+capacity)
 	if actual != reserved {
-		_, s.Err = SettleLimiter(ctx, r.dc.limiter, c.Key, c.Limit, reserved, actual)
+		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, c.Limit, reserved, actual)
 	}
 	switch {
 	case s.Err != nil:
@@ -188,16 +188,4 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "header", c.Late.Header, "max", actual)
 	}
 	return append(dst, s)
-}
-
-// SettleLimiter calls l.Settle. Temporary: until the Limiter has Settle,
-// it reports an error.
-func SettleLimiter(ctx context.Context, l *sluice.Limiter, key string, limit sluice.Limit, reserved, actual int64) (sluice.Decision, error) {
-	type settler interface {
-		Settle(ctx context.Context, key string, limit sluice.Limit, reserved, actual int64) (sluice.Decision, error)
-	}
-	if st, ok := any(l).(settler); ok {
-		return st.Settle(ctx, key, limit, reserved, actual)
-	}
-	return sluice.Decision{}, errors.New("sluice: this Limiter cannot settle")
 }

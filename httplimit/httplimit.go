@@ -355,7 +355,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	if res.Late() {
 		cw := newCostWriter(w, res)
 		defer cw.settle(r.Context())
-		w = cw
+		w = cw.watch()
 	}
 	next.ServeHTTP(w, r)
 }

@@ -19,8 +19,9 @@ import (
 // after it (decide.LateCost): it reads the cost header when the handler
 // sends its headers and the trailer when the handler returns, and strips
 // them from the response when the LateCost says so. It keeps
-// http.Flusher, http.Hijacker, io.ReaderFrom and, through Unwrap, every
-// other method http.ResponseController finds.
+// http.Flusher, io.ReaderFrom, http.Hijacker when the underlying writer
+// has it (watch), and, through Unwrap, every other method
+// http.ResponseController finds.
 type costWriter struct {
 	http.ResponseWriter
 	res       *decide.Result
@@ -174,11 +175,25 @@ func (cw *costWriter) FlushError() error {
 	return http.NewResponseController(cw.ResponseWriter).Flush()
 }
 
-// Hijack hands the connection over, if the underlying writer can. A
-// hijacked response reports no cost header: LateCost.Missing decides.
-func (cw *costWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	cw.capture() // the hijacker may still send these headers (a 101)
-	return http.NewResponseController(cw.ResponseWriter).Hijack()
+// costHijacker is a costWriter over a writer that is an http.Hijacker
+// (HTTP/1.x), so that a handler that asks w.(http.Hijacker) gets the
+// answer it would get without the middleware.
+type costHijacker struct{ *costWriter }
+
+// Hijack hands the connection over. The cost header is read as the
+// hijacker found it (it may still send it, in a 101).
+func (ch costHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	ch.capture()
+	return http.NewResponseController(ch.ResponseWriter).Hijack()
+}
+
+// watch returns cw as the handler's writer: with Hijack when the
+// underlying writer has it.
+func (cw *costWriter) watch() http.ResponseWriter {
+	if _, ok := cw.ResponseWriter.(http.Hijacker); ok {
+		return costHijacker{cw}
+	}
+	return cw
 }
 
 // Unwrap returns the underlying writer, for http.ResponseController.
@@ -193,7 +208,7 @@ func checkLate(l Limit) error {
 		return nil
 	case l.Late.Header == "" || !validToken(l.Late.Header):
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
-	case l.Limit.Algorithm == sluice.AlgorithmConcurrency || l.Limit.Algorithm == sluice.AlgorithmLeakyBucket:
+	case l.Limit.Algorithm == sluice.AlgorithmConcurrency:
 		return fmt.Errorf("%s cannot settle a cost after the response", l.Limit.Algorithm)
 	case l.Reserve < 0 || l.Reserve > l.Limit.Capacity():
 		return fmt.Errorf("Reserve must be between 0 and the limit's capacity %d (got %d)", l.Limit.Capacity(), l.Reserve)

@@ -27,9 +27,8 @@ func (l *loader) lateCost(v *yaml.Node, w where, lim *Limit) {
 	f := l.Fields(v, w, "cost", lateCostFields...)
 	lc := &decide.LateCost{}
 	capacity := max(1, lim.Limit.Capacity())
-	switch lim.Limit.Algorithm {
-	case sluice.AlgorithmConcurrency, sluice.AlgorithmLeakyBucket:
-		l.Fail(v, w, "cost", "%s cannot settle a cost after the response (it counts requests, not what they cost): use a number or header:NAME", lim.Limit.Algorithm)
+	if lim.Limit.Algorithm == sluice.AlgorithmConcurrency {
+		l.Fail(v, w, "cost", "%s cannot settle a cost after the response (it counts requests in flight, not what they cost): use a number or header:NAME", lim.Limit.Algorithm)
 	}
 	lim.cost = 1
 	if r := f["reserve"]; r != nil {

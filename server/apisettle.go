@@ -131,8 +131,9 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 	} else {
 		actual, _, _ = e.late.Actual(nil, e.reserved, capacity)
 	}
+	actual = min(actual, e.reserved+capacity) // a limit's debt never exceeds its capacity
 	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
-	d, err := decide.SettleLimiter(context.WithoutCancel(r.Context()), s.limiter, e.key, e.limit, e.reserved, actual)
+	d, err := s.limiter.Settle(context.WithoutCancel(r.Context()), e.key, e.limit, e.reserved, actual)
 	if err != nil {
 		return a, err
 	}
