@@ -344,6 +344,9 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 			return nil, fmt.Errorf("hits: %d × cost %d exceeds the capacity %d of limit %q", hits, planned[i].Cost, planned[i].Limit.Capacity(), planned[i].Name)
 		}
 		planned[i].Cost = c
+		if hits == 0 {
+			planned[i].Late = nil // a peek reserves nothing to settle
+		}
 	}
 	return planned, nil
 }

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
+)
+
+// TestTokenLimitFields: a token carries every field of a sluice.Limit, so
+// a settle charges the limit the check charged. A field added to Limit
+// fails this test until appendLimit and tokenReader.limit carry it.
+func TestTokenLimitFields(t *testing.T) {
+	if n := reflect.TypeOf(sluice.Limit{}).NumField(); n != 7 {
+		t.Fatalf("sluice.Limit has %d fields; the settle token encodes 7", n)
+	}
+	st := newSettleTokens(time.Minute)
+	in := []settleEntry{
+		{name: "a", key: "k\x00ey", limit: sluice.Limit{Algorithm: 3, Count: 1, Period: 2, Burst: 3, NoDelay: 4, Warmup: 5, LeaseTTL: 6},
+			reserved: 7, late: decide.LateCost{Max: 8, Missing: decide.MissingFixed, MissingCost: 9}},
+		{name: "b", key: "", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000), reserved: 0, late: decide.LateCost{Max: 1 << 50}},
+	}
+	out, _, err := st.redeem(st.issue(in))
+	if err != nil || !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip: %v\n in %+v\nout %+v", err, in, out)
+	}
+}
+
+// TestSpentBounded: the spent set holds at most maxSpentWords words; when
+// they are all live, a settle is refused (503, nothing refunded) rather
+// than the set grown or a token forgotten; once they expire, settles go on.
+func TestSpentBounded(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	st := newSettleTokens(time.Minute)
+	st.now = func() time.Time { return now }
+	live := now.Add(30 * time.Second).UnixMilli() // earlier tokens' expiry
+	for i := range uint64(maxSpentWords) {
+		st.spent[i+1_000_000] = spentWord{bits: 1, expiry: live}
+	}
+	token := st.issue([]settleEntry{{name: "a", key: "k", limit: sluice.FixedWindow(10, time.Hour), reserved: 1}})
+	if _, _, err := st.redeem(token); !errors.Is(err, errTokensFull) {
+		t.Fatalf("with the set full: %v, want errTokensFull", err)
+	}
+	if len(st.spent) != maxSpentWords {
+		t.Fatalf("the set grew to %d words", len(st.spent))
+	}
+	now = now.Add(45 * time.Second) // every word has expired; the token has not
+	if _, _, err := st.redeem(token); err != nil {
+		t.Fatalf("after the words expired: %v", err)
+	}
+	if len(st.spent) != 1 {
+		t.Errorf("%d words left, want 1", len(st.spent))
+	}
+	if _, _, err := st.redeem(token); !errors.Is(err, errTokenSpent) {
+		t.Errorf("a replay: %v, want errTokenSpent", err)
+	}
+}
