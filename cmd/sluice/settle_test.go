@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeLLM is an upstream that answers like an LLM API: it streams its
+// answer and reports the tokens the call used, the n-th call of a user
+// costs[n % len(costs)], in the X-Tokens-Used header or, for every other
+// call, in the trailer of that name (the count is known only at the end of
+// a stream). It records what it reported.
+type fakeLLM struct {
+	costs    []int64
+	mu       sync.Mutex
+	calls    map[string]int
+	reported map[string]int64
+}
+
+func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	user := r.Header.Get("X-User")
+	f.mu.Lock()
+	n := f.calls[user]
+	f.calls[user]++
+	cost := f.costs[n%len(f.costs)]
+	f.reported[user] += cost
+	f.mu.Unlock()
+	used := strconv.FormatInt(cost, 10)
+	if n%2 == 0 {
+		w.Header().Set("X-Tokens-Used", used)
+	} else {
+		w.Header().Set("Trailer", "X-Tokens-Used")
+	}
+	io.WriteString(w, "The answer")
+	http.NewResponseController(w).Flush() // a stream: the gateway's response ends after the settle
+	io.WriteString(w, " is 42.\n")
+	w.Header().Set("X-Tokens-Used", used)
+}
+
+func (f *fakeLLM) total(user string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reported[user]
+}
+
+// TestGatewaySettlesTokens: sluice serve in front of an LLM API that
+// reports the tokens each call used. A user's budget of 10,000 tokens per
+// minute stops them once their calls have used 10,000, within one call's
+// overrun (and what the bucket refilled meanwhile); the client never sees
+// the token count (strip); and the budget is charged the sum of the
+// reported costs.
+func TestGatewaySettlesTokens(t *testing.T) {
+	llm := &fakeLLM{costs: []int64{1200, 300, 2500, 800, 1700, 3900, 650, 2100}, calls: map[string]int{}, reported: map[string]int64{}}
+	up := httptest.NewServer(llm)
+	defer up.Close()
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: llm
+    match: {path: /v1/}
+    limits:
+      - name: tokens
+        key: header:X-User
+        algorithm: token_bucket
+        rate: 10000/m
+        burst: 10000
+        cost: {reserve: 500, response_header: X-Tokens-Used, max: 4000, strip: true}
+`)
+	p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+	start := time.Now()
+	admitted := 0
+	for ; admitted < 40; admitted++ {
+		req, _ := http.NewRequest("POST", p.url("gateway", "/v1/chat"), nil)
+		req.Header.Set("X-User", "alice")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+		if resp.StatusCode != 200 || string(body) != "The answer is 42.\n" {
+			t.Fatalf("call %d: %d %q", admitted, resp.StatusCode, body)
+		}
+		if v := resp.Header.Get("X-Tokens-Used") + resp.Trailer.Get("X-Tokens-Used"); v != "" {
+			t.Fatalf("call %d: the client saw X-Tokens-Used %q", admitted, v)
+		}
+	}
+	// The bucket refills 10,000 a minute while the calls run.
+	refill := int64(time.Since(start).Seconds()*10000/60) + 1
+	used := llm.total("alice")
+	t.Logf("%d calls admitted, %d tokens used, %d refilled at most", admitted, used, refill)
+	if used < 10000-500 || used > 10000+refill+4000-500 {
+		t.Errorf("alice used %d tokens in %d calls before a refusal; want 10,000 within one call's overrun (at most %d more)", used, admitted, refill+3500)
+	}
+	// Bob stays under the budget: what is left is 10,000 less what the
+	// upstream reported, give or take the refill.
+	start = time.Now()
+	for range 3 {
+		get(t, p.url("gateway", "/v1/chat"), "X-User", "bob")
+	}
+	var peek struct{ Decisions []struct{ Remaining int64 } }
+	r := do(t, "POST", p.url("api", "/v1/check"), `{"request": {"path": "/v1/chat", "headers": {"X-User": "bob"}}, "hits": 0}`)
+	if err := json.Unmarshal([]byte(r.body), &peek); err != nil || len(peek.Decisions) != 1 {
+		t.Fatalf("peek: %d %s", r.status, r.body)
+	}
+	refill = int64(time.Since(start).Seconds()*10000/60) + 1
+	want := 10000 - llm.total("bob")
+	if got := peek.Decisions[0].Remaining; got < want || got > want+refill {
+		t.Errorf("bob: %d left after %d reported; want %d (+%d refilled at most)", got, llm.total("bob"), want, refill)
+	}
+}
