@@ -208,4 +208,3 @@ func TestSettleDebt(t *testing.T) {
 		t.Errorf("a call after the budget was spent: %d, want 429", resp.StatusCode)
 	}
 }
-
