@@ -81,6 +81,15 @@ func (f *faultStore) Release(ctx context.Context, key string, l sluice.Limit, le
 	return f.inner.Release(ctx, key, l, lease)
 }
 
+// Adjust makes a faultStore a sluice.Adjuster, failing as its other calls.
+func (f *faultStore) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	f.takes.Add(1)
+	if err := f.fault(ctx); err != nil {
+		return sluice.Decision{}, err
+	}
+	return f.inner.Adjust(ctx, r)
+}
+
 var errDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
 // transitions records OnStateChange calls.
