@@ -57,6 +57,12 @@ func (f *fakeLLM) total(user string) int64 {
 // the token count (strip); and the budget is charged the sum of the
 // reported costs.
 func TestGatewaySettlesTokens(t *testing.T) {
+	for _, st := range []string{"memory", "redis"} {
+		t.Run(st, func(t *testing.T) { gatewaySettlesTokens(t, st) })
+	}
+}
+
+func gatewaySettlesTokens(t *testing.T, st string) {
 	llm := &fakeLLM{costs: []int64{1200, 300, 2500, 800, 1700, 3900, 650, 2100}, calls: map[string]int{}, reported: map[string]int64{}}
 	up := httptest.NewServer(llm)
 	defer up.Close()
@@ -73,7 +79,7 @@ rules:
         burst: 10000
         cost: {reserve: 500, response_header: X-Tokens-Used, max: 4000, strip: true}
 `)
-	p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+	p := start(t, nil, append(storeArgs(t, st), "--upstream", up.URL, "--policy", policy)...)
 	start := time.Now()
 	admitted := 0
 	for ; admitted < 40; admitted++ {
