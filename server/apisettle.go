@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
 
 	"github.com/sluicehq/sluice/decide"
 )
@@ -76,7 +79,7 @@ func tokenStatus(err error) int {
 		return http.StatusGone
 	case errors.Is(err, errTokenSpent):
 		return http.StatusConflict
-	case errors.Is(err, errTokensFull):
+	case errors.Is(err, errTokensFull), errors.Is(err, errSpentUnknown):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusBadRequest
@@ -97,6 +100,9 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entries, id, err := s.settle.redeem(req.Token)
+	if err == nil && s.settle.shared {
+		err = s.markSpent(r.Context(), id)
+	}
 	if err != nil {
 		st := tokenStatus(err)
 		writeJSONProblem(w, st, http.StatusText(st), err.Error())
@@ -139,4 +145,25 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 	}
 	a.Remaining = max(0, d.Remaining)
 	return a, nil
+}
+
+// markSpent records in the store that the token id has been settled, for
+// the instances that share the secret and the store: a sliding log of one
+// per token lifetime admits the first settle and refuses any other while
+// the token lives. A store that cannot say refuses the settle (503); the
+// token can be sent again.
+func (s *Server) markSpent(ctx context.Context, id uint64) error {
+	key := string(decide.AppendKey(nil, "", "settle", strconv.FormatUint(id, 16)))
+	d, err := s.limiter.Check(context.WithoutCancel(ctx), sluice.Request{
+		Key: key, Limit: sluice.SlidingLog(1, s.settle.ttl), Cost: 1, OnError: sluice.FailClosed,
+	})
+	switch {
+	case err != nil:
+		s.settle.unspend(id)
+		s.logAPIError(err)
+		return fmt.Errorf("%w: %v", errSpentUnknown, err)
+	case !d.Allowed:
+		return errTokenSpent
+	}
+	return nil
 }

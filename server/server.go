@@ -114,7 +114,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.warnOpen(s.log)
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
-	s.settle = newSettleTokens(time.Duration(cfg.SettleTTL))
+	if s.settle, err = newSettleTokens(time.Duration(cfg.SettleTTL), cfg.SettleSecretFile); err != nil {
+		b.close()
+		return nil, err
+	}
 	// The decision API answers a store error with 503 and lets its caller
 	// choose (a store behind failover has already applied each rule's
 	// on_error); it never sleeps: delays go back to the caller.

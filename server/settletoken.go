@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +29,11 @@ import (
 //	          reserved, max, missing, missing cost
 //
 // The MAC makes it unforgeable by anyone without the secret (a random one
-// per process); the expiry bounds its life; the id, unique per process,
-// makes it single-use: spent ids are remembered until their expiry, one
-// bit each, in a bounded set.
+// per process, or settle_secret_file); the expiry bounds its life; the id
+// (32 random bits per process, then a counter) makes it single-use: spent
+// ids are remembered until their expiry, one bit each, in a bounded set,
+// and with a shared secret also in the store (markSpent), which every
+// instance sees.
 const (
 	tokenVersion   = 1
 	tokenMACSize   = sha256.Size
@@ -44,6 +49,7 @@ var (
 	errTokenExpired   = errors.New("token: expired")
 	errTokenSpent     = errors.New("token: already settled")
 	errTokensFull     = errors.New("token: too many tokens settled within their lifetime; try again later")
+	errSpentUnknown   = errors.New("token: the store could not say whether it was settled; try again")
 )
 
 // settleEntry is one check a token settles.
@@ -58,7 +64,9 @@ type settleEntry struct {
 // use.
 type settleTokens struct {
 	secret []byte
+	shared bool // the secret is configured: other instances issue tokens too
 	ttl    time.Duration
+	base   uint64 // random high 32 bits of this process's ids
 	next   atomic.Uint64
 	now    func() time.Time
 
@@ -73,19 +81,51 @@ type spentWord struct {
 	expiry int64 // Unix ms
 }
 
-func newSettleTokens(ttl time.Duration) *settleTokens {
+// newSettleTokens returns the tokens of one process: signed with the
+// secret in secretFile, or with a random one when it is "".
+func newSettleTokens(ttl time.Duration, secretFile string) (*settleTokens, error) {
 	if ttl <= 0 {
 		ttl = defaultSettleT
 	}
-	secret := make([]byte, 32)
-	rand.Read(secret) // never fails (crypto/rand panics rather)
-	return &settleTokens{secret: secret, ttl: ttl, now: time.Now, spent: map[uint64]spentWord{}}
+	var id [8]byte
+	rand.Read(id[:]) // never fails (crypto/rand panics rather)
+	st := &settleTokens{ttl: ttl, base: binary.LittleEndian.Uint64(id[:]) &^ (1<<32 - 1), now: time.Now, spent: map[uint64]spentWord{}}
+	if secretFile == "" {
+		st.secret = make([]byte, 32)
+		rand.Read(st.secret)
+		return st, nil
+	}
+	secret, err := readSecret(secretFile)
+	if err != nil {
+		return nil, fmt.Errorf("settle_secret_file: %w", err)
+	}
+	st.secret, st.shared = secret, true
+	return st, nil
+}
+
+// readSecret reads a secret file: at least 32 bytes once surrounding
+// white space is trimmed, at most 4 KiB.
+func readSecret(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4<<10+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < 32 || len(b) > 4<<10 {
+		return nil, fmt.Errorf("%s: %d bytes; want 32 to 4096 (for example: head -c 48 /dev/urandom | base64 > %s)", path, len(b), path)
+	}
+	return b, nil
 }
 
 // issue returns a token for entries.
 func (st *settleTokens) issue(entries []settleEntry) string {
 	b := []byte{tokenVersion}
-	b = binary.AppendUvarint(b, st.next.Add(1))
+	b = binary.AppendUvarint(b, st.base|st.next.Add(1)&(1<<32-1))
 	b = binary.AppendVarint(b, st.now().Add(st.ttl).UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(entries)))
 	for _, e := range entries {

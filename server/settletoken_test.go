@@ -17,7 +17,7 @@ func TestTokenLimitFields(t *testing.T) {
 	if n := reflect.TypeOf(sluice.Limit{}).NumField(); n != 7 {
 		t.Fatalf("sluice.Limit has %d fields; the settle token encodes 7", n)
 	}
-	st := newSettleTokens(time.Minute)
+	st := mustTokens(t)
 	in := []settleEntry{
 		{name: "a", key: "k\x00ey", limit: sluice.Limit{Algorithm: 3, Count: 1, Period: 2, Burst: 3, NoDelay: 4, Warmup: 5, LeaseTTL: 6},
 			reserved: 7, late: decide.LateCost{Max: 8, Missing: decide.MissingFixed, MissingCost: 9}},
@@ -34,7 +34,7 @@ func TestTokenLimitFields(t *testing.T) {
 // than the set grown or a token forgotten; once they expire, settles go on.
 func TestSpentBounded(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	st := newSettleTokens(time.Minute)
+	st := mustTokens(t)
 	st.now = func() time.Time { return now }
 	live := now.Add(30 * time.Second).UnixMilli() // earlier tokens' expiry
 	for i := range uint64(maxSpentWords) {
@@ -57,4 +57,12 @@ func TestSpentBounded(t *testing.T) {
 	if _, _, err := st.redeem(token); !errors.Is(err, errTokenSpent) {
 		t.Errorf("a replay: %v, want errTokenSpent", err)
 	}
+}
+
+func mustTokens(t *testing.T) *settleTokens {
+	st, err := newSettleTokens(time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

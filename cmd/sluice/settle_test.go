@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,5 +126,66 @@ rules:
 	want := 10000 - llm.total("bob")
 	if got := peek.Decisions[0].Remaining; got < want || got > want+refill {
 		t.Errorf("bob: %d left after %d reported; want %d (+%d refilled at most)", got, llm.total("bob"), want, refill)
+	}
+}
+
+// TestSettleSharedSecret: two instances on one Redis with one
+// settle_secret_file settle each other's tokens, and a token settles once
+// across both; an instance with its own secret refuses them (403), and a
+// secret file too short to be a secret stops sluice at start.
+func TestSettleSharedSecret(t *testing.T) {
+	dir := t.TempDir()
+	policy, secret, config := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "secret"), filepath.Join(dir, "sluice.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: llm
+    limits:
+      - {name: tokens, key: header:X-User, algorithm: fixed_window, limit: 10000, window: 30d,
+         cost: {reserve: 100, response_header: X-Tokens-Used, max: 5000}}
+`)
+	writeFile(t, secret, "c2x1aWNlIHNldHRsZSB0b2tlbnMgc2hhcmVkIHNlY3JldCBmb3IgdGVzdHM=\n")
+	writeFile(t, config, "settle_secret_file: "+secret+"\n")
+	args := append(storeArgs(t, "redis"), "--policy", policy)
+	a := start(t, nil, append(args, "--config", config)...)
+	b := start(t, nil, append(args, "--config", config)...)
+	lone := start(t, nil, args...)
+	check := func(p *proc) string {
+		r := do(t, "POST", p.url("api", "/v1/check"), `{"request": {"path": "/", "headers": {"X-User": "ann"}}}`)
+		var c struct {
+			Token string `json:"settle_token"`
+		}
+		if json.Unmarshal([]byte(r.body), &c); r.status != 200 || c.Token == "" {
+			t.Fatalf("check: %d %s", r.status, r.body)
+		}
+		return c.Token
+	}
+	settle := func(p *proc, token string) int {
+		return do(t, "POST", p.url("api", "/v1/settle"), `{"token": "`+token+`", "cost": 0}`).status
+	}
+	fromA, fromB := check(a), check(b)
+	for _, step := range []struct {
+		desc  string
+		p     *proc
+		token string
+		want  int
+	}{
+		{"A's token at B", b, fromA, 200},
+		{"A's token again at A", a, fromA, 409},
+		{"A's token again at B", b, fromA, 409},
+		{"B's token at an instance with its own secret", lone, fromB, 403},
+		{"B's token at A", a, fromB, 200},
+	} {
+		if got := settle(step.p, step.token); got != step.want {
+			t.Errorf("%s: %d, want %d", step.desc, got, step.want)
+		}
+	}
+	writeFile(t, secret, "short\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(append([]string(nil), serveArgs...), "--config", config)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "settle_secret_file: "+secret+": 5 bytes; want 32 to 4096") {
+		t.Errorf("a 5-byte secret: %v\n%s", err, out)
 	}
 }
