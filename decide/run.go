@@ -55,14 +55,15 @@ type Config struct {
 // Decider runs planned checks: the one path of every front-end. It is safe
 // for concurrent use.
 type Decider struct {
-	limiter    *sluice.Limiter
-	cfg        Config
-	waiting    waitQueue
-	refused    *refusalLog // enforced refusals, logged once per interval
-	shadow     *refusalLog // shadow refusals, likewise
-	logMu      sync.Mutex
-	lastLog    time.Time // of an error
-	lastCapped time.Time // of a late cost above its max
+	limiter       *sluice.Limiter
+	cfg           Config
+	waiting       waitQueue
+	refused       *refusalLog // enforced refusals, logged once per interval
+	shadow        *refusalLog // shadow refusals, likewise
+	logMu         sync.Mutex
+	lastLog       time.Time // of an error
+	lastCapped    time.Time // of a late cost above its max
+	lastMalformed time.Time // of a late cost that is not a number
 }
 
 // New returns a Decider that charges limiter.

@@ -186,6 +186,8 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
 	case capped:
 		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "header", c.Late.Header, "max", actual)
+	case !found && len(values(c.Late.Header)) > 0:
+		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", actual)
 	}
 	return append(dst, s)
 }

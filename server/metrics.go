@@ -38,7 +38,7 @@ func newMetrics(version string) *metrics {
 	}, []string{"source", "limit", "outcome", "degraded"})
 	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
-		Help:    "Time of store calls by operation (take, take_all, release).",
+		Help:    "Time of store calls by operation (take, take_all, release, adjust).",
 		Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 	}, []string{"op"})
 	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{

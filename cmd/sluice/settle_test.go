@@ -189,3 +189,53 @@ rules:
 		t.Errorf("a 5-byte secret: %v\n%s", err, out)
 	}
 }
+
+// TestGatewaySettleClientHangsUp: a client that hangs up in the middle of
+// a stream whose cost comes in the trailer is charged what on_missing
+// says (here max): hanging up gains it nothing.
+func TestGatewaySettleClientHangsUp(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Tokens-Used")
+		io.WriteString(w, "The answer")
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the gateway cancels the request when its client goes
+		w.Header().Set("X-Tokens-Used", "20")
+	}))
+	defer up.Close()
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: llm
+    limits:
+      - {name: tokens, key: header:X-User, algorithm: fixed_window, limit: 10000, window: 30d,
+         cost: {reserve: 500, response_header: X-Tokens-Used, max: 4000, on_missing: max}}
+`)
+	p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+	req, _ := http.NewRequest("GET", p.url("gateway", "/v1/chat"), nil)
+	req.Header.Set("X-User", "quitter")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "The answer" {
+		t.Fatalf("first chunk: %q %v", buf, err)
+	}
+	resp.Body.Close() // hang up before the trailer
+	peek := func() int64 {
+		var a struct{ Decisions []struct{ Remaining int64 } }
+		r := do(t, "POST", p.url("api", "/v1/check"), `{"request": {"path": "/v1/chat", "headers": {"X-User": "quitter"}}, "hits": 0}`)
+		if json.Unmarshal([]byte(r.body), &a); len(a.Decisions) != 1 {
+			t.Fatalf("peek: %d %s", r.status, r.body)
+		}
+		return a.Decisions[0].Remaining
+	}
+	// The settle lands once the gateway sees the client gone: wait for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for peek() == 9500 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := peek(); got != 6000 {
+		t.Errorf("after hanging up: %d left, want 6000 (max 4,000 charged)", got)
+	}
+}
