@@ -135,6 +135,7 @@ type Result struct {
 
 	dc         *Decider
 	leftOut    bool // a check that could not be planned was left out
+	settled    bool // Settle has run
 	reqs       []sluice.Request
 	shadowReqs []sluice.Request
 	leases     []lease

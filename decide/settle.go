@@ -134,12 +134,13 @@ type Settled struct {
 // that went on and was counted, and shadow checks the store admitted. It
 // appends one Settled per settled check to dst and returns it; a store
 // error is logged (at most once a second) and leaves that reservation
-// standing. Call it once, when the response is complete; ctx should
-// outlive the client's request (context.WithoutCancel).
+// standing. Call it when the response is complete; a second call settles
+// nothing. ctx should outlive the client's request (context.WithoutCancel).
 func (r *Result) Settle(ctx context.Context, values func(name string) []string, dst []Settled) []Settled {
-	if r.Outcome != Admitted && r.Outcome != Delayed && r.Outcome != Degraded {
+	if !r.Late() {
 		return dst
 	}
+	r.settled = true // a second call would charge the difference twice
 	for i := range r.Enforced {
 		dst = r.settleOne(ctx, &r.Enforced[i], r.reqs[i].Cost, r.Each[i].Allowed, values, dst)
 	}
@@ -150,9 +151,9 @@ func (r *Result) Settle(ctx context.Context, values func(name string) []string, 
 }
 
 // Late reports whether any check of r has a LateCost that Settle would
-// settle.
+// settle: one the store charged, not settled yet.
 func (r *Result) Late() bool {
-	if r.Outcome != Admitted && r.Outcome != Delayed && r.Outcome != Degraded {
+	if r.settled || r.Outcome != Admitted && r.Outcome != Delayed && r.Outcome != Degraded {
 		return false
 	}
 	for i := range r.Enforced {
@@ -174,10 +175,10 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	}
 	capacity := c.Limit.Capacity()
 	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, capacity)
-	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
 	// One settle charges at most a capacity: a limit's debt never
 	// exceeds that (sluice.Limiter.Adjust).
 	actual = min(actual, reserved+capacity)
+	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
 	if actual != reserved {
 		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, c.Limit, reserved, actual)
 	}

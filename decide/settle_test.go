@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/sluicehq/sluice/decide"
@@ -42,5 +43,47 @@ func TestLateCostActual(t *testing.T) {
 		if cost != tc.cost || found != tc.found || capped != tc.capped {
 			t.Errorf("%+v %q: %d %v %v, want %d %v %v", tc.lc, tc.values, cost, found, capped, tc.cost, tc.found, tc.capped)
 		}
+	}
+}
+
+// TestResultSettle: Settle charges each check that reserved a late cost
+// what the response reports, once; a refused request and a check without
+// a LateCost are not settled; an admitted shadow check is.
+func TestResultSettle(t *testing.T) {
+	dc, mem := newDecider(t, decide.Config{})
+	late := &decide.LateCost{Header: "X-Cost", Max: 500}
+	tokens, plain, shadow := check("tokens", 1000), check("plain", 1000), check("shadow", 1000)
+	tokens.Cost, tokens.Late = 100, late
+	shadow.Cost, shadow.Late, shadow.Shadow = 100, late, true
+	values := func(string) []string { return []string{"300"} }
+	var res decide.Result
+	dc.Run(context.Background(), []decide.Check{tokens, plain, shadow}, &res)
+	if !res.Late() {
+		t.Fatal("an admitted request with late costs: Late() is false")
+	}
+	settled := res.Settle(context.Background(), values, nil)
+	if len(settled) != 2 || settled[0].Actual != 300 || settled[1].Check.Name != "shadow" {
+		t.Fatalf("settled %+v", settled)
+	}
+	if again := res.Settle(context.Background(), values, nil); len(again) != 0 || res.Late() {
+		t.Errorf("a second Settle settled %+v", again)
+	}
+	for _, c := range []struct {
+		c    decide.Check
+		want int64
+	}{{tokens, 700}, {plain, 999}, {shadow, 700}} {
+		if got := remaining(t, mem, c.c); got != c.want {
+			t.Errorf("%s: %d left, want %d", c.c.Name, got, c.want)
+		}
+	}
+	// A request the plain limit refuses was charged nothing: nothing to settle.
+	full := check("full", 1)
+	dc.Run(context.Background(), []decide.Check{full}, &res)
+	dc.Run(context.Background(), []decide.Check{tokens, full}, &res)
+	if res.Outcome != decide.Refused || res.Late() || len(res.Settle(context.Background(), values, nil)) != 0 {
+		t.Errorf("a refused request: outcome %s, settled", res.Outcome)
+	}
+	if got := remaining(t, mem, tokens); got != 700 {
+		t.Errorf("tokens after the refusal: %d left, want 700", got)
 	}
 }
