@@ -66,3 +66,17 @@ func mustTokens(t *testing.T) *settleTokens {
 	}
 	return st
 }
+
+// BenchmarkSettleToken is what a token costs the decision API: issuing it
+// with /v1/check, and checking and spending it with /v1/settle.
+func BenchmarkSettleToken(b *testing.B) {
+	st, _ := newSettleTokens(time.Minute, "")
+	entries := []settleEntry{{name: "tokens", key: "7:llm6:tokens5:alice", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000),
+		reserved: 500, late: decide.LateCost{Max: 50000}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := st.redeem(st.issue(entries)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
