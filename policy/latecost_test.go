@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/decide"
@@ -48,5 +49,44 @@ rules:
 		if c.Late == nil || c.Cost != want[i].cost || *c.Late != want[i].late {
 			t.Errorf("%s: cost %d, late %+v; want %d, %+v", c.Name, c.Cost, c.Late, want[i].cost, want[i].late)
 		}
+	}
+}
+
+// TestRuleCost: a rule's cost is the cost of each of its limits that names
+// none, checked against each limit's capacity.
+func TestRuleCost(t *testing.T) {
+	p, err := policy.Parse("rule-cost.yaml", []byte(`
+rules:
+  - name: llm
+    cost: {reserve: 200, response_header: X-Tokens-Used, max: 8000}
+    limits:
+      - {name: per-user, key: header:X-User, algorithm: token_bucket, rate: 10000/m}
+      - {name: per-tenant, key: header:X-Tenant, algorithm: token_bucket, rate: 100000/m}
+      - {name: calls, key: header:X-User, algorithm: gcra, rate: 10/s, cost: 1}
+`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-User", "ann")
+	r.Header.Set("X-Tenant", "acme")
+	checks, err := p.Plan(r, nil)
+	if err != nil || len(checks) != 3 {
+		t.Fatalf("%d checks, %v", len(checks), err)
+	}
+	for i, want := range []int64{200, 200, 1} {
+		if c := checks[i]; c.Cost != want || (c.Late != nil) != (want == 200) {
+			t.Errorf("%s: cost %d, late %v", c.Name, c.Cost, c.Late)
+		}
+	}
+	_, err = policy.Parse("rule-cost.yaml", []byte(`
+rules:
+  - name: llm
+    cost: {reserve: 200, response_header: X-Tokens-Used}
+    limits:
+      - {name: tiny, key: global, algorithm: fixed_window, limit: 100, window: 1m}
+`), policy.Options{})
+	if want := `rule-cost.yaml:4: rule "llm": limit "tiny": cost.reserve: must be at most 100 (got 200)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a reservation above a limit's capacity: %v, want %s", err, want)
 	}
 }
