@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +23,12 @@ import (
 // unannounced trailer (http.TrailerPrefix), nothing, or through a hijacked
 // connection. ?used= is the count. It records whether the writer it got
 // still offers http.Flusher and http.Hijacker.
-func tokenHandler(flusher, hijacker *bool) http.Handler {
+func tokenHandler(flusher, hijacker *atomic.Bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, *flusher = w.(http.Flusher)
-		_, *hijacker = w.(http.Hijacker)
+		_, f := w.(http.Flusher)
+		_, h := w.(http.Hijacker)
+		flusher.Store(f)
+		hijacker.Store(h)
 		used := r.URL.Query().Get("used")
 		switch r.URL.Query().Get("report") {
 		case "header":
@@ -63,7 +67,7 @@ func tokenHandler(flusher, hijacker *bool) http.Handler {
 // each call reserving 100, reporting at most 500) in front of
 // tokenHandler, on a store whose clock stands still. done receives once
 // the middleware has returned, its settle done.
-func settleServer(t *testing.T, http2, strip bool) (srv *httptest.Server, remaining func() int64, done chan struct{}, flusher, hijacker *bool) {
+func settleServer(t *testing.T, http2, strip bool) (srv *httptest.Server, remaining func() int64, done chan struct{}, flusher, hijacker *atomic.Bool) {
 	t.Helper()
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	store, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
@@ -80,9 +84,9 @@ func settleServer(t *testing.T, http2, strip bool) (srv *httptest.Server, remain
 	if err != nil {
 		t.Fatal(err)
 	}
-	flusher, hijacker = new(bool), new(bool)
+	flusher, hijacker = new(atomic.Bool), new(atomic.Bool)
 	inner := mw(tokenHandler(flusher, hijacker))
-	done = make(chan struct{}, 1)
+	done = make(chan struct{}, 64) // room for every call of a test in flight
 	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { done <- struct{}{} }()
 		inner.ServeHTTP(w, r)
@@ -150,8 +154,8 @@ func TestSettleFromResponse(t *testing.T) {
 					t.Errorf("%s %s: %d remaining, want %d", s.report, s.used, remaining(), left)
 				}
 			}
-			if !*flusher || *hijacker != (proto == "HTTP/1.1") {
-				t.Errorf("the handler's writer: Flusher %v, Hijacker %v", *flusher, *hijacker)
+			if !flusher.Load() || hijacker.Load() != (proto == "HTTP/1.1") {
+				t.Errorf("the handler's writer: Flusher %v, Hijacker %v", flusher.Load(), hijacker.Load())
 			}
 		})
 	}
@@ -232,5 +236,38 @@ func BenchmarkSettle(b *testing.B) {
 				h.ServeHTTP(httptest.NewRecorder(), r)
 			}
 		})
+	}
+}
+
+// TestSettleConcurrent: calls in flight at once each reserve, then settle
+// what they used; the budget ends charged exactly the sum of what they
+// reported, and calls admitted while others were in flight overran it by
+// at most their underestimates.
+func TestSettleConcurrent(t *testing.T) {
+	srv, remaining, done, _, _ := settleServer(t, false, true)
+	const n = 12 // 12 × 100 reserved fits the 2,000; 12 × up to 300 used does too
+	var wg sync.WaitGroup
+	var sum atomic.Int64
+	for i := range n {
+		used := int64(37*i%300 + 1)
+		wg.Go(func() {
+			resp, err := srv.Client().Get(srv.URL + "/?report=trailer&used=" + strconv.FormatInt(used, 10))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				sum.Add(used)
+			}
+		})
+	}
+	wg.Wait()
+	for range n {
+		<-done
+	}
+	if got, want := remaining(), 2000-sum.Load(); got != want {
+		t.Errorf("%d left after calls that used %d in all, want %d", got, sum.Load(), want)
 	}
 }
