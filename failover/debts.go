@@ -58,7 +58,7 @@ func (d *debts) add(r sluice.Request) {
 			d.owed = map[debtKey]int64{}
 		}
 		// one adjustment can charge no more (sluice.Limiter.Adjust)
-		d.owed[k] = min(owed+r.Cost, r.Limit.Capacity())
+		d.owed[k] = min(owed+r.Cost, r.Limit.MaxAdjust())
 		d.pending.Store(true)
 	}
 }
@@ -112,6 +112,7 @@ func (s *Store) charge(k debtKey, cost int64) bool {
 		cancel()
 		return err == nil
 	}
+	r.Cost = min(cost, k.limit.Capacity()) // a Take can charge no more
 	ctx, cancel := s.deadline(context.Background())
 	d, err := s.primary.Take(ctx, r)
 	cancel()
