@@ -90,13 +90,23 @@ func (s *Store) settle() {
 			default:
 			}
 			if !s.charge(k, cost) {
-				break // the primary fails again: what is left is forgotten
+				break // the primary fails again: what is left waits for its next success
 			}
+			delete(owed, k)
 			charged++
 		}
+		s.debts.restore(owed)
 		s.cfg.Logger.Info("failover: charged the primary store for what the fallback admitted while it could not decide",
-			"keys", charged, "forgotten", len(owed)-charged)
+			"keys", charged, "still_owed", len(owed))
 	})
+}
+
+// restore gives back the debts a charge did not get to, to be charged
+// after the primary's next success, within the same bounds as add.
+func (d *debts) restore(owed map[debtKey]int64) {
+	for k, cost := range owed {
+		d.add(sluice.Request{Key: k.key, Limit: k.limit, Cost: cost})
+	}
 }
 
 // charge charges cost to k on the primary, and reports whether the primary
