@@ -157,13 +157,13 @@ func (l *Limiter) Release(ctx context.Context, key string, limit Limit, lease ui
 // state records the overdraft (a debt), and later requests are refused
 // until the refill (token_bucket, gcra, leaky_bucket, warm_up) or the
 // window (fixed_window, sliding_window, sliding_log) has paid it back. A
-// debt is bounded: the overdraft past an exhausted limit never exceeds the
-// limit's Capacity (what one adjustment may ask); a charge beyond that is
-// dropped. A negative delta refunds, never leaving more room than the
-// limit's Capacity: a window never below empty, a bucket never above full.
-// Each algorithm's rules are in docs/algorithms.md.
+// debt is bounded: the overdraft past an exhausted limit never exceeds
+// Limit.MaxAdjust (AdjustCapacities capacities, what one adjustment may
+// ask); a charge beyond that is dropped. A negative delta refunds, never
+// leaving more room than the limit's Capacity: a window never below empty,
+// a bucket never above full. Each algorithm's rules are in docs/adjust.md.
 //
-// The magnitude of the delta is at most the limit's Capacity
+// The magnitude of the delta is at most Limit.MaxAdjust
 // (ErrCostExceedsCapacity otherwise); delta 0 only reports. A concurrency
 // limit cannot be adjusted (ErrNotAdjustable: give its lease back with
 // Release), nor can a store that does not implement Adjuster.

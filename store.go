@@ -17,7 +17,7 @@ import (
 // Given to Limiter.Adjust (an Adjuster), Cost is a signed delta instead: a
 // positive one is charged even past the limit, into a bounded debt, and a
 // negative one refunded, never beyond an unused limit; its magnitude is at
-// most the limit's Capacity.
+// most Limit.MaxAdjust.
 type Request struct {
 	Key   string
 	Limit Limit

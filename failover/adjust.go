@@ -15,7 +15,7 @@ var _ sluice.Adjuster = (*Store)(nil)
 // Fallback). When the primary cannot adjust, r's Mode decides:
 //
 //	Fallback    the fallback store adjusts its count (the delta capped at
-//	            the scaled limit's capacity); a charge is owed to the
+//	            the scaled limit's MaxAdjust); a charge is owed to the
 //	            primary like a fallback admission, a refund lowers what is
 //	            owed for the key
 //	FailOpen    nothing is counted; the decision is that of a key with no
@@ -73,10 +73,10 @@ func (s *Store) degradedAdjust(ctx context.Context, r sluice.Request, cause erro
 }
 
 // fallbackAdjustment is r under its scaled limit, its delta capped at the
-// scaled limit's capacity either way.
+// scaled limit's MaxAdjust either way.
 func (s *Store) fallbackAdjustment(r sluice.Request) sluice.Request {
 	r.Limit = scaleLimit(r.Limit, s.FallbackScale())
-	c := r.Limit.Capacity()
+	c := r.Limit.MaxAdjust()
 	r.Cost = max(-c, min(r.Cost, c))
 	return r
 }

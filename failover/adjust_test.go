@@ -71,5 +71,44 @@ func TestAdjustNeedsAdjusters(t *testing.T) {
 	}
 }
 
+// TestDebtsOutliveAFailedCharge: what the fallback admitted is still owed
+// when charging it fails (the primary stalls again), and is charged after
+// the primary's next success; it was forgotten.
+func TestDebtsOutliveAFailedCharge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFaultStore(t)
+		s := newStore(t, p, failover.Config{ConsecutiveFailures: -1, FailureRatio: -1})
+		l := sluice.FixedWindow(10, time.Hour)
+		take := func(key string) sluice.Decision {
+			t.Helper()
+			d, err := s.Take(ctx, sluice.Request{Key: key, Limit: l, Cost: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		p.set(errDown, false)
+		for range 6 {
+			if d := take("u"); !d.Allowed || !d.Degraded {
+				t.Fatalf("fallback: %+v", d)
+			}
+		}
+		p.set(nil, false)
+		p.adjustDown.Store(true)
+		take("other") // the primary answers; charging the debts fails
+		synctest.Wait()
+		p.adjustDown.Store(false)
+		take("other") // answers again: the debts are charged now
+		synctest.Wait()
+		n := 0
+		for take("u").Allowed {
+			n++
+		}
+		if n != 4 {
+			t.Fatalf("u admitted %d on the primary after 6 in the fallback, want 4", n)
+		}
+	})
+}
+
 // takeOnly hides a store's Adjust.
 type takeOnly struct{ sluice.Store }

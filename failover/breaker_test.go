@@ -29,6 +29,7 @@ type faultStore struct {
 	hang bool
 
 	takes, releases atomic.Int64 // calls received
+	adjustDown      atomic.Bool  // Adjust alone fails, with errDown
 }
 
 func newFaultStore(t *testing.T) *faultStore {
@@ -86,6 +87,9 @@ func (f *faultStore) Adjust(ctx context.Context, r sluice.Request) (sluice.Decis
 	f.takes.Add(1)
 	if err := f.fault(ctx); err != nil {
 		return sluice.Decision{}, err
+	}
+	if f.adjustDown.Load() {
+		return sluice.Decision{}, errDown
 	}
 	return f.inner.Adjust(ctx, r)
 }

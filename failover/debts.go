@@ -58,7 +58,7 @@ func (d *debts) add(r sluice.Request) {
 			d.owed = map[debtKey]int64{}
 		}
 		// one adjustment can charge no more (sluice.Limiter.Adjust)
-		d.owed[k] = min(owed+r.Cost, r.Limit.Capacity())
+		d.owed[k] = min(owed+r.Cost, r.Limit.MaxAdjust())
 		d.pending.Store(true)
 	}
 }
@@ -90,13 +90,23 @@ func (s *Store) settle() {
 			default:
 			}
 			if !s.charge(k, cost) {
-				break // the primary fails again: what is left is forgotten
+				break // the primary fails again: what is left waits for its next success
 			}
+			delete(owed, k)
 			charged++
 		}
+		s.debts.restore(owed)
 		s.cfg.Logger.Info("failover: charged the primary store for what the fallback admitted while it could not decide",
-			"keys", charged, "forgotten", len(owed)-charged)
+			"keys", charged, "still_owed", len(owed))
 	})
+}
+
+// restore gives back the debts a charge did not get to, to be charged
+// after the primary's next success, within the same bounds as add.
+func (d *debts) restore(owed map[debtKey]int64) {
+	for k, cost := range owed {
+		d.add(sluice.Request{Key: k.key, Limit: k.limit, Cost: cost})
+	}
 }
 
 // charge charges cost to k on the primary, and reports whether the primary
@@ -112,6 +122,7 @@ func (s *Store) charge(k debtKey, cost int64) bool {
 		cancel()
 		return err == nil
 	}
+	r.Cost = min(cost, k.limit.Capacity()) // a Take can charge no more
 	ctx, cancel := s.deadline(context.Background())
 	d, err := s.primary.Take(ctx, r)
 	cancel()

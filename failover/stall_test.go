@@ -168,8 +168,9 @@ func TestFallbackIsWarm(t *testing.T) {
 // primary could not decide is charged to the primary after its next
 // success, so a limit does not admit a stall's requests twice, once locally
 // and once more from the primary's refilled counts. A debt larger than the
-// room left is charged past it (sluice.Adjuster), up to a capacity: the
-// requests after it pay for it before any is admitted.
+// room left is charged past it (sluice.Adjuster), up to
+// sluice.AdjustCapacities capacities: the requests after it pay for it
+// before any is admitted.
 func TestFallbackAdmissionsCountOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFaultStore(t)
@@ -210,11 +211,11 @@ func TestFallbackAdmissionsCountOnce(t *testing.T) {
 		if a, b := left("a"), left("b"); a != 4 || b != 0 {
 			t.Errorf("left on the primary: a %d, b %d; want 4 (10 less 6 owed) and 0 (7 left, 12 owed)", a, b)
 		}
-		// b owes 3 past empty (7 left, 10 charged: a capacity): the
-		// first 3 minutes of refill pay them back.
-		time.Sleep(3 * time.Minute)
+		// b owes 5 past empty (7 left, 12 charged): the first 5
+		// minutes of refill pay them back.
+		time.Sleep(5 * time.Minute)
 		if b := left("b"); b != 0 {
-			t.Errorf("b admitted %d 3 minutes after a debt of 3 past empty, want 0", b)
+			t.Errorf("b admitted %d 5 minutes after a debt of 5 past empty, want 0", b)
 		}
 		time.Sleep(time.Minute)
 		if b := left("b"); b != 1 {

@@ -65,7 +65,7 @@ func TestAdjustKeys(t *testing.T) {
 	if d.Allowed || d.RetryAfter != 600*time.Millisecond {
 		t.Fatalf("in debt: %+v, want a refusal for 600ms", d)
 	}
-	_, err = s.Adjust(ctx, sluice.Request{Key: "new", Limit: l, Cost: 11})
+	_, err = s.Adjust(ctx, sluice.Request{Key: "new", Limit: l, Cost: 41})
 	if !errors.Is(err, sluice.ErrCostExceedsCapacity) {
 		t.Fatalf("delta past capacity: %v", err)
 	}

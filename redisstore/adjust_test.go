@@ -111,7 +111,7 @@ func TestAdjustErrors(t *testing.T) {
 	if !errors.Is(err, sluice.ErrNotAdjustable) {
 		t.Errorf("concurrency: %v", err)
 	}
-	_, err = s.Adjust(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(3, time.Second), Cost: -4})
+	_, err = s.Adjust(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(3, time.Second), Cost: -13})
 	if !errors.Is(err, sluice.ErrCostExceedsCapacity) {
 		t.Errorf("refund past capacity: %v", err)
 	}

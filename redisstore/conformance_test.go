@@ -150,7 +150,11 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 				// to reach the debt's bound and come back from it
 				r := req(0)
 				for range rapid.IntRange(1, 5).Draw(rt, "adjustments") {
-					r.Cost = rapid.Int64Range(-r.Limit.Capacity(), r.Limit.Capacity()).Draw(rt, "delta")
+					m := r.Limit.Capacity() // MaxAdjust but for concurrency, which refuses any
+					if r.Limit.Algorithm != sluice.AlgorithmConcurrency {
+						m = r.Limit.MaxAdjust()
+					}
+					r.Cost = rapid.Int64Range(-m, m).Draw(rt, "delta")
 					dm, errM := mem.Adjust(ctx, r)
 					dr, errR := red.Adjust(ctx, r)
 					history = append(history, fmt.Sprintf("step %d at %dµs: adjust %q %s by %d -> %+v %v", step, at, r.Key, r.Limit, r.Cost, dm, errM))

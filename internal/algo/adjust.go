@@ -12,24 +12,30 @@ import (
 const exact = 1 << 53
 
 // CheckAdjust reports whether r, whose Cost is a signed delta, may adjust a
-// state under p (r.Limit compiled): its magnitude at most the capacity, and
-// an algorithm whose state is usage (not concurrency, which holds leases).
+// state under p (r.Limit compiled): its magnitude at most r.Limit.MaxAdjust,
+// and an algorithm whose state is usage (not concurrency, which holds
+// leases).
 func (p *Params) CheckAdjust(r sluice.Request) error {
 	l := r.Limit
 	if p.Alg == sluice.AlgorithmConcurrency {
 		return &sluice.LimitError{Algorithm: l.Algorithm, Field: "algorithm", Err: sluice.ErrNotAdjustable,
 			Reason: fmt.Sprintf("%s holds leases, not usage: give a lease back with Release (key %q)", l, r.Key)}
 	}
-	if r.Cost > p.Cap || r.Cost < -p.Cap {
+	if m := l.MaxAdjust(); r.Cost > m || r.Cost < -m {
 		return &sluice.LimitError{Algorithm: l.Algorithm, Field: "cost", Err: sluice.ErrCostExceedsCapacity,
-			Reason: fmt.Sprintf("adjustment %d exceeds the capacity %d of %s (key %q): settle larger costs in several adjustments", r.Cost, p.Cap, l, r.Key)}
+			Reason: fmt.Sprintf("adjustment %d exceeds %d, %d times the capacity of %s (key %q): settle larger costs in several adjustments", r.Cost, m, sluice.AdjustCapacities, l, r.Key)}
 	}
 	return nil
 }
 
+// debtCeiling is how many capacities a state may hold, an exhausted limit
+// and the debt past it.
+const debtCeiling = 1 + sluice.AdjustCapacities
+
 // Adjust changes the usage recorded in s by delta at now (µs): a positive
-// delta is charged even past the limit, into a debt of at most the
-// capacity beyond an exhausted limit (the excess is dropped); a negative
+// delta is charged even past the limit, into a debt of at most
+// AdjustCapacities capacities beyond an exhausted limit (the excess is
+// dropped); a negative
 // one is refunded down to an unused limit, no further. It returns the
 // state after it as a peek (Step with cost 0) reports it. Delta 0 changes
 // nothing.
@@ -49,9 +55,10 @@ func Adjust(p *Params, s *State, now, delta int64) sluice.Decision {
 		step(p, s, now, 0, NoMaxDelay, 0, false, &r) // roll windows over, prune logs
 		switch p.Alg {
 		case sluice.AlgorithmFixedWindow:
-			s.Y = adjustCount(s.Y, delta, 2*p.N)
+			s.Y = adjustCount(s.Y, delta, debtCeiling*p.N)
 		case sluice.AlgorithmSlidingWindow:
-			s.Y, s.Z = adjustTwo(s.Y, s.Z, delta, 2*p.N)
+			// at most 2^37, so that the weighted count stays exact
+			s.Y, s.Z = adjustTwo(s.Y, s.Z, delta, min(debtCeiling*p.N, 1<<37))
 		case sluice.AlgorithmSlidingLog:
 			adjustLog(p, s, delta)
 		case sluice.AlgorithmTokenBucket:
@@ -98,7 +105,7 @@ func adjustTwo(cur, prev, delta, ceiling int64) (int64, int64) {
 // step has brought up to now), or takes a refund from the newest records.
 func adjustLog(p *Params, s *State, delta int64) {
 	if delta > 0 {
-		c := adjustCount(s.Y, delta, 2*p.N) - s.Y
+		c := adjustCount(s.Y, delta, debtCeiling*p.N) - s.Y
 		if c == 0 {
 			return
 		}
@@ -125,12 +132,12 @@ func adjustLog(p *Params, s *State, delta int64) {
 // adjustDebt returns a bucket's debt (credit units used) after delta, the
 // debt measured at a time hidden µs after now (a clock that went back, or
 // a debt deeper than a full bucket: see gcra). A charge takes the debt at
-// now to at most twice the bucket (and below 2^53); a refund, to zero.
+// now to at most debtCeiling buckets (and 2^53); a refund, to zero.
 func adjustDebt(p *Params, debt, hidden, delta int64) int64 {
 	if delta < 0 {
 		return max(0, debt+delta*p.B)
 	}
-	ceiling := min(2*p.Full, exact)
+	ceiling := min(debtCeiling*p.Full, exact)
 	if hidden > 0 {
 		if hidden > exact/p.A {
 			return debt
@@ -140,21 +147,24 @@ func adjustDebt(p *Params, debt, hidden, delta int64) int64 {
 	return max(debt, min(debt+delta*p.B, ceiling))
 }
 
-// adjustGCRA moves the theoretical arrival time by the delta's credit.
+// adjustGCRA moves the theoretical arrival time by the delta's credit. The
+// debt is measured at now unless the clock has gone back further than the
+// deepest debt (gcra's backstop, for a state that may hold debtCeiling
+// buckets).
 func adjustGCRA(p *Params, s *State, now, delta int64) {
-	at := max(now, s.X-p.backstop)
+	at := max(now, s.X-(ceilDiv(min(debtCeiling*p.Full, exact), p.A)+1))
 	debt := int64(0)
 	if s.X > at {
 		debt = (s.X-at)*p.A - s.Y
 	}
 	debt = adjustDebt(p, debt, at-now, delta)
-	ahead := p.byA.ceil(debt)
+	ahead := ceilDiv(debt, p.A)
 	s.X, s.Y = at+ahead, ahead*p.A-debt
 }
 
 // adjustWarmUp moves the time of the next admission by the delta's time at
-// the stable rate: a charge to at most two periods ahead of now (the
-// capacity's worth twice), a refund to now at the earliest. Warmth cools
+// the stable rate: a charge to at most AdjustCapacities periods ahead of
+// now (as many capacities' worth), a refund to now at the earliest. Warmth cools
 // as the step would have cooled it by now.
 func adjustWarmUp(p *Params, s *State, now, delta int64) {
 	next, warmth := s.X, s.Y
@@ -163,7 +173,7 @@ func adjustWarmUp(p *Params, s *State, now, delta int64) {
 		next = now
 	}
 	if delta > 0 {
-		next = max(next, min(next+ceilDiv(delta*p.P, p.N), now+2*p.P))
+		next = max(next, min(next+ceilDiv(delta*p.P, p.N), now+sluice.AdjustCapacities*p.P))
 	} else {
 		next = max(now, next-(-delta)*p.P/p.N)
 	}

@@ -1,12 +1,14 @@
 -- adjust.lua: change the usage of one key by a signed delta, as sluice's Go
 -- package internal/algo does in Adjust (read it for the rules and the
--- reasoning): a charge into a debt of at most one capacity past an
+-- reasoning): a charge into a debt of at most CAPACITIES capacities past an
 -- exhausted limit, a refund down to an unused limit. KEYS and ARGV as in
 -- state.lua, with the count 1 and one request whose cost is not sent, then
 -- one more argument: the delta, a signed decimal integer. Returns the 6
 -- values take.lua returns for one request: the state after the adjustment
 -- as a peek reports it.
 local EXACT = 2 ^ 53 -- a bucket's debt stays below it
+local CAPACITIES = 4 -- sluice.AdjustCapacities: the deepest debt past an exhausted limit
+local CEILING = CAPACITIES + 1 -- the capacities a state may hold: an exhausted limit and its debt
 
 -- adjust_count returns count + delta within [0, ceiling], never lowered by
 -- a charge.
@@ -30,7 +32,7 @@ end
 -- the newest records; it returns the member sequence and the total.
 local function adjust_log(p, x, y, z, delta, log)
   if delta > 0 then
-    local c = adjust_count(y, delta, 2 * p.N) - y
+    local c = adjust_count(y, delta, CEILING * p.N) - y
     if c > 0 then
       x = x + 1
       redis.call('ZADD', log, int(z), int(x) .. ':' .. int(c))
@@ -62,7 +64,7 @@ local function adjust_debt(p, debt, hidden, delta)
   if delta < 0 then
     return max(0, debt + delta * p.B)
   end
-  local ceiling = min(2 * p.Full, EXACT)
+  local ceiling = min(CEILING * p.Full, EXACT)
   if hidden > 0 then
     if hidden > idiv(EXACT, p.A) then
       return debt
@@ -88,9 +90,10 @@ local function adjust_token_bucket(p, x, y, now, delta)
   return adjust_debt(p, used, at - now, delta), at
 end
 
--- adjust_gcra moves the theoretical arrival time x - y/A.
+-- adjust_gcra moves the theoretical arrival time x - y/A, its debt measured
+-- at now unless the clock went back further than the deepest debt.
 local function adjust_gcra(p, x, y, now, delta)
-  local at = max(now, x - p.back)
+  local at = max(now, x - (cdiv(min(CEILING * p.Full, EXACT), p.A) + 1))
   local debt = 0
   if x > at then
     debt = (x - at) * p.A - y
@@ -109,7 +112,7 @@ local function adjust_warm_up(p, x, y, now, delta)
     nxt = now
   end
   if delta > 0 then
-    nxt = max(nxt, min(nxt + cdiv(delta * p.P, p.N), now + 2 * p.P))
+    nxt = max(nxt, min(nxt + cdiv(delta * p.P, p.N), now + CAPACITIES * p.P))
   else
     nxt = max(now, nxt - idiv(-delta * p.P, p.N))
   end
@@ -129,9 +132,9 @@ if delta ~= 0 then
   local _
   _, _, _, _, _, x, y, z = f(p, x, y, z, now, 0, false, log) -- windows rolled over, logs pruned
   if alg == 1 then
-    y = adjust_count(y, delta, 2 * p.N)
+    y = adjust_count(y, delta, CEILING * p.N)
   elseif alg == 3 then
-    y, z = adjust_two(y, z, delta, 2 * p.N)
+    y, z = adjust_two(y, z, delta, min(CEILING * p.N, 2 ^ 37)) -- the weighted count stays exact
   elseif alg == 2 then
     x, y = adjust_log(p, x, y, z, delta, log)
   elseif alg == 4 then
