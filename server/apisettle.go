@@ -137,7 +137,7 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 	} else {
 		actual, _, _ = e.late.Actual(nil, e.reserved, capacity)
 	}
-	actual = min(actual, e.reserved+capacity) // a limit's debt never exceeds its capacity
+	actual = min(actual, e.reserved+e.limit.MaxAdjust()) // a key's debt goes no deeper
 	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
 	d, err := s.limiter.Settle(context.WithoutCancel(r.Context()), e.key, e.limit, e.reserved, actual)
 	if err != nil {
