@@ -113,7 +113,7 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 		a, err := s.settleEntry(r, &e, req.Cost)
 		if err != nil {
 			if i == 0 {
-				s.settle.unspend(id) // nothing settled: the token may be tried again
+				s.unspend(r.Context(), id) // nothing settled: the token may be tried again
 			}
 			s.logAPIError(err)
 			writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable",
@@ -153,10 +153,7 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 // the token lives. A store that cannot say refuses the settle (503); the
 // token can be sent again.
 func (s *Server) markSpent(ctx context.Context, id uint64) error {
-	key := string(decide.AppendKey(nil, "", "settle", strconv.FormatUint(id, 16)))
-	d, err := s.limiter.Check(context.WithoutCancel(ctx), sluice.Request{
-		Key: key, Limit: sluice.SlidingLog(1, s.settle.ttl), Cost: 1, OnError: sluice.FailClosed,
-	})
+	d, err := s.limiter.Check(context.WithoutCancel(ctx), s.spentMark(id, 1))
 	switch {
 	case err != nil:
 		s.settle.unspend(id)
@@ -166,4 +163,23 @@ func (s *Server) markSpent(ctx context.Context, id uint64) error {
 		return errTokenSpent
 	}
 	return nil
+}
+
+// spentMark is the store request that marks token id spent (cost 1) or
+// takes the mark back (cost -1, through Adjust).
+func (s *Server) spentMark(id uint64, cost int64) sluice.Request {
+	key := string(decide.AppendKey(nil, "", "settle", strconv.FormatUint(id, 16)))
+	return sluice.Request{Key: key, Limit: sluice.SlidingLog(1, s.settle.ttl), Cost: cost, OnError: sluice.FailClosed}
+}
+
+// unspend gives back a token none of whose checks could be settled, here
+// and, with a shared secret, in the store. If the store cannot take its
+// mark back, the token stays spent: never settled twice.
+func (s *Server) unspend(ctx context.Context, id uint64) {
+	if s.settle.shared {
+		if _, err := s.limiter.Adjust(context.WithoutCancel(ctx), s.spentMark(id, -1)); err != nil {
+			return
+		}
+	}
+	s.settle.unspend(id)
 }
