@@ -2,6 +2,8 @@ package decide_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/decide"
@@ -86,4 +88,31 @@ func TestResultSettle(t *testing.T) {
 	if got := remaining(t, mem, tokens); got != 700 {
 		t.Errorf("tokens after the refusal: %d left, want 700", got)
 	}
+}
+
+// FuzzLateCost: whatever a response reports, the cost charged is from 0
+// to the max, the reported number itself when it is one in range, and
+// what on_missing says otherwise.
+func FuzzLateCost(f *testing.F) {
+	for _, s := range []string{"120", " 7 ", "-1", "+5", "1e3", "99999999999999999999", "", "0x10", "١٢"} {
+		f.Add(s, false)
+	}
+	lc := decide.LateCost{Header: "X-Cost", Max: 1000, Missing: decide.MissingFixed, MissingCost: 5}
+	f.Fuzz(func(t *testing.T, v string, twice bool) {
+		values := []string{v}
+		if twice {
+			values = append(values, v)
+		}
+		cost, found, capped := lc.Actual(values, 40, 300)
+		switch {
+		case cost < 0 || cost > 1000:
+			t.Fatalf("%q: cost %d outside 0..1000", values, cost)
+		case !found && (cost != 5 || capped):
+			t.Fatalf("%q: missing, charged %d (capped %v), want on_missing's 5", values, cost, capped)
+		case found && twice:
+			t.Fatalf("%q: two values read as one", values)
+		case found && !capped && strconv.FormatInt(cost, 10) != strings.TrimLeft(strings.TrimSpace(v), "0") && cost != 0:
+			t.Fatalf("%q: charged %d", v, cost)
+		}
+	})
 }
