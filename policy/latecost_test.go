@@ -74,6 +74,9 @@ rules:
 	if err != nil || len(checks) != 3 {
 		t.Fatalf("%d checks, %v", len(checks), err)
 	}
+	if want := "per-user by header:X-User token_bucket(10000/m, burst 10000) reserving 200, settled from X-Tokens-Used,"; !strings.Contains(p.Snapshot(), want) {
+		t.Errorf("the snapshot logged at load: %s\nwant it to say %s", p.Snapshot(), want)
+	}
 	for i, want := range []int64{200, 200, 1} {
 		if c := checks[i]; c.Cost != want || (c.Late != nil) != (want == 200) {
 			t.Errorf("%s: cost %d, late %v", c.Name, c.Cost, c.Late)
