@@ -24,16 +24,22 @@ func serveOptions() *redis.Options {
 	return o
 }
 
-// call is one request of the stall tests, as its caller saw it.
+// call is one request of the stall tests, as its caller saw it, and how
+// long a bare timer of the deadline, started as the request was, took to
+// wake a goroutine waiting for it: what the machine's scheduling alone
+// made of the deadline at that moment.
 type call struct {
 	start, end        time.Time
+	witness           time.Duration
 	allowed, degraded bool
 }
 
 // openLoad sends rate requests a second to fn, each on its own goroutine
 // (an open loop: a stalled store does not slow the arrivals), until stop,
-// which waits for every request and returns them.
-func openLoad(rate int, fn func() (sluice.Decision, error)) (stop func() []call) {
+// which waits for every request and returns them. Each request has a
+// witness: a timer of deadline started with it, its wake-up recorded by a
+// goroutine of its own.
+func openLoad(rate int, deadline time.Duration, fn func() (sluice.Decision, error)) (stop func() []call) {
 	var (
 		mu   sync.Mutex
 		all  []call
@@ -53,8 +59,12 @@ func openLoad(rate int, fn func() (sluice.Decision, error)) (stop func() []call)
 			for due := int(time.Since(t0).Seconds() * float64(rate)); sent < due; sent++ {
 				wg.Go(func() {
 					c := call{start: time.Now()}
+					woke := make(chan time.Time, 1)
+					witness := time.NewTimer(deadline)
+					go func() { <-witness.C; woke <- time.Now() }()
 					d, err := fn()
 					c.end, c.allowed, c.degraded = time.Now(), err == nil && d.Allowed, d.Degraded
+					c.witness = (<-woke).Sub(c.start)
 					mu.Lock()
 					all = append(all, c)
 					mu.Unlock()
@@ -77,13 +87,17 @@ type stallResult struct {
 	fallbackBound           float64 // the fallback's bound over the degraded span
 	span                    time.Duration
 	slowest, p99, noise     time.Duration
-	opens                   int64
+	// witness is how long the slowest caller's witness took (see call),
+	// and excess the most any caller took beyond its witness.
+	witness, excess time.Duration
+	opens           int64
 }
 
 func (r stallResult) String() string {
-	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (timers late by up to %v); breaker opened %d times",
+	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (its witness timer %v; timers late by up to %v); most beyond a witness %v; breaker opened %d times",
 		r.calls, r.admitted, r.bound, 100*(float64(r.admitted)/r.bound-1), r.degraded, r.span.Round(time.Millisecond), r.degradedAdmit, r.fallbackBound,
-		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.noise.Round(time.Millisecond), r.opens)
+		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.witness.Round(time.Millisecond), r.noise.Round(time.Millisecond),
+		r.excess.Round(time.Millisecond), r.opens)
 }
 
 // stallChaos runs instances failover stores with their defaults (but
@@ -108,7 +122,7 @@ func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall
 	late := redistest.Lateness(50, 50*time.Millisecond)
 	for _, s := range stores {
 		limiter := sluice.New(s)
-		stops = append(stops, openLoad(rate/instances, func() (sluice.Decision, error) {
+		stops = append(stops, openLoad(rate/instances, 50*time.Millisecond, func() (sluice.Decision, error) {
 			return limiter.Allow(context.Background(), "stall", lim)
 		}))
 	}
@@ -130,7 +144,12 @@ func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall
 			first = c.start
 		}
 		last = maxTime(last, c.end)
-		took = append(took, c.end.Sub(c.start))
+		d := c.end.Sub(c.start)
+		took = append(took, d)
+		if d > r.slowest {
+			r.slowest, r.witness = d, c.witness
+		}
+		r.excess = max(r.excess, d-c.witness)
 		if c.allowed {
 			r.admitted++
 		}
@@ -152,7 +171,7 @@ func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall
 	// much burst, from empty counts at worst.
 	r.fallbackBound = float64(instances) * scale * (200 + 200*r.span.Seconds())
 	slices.Sort(took)
-	r.slowest, r.p99 = took[len(took)-1], took[len(took)*99/100]
+	r.p99 = took[len(took)*99/100]
 	for _, s := range stores {
 		r.opens += s.Stats().Opens
 	}

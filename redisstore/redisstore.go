@@ -640,7 +640,7 @@ func decode(reply []any, into any) ([]string, error) {
 		d := sluice.Decision{
 			Allowed:    ints[0] == 1,
 			Limit:      ints[1],
-			Remaining:  ints[2],
+			Remaining:  max(0, ints[2]), // a window in debt (Adjust) holds more than its count
 			RetryAfter: time.Duration(ints[3]) * time.Microsecond,
 			ResetAfter: time.Duration(ints[4]) * time.Microsecond,
 			Delay:      time.Duration(ints[5]) * time.Microsecond,

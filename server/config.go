@@ -99,6 +99,17 @@ type Config struct {
 	// token.
 	Auth AuthConfig `yaml:"auth"`
 
+	// SettleTTL is how long a settle token of the decision API can be
+	// redeemed (POST /v1/settle) after its /v1/check. Default 5m.
+	SettleTTL Duration `yaml:"settle_ttl"`
+
+	// SettleSecretFile holds the secret that signs settle tokens (at least
+	// 32 bytes), shared by every instance on one Redis, so that a token
+	// issued by one settles at any other, once in all (the spent mark
+	// lives in the store). Default: a random secret per process; a token
+	// then settles only where it was issued.
+	SettleSecretFile string `yaml:"settle_secret_file"`
+
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin
 	// listener. Default false: a profile costs CPU and shows internals.
 	Pprof bool `yaml:"pprof"`
