@@ -361,7 +361,6 @@ func expiry(ctx context.Context) (<-chan time.Time, func()) {
 	return t.C, func() { t.Stop() }
 }
 
-
 // Take decides one request in one round trip, or none when the near cache
 // knows the key is refused. If ctx ends while the script is in flight, Take
 // returns ctx's error, and the request may have been charged.
