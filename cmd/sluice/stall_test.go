@@ -117,8 +117,14 @@ rules:
 		}
 		t.Errorf("admitted %d, more than %.0f (the bound %.0f)", admitted, limit, bound)
 	}
+	// A 1 s stall opens every breaker; a 100 ms one none, while the
+	// machine keeps up (HTTP p99 within 100 ms): on a saturated one, calls
+	// to a healthy Redis miss the 50 ms deadline too, and those failures
+	// open a breaker as they should.
+	kept := took[len(took)*99/100] <= 100*time.Millisecond
 	for _, p := range procs {
-		if opened := contains(p.logs(), "circuit breaker opened"); opened != (stall >= time.Second) {
+		opened := contains(p.logs(), "circuit breaker opened")
+		if stall >= time.Second && !opened || stall < time.Second && opened && kept {
 			t.Errorf("a %v stall: an instance's breaker opened: %v", stall, opened)
 		}
 	}
