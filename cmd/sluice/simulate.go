@@ -29,7 +29,6 @@ const defaultTraffic = "30, 40/s for 2s, pause 500ms, 40/s for 1s"
 
 func simulate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	traffic := fs.String("traffic", defaultTraffic, "the requests that arrive: phases separated by commas, each N (N at once), RATE for DURATION (evenly spaced) or pause DURATION")
 	rate := fs.String("rate", "10/s", "the rate every algorithm of the default set allows (100/s, 10/m, 3/250ms)")
 	burst := fs.Int64("burst", 0, "the burst of the buckets, the queue of leaky_bucket (default: the rate's count)")
@@ -43,7 +42,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: sluice simulate [flags]
+		fmt.Fprint(stdout, `Usage: sluice simulate [flags]
 
 Draws how each algorithm treats a traffic pattern, on a simulated clock: it
 finishes at once and prints the same picture every time. Each row is a
@@ -61,9 +60,9 @@ limits as if one client, on one key per limit, sent all the traffic).
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(stdout, fs, nil)
 	}
-	if code, done := parseFlags(fs, args, false, stderr); done {
+	if code, done := parseFlags(fs, args, false, stdout, stderr); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
