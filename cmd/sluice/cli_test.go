@@ -15,7 +15,7 @@ func TestHelpOnStdout(t *testing.T) {
 	}{
 		{[]string{"serve", "--help"}, []string{"--gateway VALUE", "(default 127.0.0.1:8080)", "(default memory)", "(default 10s)", "(default info)"}},
 		{[]string{"check", "--help"}, []string{"--kind STRING", "(default auto)", "(default 1s)"}},
-		{[]string{"simulate", "--help"}, []string{"--slot STRING", "(default 50ms)", "(default 10/s)"}},
+		{[]string{"simulate", "--help"}, []string{"--slot STRING", "(default 500ms)", "(default 10/s)", "--width INT"}},
 		{[]string{"help", "simulate"}, []string{"Usage: sluice simulate"}},
 		{[]string{"help"}, []string{"sluice simulate [flags]"}},
 	} {
