@@ -3,6 +3,8 @@
 //	sluice serve [flags]      run the gateway, decision API, Envoy rate limit service and admin
 //	sluice check FILE...      validate policy, RLS and server config files offline
 //	sluice simulate [flags]   draw how each algorithm treats a traffic pattern
+//	sluice replay [flags]     replay an access log through a policy
+//	sluice suggest [flags]    propose limits from an access log and a safe rate
 //	sluice version            print the version
 //
 // `sluice serve` with no flags starts on the memory store with a sample
@@ -54,6 +56,8 @@ Usage:
   sluice serve [flags]     run the gateway, decision API, Envoy rate limit service and admin
   sluice check FILE...     validate policy, Envoy RLS and server config files (exit 1 if any is invalid)
   sluice simulate [flags]  draw how each algorithm treats a traffic pattern
+  sluice replay [flags]    replay an access log through a policy: who would have been refused, when
+  sluice suggest [flags]   propose limits from an access log and a measured safe rate
   sluice version           print the version
   sluice help [command]    show help
 
@@ -77,6 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(rest, stdout, stderr)
 	case "simulate":
 		return simulate(rest, stdout, stderr)
+	case "replay":
+		return replay(rest, stdout, stderr)
+	case "suggest":
+		return suggest(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "sluice", versionString())
 		return exitOK
@@ -93,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are sluice's commands, for "did you mean".
-var commands = []string{"serve", "check", "simulate", "version", "help"}
+var commands = []string{"serve", "check", "simulate", "replay", "suggest", "version", "help"}
 
 // nearestCommand returns "; did you mean X?" for the command closest to
 // cmd, or "" when none is close.

@@ -126,6 +126,7 @@ type svgChart struct {
 
 type svgPanel struct {
 	label string
+	back  []int // instead of the chart's back, if set
 	front []int
 }
 
@@ -141,9 +142,9 @@ const (
 // most that arrived in a column.
 func (c *svgChart) write(w io.Writer) {
 	bar := float64(svgChartW) / float64(c.columns)
-	top := 1
-	for _, n := range c.back {
-		top = max(top, n)
+	top := max(1, slicesMax(c.back))
+	for _, p := range c.panels {
+		top = max(top, slicesMax(p.back))
 	}
 	width := svgLeft + svgChartW + svgRight
 	height := 70 + len(c.panels)*(svgPanelH+svgPanelGap) + 30
@@ -157,7 +158,11 @@ func (c *svgChart) write(w io.Writer) {
 	for _, p := range c.panels {
 		fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", svgLeft, y+14, html.EscapeString(p.label))
 		base := y + svgPanelGap - 6 + svgPanelH
-		c.bars(w, c.back, "#c8c8c8", bar, base, top)
+		back := c.back
+		if p.back != nil {
+			back = p.back
+		}
+		c.bars(w, back, "#c8c8c8", bar, base, top)
 		c.bars(w, p.front, "#2563a8", bar, base, top)
 		fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`+"\n", svgLeft, base, svgLeft+svgChartW, base)
 		fmt.Fprintf(w, `<text x="%d" y="%d" fill="#444">%d</text>`+"\n", svgLeft+svgChartW+6, base-svgPanelH+10, top)
