@@ -39,10 +39,10 @@ func openFormat(name string, first []byte, fields logFields) (logFormat, error) 
 		switch line := bytes.TrimSpace(first); {
 		case bytes.HasPrefix(line, []byte("{")):
 			name = "json"
-		case combinedRE.Match(line):
-			name = "combined"
-		default:
+		case looksLikeCSVHeader(line, fields):
 			name = "csv"
+		default:
+			name = "combined" // its errors say what was expected
 		}
 	}
 	switch name {
@@ -54,6 +54,20 @@ func openFormat(name string, first []byte, fields logFields) (logFormat, error) 
 		return &csvFormat{fields: fields}, nil
 	}
 	return nil, fmt.Errorf("--format %q: want auto, combined, json or csv", name)
+}
+
+// looksLikeCSVHeader reports that line names the time column of a CSV
+// log (or that the columns are given by number).
+func looksLikeCSVHeader(line []byte, fields logFields) bool {
+	if _, err := strconv.Atoi(fields.time); err == nil {
+		return true
+	}
+	for _, name := range strings.Split(string(line), ",") {
+		if strings.Trim(strings.TrimSpace(name), `"`) == fields.time {
+			return true
+		}
+	}
+	return false
 }
 
 // logFormat reads one line into a record, or says why it cannot.

@@ -36,14 +36,22 @@ func (f *replayFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxKeys, "max-keys", 100_000, "most keys held, for the limits' state and for the statistics of each limit: beyond it the least used are forgotten, so memory stays bounded on any log (statistics then approximate; the report says)")
 }
 
-// open opens the log and tells its format.
-func (f *replayFlags) open() (io.ReadCloser, logFormat, error) {
+// check refuses flags that cannot work, before any file is read.
+func (f *replayFlags) check() error {
 	if f.log == "" {
-		return nil, nil, fmt.Errorf("--log: name the access log to replay")
+		return fmt.Errorf("--log: name the access log to replay")
 	}
 	if f.maxKeys < 100 {
-		return nil, nil, fmt.Errorf("--max-keys %d: want at least 100", f.maxKeys)
+		return fmt.Errorf("--max-keys %d: want at least 100", f.maxKeys)
 	}
+	if _, err := openFormat(f.format, nil, f.fields); err != nil && f.format != "auto" {
+		return err
+	}
+	return nil
+}
+
+// open opens the log and tells its format.
+func (f *replayFlags) open() (io.ReadCloser, logFormat, error) {
 	var rc io.ReadCloser = os.Stdin
 	if f.log != "-" {
 		file, err := os.Open(f.log)
@@ -85,6 +93,9 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "sluice replay: "+format+"\n", a...)
 		return code
+	}
+	if err := rf.check(); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	if *policyFile == "" {
 		return fail(exitUsage, "--policy: name the policy to replay the log through")
@@ -174,6 +185,11 @@ type replayer struct {
 
 func newReplayer(p *policy.Policy, maxKeys int) (*replayer, error) {
 	r := &replayer{pol: p, rep: newReplayReport(maxKeys)}
+	for _, rule := range p.Rules { // every limit reported, in the policy's order
+		for _, l := range rule.Limits {
+			r.rep.addLimit(rule.Name, l.Name, l.Limit)
+		}
+	}
 	clock := func() time.Time { return r.now }
 	var limiters [2]*sluice.Limiter
 	for i := range limiters {

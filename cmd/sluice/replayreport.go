@@ -70,10 +70,16 @@ func (rep *replayReport) limit(c *decide.Check) *limitStats {
 	id := rule + "\x00" + c.Name
 	ls := rep.byKey[id]
 	if ls == nil {
-		ls = &limitStats{rule: rule, name: c.Name, limit: c.Limit, keys: keyTable{max: max(100, rep.maxKeys/4)}, start: rep.first}
-		rep.byKey[id] = ls
-		rep.limits = append(rep.limits, ls)
+		ls = rep.addLimit(rule, c.Name, c.Limit)
 	}
+	return ls
+}
+
+// addLimit adds the statistics of a limit, listed in the order added.
+func (rep *replayReport) addLimit(rule, name string, l sluice.Limit) *limitStats {
+	ls := &limitStats{rule: rule, name: name, limit: l, keys: keyTable{max: max(100, rep.maxKeys/4)}, report: rep}
+	rep.byKey[rule+"\x00"+name] = ls
+	rep.limits = append(rep.limits, ls)
 	return ls
 }
 
@@ -159,7 +165,7 @@ func (s *series) resampled(width, span time.Duration) []int {
 type limitStats struct {
 	rule, name string
 	limit      sluice.Limit
-	start      time.Time
+	report     *replayReport // whose first request starts the series
 	checked    int
 	refused    int
 	delayed    int
@@ -174,7 +180,7 @@ func (ls *limitStats) label() string {
 
 func (ls *limitStats) observe(t time.Time, key string, refused, delayed bool, peak int64) {
 	ls.checked++
-	ls.checks.add(ls.start, t, 1)
+	ls.checks.add(ls.report.first, t, 1)
 	if delayed {
 		ls.delayed++
 	}
@@ -183,7 +189,7 @@ func (ls *limitStats) observe(t time.Time, key string, refused, delayed bool, pe
 	ks.peak = max(ks.peak, peak)
 	if refused {
 		ls.refused++
-		ls.refusals.add(ls.start, t, 1)
+		ls.refusals.add(ls.report.first, t, 1)
 		if ks.refused == 0 {
 			ks.firstRefused = t
 		}

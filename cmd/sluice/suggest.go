@@ -70,6 +70,9 @@ Flags:
 // run measures, suggests, checks the suggestion on the same log, and
 // returns the policy YAML.
 func (f *suggestFlags) run() (string, error) {
+	if err := f.check(); err != nil {
+		return "", err
+	}
 	if f.percentile <= 0 || f.percentile > 100 || math.IsNaN(f.percentile) {
 		return "", fmt.Errorf("--percentile %g: want more than 0, at most 100", f.percentile)
 	}
@@ -88,7 +91,7 @@ func (f *suggestFlags) run() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(measured.limits) == 0 {
+	if measured.limits[0].checked == 0 {
 		return "", fmt.Errorf("--log %s: no request had a value for --key %s (%s readable requests)", f.log, f.key, commas(measured.requests))
 	}
 	peaks := measured.limits[0].keys.peakList()
