@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/csv"
+	"hash/fnv"
 	"io"
+	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,6 +214,7 @@ type keyStats struct {
 type keyTable struct {
 	max       int
 	m         map[string]*keyStats
+	seen      distinct      // every key, for a count once some are forgotten
 	forgotten int           // keys forgotten (one seen again after is counted again)
 	peaks     map[int64]int // forgotten keys by peak: at most √(2·requests) values
 }
@@ -219,6 +223,7 @@ func (kt *keyTable) get(key string) *keyStats {
 	if ks := kt.m[key]; ks != nil {
 		return ks
 	}
+	kt.seen.add(key)
 	if kt.m == nil {
 		kt.m = map[string]*keyStats{}
 		kt.peaks = map[int64]int{}
@@ -256,6 +261,15 @@ func (kt *keyTable) forget() {
 		kt.forgotten++
 		kt.peaks[e.s.peak]++
 	}
+}
+
+// count is how many distinct keys were seen: exact unless keys were
+// forgotten, then an estimate.
+func (kt *keyTable) count() (n int, exact bool) {
+	if kt.forgotten == 0 {
+		return len(kt.m), true
+	}
+	return max(kt.seen.estimate(), len(kt.m)), false
 }
 
 // peakList returns every key's peak, forgotten ones included, sorted.
@@ -315,4 +329,44 @@ func (rep *replayReport) writeCSV(w io.Writer) {
 		}
 	}
 	cw.Flush()
+}
+
+// distinct estimates how many distinct keys were seen, in fixed memory
+// (a HyperLogLog of 2^12 registers, 4 KB: about 1.6% standard error),
+// for when a key table has forgotten keys.
+type distinct struct{ reg [1 << 12]uint8 }
+
+func (d *distinct) add(key string) {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	x := mix64(h.Sum64())
+	i := x >> (64 - 12)
+	rank := uint8(bits.LeadingZeros64(x<<12|1<<11) + 1)
+	d.reg[i] = max(d.reg[i], rank)
+}
+
+// mix64 spreads a hash's bits (splitmix64's finaliser).
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// estimate is the number of distinct keys added, about.
+func (d *distinct) estimate() int {
+	const m = float64(len(d.reg))
+	sum, zeros := 0.0, 0
+	for _, r := range d.reg {
+		sum += math.Pow(2, -float64(r))
+		if r == 0 {
+			zeros++
+		}
+	}
+	e := 0.7213 / (1 + 1.079/m) * m * m / sum
+	if e <= 2.5*m && zeros > 0 { // small range: linear counting
+		e = m * math.Log(m/float64(zeros))
+	}
+	return int(e + 0.5)
 }

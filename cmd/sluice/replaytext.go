@@ -89,13 +89,13 @@ func writeMalformed(w io.Writer, what string, m *malformed) {
 // the keys refused most.
 func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int) {
 	fmt.Fprintln(w, ls.label())
-	refusedKeys, keys := 0, len(ls.keys.m)+ls.keys.forgotten
+	refusedKeys := 0
 	for _, ks := range ls.keys.m {
 		if ks.refused > 0 {
 			refusedKeys++
 		}
 	}
-	fmt.Fprintf(w, "  %s checked, %s refused (%s), %s of %s keys refused", commas(ls.checked), commas(ls.refused), percent(ls.refused, ls.checked), commas(refusedKeys), commas(keys))
+	fmt.Fprintf(w, "  %s checked, %s refused (%s), %s of %s keys refused", commas(ls.checked), commas(ls.refused), percent(ls.refused, ls.checked), commas(refusedKeys), ls.keys.countText())
 	if ls.delayed > 0 {
 		fmt.Fprintf(w, ", %s delayed", commas(ls.delayed))
 	}
@@ -105,7 +105,7 @@ func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int)
 			quantile(peaks, 50), quantile(peaks, 90), quantile(peaks, 99), peaks[len(peaks)-1])
 	}
 	if ls.keys.forgotten > 0 {
-		fmt.Fprintf(w, "  %s keys used least were forgotten past --max-keys: key counts are approximate\n", commas(ls.keys.forgotten))
+		fmt.Fprintf(w, "  past --max-keys, keys used least were forgotten %s times: per-key counts and peaks are approximate\n", commas(ls.keys.forgotten))
 	}
 	if ls.refused == 0 {
 		return
@@ -125,6 +125,15 @@ func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int)
 		fmt.Fprintf(w, "    %s: %s refused of %s; from %s to %s; peak %d in %s\n", showKey(k), commas(ks.refused), commas(ks.requests),
 			ks.firstRefused.UTC().Format("15:04:05"), ks.lastRefused.UTC().Format("15:04:05"), ks.peak, sluice.FormatDuration(ls.limit.Period))
 	}
+}
+
+// countText is how many keys were seen, "about N" when estimated.
+func (kt *keyTable) countText() string {
+	n, exact := kt.count()
+	if exact {
+		return commas(n)
+	}
+	return "about " + commas(n)
 }
 
 // peakHow says how a limit's peaks are counted (measureLimit).

@@ -73,6 +73,9 @@ func (f *suggestFlags) run() (string, error) {
 	if err := f.check(); err != nil {
 		return "", err
 	}
+	if f.log == "-" {
+		return "", fmt.Errorf("--log -: suggest reads the log twice (to measure, then to check its suggestion); name a file")
+	}
 	if f.percentile <= 0 || f.percentile > 100 || math.IsNaN(f.percentile) {
 		return "", fmt.Errorf("--percentile %g: want more than 0, at most 100", f.percentile)
 	}
@@ -207,7 +210,7 @@ func (f *suggestFlags) explain(b *strings.Builder, measured *replayReport, peaks
 				}
 			}
 		}
-		fmt.Fprintf(b, "#   %s: %s of %s requests (%s), from %s of %s keys", ls.name, commas(ls.refused), commas(ls.checked), percent(ls.refused, ls.checked), commas(refusedKeys), commas(len(ls.keys.m)+ls.keys.forgotten))
+		fmt.Fprintf(b, "#   %s: %s of %s requests (%s), from %s of %s keys", ls.name, commas(ls.refused), commas(ls.checked), percent(ls.refused, ls.checked), commas(refusedKeys), ls.keys.countText())
 		if len(top) > 0 {
 			fmt.Fprintf(b, ": %s", strings.Join(top, ", "))
 		}
