@@ -16,8 +16,10 @@ func TestHelpOnStdout(t *testing.T) {
 		{[]string{"serve", "--help"}, []string{"--gateway VALUE", "(default 127.0.0.1:8080)", "(default memory)", "(default 10s)", "(default info)"}},
 		{[]string{"check", "--help"}, []string{"--kind STRING", "(default auto)", "(default 1s)"}},
 		{[]string{"simulate", "--help"}, []string{"--slot STRING", "(default 500ms)", "(default 10/s)", "--width INT"}},
+		{[]string{"replay", "--help"}, []string{"--log STRING", "--policy STRING", "(default auto)", "(default 100000)", "(default 5)"}},
+		{[]string{"suggest", "--help"}, []string{"--percentile FLOAT", "(default 99)", "(default 0.8)", "(default sliding_window)"}},
 		{[]string{"help", "simulate"}, []string{"Usage: sluice simulate"}},
-		{[]string{"help"}, []string{"sluice simulate [flags]"}},
+		{[]string{"help"}, []string{"sluice simulate [flags]", "sluice replay [flags]", "sluice suggest [flags]"}},
 	} {
 		stdout, stderr, code := runSluice(t, c.args...)
 		if code != 0 || stderr != "" {
@@ -44,6 +46,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"simulate", "--burst", "many"}, "sluice simulate: --burst=\"many\": not a valid whole number\n"},
 		{[]string{"simulate", "--slot"}, "--slot needs a value"},
 		{[]string{"check", "--knd", "policy", "x"}, "did you mean --kind?"},
+		{[]string{"replay", "--polcy", "x"}, "did you mean --policy?"},
+		{[]string{"suggest", "--safe_rate", "5/s"}, "did you mean --safe-rate?"},
+		{[]string{"sugest"}, "did you mean suggest?"},
 		{[]string{"check", "--zzzzzz"}, "unknown flag --zzzzzz\nRun 'sluice check --help'"},
 		{[]string{"simulat"}, "sluice: unknown command \"simulat\"; did you mean simulate?\nRun 'sluice help' for the commands.\n"},
 	} {
