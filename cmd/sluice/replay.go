@@ -162,6 +162,9 @@ func replayLog(rf *replayFlags, p *policy.Policy) (*replayReport, error) {
 	}
 	defer r.close()
 	r.rep.file = rf.log
+	if rf.log == "-" {
+		r.rep.file = "standard input"
+	}
 	if err := readLog(rc, format, &r.rep.bad, r.request); err != nil {
 		return nil, fmt.Errorf("reading %s: %v", rf.log, err)
 	}
@@ -187,7 +190,7 @@ func newReplayer(p *policy.Policy, maxKeys int) (*replayer, error) {
 	r := &replayer{pol: p, rep: newReplayReport(maxKeys)}
 	for _, rule := range p.Rules { // every limit reported, in the policy's order
 		for _, l := range rule.Limits {
-			r.rep.addLimit(rule.Name, l.Name, l.Limit)
+			r.rep.addLimit(rule.Name, l.Name, l.Limit).shadow = rule.Shadow
 		}
 	}
 	clock := func() time.Time { return r.now }
@@ -254,7 +257,10 @@ func (r *replayer) observe(t time.Time, checks []decide.Check, ds []sluice.Decis
 		}
 		refused := false
 		if decided < 0 {
-			refused = !ds[i].Allowed && ds[i] != (sluice.Decision{})
+			if ds[i] == (sluice.Decision{}) {
+				continue // a shadow check of a request not admitted does not run
+			}
+			refused = !ds[i].Allowed
 		} else {
 			refused = outcome == decide.Refused && i == decided
 		}

@@ -352,3 +352,43 @@ func mustLoadPolicy(t *testing.T, path string) *policy.Policy {
 	}
 	return p
 }
+
+// TestReplayConcurrencyAndShadow: a concurrency limit holds each admitted
+// request's lease for its logged duration, and a shadow rule's refusals
+// are counted while its requests are admitted. Five requests at 00:00:00
+// lasting 10 s each against 2 in flight: 2 admitted, 3 refused; five more
+// at 00:00:10, when the first two have ended: 2 admitted, 3 refused. The
+// shadow rule (1 a minute per client, one client) runs for the 4
+// admitted requests only, and would refuse all but the first: 3.
+func TestReplayConcurrencyAndShadow(t *testing.T) {
+	dir := t.TempDir()
+	log, pol := filepath.Join(dir, "requests.jsonl"), filepath.Join(dir, "policy.yaml")
+	var b strings.Builder
+	for _, at := range []int{0, 0, 0, 0, 0, 10, 10, 10, 10, 10} {
+		fmt.Fprintf(&b, `{"time": %d, "path": "/work", "ip": "192.0.2.1", "duration": 10}`+"\n", sampleDay.Unix()+int64(at))
+	}
+	writeFile(t, log, b.String())
+	writeFile(t, pol, `rules:
+  - name: work
+    limits:
+      - {name: inflight, key: global, algorithm: concurrency, limit: 2, lease_ttl: 1m}
+  - name: watch
+    limits:
+      - {name: per-client, key: ip, algorithm: fixed_window, limit: 1, window: 1m}
+    action: {refuse: shadow}
+`)
+	stdout, stderr, code := runSluice(t, "replay", "--log", log, "--policy", pol)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"outcomes: 4 admitted, 6 refused\n",
+		"rule work, limit inflight: concurrency(2, lease 1m)\n  10 checked, 6 refused (60.0%), 1 of 1 keys refused\n",
+		"rule watch, limit per-client: fixed_window(1 per 1m) (shadow: refusals counted, requests admitted)\n  4 checked, 3 refused (75.0%)",
+		"    *: 6 refused of 10; from 00:00:00 to 00:00:10\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+}

@@ -169,6 +169,7 @@ type limitStats struct {
 	rule, name string
 	limit      sluice.Limit
 	report     *replayReport // whose first request starts the series
+	shadow     bool          // a shadow rule's: its refusals would have been
 	checked    int
 	refused    int
 	delayed    int
@@ -178,7 +179,11 @@ type limitStats struct {
 }
 
 func (ls *limitStats) label() string {
-	return "rule " + ls.rule + ", limit " + ls.name + ": " + ls.limit.String()
+	s := "rule " + ls.rule + ", limit " + ls.name + ": " + ls.limit.String()
+	if ls.shadow {
+		s += " (shadow: refusals counted, requests admitted)"
+	}
+	return s
 }
 
 func (ls *limitStats) observe(t time.Time, key string, refused, delayed bool, peak int64) {

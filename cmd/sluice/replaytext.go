@@ -122,8 +122,12 @@ func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int)
 		if i >= top || ks.refused == 0 {
 			break
 		}
-		fmt.Fprintf(w, "    %s: %s refused of %s; from %s to %s; peak %d in %s\n", showKey(k), commas(ks.refused), commas(ks.requests),
-			ks.firstRefused.UTC().Format("15:04:05"), ks.lastRefused.UTC().Format("15:04:05"), ks.peak, sluice.FormatDuration(ls.limit.Period))
+		fmt.Fprintf(w, "    %s: %s refused of %s; from %s to %s", showKey(k), commas(ks.refused), commas(ks.requests),
+			ks.firstRefused.UTC().Format("15:04:05"), ks.lastRefused.UTC().Format("15:04:05"))
+		if ls.limit.Period > 0 {
+			fmt.Fprintf(w, "; peak %d in %s", ks.peak, sluice.FormatDuration(ls.limit.Period))
+		}
+		fmt.Fprintln(w)
 	}
 }
 
@@ -203,7 +207,8 @@ func (rep *replayReport) writeSVG(w io.Writer) {
 	}
 	c := svgChart{
 		title:     "sluice replay: " + rep.file + " through " + rep.policyFile,
-		subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
+		subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count; times in UTC", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
+		origin:    rep.first,
 		slot:      slot,
 		columns:   cols,
 		backName:  "checked",

@@ -116,6 +116,7 @@ func writeSimCSV(w io.Writer, s *sim) {
 // what arrived (grey) and, over them, what was admitted or refused.
 type svgChart struct {
 	title, subtitle string
+	origin          time.Time // when set, the scale shows times of day (UTC) from it
 	slot            time.Duration
 	columns         int
 	back            []int // drawn behind every panel, grey
@@ -196,7 +197,14 @@ func (c *svgChart) axis(w io.Writer, y int, bar float64) {
 	for i := 0; i <= c.columns; i += every {
 		x := svgLeft + float64(i)*bar
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#888"/>`+"\n", x, y-4, x, y+2)
-		fmt.Fprintf(w, `<text x="%.1f" y="%d" fill="#444" text-anchor="middle">%s</text>`+"\n", x, y+16, sluice.FormatDuration(time.Duration(i)*c.slot))
+		label := sluice.FormatDuration(time.Duration(i) * c.slot)
+		if !c.origin.IsZero() {
+			label = c.origin.Add(time.Duration(i) * c.slot).UTC().Format("15:04")
+			if time.Duration(c.columns)*c.slot > 24*time.Hour {
+				label = c.origin.Add(time.Duration(i) * c.slot).UTC().Format("01-02 15:04")
+			}
+		}
+		fmt.Fprintf(w, `<text x="%.1f" y="%d" fill="#444" text-anchor="middle">%s</text>`+"\n", x, y+16, label)
 	}
 }
 
