@@ -293,6 +293,8 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", "--log", empty, "--policy", pol, "--format", "xml"}, 2, `--format "xml": want auto, combined, json or csv`},
 		{[]string{"replay", "--log", empty, "--policy", pol, "--field", "colour=x"}, 2, `"colour=x": NAME is time, method, path, host, ip, duration or header:NAME`},
 		{[]string{"replay", "--log", empty, "--policy", pol, "--max-keys", "5"}, 2, "--max-keys 5: want at least 100"},
+		{[]string{"suggest", "--log", filepath.Join(dir, "missing.log")}, 1, "no such file"},
+		{[]string{"suggest", "--log", "-"}, 2, "--log -: suggest reads the log twice"},
 		{[]string{"suggest", "--log", empty, "--percentile", "0"}, 2, "--percentile 0: want more than 0"},
 		{[]string{"suggest", "--log", empty, "--algorithm", "gcra"}, 2, `--algorithm "gcra": want sliding_window or fixed_window`},
 		{[]string{"suggest", "--log", empty, "--safe-rate", "fast"}, 2, "--safe-rate:"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +40,10 @@ func suggest(args []string, stdout, stderr io.Writer) int {
 	out, err := f.run()
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice suggest: %v\n", err)
+		var fe *fileError
+		if errors.As(err, &fe) {
+			return exitInvalid
+		}
 		return exitUsage
 	}
 	fmt.Fprint(stdout, out)
@@ -92,7 +97,7 @@ func (f *suggestFlags) run() (string, error) {
 	}
 	measured, err := replayLog(&f.replayFlags, probe)
 	if err != nil {
-		return "", err
+		return "", &fileError{err}
 	}
 	if measured.limits[0].checked == 0 {
 		return "", fmt.Errorf("--log %s: no request had a value for --key %s (%s readable requests)", f.log, f.key, commas(measured.requests))
@@ -105,13 +110,20 @@ func (f *suggestFlags) run() (string, error) {
 	}
 	checked, err := replayLog(&f.replayFlags, final)
 	if err != nil {
-		return "", err
+		return "", &fileError{err}
 	}
 	var b strings.Builder
 	f.explain(&b, measured, peaks, n, global, checked)
 	b.WriteString(f.yaml(n, global))
 	return b.String(), nil
 }
+
+// fileError is an error reading the log (exit 1), not of the command
+// line (exit 2).
+type fileError struct{ err error }
+
+func (e *fileError) Error() string { return e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
 
 // globalLimit is the rate --safe-rate, --instances and --headroom make
 // ("" without --safe-rate).
