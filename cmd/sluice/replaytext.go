@@ -113,7 +113,7 @@ func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int)
 	slot, cols := rep.columns(width-4, ls.checks.width, ls.refusals.width)
 	counts := ls.refusals.resampled(slot, rep.span())[:cols]
 	most := slicesMax(counts)
-	fmt.Fprintf(w, "  refused, each column %s from %s: 1-9 ninths of the busiest column (%s), '.' none\n", sluice.FormatDuration(slot), logTime(rep.first), commas(most))
+	fmt.Fprintf(w, "  refused over time, each column %s from %s:\n  1-9 ninths of the busiest column (%s refused), '.' none\n", sluice.FormatDuration(slot), logTime(rep.first), commas(most))
 	ticks, labels := timeScale(slot, cols)
 	fmt.Fprintf(w, "    %s\n    %s\n    %s\n", ninths(counts, most), ticks, labels)
 	fmt.Fprintln(w, "  keys refused most:")

@@ -29,14 +29,35 @@ func perColumn(times []time.Duration, width time.Duration, columns int) []int {
 // saying what it is and did, and its row indented by two, then the time
 // scale; no line of rows and scale is wider than s.width.
 func writeSimDrawing(w io.Writer, s *sim) {
-	fmt.Fprintf(w, "traffic: %s: %d requests over %s\n", s.traffic, len(s.arrivals), sluice.FormatDuration(s.span))
-	fmt.Fprintf(w, "each column %s: %s\n\n", sluice.FormatDuration(s.slot), simLegend)
+	fmt.Fprint(w, wrap(fmt.Sprintf("traffic: %s: %d requests over %s", s.traffic, len(s.arrivals), sluice.FormatDuration(s.span)), s.width))
+	fmt.Fprint(w, wrap(fmt.Sprintf("each column %s: %s", sluice.FormatDuration(s.slot), simLegend), s.width), "\n")
 	fmt.Fprintf(w, "arrivals: %d\n  %s\n", len(s.arrivals), simRow(perColumn(s.arrivals, s.slot, s.columns)))
 	for _, r := range s.runs {
-		fmt.Fprintf(w, "%s: %s\n  %s\n", r.label, r.summary(), simRow(r.admitted))
+		fmt.Fprintf(w, "%s  %s\n", wrap(r.label+": "+r.summary(), s.width), simRow(r.admitted))
 	}
 	ticks, labels := timeScale(s.slot, s.columns)
 	fmt.Fprintf(w, "  %s\n  %s\n", ticks, labels)
+}
+
+// wrap breaks text into lines of at most width columns at spaces (a word
+// longer than that stays whole), continued lines indented by four.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Split(text, " ") {
+		switch {
+		case i == 0:
+		case line+1+len(word) > width:
+			b.WriteString("\n    ")
+			line = 4
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String() + "\n"
 }
 
 // summary says what a run admitted.

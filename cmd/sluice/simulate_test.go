@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // simulateOut runs `sluice simulate args...` as a real process and returns
@@ -46,6 +47,7 @@ var (
 func parseDrawing(t *testing.T, out string) map[string]simLine {
 	t.Helper()
 	rows := map[string]simLine{}
+	out = strings.ReplaceAll(out, "\n    ", " ") // lines wrapped to the width
 	lines := strings.Split(out, "\n")
 	for i := 0; i+1 < len(lines); i++ {
 		m, r := simHeadRE.FindStringSubmatch(lines[i]), simRowRE.FindStringSubmatch(lines[i+1])
@@ -131,7 +133,7 @@ func TestSimulateDefault(t *testing.T) {
 			t.Errorf("%s: %d admitted (most %d in 1s); at most 45 (burst + 10/s · 3.5s), 20 in 1s", label, r.admitted, r.most)
 		}
 	}
-	if !strings.Contains(out, "after a delay") {
+	if !strings.Contains(strings.ReplaceAll(out, "\n    ", " "), "after a delay") {
 		t.Errorf("the leaky bucket's delays are not shown:\n%s", out)
 	}
 }
@@ -326,8 +328,8 @@ func compareFiles(t *testing.T, command, made, checkedIn string) {
 }
 
 // TestSimulateWidth: the drawing fits $COLUMNS, or --width: the slot is
-// the shortest nice one whose columns fit, and no row or scale line is
-// wider.
+// the shortest nice one whose columns fit, and no line is wider (text
+// lines are wrapped).
 func TestSimulateWidth(t *testing.T) {
 	for _, c := range []struct {
 		env     string
@@ -355,7 +357,7 @@ func TestSimulateWidth(t *testing.T) {
 			}
 		}
 		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, "  ") && len(l) > width {
+			if utf8.RuneCountInString(l) > width {
 				t.Errorf("%s %v: a line of %d columns: %q", c.env, c.args, len(l), l)
 			}
 		}
