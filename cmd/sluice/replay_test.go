@@ -417,3 +417,29 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 }
+
+// TestSuggestSlidingWindow: sluice suggest's default, a sliding_window
+// per minute, on the sample day, worked out by hand. A normal client's
+// peak is 2: at a request, the previous minute's one request weighs
+// ⌈1·(1 − s/60)⌉ = 1, plus this one. The abusive client's is 61: after a
+// whole minute of 60, ⌈60·(1 − s/60)⌉ = 60 − s from before, s this minute,
+// plus this one. So the 99th percentile is 2, and under 2 a minute the
+// abusive client is admitted at 10:00:00 and 10:00:01 (then 3 > 2); at
+// 10:01:30 (the previous 2 weigh ⌈2·0.5⌉ = 1: 1 + 0 + 1 = 2), and once in
+// each of the next eight minutes, at its start (the previous 1 weighs 1):
+// 11 admitted, 589 refused; no one else.
+func TestSuggestSlidingWindow(t *testing.T) {
+	stdout, stderr, code := runSluice(t, "suggest", "--log", sampleLog(t, "combined"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"counts them: p50 2, p90 2, p99 2, max 61. A limit of 2 refuses none of\n",
+		"#   per-ip: 589 of 40,200 requests (1.5%), from 1 of 201 keys: 203.0.113.66 (589)\n",
+		"        algorithm: sliding_window\n        limit: 2\n        window: 1m\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+}
