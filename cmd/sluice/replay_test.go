@@ -443,3 +443,54 @@ func TestSuggestSlidingWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSuggestPolicy: with --policy, suggest sets the count of each window
+// limit of an existing policy from its own keys' peaks and keeps the rest
+// of the file (comments, layout, the other limits). On the sample day the
+// per-client sliding_window per minute has the peaks worked out in
+// TestSuggestSlidingWindow: it becomes 2 (from 100) and refuses 589 of
+// the abusive client's requests; the gcra is left as written (its peaks
+// in a sliding second: 1 for a normal client, 2 for the abusive one, its
+// previous second's request weighing ⌈1·(1 − f)⌉ = 1). The result
+// passes sluice check, and sluice replay through it refuses the same.
+func TestSuggestPolicy(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	writeFile(t, pol, `# every client
+rules:
+  - name: all
+    limits:
+      # per client, per minute
+      - name: per-client
+        key: ip
+        algorithm: sliding_window
+        rate: 100/m
+      - {name: bucket, key: ip, algorithm: gcra, rate: 10/s, burst: 10}
+`)
+	log := sampleLog(t, "combined")
+	stdout, stderr, code := runSluice(t, "suggest", "--log", log, "--policy", pol)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"# all/per-client: peaks p50 2, p90 2, p99 2, max 61 in 1m; was 100, now 2\n",
+		"# all/bucket: peaks p50 1, p90 1, p99 1, max 2 in 1s; gcra left as written\n",
+		"#   per-client: 589 of 40,200 requests (1.5%), from 1 of 201 keys: 203.0.113.66 (589)\n",
+		"# every client\nrules:\n",
+		"      # per client, per minute\n      - name: per-client\n        key: ip\n        algorithm: sliding_window\n        rate: 2/m\n",
+		"      - {name: bucket, key: ip, algorithm: gcra, rate: 10/s, burst: 10}\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+	suggested := filepath.Join(dir, "suggested.yaml")
+	writeFile(t, suggested, stdout)
+	if out, _, code := runSluice(t, "check", suggested); code != 0 {
+		t.Fatalf("sluice check of the suggestion: exit %d\n%s", code, out)
+	}
+	out, _, code := runSluice(t, "replay", "--log", log, "--policy", suggested)
+	if want := "rule all, limit per-client: sliding_window(2 per 1m)\n  40,200 checked, 589 refused (1.5%), 1 of 201 keys refused\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("replay of the suggestion: exit %d, no %q in:\n%s", code, want, out)
+	}
+}

@@ -16,6 +16,7 @@ import (
 type suggestFlags struct {
 	replayFlags
 	key, window, algorithm, match, name, safeRate string
+	policyFile                                    string
 	percentile, headroom                          float64
 	instances                                     int
 }
@@ -32,6 +33,7 @@ func suggest(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.name, "name", "suggested", "the name of the suggested rule")
 	fs.StringVar(&f.safeRate, "safe-rate", "", "the rate one instance of the service was measured to serve safely (e.g. 500/s): adds a global limit of safe rate × --instances × --headroom")
 	fs.IntVar(&f.instances, "instances", 1, "instances of the service behind sluice, for --safe-rate")
+	fs.StringVar(&f.policyFile, "policy", "", "instead of a new rule, set the count of each window limit (fixed_window, sliding_window, sliding_log) of this policy from its own keys' peaks, keeping the rest of the file")
 	fs.Float64Var(&f.headroom, "headroom", 0.8, "the share of the safe rate to allow, for --safe-rate (0.7 to 0.85 is usual)")
 	fs.Usage = func() { suggestUsage(fs) }
 	if code, done := parseFlags(fs, args, false, stdout, stderr); done {
@@ -66,6 +68,7 @@ it would refuse, then enforce it.
   sluice suggest --log access.log > policy.yaml
   sluice suggest --log access.log --key header:X-User --window 1s --percentile 99.9
   sluice suggest --log access.log --safe-rate 500/s --instances 4 --headroom 0.8
+  sluice suggest --log access.log --policy policy.yaml > policy-suggested.yaml
 
 Flags:
 `)
@@ -80,6 +83,12 @@ func (f *suggestFlags) run() (string, error) {
 	}
 	if f.log == "-" {
 		return "", fmt.Errorf("--log -: suggest reads the log twice (to measure, then to check its suggestion); name a file")
+	}
+	if f.policyFile != "" {
+		if f.safeRate != "" {
+			return "", fmt.Errorf("--safe-rate adds a global limit to a new rule; with --policy, add it to the policy yourself (sluice suggest --safe-rate without --policy prints one)")
+		}
+		return f.runPolicy()
 	}
 	if f.percentile <= 0 || f.percentile > 100 || math.IsNaN(f.percentile) {
 		return "", fmt.Errorf("--percentile %g: want more than 0, at most 100", f.percentile)
@@ -210,6 +219,13 @@ func (f *suggestFlags) explain(b *strings.Builder, measured *replayReport, peaks
 		fmt.Fprintf(b, "#\n# global: the measured safe rate %s × %d instances × headroom %g = %s,\n", f.safeRate, f.instances, f.headroom, global)
 		fmt.Fprintf(b, "# with a burst of one period's worth: lower it if the service cannot take that at once.\n")
 	}
+	writeRefusals(b, checked)
+	fmt.Fprintf(b, "# Shadow it first (action: {refuse: shadow}) and watch what it would refuse.\n")
+}
+
+// writeRefusals writes, as YAML comments, what a suggested policy
+// refused when the log was replayed through it.
+func writeRefusals(b *strings.Builder, checked *replayReport) {
 	fmt.Fprintf(b, "#\n# Replayed on the same log, this policy refuses:\n")
 	for _, ls := range checked.limits {
 		refusedKeys := 0
@@ -228,5 +244,4 @@ func (f *suggestFlags) explain(b *strings.Builder, measured *replayReport, peaks
 		}
 		fmt.Fprintln(b)
 	}
-	fmt.Fprintf(b, "# Shadow it first (action: {refuse: shadow}) and watch what it would refuse.\n")
 }
