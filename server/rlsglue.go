@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/server/rls"
 )
@@ -49,6 +50,9 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 			switch o.Result {
 			case rls.ResultOK:
 				outcome = decide.Admitted
+				if o.Shadow {
+					outcome = decide.ShadowAdmitted
+				}
 			case rls.ResultOverLimit:
 				outcome = decide.Refused
 			case rls.ResultShadowOverLimit:
@@ -61,7 +65,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 			if o.Value != "" {
 				key += "=" + o.Value
 			}
-			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome})
+			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome, Decision: sluice.Decision{Degraded: o.Degraded}})
 		},
 	})
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
