@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestMetricsScripted drives scripted traffic through a real sluice serve
+// in front of a real upstream and asserts the exact value of every series
+// it should move, and the zero samples of those it should not (so that
+// increase() sees their first event); then promtool lints the exposition.
+func TestMetricsScripted(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/broken" { // fails before its headers: a 502
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			conn.Close()
+			return
+		}
+		w.Write([]byte("ok\n"))
+	}))
+	defer upstream.Close()
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: api
+    match: {path: /api/}
+    limits:
+      - {name: per-ip, key: ip, algorithm: fixed_window, limit: 5, window: 1h}
+  - name: trial
+    match: {path: /api/}
+    limits:
+      - {name: trial-cap, key: ip, algorithm: fixed_window, limit: 2, window: 1h}
+    action: {refuse: shadow}
+  - name: shaped
+    match: {path: /shaped}
+    limits:
+      - {name: shaper, key: global, algorithm: leaky_bucket, rate: 2/m, queue: 1}
+`)
+	config := filepath.Join(dir, "sluice.yaml")
+	writeFile(t, config, "max_delay: 1m\n")
+	p := start(t, nil, "--config", config, "--policy", policy, "--upstream", upstream.URL)
+
+	for i := range 7 { // per-ip admits 5, refuses 2; the shadow limit sees the 5 and would refuse 3
+		want := 200
+		if i >= 5 {
+			want = 429
+		}
+		if r := get(t, p.url("gateway", "/api/x")); r.status != want {
+			t.Fatalf("request %d: %d, want %d", i, r.status, want)
+		}
+	}
+	if r := get(t, p.url("gateway", "/broken")); r.status != 502 {
+		t.Fatalf("/broken: %d, want 502", r.status)
+	}
+	get(t, p.url("gateway", "/shaped")) // admitted at once
+	// The next waits 30 s for its turn: seen waiting, then given up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.url("gateway", "/shaped"), nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "a waiting request", func() bool {
+		return metric(t, p, `sluice_gateway_waiting_requests{limit="shaper"}`) == 1
+	})
+	cancel()
+	<-done
+	waitFor(t, "the waiting request to leave", func() bool {
+		return metric(t, p, `sluice_gateway_waiting_requests{limit="shaper"}`) == 0
+	})
+
+	body := get(t, p.url("admin", "/metrics")).body
+	d := `degraded="false",`
+	for _, want := range []string{
+		`sluice_build_info{goversion="` + runtime.Version() + `",version="(devel)"} 1`,
+		`sluice_config_reloads_total{config="policy",result="error"} 0`,
+		`sluice_config_reloads_total{config="policy",result="ok"} 1`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="admitted",source="gateway"} 5`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="refused",source="gateway"} 2`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="delayed",source="gateway"} 0`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="failed",source="gateway"} 0`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="degraded",source="gateway"} 0`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="invalid",source="gateway"} 0`,
+		`sluice_decisions_total{` + d + `limit="trial-cap",outcome="shadow_admitted",source="gateway"} 2`,
+		`sluice_decisions_total{` + d + `limit="trial-cap",outcome="shadow_refused",source="gateway"} 3`,
+		`sluice_decisions_total{` + d + `limit="shaper",outcome="admitted",source="gateway"} 1`,
+		`sluice_decisions_total{` + d + `limit="shaper",outcome="delayed",source="gateway"} 1`,
+		`sluice_near_limit_total{limit="per-ip",source="gateway"} 2`, // the 4th and 5th of 5
+		`sluice_near_limit_total{limit="shaper",source="gateway"} 1`, // the queue's one place taken
+		`sluice_shaping_delay_seconds_count{limit="shaper",source="gateway"} 1`,
+		`sluice_shaping_delay_seconds_bucket{limit="shaper",source="gateway",le="10"} 0`, // about 30 s
+		`sluice_gateway_waiting_requests{limit="shaper"} 0`,
+		`sluice_gateway_waiting_requests{limit="per-ip"} 0`,
+		`sluice_gateway_responses_total{code="200"} 6`,
+		`sluice_gateway_responses_total{code="429"} 2`,
+		`sluice_gateway_responses_total{code="502"} 1`,
+		`sluice_gateway_responses_total{code="503"} 0`,
+		`sluice_gateway_responses_total{code="400"} 0`,
+		`sluice_upstream_errors_total 1`,
+		`sluice_upstream_duration_seconds_count 7`, // 5 + /broken + the first /shaped
+		`sluice_store_errors_total{op="take"} 0`,
+		`sluice_connections_refused_total{listener="gateway"} 0`,
+		`sluice_connections_refused_total{listener="admin"} 0`,
+	} {
+		if !hasLine(body, want) {
+			t.Errorf("/metrics lacks the line %s", want)
+		}
+	}
+	if strings.Contains(body, "sluice_failover_breaker_state") {
+		t.Error("/metrics exports a breaker state with the memory store, which has no breaker")
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+	promtoolCheck(t, body)
+}
+
+func hasLine(body, line string) bool {
+	for _, l := range strings.Split(body, "\n") {
+		if l == line {
+			return true
+		}
+	}
+	return false
+}
+
+// promtool returns the path of promtool (Debian's prometheus package),
+// or skips the test where it is not required: under CI it is.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no promtool on PATH (apt-get install prometheus)")
+		}
+		t.Skip("no promtool on PATH (apt-get install prometheus)")
+	}
+	return p
+}
+
+// promtoolCheck lints an exposition with promtool check metrics.
+func promtoolCheck(t *testing.T, body string) {
+	t.Helper()
+	cmd := exec.Command(promtool(t), "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
