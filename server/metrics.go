@@ -55,9 +55,9 @@ func newMetrics(version string) *metrics {
 	}, []string{"source", "limit"})
 	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_shaping_delay_seconds",
-		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source and limit.",
+		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
 		Buckets: delayBuckets,
-	}, []string{"source", "limit"})
+	}, []string{"source"})
 	m.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_gateway_waiting_requests",
 		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
@@ -117,18 +117,17 @@ func newMetrics(version string) *metrics {
 	return m
 }
 
-// watchGateway registers the gateway's series: responses and waiting
-// requests, and with a configured upstream its latency and errors.
-func (m *metrics) watchGateway(upstream bool) {
-	m.reg.MustRegister(m.responses, m.waiting)
-	if upstream {
-		m.reg.MustRegister(m.upstreamTime, m.upstreamErrs)
-	}
+// watchGateway registers the gateway's series: responses, waiting
+// requests, the upstream's latency and errors (which stay at zero with
+// the built-in demo upstream).
+func (m *metrics) watchGateway() {
+	m.reg.MustRegister(m.responses, m.waiting, m.upstreamTime, m.upstreamErrs)
 }
 
 // knownLimits gives every series of source's limits a zero sample: each
 // outcome (shadow outcomes for shadow limits), near-limit decisions.
 func (m *metrics) knownLimits(source string, limits []knownLimit) {
+	m.delays.WithLabelValues(source)
 	enforced := []string{"admitted", "delayed", "refused", "failed", "degraded", "invalid"}
 	shadow := []string{"shadow_admitted", "shadow_refused", "failed"}
 	for _, l := range limits {
@@ -164,7 +163,7 @@ func (m *metrics) observe(source string, o decide.Observation) {
 		m.nearLimit.WithLabelValues(source, o.Limit).Inc()
 	}
 	if o.Outcome == decide.Delayed && o.Decision.Delay > 0 {
-		m.delays.WithLabelValues(source, o.Limit).Observe(o.Decision.Delay.Seconds())
+		m.delays.WithLabelValues(source).Observe(o.Decision.Delay.Seconds())
 	}
 }
 

@@ -361,7 +361,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		}
 		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log, s.metrics)
 	}
-	s.metrics.watchGateway(s.cfg.Upstream != "")
+	s.metrics.watchGateway()
 	mw, err := httplimit.New(s.limiter, httplimit.Config{
 		Source:         s.source(),
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),

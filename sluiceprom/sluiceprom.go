@@ -16,7 +16,7 @@
 //
 //	sluice_decisions_total{limit, outcome, degraded}
 //	sluice_near_limit_total{limit}
-//	sluice_shaping_delay_seconds{limit}      (histogram)
+//	sluice_shaping_delay_seconds             (histogram)
 //	sluice_waiting_requests{limit}           (gauge)
 //
 // Label values are limit names, which come from the program's configuration,
@@ -55,7 +55,7 @@ type Config struct {
 type Collector struct {
 	decisions *prometheus.CounterVec
 	nearLimit *prometheus.CounterVec
-	delays    *prometheus.HistogramVec
+	delays    prometheus.Histogram
 	waiting   *prometheus.GaugeVec
 }
 
@@ -81,10 +81,10 @@ func New(cfg Config) *Collector {
 			Namespace: cfg.Namespace, Name: "near_limit_total", ConstLabels: cfg.ConstLabels,
 			Help: "Admitted decisions that left at least 80% of the deciding limit used, by limit.",
 		}, []string{"limit"}),
-		delays: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		delays: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: cfg.Namespace, Name: "shaping_delay_seconds", ConstLabels: cfg.ConstLabels, Buckets: cfg.DelayBuckets,
-			Help: "Delays given to admitted requests by shaping limits (leaky_bucket), by limit.",
-		}, []string{"limit"}),
+			Help: "Delays given to admitted requests by shaping limits (leaky_bucket); decisions_total{outcome=\"delayed\"} tells which limits delay.",
+		}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: cfg.Namespace, Name: "waiting_requests", ConstLabels: cfg.ConstLabels,
 			Help: "Requests held while they wait for a shaping delay or for room under a limit, by limit.",
@@ -112,7 +112,7 @@ func (c *Collector) Observe(o decide.Observation) {
 		c.nearLimit.WithLabelValues(o.Limit).Inc()
 	}
 	if o.Outcome == decide.Delayed && o.Decision.Delay > 0 {
-		c.delays.WithLabelValues(o.Limit).Observe(o.Decision.Delay.Seconds())
+		c.delays.Observe(o.Decision.Delay.Seconds())
 	}
 }
 

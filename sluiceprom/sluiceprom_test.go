@@ -41,8 +41,8 @@ func TestCollector(t *testing.T) {
 		`shop_decisions_total{degraded="false",limit="shaper",outcome="delayed",service="cart"} 1`,
 		`shop_decisions_total{degraded="false",limit="trial",outcome="shadow_refused",service="cart"} 1`,
 		`shop_decisions_total{degraded="false",limit="trial",outcome="shadow_admitted",service="cart"} 1`,
-		`shop_shaping_delay_seconds_bucket{limit="shaper",service="cart",le="0.025"} 0`,
-		`shop_shaping_delay_seconds_bucket{limit="shaper",service="cart",le="0.05"} 1`,
+		`shop_shaping_delay_seconds_bucket{service="cart",le="0.025"} 0`,
+		`shop_shaping_delay_seconds_bucket{service="cart",le="0.05"} 1`,
 	} {
 		if !strings.Contains(text, "\n"+want+"\n") {
 			t.Errorf("the exposition lacks %s", want)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -99,8 +100,8 @@ rules:
 		`sluice_decisions_total{` + d + `limit="shaper",outcome="delayed",source="gateway"} 1`,
 		`sluice_near_limit_total{limit="per-ip",source="gateway"} 2`, // the 4th and 5th of 5
 		`sluice_near_limit_total{limit="shaper",source="gateway"} 1`, // the queue's one place taken
-		`sluice_shaping_delay_seconds_count{limit="shaper",source="gateway"} 1`,
-		`sluice_shaping_delay_seconds_bucket{limit="shaper",source="gateway",le="10"} 0`, // about 30 s
+		`sluice_shaping_delay_seconds_count{source="gateway"} 1`,
+		`sluice_shaping_delay_seconds_bucket{source="gateway",le="10"} 0`, // about 30 s
 		`sluice_gateway_waiting_requests{limit="shaper"} 0`,
 		`sluice_gateway_waiting_requests{limit="per-ip"} 0`,
 		`sluice_gateway_responses_total{code="200"} 6`,
@@ -124,6 +125,7 @@ rules:
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
 	}
+	documentedMetrics(t, body)
 	promtoolCheck(t, body)
 }
 
@@ -157,5 +159,54 @@ func promtoolCheck(t *testing.T, body string) {
 	cmd.Stdin = strings.NewReader(body)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// documentedMetrics checks that docs/metrics.md names every sluice series
+// of an exposition.
+func documentedMetrics(t *testing.T, body string) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		name, ok := strings.CutPrefix(line, "# TYPE sluice_")
+		if !ok {
+			continue
+		}
+		name = "sluice_" + strings.Fields(name)[0]
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not document %s", name)
+		}
+	}
+}
+
+// TestMetricsDocAlerts: the example alerts of docs/metrics.md pass
+// promtool check rules, and name only series sluice exports.
+func TestMetricsDocAlerts(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Example alerts")
+	if !ok {
+		t.Fatal(`docs/metrics.md has no "## Example alerts" section`)
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	rules, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/metrics.md: no yaml block under Example alerts")
+	}
+	for _, name := range regexp.MustCompile(`\bsluice_[a-z_]+`).FindAllString(rules, -1) {
+		base := strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count")
+		if !strings.Contains(string(doc), "| `"+base+"` |") {
+			t.Errorf("an alert names %s, which the reference does not list", name)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "alerts.yaml")
+	writeFile(t, file, rules)
+	if out, err := exec.Command(promtool(t), "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
 	}
 }
