@@ -65,13 +65,17 @@ func (s *Server) adminHandler() http.Handler {
 // every instance out of its Service during a Redis outage would turn it
 // into an outage of the service.
 func (s *Server) readiness(ctx context.Context, degradedOK bool) (ok bool, detail string) {
-	if !s.ready.Load() {
-		return false, "not ready: starting or shutting down"
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	misconfigured, err := s.backend.readiness(ctx)
+	return s.readyAnswer(misconfigured, err, degradedOK)
+}
+
+// readyAnswer is readiness given the store's answer to a probe.
+func (s *Server) readyAnswer(misconfigured bool, err error, degradedOK bool) (ok bool, detail string) {
 	switch {
+	case !s.ready.Load():
+		return false, "not ready: starting or shutting down"
 	case err == nil:
 		return true, "ok"
 	case misconfigured:
@@ -172,8 +176,11 @@ func (s *Server) status(ctx context.Context) statusDoc {
 		}
 		doc.Rules = append(doc.Rules, sr)
 	}
-	doc.Ready, doc.ReadyText = s.readiness(ctx, false)
-	doc.StoreState = s.storeState(ctx)
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	misconfigured, err := s.backend.readiness(pctx) // one probe for both
+	cancel()
+	doc.Ready, doc.ReadyText = s.readyAnswer(misconfigured, err, false)
+	doc.StoreState = s.storeState(err)
 	doc.Counts, doc.HeavyKeys = s.stats.snapshot(s.keys.key)
 	if doc.Counts == nil { // [] rather than null: the page reads them as lists
 		doc.Counts = []limitStats{}
@@ -188,14 +195,12 @@ func (s *Server) status(ctx context.Context) statusDoc {
 	return doc
 }
 
-// storeState reports the store's health: whether it answers, the breaker
-// and the failover counts.
-func (s *Server) storeState(ctx context.Context) statusStore {
+// storeState reports the store's health: whether it answered a probe
+// (probeErr), the breaker and the failover counts.
+func (s *Server) storeState(probeErr error) statusStore {
 	st := statusStore{Desc: s.backend.desc}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := s.backend.ready(ctx); err != nil {
-		st.Error = err.Error()
+	if probeErr != nil {
+		st.Error = probeErr.Error()
 	}
 	if fs := s.backend.failover; fs != nil {
 		fst := fs.Stats()

@@ -49,19 +49,6 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_decisions_total",
 		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, degraded, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store.",
 	}, []string{"source", "limit", "outcome", "degraded"})
-	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_near_limit_total",
-		Help: "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.",
-	}, []string{"source", "limit"})
-	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sluice_shaping_delay_seconds",
-		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
-		Buckets: delayBuckets,
-	}, []string{"source"})
-	m.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_gateway_waiting_requests",
-		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
-	}, []string{"limit"})
 	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
 		Help:    "Time of store calls by operation (take, take_all, release).",
@@ -91,6 +78,36 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_unauthorized_total",
 		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
 	}, []string{"listener"})
+	m.newGatewayMetrics()
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; the labels tell the version of sluice serving and the Go version it was built with.",
+	}, []string{"version", "goversion"})
+	info.WithLabelValues(version, runtime.Version()).Set(1)
+	for _, code := range []string{"200", "400", "429", "502", "503"} {
+		m.responses.WithLabelValues(code) // the codes alerts watch, from zero
+	}
+	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// newGatewayMetrics makes the series of decisions beyond their outcome
+// and of the gateway (registered by watchGateway).
+func (m *metrics) newGatewayMetrics() {
+	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_near_limit_total",
+		Help: "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.",
+	}, []string{"source", "limit"})
+	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_shaping_delay_seconds",
+		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
+		Buckets: delayBuckets,
+	}, []string{"source"})
+	m.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_waiting_requests",
+		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
+	}, []string{"limit"})
 	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_gateway_responses_total",
 		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400) and what the upstream answered.",
@@ -104,17 +121,6 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_upstream_errors_total",
 		Help: "Requests the gateway answered 502 because the upstream could not be reached or failed before its response headers.",
 	})
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_build_info",
-		Help: "Always 1; the labels tell the version of sluice serving and the Go version it was built with.",
-	}, []string{"version", "goversion"})
-	info.WithLabelValues(version, runtime.Version()).Set(1)
-	for _, code := range []string{"200", "400", "429", "502", "503"} {
-		m.responses.WithLabelValues(code) // the codes alerts watch, from zero
-	}
-	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, info,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // watchGateway registers the gateway's series: responses, waiting

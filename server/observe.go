@@ -50,17 +50,20 @@ func (s *Server) keyNames(rule, limit string) (key, onMissing []string, ok bool)
 	return nil, nil, false
 }
 
-// knownLimits gives the series of every limit of the policy and the RLS
-// configs their zero samples.
+// knownLimits gives the decision series of every limit of the policy
+// their zero samples, for the gateway and the decision API.
 func (s *Server) knownLimits() {
-	if s.cfg.Gateway != "" {
-		var ls []knownLimit
-		for _, r := range s.currentPolicy().Rules {
-			for _, l := range r.Limits {
-				ls = append(ls, knownLimit{name: l.Name, shadow: r.Shadow})
-			}
+	var ls []knownLimit
+	for _, r := range s.currentPolicy().Rules {
+		for _, l := range r.Limits {
+			ls = append(ls, knownLimit{name: l.Name, shadow: r.Shadow})
 		}
+	}
+	if s.cfg.Gateway != "" {
 		s.metrics.knownLimits("gateway", ls)
+	}
+	if s.cfg.API != "" { // the policy's limits, and explicit checks
+		s.metrics.knownLimits("api", append(ls, knownLimit{name: "explicit"}))
 	}
 }
 

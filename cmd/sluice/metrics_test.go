@@ -49,6 +49,26 @@ rules:
 	writeFile(t, config, "max_delay: 1m\n")
 	p := start(t, nil, "--config", config, "--policy", policy, "--upstream", upstream.URL)
 
+	scriptedTraffic(t, p)
+	body := get(t, p.url("admin", "/metrics")).body
+	for _, want := range scriptedSeries() {
+		if !hasLine(body, want) {
+			t.Errorf("/metrics lacks the line %s", want)
+		}
+	}
+	if strings.Contains(body, "sluice_failover_breaker_state") {
+		t.Error("/metrics exports a breaker state with the memory store, which has no breaker")
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+	documentedMetrics(t, body)
+	promtoolCheck(t, body)
+}
+
+// scriptedTraffic sends TestMetricsScripted's requests.
+func scriptedTraffic(t *testing.T, p *proc) {
+	t.Helper()
 	for i := range 7 { // per-ip admits 5, refuses 2; the shadow limit sees the 5 and would refuse 3
 		want := 200
 		if i >= 5 {
@@ -82,9 +102,12 @@ rules:
 		return metric(t, p, `sluice_gateway_waiting_requests{limit="shaper"}`) == 0
 	})
 
-	body := get(t, p.url("admin", "/metrics")).body
+}
+
+// scriptedSeries are the lines /metrics must hold after scriptedTraffic.
+func scriptedSeries() []string {
 	d := `degraded="false",`
-	for _, want := range []string{
+	return []string{
 		`sluice_build_info{goversion="` + runtime.Version() + `",version="(devel)"} 1`,
 		`sluice_config_reloads_total{config="policy",result="error"} 0`,
 		`sluice_config_reloads_total{config="policy",result="ok"} 1`,
@@ -112,21 +135,11 @@ rules:
 		`sluice_upstream_errors_total 1`,
 		`sluice_upstream_duration_seconds_count 7`, // 5 + /broken + the first /shaped
 		`sluice_store_errors_total{op="take"} 0`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="refused",source="api"} 0`, // the decision API's, from zero
+		`sluice_decisions_total{` + d + `limit="explicit",outcome="refused",source="api"} 0`,
 		`sluice_connections_refused_total{listener="gateway"} 0`,
 		`sluice_connections_refused_total{listener="admin"} 0`,
-	} {
-		if !hasLine(body, want) {
-			t.Errorf("/metrics lacks the line %s", want)
-		}
 	}
-	if strings.Contains(body, "sluice_failover_breaker_state") {
-		t.Error("/metrics exports a breaker state with the memory store, which has no breaker")
-	}
-	if t.Failed() {
-		t.Logf("/metrics:\n%s", body)
-	}
-	documentedMetrics(t, body)
-	promtoolCheck(t, body)
 }
 
 func hasLine(body, line string) bool {
