@@ -131,20 +131,26 @@ func (m *metrics) watchGateway() {
 }
 
 // knownLimits gives every series of source's limits a zero sample: each
-// outcome (shadow outcomes for shadow limits), near-limit decisions.
+// outcome the source can give (shadow outcomes for shadow limits), and
+// near-limit decisions where it reports them.
 func (m *metrics) knownLimits(source string, limits []knownLimit) {
-	m.delays.WithLabelValues(source)
 	enforced := []string{"admitted", "delayed", "refused", "failed", "degraded", "invalid"}
-	shadow := []string{"shadow_admitted", "shadow_refused", "failed"}
+	if source == "rls" { // it neither delays nor reports what is left of a limit
+		enforced = []string{"admitted", "refused"}
+	} else {
+		m.delays.WithLabelValues(source)
+	}
+	shadow := []string{"shadow_admitted", "shadow_refused"}
 	for _, l := range limits {
 		outs := enforced
-		if l.shadow {
+		switch {
+		case l.shadow:
 			outs = shadow
-		} else {
+		case source != "rls":
 			m.nearLimit.WithLabelValues(source, l.name)
-			if source == "gateway" {
-				m.waiting.WithLabelValues(l.name)
-			}
+		}
+		if source == "gateway" && !l.shadow {
+			m.waiting.WithLabelValues(l.name)
 		}
 		for _, o := range outs {
 			m.decisions.WithLabelValues(source, l.name, o, "false")

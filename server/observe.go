@@ -51,7 +51,8 @@ func (s *Server) keyNames(rule, limit string) (key, onMissing []string, ok bool)
 }
 
 // knownLimits gives the decision series of every limit of the policy
-// their zero samples, for the gateway and the decision API.
+// (the gateway's and the decision API's) and of the RLS configs their zero
+// samples.
 func (s *Server) knownLimits() {
 	var ls []knownLimit
 	for _, r := range s.currentPolicy().Rules {
@@ -64,6 +65,9 @@ func (s *Server) knownLimits() {
 	}
 	if s.cfg.API != "" { // the policy's limits, and explicit checks
 		s.metrics.knownLimits("api", append(ls, knownLimit{name: "explicit"}))
+	}
+	if s.rls != nil {
+		s.metrics.knownLimits("rls", s.rls.limits())
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 type rlsService interface {
 	reload() error
 	domains() []string
+	limits() []knownLimit
 	register(grpc.ServiceRegistrar)
 	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
 	close()
@@ -94,6 +95,16 @@ func (e *envoyRLS) reload() error {
 	}
 	e.svc.Swap(cfg)
 	return nil
+}
+
+// limits returns the names (domain/descriptor path, as the metrics label
+// them) of the configured limits.
+func (e *envoyRLS) limits() []knownLimit {
+	var out []knownLimit
+	for _, l := range e.svc.Config().Limits() {
+		out = append(out, knownLimit{name: l.Domain + "/" + l.Path, shadow: l.Shadow})
+	}
+	return out
 }
 
 func (e *envoyRLS) domains() []string {

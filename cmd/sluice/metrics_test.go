@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // TestMetricsScripted drives scripted traffic through a real sluice serve
@@ -45,11 +49,35 @@ rules:
     limits:
       - {name: shaper, key: global, algorithm: leaky_bucket, rate: 2/m, queue: 1}
 `)
+	rlsConfig := filepath.Join(dir, "edge.yaml")
+	writeFile(t, rlsConfig, `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: generic_key
+    value: trial
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: generic_key
+    value: unused
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`)
 	config := filepath.Join(dir, "sluice.yaml")
 	writeFile(t, config, "max_delay: 1m\n")
-	p := start(t, nil, "--config", config, "--policy", policy, "--upstream", upstream.URL)
+	p := start(t, nil, "--config", config, "--policy", policy, "--upstream", upstream.URL, "--rls", rlsConfig)
 
 	scriptedTraffic(t, p)
+	rls := rlsClient(t, p.addrs["grpc"])
+	// remote_address admits 2 and refuses 1; the shadow limit, checked
+	// only with the 2 admitted, would admit 1 and refuse 1.
+	for range 3 {
+		_, err := rls.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge",
+			Descriptors: []*commonpb.RateLimitDescriptor{descriptor("remote_address", "203.0.113.7"), descriptor("generic_key", "trial")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	body := get(t, p.url("admin", "/metrics")).body
 	for _, want := range scriptedSeries() {
 		if !hasLine(body, want) {
@@ -135,6 +163,12 @@ func scriptedSeries() []string {
 		`sluice_upstream_errors_total 1`,
 		`sluice_upstream_duration_seconds_count 7`, // 5 + /broken + the first /shaped
 		`sluice_store_errors_total{op="take"} 0`,
+		`sluice_config_reloads_total{config="rls",result="error"} 0`,
+		`sluice_decisions_total{` + d + `limit="edge/remote_address",outcome="admitted",source="rls"} 2`,
+		`sluice_decisions_total{` + d + `limit="edge/remote_address",outcome="refused",source="rls"} 1`,
+		`sluice_decisions_total{` + d + `limit="edge/generic_key=trial",outcome="shadow_admitted",source="rls"} 1`,
+		`sluice_decisions_total{` + d + `limit="edge/generic_key=trial",outcome="shadow_refused",source="rls"} 1`,
+		`sluice_decisions_total{` + d + `limit="edge/generic_key=unused",outcome="refused",source="rls"} 0`,
 		`sluice_decisions_total{` + d + `limit="per-ip",outcome="refused",source="api"} 0`, // the decision API's, from zero
 		`sluice_decisions_total{` + d + `limit="explicit",outcome="refused",source="api"} 0`,
 		`sluice_connections_refused_total{listener="gateway"} 0`,
