@@ -180,10 +180,11 @@ type Config struct {
 	ShowKeys bool
 
 	// Observe, if set, is called for each decided group of checks of a
-	// request (the enforced limits, and the shadow limits separately),
-	// with the limit that decided it: the one that refused, or the one
-	// closest to refusing. It feeds metrics and status pages; it must be
-	// fast and safe for concurrent use.
+	// request (the enforced limits together, and each shadow limit
+	// checked, as ShadowAdmitted or ShadowRefused), with the limit that
+	// decided it: the one that refused, or the one closest to refusing.
+	// It feeds metrics and status pages (see package sluiceprom); it must
+	// be fast and safe for concurrent use.
 	Observe func(r *http.Request, o decide.Observation)
 
 	// OnWaiting, if set, is called with +1 when a request starts waiting
