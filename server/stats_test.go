@@ -173,3 +173,24 @@ func TestHistory(t *testing.T) {
 		t.Errorf("%d series charted, %d not, want %d and 6", len(d.Series), d.NotCharted, maxCharted)
 	}
 }
+
+// BenchmarkObserve is what every decision costs the server's metrics and
+// status page: a refusal with a key (the heavy keys' path) and an
+// admission near the limit.
+func BenchmarkObserve(b *testing.B) {
+	m := newMetrics("bench")
+	s := newStats(time.Second, time.Minute)
+	key := string(decide.AppendKey(nil, "everything", "per-ip", "203.0.113.7"))
+	for _, o := range []decide.Observation{
+		{Limit: "per-ip", Key: key, Outcome: decide.Refused, Decision: sluice.Decision{Limit: 5}},
+		{Limit: "per-ip", Key: key, Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 0}},
+	} {
+		b.Run(o.Outcome.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m.observe("gateway", o)
+				s.add("gateway", o)
+			}
+		})
+	}
+}

@@ -75,7 +75,7 @@ func (s *stats) add(source string, o decide.Observation) {
 	}
 	if o.Outcome == decide.Refused && o.Key != "" {
 		s.heavyM.Lock()
-		s.heavy.add(source+" "+o.Limit, o.Key)
+		s.heavy.add(source, o.Limit, o.Key)
 		s.heavyM.Unlock()
 	}
 }
@@ -146,21 +146,24 @@ type heavyKey struct {
 	Count int64  `json:"count"`
 	// Error is how much Count may overestimate.
 	Error int64 `json:"error"`
+
+	source, limit string // while counted; Limit is made of them by top
 }
 
 // maxShownKey bounds the bytes of a key value shown.
 const maxShownKey = 200
 
-// add counts one refusal of key under limit.
-func (h *heavyKeys) add(limit, key string) {
+// add counts one refusal of key under source's limit. It allocates only
+// when a key is new to the sketch.
+func (h *heavyKeys) add(source, limit, key string) {
 	for i := range h.items {
-		if h.items[i].Limit == limit && h.items[i].Key == key {
-			h.items[i].Count++
+		if it := &h.items[i]; it.Key == key && it.limit == limit && it.source == source {
+			it.Count++
 			return
 		}
 	}
 	if len(h.items) < h.max {
-		h.items = append(h.items, heavyKey{Limit: limit, Key: key, Count: 1})
+		h.items = append(h.items, heavyKey{source: source, limit: limit, Key: key, Count: 1})
 		return
 	}
 	min := 0
@@ -170,11 +173,14 @@ func (h *heavyKeys) add(limit, key string) {
 		}
 	}
 	c := h.items[min].Count
-	h.items[min] = heavyKey{Limit: limit, Key: key, Count: c + 1, Error: c}
+	h.items[min] = heavyKey{source: source, limit: limit, Key: key, Count: c + 1, Error: c}
 }
 
 func (h *heavyKeys) top() []heavyKey {
 	out := append([]heavyKey(nil), h.items...)
+	for i := range out {
+		out[i].Limit = out[i].source + " " + out[i].limit
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Count > out[j].Count })
 	return out
 }
