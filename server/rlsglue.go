@@ -62,9 +62,12 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 				return // no limit, unlimited, replaced, or not charged because another refused
 			}
 			limit := domain + "/" + o.Rule
-			key := limit
+			// What the status page shows of the key: the value of the
+			// descriptor's last entry, which the service reports only
+			// for detailed_metric limits.
+			key := string(decide.AppendKey(nil, "", "rls", o.Rule))
 			if o.Value != "" {
-				key += "=" + o.Value
+				key = string(decide.AppendKeyPart([]byte(key), o.Value))
 			}
 			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome, Decision: sluice.Decision{Degraded: o.Degraded}})
 		},

@@ -238,6 +238,10 @@ func (k keyShower) key(key string) string {
 	switch {
 	case parts[0] == "" && parts[1] == "api": // an explicit check of the decision API
 		names, parts = []string{"key"}, parts[2:]
+	case parts[0] == "" && parts[1] == "rls" && len(parts) == 3: // an RLS limit without detailed_metric
+		return "(any value: the service reports values of detailed_metric limits only)"
+	case parts[0] == "" && parts[1] == "rls" && len(parts) == 4: // descriptor path, its last entry's value
+		names, parts = []string{"value"}, parts[3:]
 	default: // a policy key: rule, limit, values
 		key, onMissing, ok := k.names(parts[0], parts[1])
 		names, parts = key, parts[2:]
