@@ -96,6 +96,25 @@ func (l *Limit) Key() string {
 	return strings.Join(parts, "+")
 }
 
+// KeyNames returns the names of the parts of the limit's key, in the order
+// their values appear in its store keys ("ip", "header:X-User"), and those
+// of its on_missing key (nil without one): what a status page shows beside
+// each value.
+func (l *Limit) KeyNames() (key, onMissing []string) {
+	names := func(ps []keyPart) []string {
+		var out []string
+		for _, p := range ps {
+			n := p.kind
+			if p.name != "" {
+				n += ":" + p.name
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	return names(l.key), names(l.missingKey)
+}
+
 // keyPart is one element of a limit's key.
 type keyPart struct {
 	kind string // global, ip, route, method, host, header, query, cookie, func

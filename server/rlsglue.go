@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/server/rls"
 )
@@ -19,6 +20,7 @@ import (
 type rlsService interface {
 	reload() error
 	domains() []string
+	limits() []knownLimit
 	register(grpc.ServiceRegistrar)
 	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
 	close()
@@ -76,7 +78,7 @@ type rlsLimit struct{ domain, rule string }
 // refused, shadow refused) and degraded (false, true).
 type rlsCounters struct {
 	limit string
-	c     [3][2]prometheus.Counter
+	c     [4][2]prometheus.Counter
 	hits  [3]prometheus.Counter // within, near, over
 }
 
@@ -84,7 +86,7 @@ type rlsCounters struct {
 // ever; past the bound, decisions are counted without the cache.
 const maxRLSLimits = 4096
 
-var rlsOutcomes = [3]decide.Outcome{decide.Admitted, decide.Refused, decide.ShadowRefused}
+var rlsOutcomes = [4]decide.Outcome{decide.Admitted, decide.Refused, decide.ShadowRefused, decide.ShadowAdmitted}
 
 func newRLSObserver(s *Server) *rlsObserver {
 	hits := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -99,6 +101,9 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 	i := 0
 	switch o.Result {
 	case rls.ResultOK:
+		if o.Shadow {
+			i = 3
+		}
 	case rls.ResultOverLimit:
 		i = 1
 	case rls.ResultShadowOverLimit:
@@ -107,10 +112,6 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 		return // no limit, unlimited, replaced, or not charged because another refused
 	}
 	c := r.counters(domain, o.Rule)
-	key := c.limit
-	if o.Value != "" {
-		key += "=" + o.Value
-	}
 	d := 0
 	if o.Degraded {
 		d = 1
@@ -121,7 +122,13 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 			c.hits[j].Add(float64(n))
 		}
 	}
-	r.s.stats.add("rls", c.limit, rlsOutcomes[i].String(), key)
+	// What the status page shows of the key: the value of the descriptor's
+	// last entry, which the service reports only for detailed_metric limits.
+	key := decide.AppendKey(nil, "", "rls", o.Rule)
+	if o.Value != "" {
+		key = decide.AppendKeyPart(key, o.Value)
+	}
+	r.s.stats.add("rls", decide.Observation{Limit: c.limit, Key: string(key), Outcome: rlsOutcomes[i], Decision: sluice.Decision{Degraded: o.Degraded}})
 }
 
 // counters returns the label and counters of a limit.
@@ -170,6 +177,16 @@ func (e *envoyRLS) reload() error {
 	}
 	e.svc.Swap(cfg)
 	return nil
+}
+
+// limits returns the names (domain/descriptor path, as the metrics label
+// them) of the configured limits.
+func (e *envoyRLS) limits() []knownLimit {
+	var out []knownLimit
+	for _, l := range e.svc.Config().Limits() {
+		out = append(out, knownLimit{name: l.Domain + "/" + l.Path, shadow: l.Shadow})
+	}
+	return out
 }
 
 func (e *envoyRLS) domains() []string {

@@ -54,6 +54,8 @@ type Server struct {
 	api     *decide.Decider // the decision API's
 	metrics *metrics
 	stats   *stats
+	keys    keyShower     // how the status page shows keys
+	stopBg  chan struct{} // stops the history recorder
 
 	holder *policy.Holder // the policy file, if one is configured
 	sample *policy.Policy // else the sample policy
@@ -71,6 +73,7 @@ type Server struct {
 	wg        sync.WaitGroup
 	watcher   *watcher
 	closeOnce sync.Once
+	stopOnce  sync.Once // closes stopBg
 
 	limits     limitCache    // explicit limits of the decision API, parsed
 	settle     *settleTokens // the decision API's settle tokens
@@ -89,7 +92,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(), stats: newStats(cfg.ShowKeys)}
+	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
+		stats: newStats(historyStep, historyWindow), stopBg: make(chan struct{})}
+	s.keys = keyShower{show: cfg.ShowKeys, names: s.keyNames}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -133,6 +138,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.metrics.watchFailover(b.failover)
 	}
 	if cfg.Policy != "" {
+		s.metrics.knownConfig("policy")
 		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
 		s.metrics.reloaded("policy", err)
 		if err != nil {
@@ -150,6 +156,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
 		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
 		if len(cfg.RLS) > 0 {
+			s.metrics.knownConfig("rls")
 			s.metrics.reloaded("rls", err)
 		}
 		if err != nil {
@@ -159,6 +166,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.rls = svc
 	}
 	s.loaded.Store(&loadState{at: time.Now()})
+	s.knownLimits()
 	return s, nil
 }
 
@@ -180,13 +188,8 @@ func (s *Server) source() httplimit.Source {
 
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
-	outcome := o.Outcome.String()
-	degraded := "false"
-	if o.Decision.Degraded {
-		degraded = "true"
-	}
-	s.metrics.decisions.WithLabelValues(source, o.Limit, outcome, degraded).Inc()
-	s.stats.add(source, o.Limit, outcome, o.Key)
+	s.metrics.observe(source, o)
+	s.stats.add(source, o)
 }
 
 func (s *Server) logAPIError(err error) {
@@ -269,6 +272,7 @@ func (s *Server) Start() error {
 		}
 		s.watcher = w
 	}
+	s.wg.Go(s.recordHistory)
 	s.ready.Store(true)
 	s.log.Info("sluice serving", s.servingAttrs()...)
 	return nil
@@ -360,8 +364,9 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
 		}
-		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log)
+		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log, s.metrics)
 	}
+	s.metrics.watchGateway()
 	mw, err := httplimit.New(s.limiter, httplimit.Config{
 		Source:         s.source(),
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
@@ -369,11 +374,12 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
 		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
+		OnWaiting:      func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.normalizing(mw(s.stripProtected(upstream))), nil
+	return s.countResponses(s.normalizing(mw(s.stripProtected(upstream)))), nil
 }
 
 // stripProtected removes from requests that did not come through a trusted
@@ -420,6 +426,7 @@ func (s *Server) Reload() error {
 		}
 	}
 	s.loaded.Store(st)
+	s.knownLimits()
 	return errors.Join(errs...)
 }
 
@@ -462,6 +469,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.closeOnceBg()
 	if hs := s.https["admin"]; hs != nil {
 		shutdownHTTP(ctx, hs) // what the probes asked during the drain
 	}

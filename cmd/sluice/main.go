@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -254,7 +255,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		debug.SetGCPercent(400)
 	}
 
-	srv, err := server.New(cfg, server.Options{Logger: logger, Version: versionString()})
+	srv, err := server.New(cfg, server.Options{Logger: logger, Version: strings.TrimSuffix(versionString(), " "+runtime.Version())})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return exitInvalid

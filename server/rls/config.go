@@ -60,6 +60,28 @@ func (c *Config) Domains() []string {
 	return out
 }
 
+// Limit names one configured rate_limit: its domain and descriptor path
+// (Outcome.Rule), and whether it is in shadow_mode.
+type Limit struct {
+	Domain, Path string
+	Shadow       bool
+}
+
+// Limits returns every rate_limit of c that limits (not unlimited), by
+// domain in order, then in file order: the limits whose outcomes are known
+// before any request, for metrics that start from zero.
+func (c *Config) Limits() []Limit {
+	var out []Limit
+	for _, name := range c.Domains() {
+		for _, r := range c.domains[name].rules {
+			if !r.unlimited {
+				out = append(out, Limit{Domain: name, Path: r.path, Shadow: r.shadow})
+			}
+		}
+	}
+	return out
+}
+
 // String summarises c for logs: each domain with its file and the number of
 // limits it defines.
 func (c *Config) String() string {

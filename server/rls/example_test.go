@@ -97,3 +97,29 @@ descriptors:
 	// all-or-nothing: OK OVER_LIMIT OK
 	// peer: OK OVER_LIMIT OVER_LIMIT
 }
+
+// The limits a configuration defines, for metrics that start from zero.
+func ExampleConfig_Limits() {
+	cfg, err := rls.ParseConfig("edge.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: generic_key
+    value: login
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 100}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, l := range cfg.Limits() {
+		fmt.Printf("%s/%s shadow=%t\n", l.Domain, l.Path, l.Shadow)
+	}
+	// Output:
+	// edge/generic_key=login/remote_address shadow=false
+	// edge/tenant shadow=true
+}
