@@ -1,0 +1,174 @@
+package shed
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// simService is a service with a capacity of c requests at once: up to c
+// in flight, a request takes base (plus up to 20% jitter); beyond c they
+// share it, and each takes n/c times as long (throughput stays c/base).
+type simService struct {
+	c        int64
+	base     time.Duration
+	inflight atomic.Int64
+	mu       sync.Mutex
+	rng      *rand.Rand
+}
+
+func (s *simService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	s.mu.Lock()
+	jitter := 1 + 0.2*s.rng.Float64()
+	s.mu.Unlock()
+	d := float64(s.base) * max(1, float64(n)/float64(s.c)) * jitter
+	time.Sleep(time.Duration(d))
+}
+
+// capacity is the service's throughput in requests per second (the mean
+// jitter is 10%).
+func (s *simService) capacity() float64 { return float64(s.c) / (1.1 * s.base.Seconds()) }
+
+// result is one request as the load generator saw it.
+type result struct {
+	p       Priority
+	status  int
+	latency time.Duration
+	at      time.Duration // since the phase began
+}
+
+// offer sends Poisson arrivals at rate per second to h for d, a tenth
+// critical, the rest default and sheddable in equal parts, all through a
+// trusted proxy that sets Sluice-Priority; it returns once every request
+// has been answered.
+func offer(h http.Handler, rate float64, d time.Duration, seed uint64) []result {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var mu sync.Mutex
+	var out []result
+	var wg sync.WaitGroup
+	start := time.Now()
+	for time.Since(start) < d {
+		p := Sheddable
+		switch x := rng.Float64(); {
+		case x < 0.1:
+			p = Critical
+		case x < 0.55:
+			p = Default
+		}
+		wg.Go(func() {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "10.0.0.1:4711"
+			r.Header.Set("Sluice-Priority", p.String())
+			w := httptest.NewRecorder()
+			t0 := time.Now()
+			h.ServeHTTP(w, r)
+			res := result{p: p, status: w.Code, latency: time.Since(t0), at: t0.Sub(start)}
+			mu.Lock()
+			out = append(out, res)
+			mu.Unlock()
+		})
+		time.Sleep(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+	}
+	wg.Wait()
+	return out
+}
+
+// summary is what a phase measured after its first `skip`.
+type summary struct {
+	p99            time.Duration
+	goodput        float64 // answered 200 per second
+	success        [nPriorities]float64
+	admitted, shed int
+}
+
+func summarize(rs []result, skip, d time.Duration) summary {
+	var s summary
+	var ok []time.Duration
+	var n, good [nPriorities]int
+	for _, r := range rs {
+		if r.at < skip {
+			continue
+		}
+		n[r.p]++
+		if r.status == http.StatusOK {
+			good[r.p]++
+			ok = append(ok, r.latency)
+		} else {
+			s.shed++
+		}
+	}
+	slices.Sort(ok)
+	if len(ok) > 0 {
+		s.p99 = ok[len(ok)*99/100]
+	}
+	s.admitted = len(ok)
+	s.goodput = float64(len(ok)) / (d - skip).Seconds()
+	for p := range n {
+		if n[p] > 0 {
+			s.success[p] = float64(good[p]) / float64(n[p])
+		}
+	}
+	return s
+}
+
+func (s summary) String() string {
+	return fmt.Sprintf("p99 %v, goodput %.0f/s, success critical %.2f%% default %.2f%% sheddable %.2f%% (%d admitted, %d shed)",
+		s.p99.Round(time.Millisecond), s.goodput, 100*s.success[Critical], 100*s.success[Default], 100*s.success[Sheddable], s.admitted, s.shed)
+}
+
+// TestOverload offers a simulated service three times its capacity, on
+// synctest's clock: with shedding, the p99 latency of the requests served
+// stays within twice the unloaded p99, goodput within 10% of capacity,
+// critical requests keep 99% success, and sheddable ones are shed first.
+// Without shedding the p99 is far beyond twice the unloaded one.
+func TestOverload(t *testing.T) {
+	trusted := &httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	for _, alg := range []func() Algorithm{func() Algorithm { return &Gradient2{} }, func() Algorithm { return &Vegas{} }} {
+		t.Run(alg().Name(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				svc := &simService{c: 20, base: 100 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 7))}
+				l := newLimiter(t, Config{Algorithm: alg()})
+				h := l.Middleware(HeaderPriority("Sluice-Priority", trusted))(svc)
+				calm := summarize(offer(h, svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
+				load := summarize(offer(h, 3*svc.capacity(), 20*time.Second, 2), 5*time.Second, 20*time.Second)
+				t.Logf("capacity %.0f/s; at half of it: %v", svc.capacity(), calm)
+				t.Logf("at 3x: %v; limit %+v", load, l.Stats())
+				if load.p99 > 2*calm.p99 {
+					t.Errorf("p99 at 3x capacity %v, more than twice the unloaded %v", load.p99, calm.p99)
+				}
+				if load.goodput < 0.9*svc.capacity() {
+					t.Errorf("goodput %.0f/s, under 90%% of the capacity %.0f/s", load.goodput, svc.capacity())
+				}
+				if load.success[Critical] < 0.99 {
+					t.Errorf("critical success %.2f%%, want at least 99%%", 100*load.success[Critical])
+				}
+				if load.success[Sheddable] >= load.success[Default] {
+					t.Errorf("sheddable success %.2f%% not under default %.2f%%", 100*load.success[Sheddable], 100*load.success[Default])
+				}
+			})
+		})
+	}
+	t.Run("without shedding", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			svc := &simService{c: 20, base: 100 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 7))}
+			calm := summarize(offer(svc, svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
+			load := summarize(offer(svc, 3*svc.capacity(), 5*time.Second, 2), time.Second, 5*time.Second)
+			t.Logf("unloaded %v; at 3x for 5s: %v", calm, load)
+			if load.p99 < 5*calm.p99 {
+				t.Errorf("without shedding the p99 at 3x is %v, not even 5 times the unloaded %v", load.p99, calm.p99)
+			}
+		})
+	})
+}
