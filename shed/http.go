@@ -69,7 +69,7 @@ func (l *Limiter) Middleware(priority HTTPPriority) func(http.Handler) http.Hand
 func refuseHTTP(w http.ResponseWriter, p Priority, retry string) {
 	body, _ := json.Marshal(map[string]any{
 		"type": "about:blank", "title": "Service Unavailable", "status": http.StatusServiceUnavailable,
-		"detail": "The service is overloaded and shed this " + p.String() + " request; retry in " + retry + " s.",
+		"detail":   "The service is overloaded and shed this " + p.String() + " request; retry in " + retry + " s.",
 		"priority": p.String(), "retry_after": json.Number(retry),
 	})
 	h := w.Header()
