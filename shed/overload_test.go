@@ -49,17 +49,17 @@ type result struct {
 	at      time.Duration // since the phase began
 }
 
-// offer sends Poisson arrivals at rate per second to h for d, a tenth
-// critical, the rest default and sheddable in equal parts, all through a
-// trusted proxy that sets Sluice-Priority; it returns once every request
+// offer sends Poisson arrivals at rate per second for d, each through do
+// (which returns the status it was answered with), a tenth critical, the
+// rest default and sheddable in equal parts; it returns once every request
 // has been answered.
-func offer(h http.Handler, rate float64, d time.Duration, seed uint64) []result {
+func offer(do func(Priority) int, rate float64, d time.Duration, seed uint64) []result {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var mu sync.Mutex
 	var out []result
 	var wg sync.WaitGroup
 	start := time.Now()
-	for time.Since(start) < d {
+	for next := start; time.Since(start) < d; {
 		p := Sheddable
 		switch x := rng.Float64(); {
 		case x < 0.1:
@@ -68,21 +68,31 @@ func offer(h http.Handler, rate float64, d time.Duration, seed uint64) []result 
 			p = Default
 		}
 		wg.Go(func() {
-			r := httptest.NewRequest("GET", "/", nil)
-			r.RemoteAddr = "10.0.0.1:4711"
-			r.Header.Set("Sluice-Priority", p.String())
-			w := httptest.NewRecorder()
 			t0 := time.Now()
-			h.ServeHTTP(w, r)
-			res := result{p: p, status: w.Code, latency: time.Since(t0), at: t0.Sub(start)}
+			code := do(p)
+			res := result{p: p, status: code, latency: time.Since(t0), at: t0.Sub(start)}
 			mu.Lock()
 			out = append(out, res)
 			mu.Unlock()
 		})
-		time.Sleep(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		next = next.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		time.Sleep(time.Until(next)) // on schedule even when the machine is slow
 	}
 	wg.Wait()
 	return out
+}
+
+// direct calls h in process, as if through a trusted proxy that sets
+// Sluice-Priority.
+func direct(h http.Handler) func(Priority) int {
+	return func(p Priority) int {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.1:4711"
+		r.Header.Set("Sluice-Priority", p.String())
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
 }
 
 // summary is what a phase measured after its first `skip`.
@@ -141,8 +151,8 @@ func TestOverload(t *testing.T) {
 				svc := &simService{c: 20, base: 100 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 7))}
 				l := newLimiter(t, Config{Algorithm: alg()})
 				h := l.Middleware(HeaderPriority("Sluice-Priority", trusted))(svc)
-				calm := summarize(offer(h, svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
-				load := summarize(offer(h, 3*svc.capacity(), 20*time.Second, 2), 5*time.Second, 20*time.Second)
+				calm := summarize(offer(direct(h), svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
+				load := summarize(offer(direct(h), 3*svc.capacity(), 20*time.Second, 2), 5*time.Second, 20*time.Second)
 				t.Logf("capacity %.0f/s; at half of it: %v", svc.capacity(), calm)
 				t.Logf("at 3x: %v; limit %+v", load, l.Stats())
 				if load.p99 > 2*calm.p99 {
@@ -163,8 +173,8 @@ func TestOverload(t *testing.T) {
 	t.Run("without shedding", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			svc := &simService{c: 20, base: 100 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 7))}
-			calm := summarize(offer(svc, svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
-			load := summarize(offer(svc, 3*svc.capacity(), 5*time.Second, 2), time.Second, 5*time.Second)
+			calm := summarize(offer(direct(svc), svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
+			load := summarize(offer(direct(svc), 3*svc.capacity(), 5*time.Second, 2), time.Second, 5*time.Second)
 			t.Logf("unloaded %v; at 3x for 5s: %v", calm, load)
 			if load.p99 < 5*calm.p99 {
 				t.Errorf("without shedding the p99 at 3x is %v, not even 5 times the unloaded %v", load.p99, calm.p99)

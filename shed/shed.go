@@ -6,7 +6,7 @@
 //
 // A Limiter admits a request while fewer than its limit are in flight and
 // learns the limit from the latency of the requests it admitted, window by
-// window, with an Algorithm: Gradient2 (the default) or Vegas, the rules of
+// window, with an Algorithm: Vegas (the default) or Gradient2, the rules of
 // Netflix's concurrency-limits. Requests carry a Priority: sheddable work
 // may fill only a share of the limit and never waits, default work is
 // admitted up to the limit, and critical work, when the limit is reached,
@@ -90,8 +90,10 @@ var ErrShed = errors.New("shed: overloaded")
 // Config configures a Limiter. The zero value is usable: every field has a
 // default.
 type Config struct {
-	// Algorithm learns the limit. Default a new Gradient2. A Limiter
-	// needs an Algorithm of its own.
+	// Algorithm learns the limit. Default a new Vegas, which keeps
+	// latency under overload closest to the unloaded latency; Gradient2
+	// lets it grow to its Tolerance (1.5×) first. A Limiter needs an
+	// Algorithm of its own.
 	Algorithm Algorithm
 	// InitialLimit is the limit before any measurement. Default 20.
 	InitialLimit int
@@ -123,7 +125,7 @@ type Config struct {
 // field that cannot work.
 func (c Config) withDefaults() (Config, error) {
 	if c.Algorithm == nil {
-		c.Algorithm = &Gradient2{}
+		c.Algorithm = &Vegas{}
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
