@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/shed"
 )
 
 //go:embed status.html
@@ -110,6 +111,8 @@ type statusDoc struct {
 	HeavyKeys  []heavyKey        `json:"heavy_keys"`
 	Goroutines int               `json:"goroutines"`
 	HeapBytes  uint64            `json:"heap_bytes"`
+	// Shed is the load shedding of each listener that has it.
+	Shed map[string]shed.Stats `json:"shed,omitempty"`
 }
 
 func (s *Server) status() statusDoc {
@@ -142,6 +145,7 @@ func (s *Server) status() statusDoc {
 		doc.Rules = append(doc.Rules, sr)
 	}
 	doc.Counts, doc.HeavyKeys = s.stats.snapshot()
+	doc.Shed = s.shedStats()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.HeapBytes = ms.HeapAlloc
