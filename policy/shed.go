@@ -31,6 +31,9 @@ type Shed struct {
 	// PriorityHeader is the request header a trusted proxy names a
 	// request's priority in. Default "Sluice-Priority".
 	PriorityHeader string
+	// CPUThreshold gates shedding by CPU usage (shed.Config.CPUThreshold);
+	// 0: off.
+	CPUThreshold float64
 }
 
 // Config returns the shed.Config of s, with an Algorithm of its own.
@@ -42,6 +45,7 @@ func (s *Shed) Config() shed.Config {
 	return shed.Config{
 		Algorithm: alg, InitialLimit: s.InitialLimit, MinLimit: s.MinLimit, MaxLimit: s.MaxLimit,
 		SheddableShare: s.SheddableShare, CriticalWait: s.CriticalWait, RetryAfter: s.RetryAfter,
+		CPUThreshold: s.CPUThreshold,
 	}
 }
 
@@ -78,7 +82,7 @@ func (l *loader) shed(n *yaml.Node) *Shed {
 	s := &Shed{PriorityHeader: "Sluice-Priority"}
 	w := where{}
 	f := l.Fields(n, w, "shed", "algorithm", "initial_limit", "min_limit", "max_limit", "sheddable_share",
-		"critical_wait", "retry_after", "priority_header")
+		"critical_wait", "retry_after", "priority_header", "cpu_threshold")
 	if v := f["algorithm"]; v != nil {
 		s.Algorithm, _ = l.Str(v, w, "shed.algorithm")
 		if s.Algorithm != "vegas" && s.Algorithm != "gradient2" {
@@ -94,13 +98,8 @@ func (l *loader) shed(n *yaml.Node) *Shed {
 	limit("initial_limit", &s.InitialLimit)
 	limit("min_limit", &s.MinLimit)
 	limit("max_limit", &s.MaxLimit)
-	if v := f["sheddable_share"]; v != nil {
-		x, err := strconv.ParseFloat(v.Value, 64)
-		if v.Kind != yaml.ScalarNode || err != nil || !(x > 0 && x <= 1) {
-			l.Fail(v, w, "shed.sheddable_share", "want a number more than 0 and at most 1 (got %s)", v.Value)
-		}
-		s.SheddableShare = x
-	}
+	s.SheddableShare = l.share(f["sheddable_share"], "shed.sheddable_share")
+	s.CPUThreshold = l.share(f["cpu_threshold"], "shed.cpu_threshold")
 	l.shedDurations(f, s)
 	if v := f["priority_header"]; v != nil {
 		name, _ := l.Str(v, w, "shed.priority_header")
@@ -123,6 +122,19 @@ func (l *loader) shed(n *yaml.Node) *Shed {
 		l.Fail(at("initial_limit"), w, "shed.initial_limit", "%d is not between min_limit (%d) and max_limit (%d)", init, lo, hi)
 	}
 	return s
+}
+
+// share reads a number more than 0 and at most 1 (v is nil when absent:
+// 0).
+func (l *loader) share(v *yaml.Node, field string) float64 {
+	if v == nil {
+		return 0
+	}
+	x, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || err != nil || !(x > 0 && x <= 1) {
+		l.Fail(v, where{}, field, "want a number more than 0 and at most 1 (got %s)", v.Value)
+	}
+	return x
 }
 
 // shedDurations reads shed.critical_wait and shed.retry_after.

@@ -20,6 +20,7 @@ shed:
   critical_wait: 0s
   retry_after: 2s
   priority_header: X-Priority
+  cpu_threshold: 0.8
 rules:
   - name: checkout
     match: {path: /checkout/}
@@ -36,11 +37,11 @@ func TestShedSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Shed{Algorithm: "gradient2", InitialLimit: 50, MaxLimit: 400, SheddableShare: 0.5, CriticalWait: -1, RetryAfter: 2 * time.Second, PriorityHeader: "X-Priority"}
+	want := Shed{Algorithm: "gradient2", InitialLimit: 50, MaxLimit: 400, SheddableShare: 0.5, CriticalWait: -1, RetryAfter: 2 * time.Second, PriorityHeader: "X-Priority", CPUThreshold: 0.8}
 	if p.Shed == nil || *p.Shed != want {
 		t.Fatalf("shed section %+v, want %+v", p.Shed, want)
 	}
-	if c := p.Shed.Config(); c.Algorithm.Name() != "gradient2" || c.CriticalWait != -1 || c.InitialLimit != 50 {
+	if c := p.Shed.Config(); c.Algorithm.Name() != "gradient2" || c.CriticalWait != -1 || c.InitialLimit != 50 || c.CPUThreshold != 0.8 {
 		t.Fatalf("Config() = %+v", c)
 	}
 	if !slices.Contains(p.ProtectedHeaders(), "X-Priority") {

@@ -96,12 +96,14 @@ var (
 		"Critical requests waiting for a slot, by listener.", []string{"listener"}, nil)
 	shedRTTDesc = prometheus.NewDesc("sluice_shed_latency_seconds",
 		"The mean latency of the last sample (kind=last) and the smallest sampled (kind=no_load), by listener.", []string{"listener", "kind"}, nil)
+	shedCPUDesc = prometheus.NewDesc("sluice_shed_cpu_usage",
+		"The CPU usage the load shedding's CPU gate last measured (shed.cpu_threshold), a share of the CPUs sluice may use; absent without a gate or where usage cannot be read.", []string{"listener"}, nil)
 	shedRequestsDesc = prometheus.NewDesc("sluice_shed_requests_total",
 		"Requests by listener, priority and outcome (admitted, shed); counts start over when a reload changes the shed section.", []string{"listener", "priority", "outcome"}, nil)
 )
 
 func (shedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{shedLimitDesc, shedInFlightDesc, shedWaitingDesc, shedRTTDesc, shedRequestsDesc} {
+	for _, d := range []*prometheus.Desc{shedLimitDesc, shedInFlightDesc, shedWaitingDesc, shedRTTDesc, shedCPUDesc, shedRequestsDesc} {
 		ch <- d
 	}
 }
@@ -123,6 +125,9 @@ func (c shedCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(shedWaitingDesc, float64(st.Waiting), name)
 		gauge(shedRTTDesc, st.RTT.Seconds(), name, "last")
 		gauge(shedRTTDesc, st.NoLoad.Seconds(), name, "no_load")
+		if st.CPU >= 0 {
+			gauge(shedCPUDesc, st.CPU, name)
+		}
 		for _, cl := range st.Classes {
 			ch <- prometheus.MustNewConstMetric(shedRequestsDesc, prometheus.CounterValue, float64(cl.Admitted), name, cl.Priority, "admitted")
 			ch <- prometheus.MustNewConstMetric(shedRequestsDesc, prometheus.CounterValue, float64(cl.Shed), name, cl.Priority, "shed")

@@ -23,6 +23,7 @@ type Limiter struct {
 	noLoad   time.Duration // the smallest sample RTT
 	lastRTT  time.Duration
 	counts   [nPriorities]classCounts
+	gate     *cpuGate // nil without Config.CPUThreshold
 }
 
 type window struct {
@@ -52,6 +53,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l := &Limiter{cfg: cfg, estimate: float64(cfg.InitialLimit), limit: cfg.InitialLimit}
 	l.win.start = cfg.Now()
+	if cfg.CPUThreshold > 0 {
+		l.gate = &cpuGate{read: cfg.CPU, usage: -1}
+	}
 	return l, nil
 }
 
@@ -70,7 +74,7 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (Token, error) {
 		p = Default
 	}
 	l.mu.Lock()
-	if l.inflight < l.capacity(p) && (p == Critical || len(l.waiting) == 0) {
+	if l.inflight < l.capacity(p) && (p == Critical || len(l.waiting) == 0) || !l.cpuBusy() {
 		l.inflight++
 		l.win.most = max(l.win.most, l.inflight)
 		l.counts[p].admitted++
@@ -80,6 +84,9 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (Token, error) {
 	wait := l.criticalWait()
 	if p != Critical || wait <= 0 || len(l.waiting) >= l.limit {
 		l.counts[p].shed++
+		if l.gate != nil {
+			l.gate.lastShed = l.cfg.Now()
+		}
 		l.mu.Unlock()
 		return Token{}, ErrShed
 	}
@@ -87,6 +94,12 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (Token, error) {
 	l.waiting = append(l.waiting, w)
 	l.mu.Unlock()
 	return l.await(ctx, w, wait)
+}
+
+// cpuBusy reports whether the CPU gate lets shedding happen: always
+// without one. l.mu is held.
+func (l *Limiter) cpuBusy() bool {
+	return l.gate == nil || l.gate.busy(l.cfg.Now(), l.cfg.CPUThreshold)
 }
 
 // capacity is how many may be in flight when a request of p is admitted.
@@ -213,6 +226,10 @@ type Stats struct {
 	// sampled, the latency of the service without load.
 	RTT    time.Duration `json:"rtt_ns"`
 	NoLoad time.Duration `json:"no_load_rtt_ns"`
+	// CPU is the CPU usage the gate last measured (Config.CPUThreshold),
+	// a share of the CPUs the process may use; -1 without a gate, before
+	// the first measurement, or where usage cannot be read.
+	CPU float64 `json:"cpu"`
 	// Classes counts requests by priority, in the order of Priorities.
 	Classes [nPriorities]ClassStats `json:"classes"`
 }
@@ -233,7 +250,10 @@ func (l *Limiter) Stats() Stats {
 	defer l.mu.Unlock()
 	s := Stats{
 		Algorithm: l.cfg.Algorithm.Name(), Limit: l.limit, Estimate: l.estimate, InFlight: l.inflight,
-		Waiting: len(l.waiting), RTT: l.lastRTT, NoLoad: l.noLoad,
+		Waiting: len(l.waiting), RTT: l.lastRTT, NoLoad: l.noLoad, CPU: -1,
+	}
+	if l.gate != nil {
+		s.CPU = l.gate.usage
 	}
 	for i, p := range Priorities {
 		c := l.counts[p]

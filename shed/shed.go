@@ -117,6 +117,17 @@ type Config struct {
 	CriticalWait time.Duration
 	// RetryAfter is what a refusal tells the client to wait. Default 1s.
 	RetryAfter time.Duration
+	// CPUThreshold, if above 0, gates shedding by CPU usage (a share of
+	// the CPUs the process may use, at most 1): while usage is under it,
+	// requests beyond the limit are admitted anyway, and shedding starts
+	// once usage reaches it (and goes on for a second after the last
+	// request shed). For CPU-bound services, so that latency from
+	// elsewhere does not shed work the CPU could do. Default 0: off.
+	CPUThreshold float64
+	// CPU reads CPU usage for CPUThreshold, at most every 250ms. Default
+	// ReadCPU. Where usage cannot be read the gate is off: the limit alone
+	// decides, and Stats.CPU is -1.
+	CPU CPUReader
 	// Now reads the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -148,6 +159,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.CPU == nil {
+		c.CPU = ReadCPU
+	}
 	switch {
 	case c.MinLimit < 1:
 		return c, fmt.Errorf("shed: MinLimit %d: want at least 1", c.MinLimit)
@@ -157,6 +171,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("shed: InitialLimit %d: want between MinLimit (%d) and MaxLimit (%d)", c.InitialLimit, c.MinLimit, c.MaxLimit)
 	case c.Window < 0 || c.MinSamples < 0 || c.RetryAfter < 0:
 		return c, errors.New("shed: Window, MinSamples and RetryAfter must not be negative")
+	case !(c.CPUThreshold >= 0 && c.CPUThreshold <= 1):
+		return c, fmt.Errorf("shed: CPUThreshold %g: want 0 (off) to 1", c.CPUThreshold)
 	case !(c.SheddableShare > 0 && c.SheddableShare <= 1):
 		return c, fmt.Errorf("shed: SheddableShare %g: want more than 0, at most 1", c.SheddableShare)
 	}
