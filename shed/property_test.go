@@ -71,19 +71,23 @@ func TestLimiterProperties(t *testing.T) {
 					shed++
 				}
 			}
-			st := l.Stats()
-			if st.InFlight != len(open) || st.Limit < cfg.MinLimit || st.Limit > cfg.MaxLimit || st.Waiting != 0 {
-				t.Fatalf("stats %+v with %d tokens open, limit bounds %d..%d", st, len(open), cfg.MinLimit, cfg.MaxLimit)
-			}
-			var a, s uint64
-			for _, c := range st.Classes {
-				a, s = a+c.Admitted, s+c.Shed
-			}
-			if a != admitted || s != shed {
-				t.Fatalf("counters %d admitted %d shed, want %d and %d", a, s, admitted, shed)
-			}
+			checkStats(t, l.Stats(), cfg, len(open), admitted, shed)
 		}
 	})
+}
+
+// checkStats checks a Limiter's stats against the model's counts.
+func checkStats(t *rapid.T, st Stats, cfg Config, open int, admitted, shed uint64) {
+	if st.InFlight != open || st.Limit < cfg.MinLimit || st.Limit > cfg.MaxLimit || st.Waiting != 0 {
+		t.Fatalf("stats %+v with %d tokens open, limit bounds %d..%d", st, open, cfg.MinLimit, cfg.MaxLimit)
+	}
+	var a, s uint64
+	for _, c := range st.Classes {
+		a, s = a+c.Admitted, s+c.Shed
+	}
+	if a != admitted || s != shed {
+		t.Fatalf("counters %d admitted %d shed, want %d and %d", a, s, admitted, shed)
+	}
 }
 
 // FuzzHeaderPriority: whatever a client or proxy sends as the priority

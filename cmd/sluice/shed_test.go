@@ -61,6 +61,13 @@ rules:
 	if r := get(t, p.url("gateway", "/")); r.status != 503 || r.header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("default at 4 of 4: %d %v %s", r.status, r.header, r.body)
 	}
+	checkShedStatus(t, p)
+}
+
+// checkShedStatus checks what /metrics and /status.json say of the
+// gateway's shedding at the end of TestServeShedding.
+func checkShedStatus(t *testing.T, p *proc) {
+	t.Helper()
 	if got := metric(t, p, `sluice_shed_limit{algorithm="vegas",listener="gateway"}`); got != 4 {
 		t.Errorf("sluice_shed_limit = %v, want 4", got)
 	}
