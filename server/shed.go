@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,8 +22,13 @@ type shedding struct {
 	priority shed.HTTPPriority
 	next     http.Handler
 
-	mu  sync.Mutex
-	cfg policy.Shed // the section lim was made from
+	mu  sync.Mutex // serialises making a Limiter
+	cur atomic.Pointer[shedLimiter]
+}
+
+// shedLimiter is a Limiter and the section it was made from.
+type shedLimiter struct {
+	cfg policy.Shed
 	lim *shed.Limiter
 	h   http.Handler // lim's middleware around next
 }
@@ -44,27 +50,30 @@ func (sh *shedding) handler(cfg *policy.Shed) http.Handler {
 	if cfg == nil {
 		return sh.next
 	}
+	if cur := sh.cur.Load(); cur != nil && cur.cfg == *cfg {
+		return cur.h
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.lim == nil || sh.cfg != *cfg {
-		lim, err := shed.New(cfg.Config())
-		if err != nil { // the policy validated the section: a defect
-			return sh.next
-		}
-		sh.cfg, sh.lim, sh.h = *cfg, lim, lim.Middleware(sh.priority)(sh.next)
+	if cur := sh.cur.Load(); cur != nil && cur.cfg == *cfg {
+		return cur.h
 	}
-	return sh.h
+	lim, err := shed.New(cfg.Config())
+	if err != nil { // the policy validated the section: a defect
+		return sh.next
+	}
+	cur := &shedLimiter{cfg: *cfg, lim: lim, h: lim.Middleware(sh.priority)(sh.next)}
+	sh.cur.Store(cur)
+	return cur.h
 }
 
 // stats returns the Limiter's stats, ok false while there is none.
 func (sh *shedding) stats() (st shed.Stats, ok bool) {
-	sh.mu.Lock()
-	lim := sh.lim
-	sh.mu.Unlock()
-	if lim == nil {
+	cur := sh.cur.Load()
+	if cur == nil {
 		return st, false
 	}
-	return lim.Stats(), true
+	return cur.lim.Stats(), true
 }
 
 // shedStats returns the stats of each listener's load shedding in force,
