@@ -15,7 +15,7 @@ import (
 // priority: option, or PriorityHeader from a trusted proxy, gives requests
 // their class.
 type Shed struct {
-	// Algorithm is "vegas" (the default) or "gradient2".
+	// Algorithm is "vegas" (the default), "gradient2" or "bbr".
 	Algorithm string
 	// InitialLimit, MinLimit and MaxLimit bound the limit; 0 means
 	// shed.Config's default.
@@ -39,8 +39,11 @@ type Shed struct {
 // Config returns the shed.Config of s, with an Algorithm of its own.
 func (s *Shed) Config() shed.Config {
 	var alg shed.Algorithm = &shed.Vegas{}
-	if s.Algorithm == "gradient2" {
+	switch s.Algorithm {
+	case "gradient2":
 		alg = &shed.Gradient2{}
+	case "bbr":
+		alg = &shed.BBR{}
 	}
 	return shed.Config{
 		Algorithm: alg, InitialLimit: s.InitialLimit, MinLimit: s.MinLimit, MaxLimit: s.MaxLimit,
@@ -85,8 +88,8 @@ func (l *loader) shed(n *yaml.Node) *Shed {
 		"critical_wait", "retry_after", "priority_header", "cpu_threshold")
 	if v := f["algorithm"]; v != nil {
 		s.Algorithm, _ = l.Str(v, w, "shed.algorithm")
-		if s.Algorithm != "vegas" && s.Algorithm != "gradient2" {
-			l.Fail(v, w, "shed.algorithm", "%q: want vegas or gradient2", s.Algorithm)
+		if s.Algorithm != "vegas" && s.Algorithm != "gradient2" && s.Algorithm != "bbr" {
+			l.Fail(v, w, "shed.algorithm", "%q: want vegas, gradient2 or bbr", s.Algorithm)
 		}
 	}
 	limit := func(field string, dst *int) {
@@ -101,6 +104,9 @@ func (l *loader) shed(n *yaml.Node) *Shed {
 	s.SheddableShare = l.share(f["sheddable_share"], "shed.sheddable_share")
 	s.CPUThreshold = l.share(f["cpu_threshold"], "shed.cpu_threshold")
 	l.shedDurations(f, s)
+	if s.Algorithm == "bbr" && s.CPUThreshold == 0 {
+		l.warn(f["algorithm"], w, "shed.algorithm", "bbr without cpu_threshold sheds bursts a lightly loaded service could take (its limit is the load's own concurrency); set cpu_threshold: 0.8, or use vegas")
+	}
 	if v := f["priority_header"]; v != nil {
 		name, _ := l.Str(v, w, "shed.priority_header")
 		s.PriorityHeader = http.CanonicalHeaderKey(name)

@@ -74,3 +74,20 @@ func TestShedSection(t *testing.T) {
 		}
 	}
 }
+
+func TestShedBBRWarns(t *testing.T) {
+	p, err := Parse("bbr.yaml", []byte("shed: {algorithm: bbr}\nrules:\n  - {name: r, priority: critical}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "bbr.yaml:1: shed.algorithm: bbr without cpu_threshold") {
+		t.Fatalf("warnings %q", p.Warnings)
+	}
+	if p.Shed.Config().Algorithm.Name() != "bbr" {
+		t.Fatal("not bbr")
+	}
+	p, _ = Parse("bbr.yaml", []byte("shed: {algorithm: bbr, cpu_threshold: 0.8}\nrules:\n  - {name: r, priority: critical}\n"), Options{})
+	if len(p.Warnings) != 0 {
+		t.Fatalf("warnings with a cpu_threshold: %q", p.Warnings)
+	}
+}

@@ -15,6 +15,10 @@ type Sample struct {
 	// Dropped reports whether any request of the window was dropped
 	// (Token.Drop: timed out or failed from overload).
 	Dropped bool
+	// Completed is how many requests completed in the window, and
+	// Elapsed how long it lasted: the service's throughput.
+	Completed int
+	Elapsed   time.Duration
 }
 
 // Algorithm estimates a concurrency limit from measured latency. Update is
@@ -169,6 +173,73 @@ func (v *Vegas) Update(limit float64, s Sample) float64 {
 	}
 	next = max(1, next)
 	return limit*(1-smooth) + next*smooth
+}
+
+// BBR is the rule of the adaptive protection of Sentinel and Kratos,
+// after TCP BBR: the limit is the service's bandwidth-delay product, the
+// most requests it completed per unit of time over the last Window
+// samples times its smallest latency over the last RTTWindow samples:
+//
+//	limit = ceil(max(Completed / Elapsed) × min(RTT))
+//
+// At capacity that is the concurrency the service completes without a
+// queue. The latency's window is the longer, as in TCP BBR, so that an
+// overload does not soon become the baseline; one longer than it does.
+// Under light load the product is the light load's own concurrency, so a
+// burst above it is shed although the service could take it: use BBR with
+// Config.CPUThreshold, as Sentinel and Kratos do, so that it sheds only
+// while the CPU is busy.
+//
+// The zero value is ready to use with the defaults below.
+type BBR struct {
+	// Window is how many samples the maximum throughput spans. Default
+	// 50 (5 s of the Limiter's default 100ms windows).
+	Window int
+	// RTTWindow is how many samples the minimum latency spans. Default
+	// 600 (a minute).
+	RTTWindow int
+
+	rates ring[float64]       // completions per ns
+	rtts  ring[time.Duration] // latencies
+}
+
+// Name returns "bbr".
+func (*BBR) Name() string { return "bbr" }
+
+// Update applies one sample (see the type's documentation).
+func (b *BBR) Update(limit float64, s Sample) float64 {
+	if s.RTT <= 0 || s.Elapsed <= 0 || s.Completed <= 0 {
+		return limit
+	}
+	b.rates.add(float64(s.Completed)/float64(s.Elapsed), b.Window, 50)
+	b.rtts.add(s.RTT, b.RTTWindow, 600)
+	most, least := b.rates.items[0], b.rtts.items[0]
+	for _, r := range b.rates.items {
+		most = max(most, r)
+	}
+	for _, r := range b.rtts.items {
+		least = min(least, r)
+	}
+	return max(1, math.Ceil(most*float64(least)))
+}
+
+// ring holds the last n values added.
+type ring[T any] struct {
+	items []T
+	next  int
+}
+
+// add adds v to a ring of n values (def when n ≤ 0).
+func (r *ring[T]) add(v T, n, def int) {
+	if n <= 0 {
+		n = def
+	}
+	if len(r.items) < n {
+		r.items = append(r.items, v)
+		return
+	}
+	r.items[r.next] = v
+	r.next = (r.next + 1) % len(r.items)
 }
 
 func orDefault(v, def float64) float64 {

@@ -112,3 +112,33 @@ func TestAlgorithmsIgnoreEmptySamples(t *testing.T) {
 		}
 	}
 }
+
+func TestBBRSteps(t *testing.T) {
+	w := func(completed int, rtt time.Duration) Sample {
+		return Sample{RTT: rtt, InFlight: 1, Completed: completed, Elapsed: 100 * ms}
+	}
+	run(t, &BBR{Window: 3, RTTWindow: 3}, 20, []step{
+		{w(10, 50*ms), 5},         // 100/s × 50ms
+		{w(30, 80*ms), 15},        // max 300/s × min 50ms
+		{w(20, 40*ms), 12},        // 300/s × 40ms
+		{w(10, 100*ms), 12},       // the first sample leaves: 300/s × 40ms still
+		{w(10, 100*ms), 8},        // the 300/s leaves: 200/s × 40ms
+		{Sample{RTT: 10 * ms}, 8}, // nothing completed: no change
+	})
+}
+
+func TestBBRWindows(t *testing.T) {
+	// The latency's window outlasts the throughput's: after the 300/s
+	// sample leaves, the 20ms latency is still the minimum.
+	b := &BBR{Window: 2, RTTWindow: 4}
+	w := func(completed int, rtt time.Duration) Sample {
+		return Sample{RTT: rtt, Completed: completed, Elapsed: 100 * ms}
+	}
+	run(t, b, 20, []step{
+		{w(30, 20*ms), 6},  // 300/s × 20ms
+		{w(10, 90*ms), 6},  // 300/s × 20ms
+		{w(20, 90*ms), 4},  // max(100, 200)/s × 20ms
+		{w(20, 90*ms), 4},  // 200/s × 20ms
+		{w(20, 90*ms), 18}, // the 20ms sample leaves: 200/s × 90ms
+	})
+}

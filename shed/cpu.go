@@ -84,27 +84,31 @@ func readProcCPU(path string) (time.Duration, float64, bool) {
 // cpuGate measures CPU usage between reads at least cpuInterval apart.
 type cpuGate struct {
 	read     CPUReader
+	off      bool // usage cannot be read: the limit alone decides
 	lastAt   time.Time
 	lastUsed time.Duration
-	usage    float64 // -1 until measured; stays -1 when unreadable
+	usage    float64 // -1 until measured, and while off
 	lastShed time.Time
 }
 
 const cpuInterval = 250 * time.Millisecond
 
-// busy reports whether CPU usage is at least threshold, or was until a
-// second ago when a request was shed then; with usage unreadable, always
-// (the gate is off, and the limit alone decides). l.mu is held.
+// busy reports whether shedding may happen: while CPU usage is at least
+// threshold, and for a second after a request was shed; always while the
+// gate is off. Until a second read measures usage it is not busy. l.mu is
+// held.
 func (g *cpuGate) busy(now time.Time, threshold float64) bool {
-	if now.Sub(g.lastAt) >= cpuInterval {
+	if g.lastAt.IsZero() || now.Sub(g.lastAt) >= cpuInterval {
 		used, cpus, ok := g.read()
 		switch {
 		case !ok || cpus <= 0:
-			g.usage = -1
-		case !g.lastAt.IsZero():
+			g.off, g.usage = true, -1
+		case !g.lastAt.IsZero() && !g.off:
 			g.usage = float64(used-g.lastUsed) / float64(now.Sub(g.lastAt)) / cpus
+		default:
+			g.off = false // the first reading: nothing measured yet
 		}
 		g.lastAt, g.lastUsed = now, used
 	}
-	return g.usage < 0 || g.usage >= threshold || now.Sub(g.lastShed) < time.Second
+	return g.off || g.usage >= threshold || now.Sub(g.lastShed) < time.Second
 }

@@ -183,7 +183,10 @@ func (t Token) end(sample, dropped bool) {
 // update feeds the window's sample to the algorithm and starts a new
 // window; l.mu is held.
 func (l *Limiter) update(now time.Time) {
-	s := Sample{RTT: l.win.sum / time.Duration(l.win.n), InFlight: l.win.most, Dropped: l.win.dropped}
+	s := Sample{
+		RTT: l.win.sum / time.Duration(l.win.n), InFlight: l.win.most, Dropped: l.win.dropped,
+		Completed: l.win.n, Elapsed: now.Sub(l.win.start),
+	}
 	l.lastRTT = s.RTT
 	if l.noLoad == 0 || s.RTT < l.noLoad {
 		l.noLoad = s.RTT

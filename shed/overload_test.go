@@ -37,6 +37,21 @@ func (s *simService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(time.Duration(d))
 }
 
+// cpu reads the simulated service's CPU time, as if it were CPU-bound: it
+// uses min(1, in flight / c) of one CPU, as sampled at each read.
+func (s *simService) cpu() CPUReader {
+	var used time.Duration
+	var last time.Time
+	return func() (time.Duration, float64, bool) {
+		now := time.Now()
+		if !last.IsZero() {
+			used += time.Duration(float64(now.Sub(last)) * min(1, float64(s.inflight.Load())/float64(s.c)))
+		}
+		last = now
+		return used, 1, true
+	}
+}
+
 // capacity is the service's throughput in requests per second (the mean
 // jitter is 10%).
 func (s *simService) capacity() float64 { return float64(s.c) / (1.1 * s.base.Seconds()) }
@@ -142,31 +157,22 @@ func (s summary) String() string {
 // synctest's clock: with shedding, the p99 latency of the requests served
 // stays within twice the unloaded p99, goodput within 10% of capacity,
 // critical requests keep 99% success, and sheddable ones are shed first.
+// Below capacity nothing is shed. BBR runs with a CPU gate at 80% whose
+// usage is the simulated service's (in flight / capacity, at most 1).
 // Without shedding the p99 is far beyond twice the unloaded one.
 func TestOverload(t *testing.T) {
-	trusted := &httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
-	for _, alg := range []func() Algorithm{func() Algorithm { return &Gradient2{} }, func() Algorithm { return &Vegas{} }} {
-		t.Run(alg().Name(), func(t *testing.T) {
+	for _, alg := range []string{"gradient2", "vegas", "bbr"} {
+		t.Run(alg, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				svc := &simService{c: 20, base: 100 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 7))}
-				l := newLimiter(t, Config{Algorithm: alg()})
-				h := l.Middleware(HeaderPriority("Sluice-Priority", trusted))(svc)
-				calm := summarize(offer(direct(h), svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
-				load := summarize(offer(direct(h), 3*svc.capacity(), 20*time.Second, 2), 5*time.Second, 20*time.Second)
-				t.Logf("capacity %.0f/s; at half of it: %v", svc.capacity(), calm)
-				t.Logf("at 3x: %v; limit %+v", load, l.Stats())
-				if load.p99 > 2*calm.p99 {
-					t.Errorf("p99 at 3x capacity %v, more than twice the unloaded %v", load.p99, calm.p99)
+				cfg := Config{Algorithm: &Vegas{}}
+				switch alg {
+				case "gradient2":
+					cfg.Algorithm = &Gradient2{}
+				case "bbr":
+					cfg.Algorithm, cfg.CPUThreshold, cfg.CPU = &BBR{}, 0.8, svc.cpu()
 				}
-				if load.goodput < 0.9*svc.capacity() {
-					t.Errorf("goodput %.0f/s, under 90%% of the capacity %.0f/s", load.goodput, svc.capacity())
-				}
-				if load.success[Critical] < 0.99 {
-					t.Errorf("critical success %.2f%%, want at least 99%%", 100*load.success[Critical])
-				}
-				if load.success[Sheddable] >= load.success[Default] {
-					t.Errorf("sheddable success %.2f%% not under default %.2f%%", 100*load.success[Sheddable], 100*load.success[Default])
-				}
+				overload(t, svc, newLimiter(t, cfg))
 			})
 		})
 	}
@@ -181,4 +187,30 @@ func TestOverload(t *testing.T) {
 			}
 		})
 	})
+}
+
+// overload runs TestOverload's two phases against l and checks the bounds.
+func overload(t *testing.T, svc *simService, l *Limiter) {
+	t.Helper()
+	trusted := &httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	h := l.Middleware(HeaderPriority("Sluice-Priority", trusted))(svc)
+	calm := summarize(offer(direct(h), svc.capacity()/2, 3*time.Second, 1), time.Second, 3*time.Second)
+	load := summarize(offer(direct(h), 3*svc.capacity(), 20*time.Second, 2), 5*time.Second, 20*time.Second)
+	t.Logf("capacity %.0f/s; at half of it: %v", svc.capacity(), calm)
+	t.Logf("at 3x: %v; limit %+v", load, l.Stats())
+	if calm.shed > 0 {
+		t.Errorf("%d requests shed at half the capacity", calm.shed)
+	}
+	if load.p99 > 2*calm.p99 {
+		t.Errorf("p99 at 3x capacity %v, more than twice the unloaded %v", load.p99, calm.p99)
+	}
+	if load.goodput < 0.9*svc.capacity() {
+		t.Errorf("goodput %.0f/s, under 90%% of the capacity %.0f/s", load.goodput, svc.capacity())
+	}
+	if load.success[Critical] < 0.99 {
+		t.Errorf("critical success %.2f%%, want at least 99%%", 100*load.success[Critical])
+	}
+	if load.success[Sheddable] >= load.success[Default] {
+		t.Errorf("sheddable success %.2f%% not under default %.2f%%", 100*load.success[Sheddable], 100*load.success[Default])
+	}
 }

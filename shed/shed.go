@@ -7,7 +7,8 @@
 // A Limiter admits a request while fewer than its limit are in flight and
 // learns the limit from the latency of the requests it admitted, window by
 // window, with an Algorithm: Vegas (the default) or Gradient2, the rules of
-// Netflix's concurrency-limits. Requests carry a Priority: sheddable work
+// Netflix's concurrency-limits, or BBR, the rule of Sentinel and Kratos,
+// best with a CPU gate (Config.CPUThreshold). Requests carry a Priority: sheddable work
 // may fill only a share of the limit and never waits, default work is
 // admitted up to the limit, and critical work, when the limit is reached,
 // waits a short time for the next free slot, which it gets before anyone
@@ -119,9 +120,9 @@ type Config struct {
 	RetryAfter time.Duration
 	// CPUThreshold, if above 0, gates shedding by CPU usage (a share of
 	// the CPUs the process may use, at most 1): while usage is under it,
-	// requests beyond the limit are admitted anyway, and shedding starts
-	// once usage reaches it (and goes on for a second after the last
-	// request shed). For CPU-bound services, so that latency from
+	// or not yet measured, requests beyond the limit are admitted anyway;
+	// shedding starts once usage reaches it, and goes on while a request
+	// was shed in the last second. For CPU-bound services, so that latency from
 	// elsewhere does not shed work the CPU could do. Default 0: off.
 	CPUThreshold float64
 	// CPU reads CPU usage for CPUThreshold, at most every 250ms. Default
