@@ -62,6 +62,13 @@ rules:
 		t.Fatalf("default at 4 of 4: %d %v %s", r.status, r.header, r.body)
 	}
 	checkShedStatus(t, p)
+	// The decision API has a Limiter of its own, with room.
+	if r := do(t, "POST", p.url("api", "/v1/check"), `{"request": {"path": "/", "ip": "203.0.113.7"}}`); r.status != 200 {
+		t.Fatalf("decision API under its own shedding: %d %s", r.status, r.body)
+	}
+	if got := metric(t, p, `sluice_shed_requests_total{listener="api",outcome="admitted",priority="default"}`); got != 1 {
+		t.Errorf("decision API requests admitted = %v, want 1", got)
+	}
 }
 
 // checkShedStatus checks what /metrics and /status.json say of the
