@@ -36,10 +36,15 @@ func HeaderPriority(name string, trusted *httplimit.ClientIP) HTTPPriority {
 // Middleware returns net/http middleware that admits each request through
 // l, with the priority priority gives it (nil: every request is Default).
 // A refused request is answered 503 with Retry-After and an RFC 9457
-// problem document; the handler's latency is l's sample, unless the client
+// problem document, made once per priority so that refusing stays cheap
+// under overload; the handler's latency is l's sample, unless the client
 // went away before it answered.
 func (l *Limiter) Middleware(priority HTTPPriority) func(http.Handler) http.Handler {
 	retry := strconv.FormatInt(max(1, decide.Seconds(l.cfg.RetryAfter)), 10)
+	var refusals [nPriorities]refusal
+	for _, p := range Priorities {
+		refusals[p] = newRefusal(p, retry)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p := Default
@@ -48,8 +53,8 @@ func (l *Limiter) Middleware(priority HTTPPriority) func(http.Handler) http.Hand
 			}
 			tok, err := l.Acquire(r.Context(), p)
 			if err != nil {
-				if r.Context().Err() == nil {
-					refuseHTTP(w, p, retry)
+				if r.Context().Err() == nil && p < nPriorities {
+					refusals[p].write(w)
 				}
 				return
 			}
@@ -65,17 +70,29 @@ func (l *Limiter) Middleware(priority HTTPPriority) func(http.Handler) http.Hand
 	}
 }
 
-// refuseHTTP answers a shed request.
-func refuseHTTP(w http.ResponseWriter, p Priority, retry string) {
+// refusal is the answer to a shed request of one priority.
+type refusal struct {
+	retry, length []string
+	body          []byte
+}
+
+func newRefusal(p Priority, retry string) refusal {
 	body, _ := json.Marshal(map[string]any{
 		"type": "about:blank", "title": "Service Unavailable", "status": http.StatusServiceUnavailable,
 		"detail":   "The service is overloaded and shed this " + p.String() + " request; retry in " + retry + " s.",
 		"priority": p.String(), "retry_after": json.Number(retry),
 	})
-	h := w.Header()
-	h.Set("Retry-After", retry)
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusServiceUnavailable)
-	w.Write(body)
+	return refusal{retry: []string{retry}, length: []string{strconv.Itoa(len(body))}, body: body}
 }
+
+// write answers a shed request: 503, Retry-After, the problem document.
+func (rf *refusal) write(w http.ResponseWriter) {
+	h := w.Header()
+	h["Retry-After"] = rf.retry
+	h["Content-Type"] = problemType
+	h["Content-Length"] = rf.length
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(rf.body)
+}
+
+var problemType = []string{"application/problem+json"}
