@@ -66,8 +66,9 @@ func peerIn(ctx context.Context, trusted []netip.Prefix) bool {
 // UNAVAILABLE and a RetryInfo detail; the handler's latency is l's sample,
 // unless the call's context ended first.
 func (l *Limiter) UnaryServerInterceptor(priority GRPCPriority) grpc.UnaryServerInterceptor {
+	refusals := l.grpcRefusals()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		tok, err := l.admitCall(ctx, info.FullMethod, priority)
+		tok, err := l.admitCall(ctx, info.FullMethod, priority, &refusals)
 		if err != nil {
 			return nil, err
 		}
@@ -85,8 +86,9 @@ func (l *Limiter) UnaryServerInterceptor(priority GRPCPriority) grpc.UnaryServer
 // stream does not hold a slot while it lasts and its duration is no
 // sample: how long a stream stays open says nothing about load.
 func (l *Limiter) StreamServerInterceptor(priority GRPCPriority) grpc.StreamServerInterceptor {
+	refusals := l.grpcRefusals()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		tok, err := l.admitCall(ss.Context(), info.FullMethod, priority)
+		tok, err := l.admitCall(ss.Context(), info.FullMethod, priority, &refusals)
 		if err != nil {
 			return err
 		}
@@ -97,19 +99,30 @@ func (l *Limiter) StreamServerInterceptor(priority GRPCPriority) grpc.StreamServ
 
 // admitCall acquires a slot for a call, or returns the status to end it
 // with.
-func (l *Limiter) admitCall(ctx context.Context, method string, priority GRPCPriority) (Token, error) {
+func (l *Limiter) admitCall(ctx context.Context, method string, priority GRPCPriority, refusals *[nPriorities]error) (Token, error) {
 	p := Default
 	if priority != nil {
 		p = priority(ctx, method)
 	}
 	tok, err := l.Acquire(ctx, p)
-	if err == nil {
+	switch {
+	case err == nil:
 		return tok, nil
-	}
-	if ctx.Err() != nil {
+	case ctx.Err() != nil:
 		return Token{}, status.FromContextError(ctx.Err()).Err()
+	case p >= nPriorities:
+		p = Default
 	}
-	st, _ := status.New(codes.Unavailable, fmt.Sprintf("the service is overloaded and shed this %s call; retry in %s", p, l.cfg.RetryAfter)).
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(l.cfg.RetryAfter)})
-	return Token{}, st.Err()
+	return Token{}, refusals[p]
+}
+
+// grpcRefusals are the statuses of shed calls, one per priority, made
+// once so that refusing stays cheap under overload.
+func (l *Limiter) grpcRefusals() (out [nPriorities]error) {
+	for _, p := range Priorities {
+		st, _ := status.New(codes.Unavailable, fmt.Sprintf("the service is overloaded and shed this %s call; retry in %s", p, l.cfg.RetryAfter)).
+			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(l.cfg.RetryAfter)})
+		out[p] = st.Err()
+	}
+	return out
 }
