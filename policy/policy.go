@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Policy is a compiled policy. It is immutable and safe for concurrent use.
@@ -38,8 +39,11 @@ type Policy struct {
 	// override any client can claim), each naming the file and line;
 	// sluice check prints them.
 	Warnings []string
+	// Shed is the shed: section, nil without one.
+	Shed *Shed
 
-	protected []string // see ProtectedHeaders
+	protected   []string // see ProtectedHeaders
+	prioritized bool     // some rule names a priority
 }
 
 // Rule is one rule of a policy.
@@ -54,7 +58,11 @@ type Rule struct {
 	// sluice.FailDefault, the store's default, when it names none. Every
 	// check the rule plans carries it (decide.Check.OnError).
 	OnError sluice.FailureMode
-	match   *matcher
+	// Priority is the shedding priority of its requests (its priority:
+	// option; see Policy.Priority).
+	Priority    shed.Priority
+	hasPriority bool
+	match       *matcher
 }
 
 // Match describes what the rule matches, as written ("POST api.example.com/orders/{id}").
@@ -156,9 +164,9 @@ func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 }
 
 // ProtectedHeaders are the request headers of overrides that grant more
-// only through trusted proxies: a gateway removes them from requests of
-// other peers, so that the upstream never sees a value the policy did not
-// honour.
+// only through trusted proxies, and the shed section's priority header: a
+// gateway removes them from requests of other peers, so that the upstream
+// never sees a value the policy did not honour.
 func (p *Policy) ProtectedHeaders() []string { return p.protected }
 
 func (p *Policy) protectedHeaders() []string {
@@ -171,6 +179,9 @@ func (p *Policy) protectedHeaders() []string {
 				}
 			}
 		}
+	}
+	if p.Shed != nil && !slices.Contains(hs, p.Shed.PriorityHeader) {
+		hs = append(hs, p.Shed.PriorityHeader) // honoured only from trusted proxies too
 	}
 	return hs
 }

@@ -459,6 +459,9 @@ func checkFile(path, kind string, maxDelay time.Duration, rc rlsCheck) (string, 
 			n += len(r.Limits)
 		}
 		msg := fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n)
+		if p.Shed != nil {
+			msg += ", load shedding (" + p.Shed.Config().Algorithm.Name() + ")"
+		}
 		for _, w := range p.Warnings {
 			msg += "\n  warning: " + w
 		}
