@@ -1,5 +1,7 @@
 package redisstore
 
+import "github.com/sluicehq/sluice"
+
 // Held returns the units s holds in quota leases, over every key.
 func Held(s *Store) int64 {
 	l := s.leases
@@ -35,3 +37,23 @@ func Kill(s *Store) (lost int64) {
 	s.batch.close()
 	return lost
 }
+
+// HeldFor returns the units s holds in the lease of (key, lim).
+func HeldFor(s *Store, key string, lim sluice.Limit) int64 {
+	q, err := s.prepare(sluice.Request{Key: key, Limit: lim})
+	if err != nil || s.leases == nil {
+		return 0
+	}
+	s.leases.mu.RLock()
+	e := s.leases.byKey[q.state]
+	s.leases.mu.RUnlock()
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tokens
+}
+
+// SettleLeases waits until what s gives back has reached Redis.
+func SettleLeases(s *Store) { s.leases.returns.Wait() }
