@@ -154,6 +154,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.rls = svc
 	}
 	s.loaded.Store(&loadState{at: time.Now()})
+	current := s.currentPolicy
+	s.backend.policy.Store(&current)
 	return s, nil
 }
 
