@@ -25,11 +25,11 @@ import (
 //     is spent or given back; at any moment, at most one lease per instance
 //     and key, each at most Capacity/Share units. An instance that dies
 //     loses what it held: never more than Capacity/Share per key.
-//   - A unit is admitted up to Hold after Redis handed it out (a
-//     fixed_window unit never after its window ends), so over a stretch of
-//     time shorter than the limit's period the fleet may admit, beyond the
-//     limit's bound for that stretch, what was outstanding when it began:
-//     at most instances × Capacity/Share.
+//   - A unit may be admitted until Hold after the instance's latest lease
+//     call for its key (a fixed_window unit never after its window ends),
+//     so over a stretch of time shorter than the limit's period the fleet
+//     may admit, beyond the limit's bound for that stretch, what was
+//     outstanding when it began: at most instances × Capacity/Share.
 //
 // The lease size follows the instance's own traffic under that limit: the
 // cost it asked for in the last Traffic, at least the request's cost, at
@@ -102,7 +102,7 @@ type leaser struct {
 
 	stop    chan struct{}
 	swept   chan struct{}
-	returns sync.WaitGroup // give-backs in flight
+	returns inflight // give-backs and prefetches in flight
 }
 
 // lease is what one instance holds of one (key, limit).
@@ -118,6 +118,7 @@ type lease struct {
 	// refill is closed when the lease call in flight for this key, if
 	// any, returns; callers short of units wait for it.
 	refill chan struct{}
+	quiet  time.Time // no prefetch before then (Redis refused or failed one)
 	// the cost asked in the current and previous Traffic windows
 	win       time.Time
 	cur, prev int64
@@ -228,9 +229,9 @@ func (e *lease) decision(now time.Time) sluice.Decision {
 func (l *leaser) giveBack(q request, n, start int64) {
 	q.Cost = n
 	c := l.s.call(scripts().refund, []request{q}, []string{"||" + strconv.FormatInt(start, 10)})
-	l.returns.Add(1)
+	l.returns.add()
 	go func() {
-		defer l.returns.Done()
+		defer l.returns.done()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		l.s.run(ctx, c) //nolint:errcheck // a unit not given back is capacity lost, within the documented bound
@@ -287,6 +288,7 @@ func (l *leaser) spend(ls []*lease, qs []request, ds []sluice.Decision, spent []
 			e.tokens -= c
 			spent[i] = true
 			ds[i] = e.decision(now)
+			l.prefetch(e, now)
 		case e.refill != nil:
 			wait = e.refill
 		default:
@@ -362,6 +364,52 @@ func (l *leaser) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) 
 	return false
 }
 
+// prefetch starts, in the background, a lease call for e when what it
+// holds has fallen below a quarter of what it wants, for what it lacks, so
+// that requests seldom wait for a round trip; it never holds more than a
+// lease asked for at once would. Called with e.mu held.
+func (l *leaser) prefetch(e *lease, now time.Time) {
+	w := e.want(1, l.cfg.Share)
+	if e.refill != nil || e.tokens*4 >= w || now.Before(e.quiet) {
+		return
+	}
+	q := e.q
+	ask := w - e.tokens
+	q.Cost, q.lease = 1, strconv.FormatInt(ask, 10)
+	if q.p.Alg != sluice.AlgorithmFixedWindow {
+		q.Cost = max(1, ask/2) // as least does
+	}
+	ch := make(chan struct{})
+	e.refill = ch
+	l.returns.add()
+	go l.prefetched(e, q, now, ch)
+}
+
+// prefetched makes the lease call prefetch started, sent at now.
+func (l *leaser) prefetched(e *lease, q request, sent time.Time, ch chan struct{}) {
+	defer l.returns.done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	reply, err := l.s.run(ctx, l.s.call(scripts().lease, []request{q}, nil))
+	cancel()
+	var gs []grant
+	if err == nil {
+		gs, err = decodeLease(reply, 1)
+	}
+	if err == nil && gs[0].d.Allowed {
+		e.add(gs[0], 0, sent, l.cfg.Hold)
+	}
+	e.mu.Lock()
+	switch {
+	case err != nil:
+		e.quiet = sent.Add(l.cfg.Hold) // Redis is failing: the decisions will tell
+	case !gs[0].d.Allowed:
+		e.quiet = sent.Add(gs[0].d.RetryAfter)
+	}
+	e.refill = nil
+	e.mu.Unlock()
+	close(ch)
+}
+
 // grant is a lease call's answer for one request.
 type grant struct {
 	d       sluice.Decision
@@ -426,12 +474,8 @@ func (e *lease) add(g grant, cost int64, sent time.Time, hold time.Duration) {
 	if e.q.p.Alg == sluice.AlgorithmFixedWindow && g.start != e.start {
 		e.tokens = 0 // of a window that is over
 	}
-	expires := sent.Add(hold)
-	if e.tokens > 0 && e.expires.Before(expires) {
-		expires = e.expires // units already held keep their time
-	}
 	e.tokens += g.granted - cost
-	e.expires, e.start = expires, g.start
+	e.expires, e.start = sent.Add(hold), g.start
 	// Redis decided at or after sent: its window ends, and its bucket is
 	// full, no sooner than this
 	e.end = sent.Add(g.d.ResetAfter)
@@ -534,6 +578,10 @@ func (l *leaser) close() {
 	}
 	l.closed = true
 	close(l.stop)
+	l.mu.Unlock()
+	<-l.swept
+	l.returns.wait() // prefetches in flight add to what is held
+	l.mu.Lock()
 	for _, e := range l.byKey {
 		e.mu.Lock()
 		if e.tokens > 0 {
@@ -543,8 +591,7 @@ func (l *leaser) close() {
 		e.mu.Unlock()
 	}
 	l.mu.Unlock()
-	<-l.swept
-	l.returns.Wait()
+	l.returns.wait()
 }
 
 // TakeHeld decides rs all-or-nothing from the quota leases this instance
@@ -583,4 +630,42 @@ func (s *Store) TakeHeld(rs []sluice.Request, ds []sluice.Decision) bool {
 		return false
 	}
 	return true
+}
+
+// inflight counts background calls; unlike a sync.WaitGroup, it may be
+// waited for while calls are being added.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	if f.n--; f.n == 0 {
+		close(f.idle)
+	}
+	f.mu.Unlock()
+}
+
+// wait returns once no call is in flight (calls added meanwhile too).
+func (f *inflight) wait() {
+	for {
+		f.mu.Lock()
+		ch, n := f.idle, f.n
+		f.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		<-ch
+	}
 }

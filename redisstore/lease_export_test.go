@@ -56,4 +56,4 @@ func HeldFor(s *Store, key string, lim sluice.Limit) int64 {
 }
 
 // SettleLeases waits until what s gives back has reached Redis.
-func SettleLeases(s *Store) { s.leases.returns.Wait() }
+func SettleLeases(s *Store) { s.leases.returns.wait() }
