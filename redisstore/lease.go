@@ -34,7 +34,18 @@ import (
 // The lease size follows the instance's own traffic under that limit: the
 // cost it asked for in the last Traffic, at least the request's cost, at
 // most Capacity/Share. A quiet key (one request per Traffic) takes exactly
-// its cost and holds nothing, a decision per call as without leases.
+// its cost and holds nothing, a decision per call as without leases. When
+// a lease runs below a quarter of that, a background call asks for the
+// rest, so requests seldom wait for Redis. A token_bucket or gcra lease
+// call that cannot get half of what it asks is refused, with the time
+// until all of it fits: an instance short of units then answers its
+// requests from the near cache until a lease is worth a call, rather than
+// taking units one call at a time as they refill (such a refusal may
+// report Remaining ≥ the cost).
+//
+// Costs: no round trip for a request its lease covers (a few small
+// allocations and a lock per key); one script call (scripts/lease.lua) per
+// lease, through the same workers and pipelines as every call.
 //
 // Only fixed_window, token_bucket and gcra lease. The other algorithms
 // keep one script call per decision: a sliding log records every request

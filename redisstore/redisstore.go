@@ -28,6 +28,11 @@
 // until then (the near cache), so a retry storm against refused keys costs
 // no Redis commands at all.
 //
+// With Config.Leases, hot keys are decided locally from quota leases, units
+// of a limit Redis hands out ahead of use (scripts/lease.lua), a script
+// call per lease instead of per decision; see LeaseConfig for what that
+// trades (capacity held, never excess).
+//
 // Composite checks (Limiter.Check) are all-or-nothing in one script when all
 // their keys hash to one Redis Cluster slot: always on a standalone server,
 // and on a cluster when Config.SlotKey maps their keys to one slot key.
