@@ -363,6 +363,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_REDIS_REQUIRE", "redis-require", "store.redis.require"},
+	{"SLUICE_REDIS_LEASES", "redis-leases", "store.redis.leases.enabled"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_SHOW_KEYS", "show-keys", "show_keys"},
@@ -507,6 +508,12 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want true or false"))
 		}
 		c.Store.Redis.Require = b
+	case "redis-leases":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.Leases.Enabled = b
 	case "degraded-header":
 		c.DegradedHeader = v
 	case "read-header-timeout":
