@@ -335,7 +335,11 @@ func (l *leaser) claim(ls []*lease, miss []int) (wait chan struct{}) {
 		if e.refill != nil {
 			wait = e.refill
 			e.mu.Unlock()
-			release(ls, miss[:k])
+			for _, j := range miss[:k] { // unclaimed; who waits on ch retries
+				ls[j].mu.Lock()
+				ls[j].refill = nil
+				ls[j].mu.Unlock()
+			}
 			close(ch)
 			return wait
 		}
