@@ -243,9 +243,9 @@ func (l *leaser) giveBack(q request, n, start int64) {
 	l.returns.add()
 	go func() {
 		defer l.returns.done()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		l.s.run(ctx, c) //nolint:errcheck // a unit not given back is capacity lost, within the documented bound
+		// no deadline of its own: one that ended while the call was in
+		// flight would not unsend it (the client's timeouts bound it)
+		l.s.run(context.Background(), c) //nolint:errcheck // a unit not given back is capacity lost, within the documented bound
 	}()
 }
 
@@ -403,9 +403,9 @@ func (l *leaser) prefetch(e *lease, now time.Time) {
 // prefetched makes the lease call prefetch started, sent at now.
 func (l *leaser) prefetched(e *lease, q request, sent time.Time, ch chan struct{}) {
 	defer l.returns.done()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	reply, err := l.s.run(ctx, l.s.call(scripts().lease, []request{q}, nil))
-	cancel()
+	// no deadline of its own: a lease granted after it ended would be
+	// lost (the client's timeouts bound the call)
+	reply, err := l.s.run(context.Background(), l.s.call(scripts().lease, []request{q}, nil))
 	var gs []grant
 	if err == nil {
 		gs, err = decodeLease(reply, 1)
@@ -445,10 +445,23 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 		rs[k] = qs[i]
 		rs[k].Cost, rs[k].lease = least(qs[i], w), strconv.FormatInt(w, 10)
 	}
-	reply, err := l.s.run(ctx, l.s.call(scripts().lease, rs, nil))
+	c := l.s.call(scripts().lease, rs, nil)
+	c.part = true // run by a worker, so that its outcome is known if ctx ends
+	err := l.s.batch.submit(ctx, c)
+	if err == nil {
+		select {
+		case <-c.done:
+			err = c.err
+		case <-ctx.Done():
+			unspend(ls, qs, spent)
+			l.returns.add()
+			go l.orphaned(ls, miss, c, now)
+			return l.s.wrap(ctx.Err(), "lease", rs[0])
+		}
+	}
 	var gs []grant
 	if err == nil {
-		gs, err = decodeLease(reply, len(rs))
+		gs, err = decodeLease(c.reply, len(rs))
 	}
 	if err != nil {
 		release(ls, miss)
@@ -479,6 +492,22 @@ func least(q request, w int64) int64 {
 		return q.Cost
 	}
 	return max(q.Cost, w/2)
+}
+
+// orphaned keeps what a lease call whose caller left (its context ended)
+// was granted: the units go to the leases, unspent, so that a deadline
+// shorter than Redis's answer loses no capacity.
+func (l *leaser) orphaned(ls []*lease, miss []int, c *call, sent time.Time) {
+	defer l.returns.done()
+	<-c.done
+	if c.err == nil {
+		if gs, err := decodeLease(c.reply, len(miss)); err == nil && gs[0].d.Allowed {
+			for k, i := range miss {
+				ls[i].add(gs[k], 0, sent, l.cfg.Hold)
+			}
+		}
+	}
+	release(ls, miss)
 }
 
 // add puts the units of g, less cost (spent at once), in the lease, which
@@ -580,8 +609,8 @@ func (l *leaser) sweep(now time.Time) {
 	}
 }
 
-// close stops the sweeper and gives back every unit held, waiting (a
-// second at most) until Redis has them.
+// close stops the sweeper and gives back every unit held, waiting until
+// Redis has them (or the client's timeouts give up).
 func (l *leaser) close() {
 	if l == nil {
 		return

@@ -349,3 +349,37 @@ func TestLeaseGivenBack(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseCallerLeaves: callers whose deadlines end while their lease
+// call is in flight lose no capacity: what Redis granted goes to the lease,
+// so that afterwards what was admitted, what is held and what Redis has
+// add up to the limit exactly.
+func TestLeaseCallerLeaves(t *testing.T) {
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
+	lim := sluice.GCRA(sluice.PerHour(1), 100_000)
+	var admitted int64
+	for i := range 300 {
+		// a key of its own (a lease call each) and a deadline around a
+		// round trip: some end before the call is sent, some while it is
+		// in flight, some after its answer
+		c, cancel := context.WithTimeout(ctx, time.Duration(i%30)*40*time.Microsecond)
+		d, err := s.Take(c, sluice.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1})
+		cancel()
+		if err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	redisstore.SettleLeases(s)
+	var total int64
+	for k := range 300 {
+		key := "k" + strconv.Itoa(k)
+		peek, err := s.Take(ctx, sluice.Request{Key: key, Limit: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += 100_000 - peek.Remaining - redisstore.HeldFor(s, key, lim)
+	}
+	if total != admitted {
+		t.Errorf("Redis handed out %d units that are not held, %d were admitted: %d lost", total, admitted, total-admitted)
+	}
+}
