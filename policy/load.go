@@ -267,7 +267,7 @@ func (l *loader) name(n *yaml.Node, w where, what string) string {
 }
 
 func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Rule {
-	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "cost", "priority")
+	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "cost", "priority", "one_slot")
 	name := l.name(f["name"], where{}, "rule")
 	if name == "" {
 		return nil
@@ -276,6 +276,9 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	r := &Rule{Name: name}
 	r.match = l.match(f["match"], w)
 	r.Action = l.action(f["action"], w, r)
+	if v := f["one_slot"]; v != nil {
+		r.OneSlot = l.Bool(v, w, "one_slot")
+	}
 	bound := l.delayBound(r.Action)
 	limits := f["limits"]
 	if v := f["priority"]; v != nil {

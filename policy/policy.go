@@ -62,7 +62,40 @@ type Rule struct {
 	// option; see Policy.Priority).
 	Priority    shed.Priority
 	hasPriority bool
-	match       *matcher
+	// OneSlot (one_slot: true) keeps every key of the rule on one Redis
+	// Cluster slot, named after the rule, so that a check of its limits is
+	// one atomic script and one round trip (and can use quota leases)
+	// instead of a charge per slot and a refund. It makes that slot as hot
+	// as the rule; turning it on or off starts the rule's counts afresh
+	// (its keys change names). Default false: keys spread over the
+	// cluster. See SlotKey.
+	OneSlot bool
+	match   *matcher
+}
+
+// SlotKey returns the part of a store key that chooses its Redis Cluster
+// slot (redisstore.Config.SlotKey): the rule's name for a key of a rule
+// with OneSlot, the whole key otherwise. Keys the policy builds start with
+// the rule's name (decide.AppendKey).
+func (p *Policy) SlotKey(key string) string {
+	i := strings.IndexByte(key, ':')
+	if i <= 0 || i > 4 {
+		return key
+	}
+	n, err := strconv.Atoi(key[:i])
+	if err != nil || n < 0 || n > len(key)-i-1 {
+		return key
+	}
+	rule := key[i+1 : i+1+n]
+	for _, r := range p.Rules {
+		if r.Name == rule {
+			if r.OneSlot {
+				return key[:i+1+n]
+			}
+			return key
+		}
+	}
+	return key
 }
 
 // Match describes what the rule matches, as written ("POST api.example.com/orders/{id}").

@@ -172,6 +172,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.loaded.Store(&loadState{at: time.Now()})
 	s.knownLimits()
+	current := s.currentPolicy
+	s.backend.policy.Store(&current)
 	return s, nil
 }
 
