@@ -47,7 +47,7 @@ type LimitError struct {
 	Algorithm Algorithm
 	// Field names the parameter at fault as configuration files write it
 	// ("count", "window", "period", "burst", "queue", "nodelay", "warmup",
-	// "lease_ttl", "algorithm", "scale" or "cost").
+	// "lease_ttl", "calendar", "timezone", "algorithm", "scale" or "cost").
 	Field string
 	// Reason completes the sentence Field starts: "must be at least 1
 	// (got 0)".

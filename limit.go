@@ -76,6 +76,12 @@ type Limit struct {
 	// LeaseTTL is, for concurrency, how long a lease lives when it is not
 	// released, so that a holder that dies cannot leak capacity.
 	LeaseTTL time.Duration
+	// Calendar, for fixed_window, aligns the window to a calendar period
+	// of Zone instead of a Period since the epoch (see CalendarWindow);
+	// Period is then zero.
+	Calendar Calendar
+	// Zone is the IANA time zone name of a Calendar window ("" is UTC).
+	Zone string
 }
 
 // FixedWindow allows n requests in each window of length window, with windows
@@ -189,12 +195,17 @@ func (l Limit) String() string {
 		return fmt.Sprintf("%s(count %d, period %s, burst %d)", l.Algorithm, l.Count, FormatDuration(l.Period), l.Burst)
 	}
 	b := []byte(s.name + "(")
-	switch s.period {
-	case windowPeriod:
+	switch {
+	case l.Calendar != 0:
+		b = fmt.Appendf(b, "%d per %s", l.Count, l.Calendar)
+		if l.Zone != "" {
+			b = append(b, " in "+l.Zone...)
+		}
+	case s.period == windowPeriod:
 		b = fmt.Appendf(b, "%d per %s", l.Count, FormatDuration(l.Period))
-	case ratePeriod:
+	case s.period == ratePeriod:
 		b = append(b, Rate{l.Count, l.Period}.String()...)
-	case noPeriod:
+	default:
 		b = strconv.AppendInt(b, l.Count, 10)
 	}
 	if s.burst != noBurst {
@@ -235,13 +246,17 @@ func (l Limit) Capacity() int64 {
 // quota, its Capacity, and the window in which that much is restored: the
 // window of the window algorithms, Period for warm_up, Capacity ×
 // Period/Count for the buckets (the time the rate takes to refill them),
-// and 0 for concurrency, which restores nothing by time. l must be valid.
+// 0 for concurrency, which restores nothing by time, and the nominal
+// length of a calendar window's period (24h, 7d, 30d, 365d: a particular
+// month may be shorter or longer). l must be valid.
 func (l Limit) Quota() (quota int64, window time.Duration) {
 	s := l.Algorithm.spec()
 	quota = l.Capacity()
 	switch {
 	case s == nil || l.Count <= 0:
 		return quota, 0
+	case l.Calendar != 0:
+		return quota, l.Calendar.nominal()
 	case s.burst != noBurst:
 		// Exact in integers: Validate keeps Capacity × us/g below 2^53.
 		us := int64(l.Period / time.Microsecond)
@@ -280,7 +295,11 @@ func (l Limit) Validate() error {
 	case l.Count > maxCountGeneral:
 		v.fail("count", "must be at most %d (got %d)", int64(maxCountGeneral), l.Count)
 	}
-	v.duration(s.period != noPeriod, s.periodName(), l.Period, s.maxPeriod)
+	if l.Calendar != 0 || l.Zone != "" {
+		v.calendar(s)
+	} else {
+		v.duration(s.period != noPeriod, s.periodName(), l.Period, s.maxPeriod)
+	}
 	v.duration(s.warmup, "warmup", l.Warmup, maxWarmup)
 	v.duration(s.leaseTTL, "lease_ttl", l.LeaseTTL, maxLeaseTTL)
 	if s.burst == noBurst {
@@ -341,6 +360,27 @@ func (v *validator) duration(used bool, field string, d, max time.Duration) {
 		v.fail(field, "must be a whole number of microseconds (got %s)", d)
 	case d > max:
 		v.fail(field, "must be at most %s (got %s)", FormatDuration(max), FormatDuration(d))
+	}
+}
+
+// calendar checks a calendar window: fixed_window only, a known period
+// and zone, and no Period.
+func (v *validator) calendar(s *algorithmSpec) {
+	l := v.l
+	switch {
+	case !s.calendar:
+		v.fail("calendar", "is not used by %s (only fixed_window has calendar periods)", l.Algorithm)
+	case l.Calendar == 0:
+		v.fail("timezone", "is set (%q) but no calendar period is", l.Zone)
+	case l.Calendar > Year:
+		v.fail("calendar", "must be day, week, month or year (got %d)", uint8(l.Calendar))
+	case l.Period != 0:
+		v.fail("window", "must be left zero in a calendar window (got %s): the calendar period is the window", FormatDuration(l.Period))
+	}
+	if v.err == nil {
+		if _, err := LoadZone(l.Zone); err != nil {
+			v.fail("timezone", "%v", err)
+		}
 	}
 }
 

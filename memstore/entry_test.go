@@ -280,6 +280,8 @@ func TestSameLimitCoversLimit(t *testing.T) {
 			f.SetInt(1)
 		case reflect.Uint8:
 			f.SetUint(1)
+		case reflect.String:
+			f.SetString("1")
 		default:
 			t.Fatalf("sluice.Limit.%s is a %s: teach sameLimit and this test to compare it", typ.Field(i).Name, f.Kind())
 		}

@@ -80,7 +80,8 @@ func inlineEqual(b *[inlineKey]byte, key string) bool {
 // sluice.Limit gains a field this does not compare.
 func sameLimit(a, b *sluice.Limit) bool {
 	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
-		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL
+		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL &&
+		a.Calendar == b.Calendar && a.Zone == b.Zone
 }
 
 // key returns the entry's key.

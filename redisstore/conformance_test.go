@@ -79,12 +79,34 @@ func genMaxDelay(t *rapid.T) time.Duration {
 	return time.Duration(rapid.Int64Range(1, 3_000_000_000).Draw(t, "max_delay_ns"))
 }
 
+// traces says what a conformance trace is made of: its limits, its start
+// and the gaps between its steps (µs; a quarter of one, backwards, now and
+// then).
+type traces struct {
+	limit func(*rapid.T) sluice.Limit
+	start func(*rapid.T) int64
+	gap   func(*rapid.T) int64
+}
+
+// plain traces: every algorithm, steps up to 1.5 s apart.
+var plain = traces{
+	limit: genLimit,
+	start: func(t *rapid.T) int64 {
+		return 1_700_000_040_000_000 + rapid.Int64Range(0, 10_000_000).Draw(t, "start")
+	},
+	gap: func(t *rapid.T) int64 { return rapid.Int64Range(0, 1_500_000).Draw(t, "gap_us") },
+}
+
 func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
+	conformanceOf(t, client, scripts, plain)
+}
+
+func conformanceOf(t *testing.T, client redis.UniversalClient, scripts bool, tr traces) {
 	base := redistest.Prefix(t)
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := &fakeClock{}
-		clk.us.Store(1_700_000_040_000_000 + rapid.Int64Range(0, 10_000_000).Draw(rt, "start"))
+		clk.us.Store(tr.start(rt))
 		mem, err := memstore.New(memstore.Config{Now: clk.now, SweepInterval: -1})
 		if err != nil {
 			rt.Fatal(err)
@@ -99,7 +121,7 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 		defer red.Close()
 
 		keys := []string{"global", "ip:203.0.113.7", "user:{42}:a}b"}
-		limits := []sluice.Limit{genLimit(rt), genLimit(rt), genLimit(rt)}
+		limits := []sluice.Limit{tr.limit(rt), tr.limit(rt), tr.limit(rt)}
 		type lease struct {
 			req      sluice.Request
 			mem, red uint64
@@ -138,7 +160,7 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 			return rs
 		}
 		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {
-			gap := rapid.Int64Range(0, 1_500_000).Draw(rt, "gap_us")
+			gap := tr.gap(rt)
 			if rapid.IntRange(0, 15).Draw(rt, "backwards") == 0 {
 				gap = -gap / 4
 			}

@@ -20,6 +20,7 @@ import (
 // live on one Redis Cluster slot.
 //
 //	<prefix>{<len>:<key>}<algorithm>/<count>/<period µs>/<burst>/<nodelay>/<warm-up µs>/<lease µs>:s
+//	<prefix>{<len>:<key>}fixed_window/<count>/0/0/0/0/0/<calendar>/<len>:<zone>:s   (a calendar window)
 //	<prefix>{<len>:<slot key>}<len>:<key>/<algorithm>/...:s    (with Config.SlotKey)
 func (s *Store) stateKeys(key string, lim sluice.Limit) (state, log string) {
 	return s.keysWith(key, limitName(lim), true)
@@ -32,6 +33,14 @@ func limitName(lim sluice.Limit) string {
 	for _, v := range []int64{lim.Count, micros(lim.Period), lim.Burst, lim.NoDelay, micros(lim.Warmup), micros(lim.LeaseTTL)} {
 		b = append(b, '/')
 		b = strconv.AppendInt(b, v, 10)
+	}
+	if lim.Calendar != 0 { // /<period>/<len>:<zone>
+		b = append(b, '/')
+		b = append(b, lim.Calendar.String()...)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, int64(len(lim.Zone)), 10)
+		b = append(b, ':')
+		b = append(b, lim.Zone...)
 	}
 	return string(b)
 }

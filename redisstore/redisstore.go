@@ -189,6 +189,34 @@ type compiled struct {
 	p      algo.Params
 	params any    // the script argument, a string boxed once
 	name   string // the limit's part of its keys (limitName)
+	cal    *calendarArg
+}
+
+// calendarArg is the script argument of a calendar window, which holds the
+// bounds of the periods around now (the scripts have no time zones), for
+// the period it was built in: rebuilt once per period.
+type calendarArg struct {
+	last atomic.Pointer[calendarBounds]
+}
+
+type calendarBounds struct {
+	from, to int64 // the period the argument was built in
+	arg      any
+}
+
+// arg returns the script argument of the calendar window c at now (µs):
+// "1:<N>:<4 bounds>" (see scripts/state.lua).
+func (c *compiled) calendar(now int64) any {
+	if b := c.cal.last.Load(); b != nil && b.from <= now && now < b.to {
+		return b.arg
+	}
+	bs := c.p.Periods(now)
+	arg := c.params.(string)
+	for _, v := range bs {
+		arg += ":" + strconv.FormatInt(v, 16)
+	}
+	c.cal.last.Store(&calendarBounds{from: bs[1], to: bs[2], arg: arg})
+	return arg
 }
 
 // maxCompiled bounds the cache of compiled limits. Limits come from code
@@ -219,7 +247,12 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		vs = []int64{p.N, p.P, p.Warm}
 	case sluice.AlgorithmConcurrency:
 		vs = []int64{p.N, p.TTL}
-	default: // fixed window, sliding log, sliding window
+	case sluice.AlgorithmFixedWindow:
+		vs = []int64{p.N}
+		if !p.Calendar() {
+			vs = append(vs, p.P)
+		}
+	default: // sliding log, sliding window
 		vs = []int64{p.N, p.P}
 	}
 	for _, v := range vs { // in hexadecimal: cheaper for Lua to read
@@ -227,6 +260,9 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		b = strconv.AppendInt(b, v, 16)
 	}
 	c = compiled{p: p, params: any(string(b)), name: limitName(l)}
+	if p.Calendar() {
+		c.cal = &calendarArg{}
+	}
 	s.limitsMu.Lock()
 	if len(s.limits) < maxCompiled {
 		s.limits[l] = c
@@ -245,6 +281,9 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 	}
 	p := c.p
 	q := request{Request: r, p: p, params: c.params}
+	if c.cal != nil {
+		q.params = c.calendar(s.localNow().UnixMicro())
+	}
 	if p.Alg == sluice.AlgorithmLeakyBucket && r.MaxDelay > 0 {
 		// the request's bound rides with its limit (scripts/state.lua)
 		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)

@@ -17,6 +17,9 @@
 -- "<algorithm code>:<parameters>", the parameters in hexadecimal and only
 -- those its algorithm reads:
 --     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
+--     fixed_window (1) of a calendar: N, then the starts of the periods
+--       before, holding and after the sending instance's now, and the end
+--       of the last (µs), for example "1:3e8:<b0>:<b1>:<b2>:<b3>"
 --     token_bucket (4), gcra (5): A, B, Cap, Full
 --     leaky_bucket (6): A, B, Cap, Full, NoDelay[, MaxDelay (µs)]
 --     warm_up (7): N, P (µs), Warm (µs)
@@ -78,6 +81,7 @@ local patterns = {
   two, two, two, four, four, '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+)$', two,
 }
 local leaky_bounded = '^6:(%x+):(%x+):(%x+):(%x+):(%x+):(%x+)$' -- with a MaxDelay
+local calendar = '^1:(%x+):(%x+):(%x+):(%x+):(%x+)$' -- a calendar window
 
 -- params returns the parameters a limit argument holds, parsed:
 -- hexadecimal, which tonumber reads with strtoul, for a fraction of what
@@ -97,13 +101,21 @@ local function params(s)
   if not v1 and alg == 6 then
     v1, v2, v3, v4, v5, v6 = string.match(s, leaky_bounded)
   end
+  local bounds = false
+  if not v1 and alg == 1 then
+    v1, v2, v3, v4, v5 = string.match(s, calendar)
+    if v1 then
+      bounds = { tonumber(v2, 16), tonumber(v3, 16), tonumber(v4, 16), tonumber(v5, 16) }
+      v2 = '0'
+    end
+  end
   if not v1 then
     error('sluice: malformed limit argument "' .. s .. '"')
   end
   -- Built with every field it will hold, so that Lua sizes it once.
   p = {
     alg = alg, limit = 0, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, MaxDelay = -1,
-    N = 0, P = 0, Warm = 0, TTL = 0,
+    N = 0, P = 0, Warm = 0, TTL = 0, bounds = bounds,
   }
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
