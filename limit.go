@@ -50,9 +50,31 @@ func (r Rate) String() string {
 // Validate reports a limit whose parameters make no sense, naming the field,
 // and every Store refuses such a limit with the same error.
 //
-// State is kept per (key, Limit): the same key used with two different limits
-// holds two independent states, and changing a limit (for example on a
-// configuration reload) starts its keys afresh.
+// State is kept per key, algorithm and Version: a limit whose other
+// parameters change (a reload raising a quota, an override, a new policy)
+// keeps the key's usage, carried over by the first decision under the new
+// parameters, on every store, as follows:
+//
+//   - fixed_window: the count of the window still running is kept and
+//     counts in the new window holding now (a changed window length or
+//     calendar period included); a window that has ended is forgotten.
+//   - sliding_window: the same for the current window's count; the
+//     previous window's count is dropped when the window length changes,
+//     kept when only the count does.
+//   - sliding_log, concurrency: the log and the leases are kept as they
+//     are, judged under the new count and window (leases keep their
+//     expiry).
+//   - token_bucket, gcra, leaky_bucket: the number of requests the bucket
+//     holds (tokens used, or the queue) is kept, rounded up to a whole
+//     request, and capped at the new capacity: the bucket never has more
+//     room than the new burst, and refills at the new rate from then on.
+//   - warm_up: the warmth is kept, capped at the new warm-up period.
+//
+// Instances on one Redis with the old and the new limit (a rollout) read
+// and carry over the same state, each under its own limit. To start afresh
+// on purpose, change Version. Two limits with the same algorithm and
+// Version on one key share its state, so Check refuses them together
+// (ErrDuplicateRequest).
 type Limit struct {
 	// Algorithm selects the arithmetic.
 	Algorithm Algorithm
@@ -82,6 +104,24 @@ type Limit struct {
 	Calendar Calendar
 	// Zone is the IANA time zone name of a Calendar window ("" is UTC).
 	Zone string
+	// Version is part of the identity of a key's state: a limit with
+	// another Version starts every key afresh, where changing any other
+	// parameter carries the state over (see above). Zero by default.
+	Version uint32
+}
+
+// Shares reports whether l and m keep one state for a key: they have the
+// same Algorithm and Version. A store carries the state over from one to
+// the other (see Limit).
+func (l Limit) Shares(m Limit) bool {
+	return l.Algorithm == m.Algorithm && l.Version == m.Version
+}
+
+// WithVersion returns a copy of l with Version v: a limit whose keys start
+// afresh, sharing no state with those of other versions.
+func (l Limit) WithVersion(v uint32) Limit {
+	l.Version = v
+	return l
 }
 
 // FixedWindow allows n requests in each window of length window, with windows
@@ -219,6 +259,9 @@ func (l Limit) String() string {
 	}
 	if s.leaseTTL {
 		b = append(b, ", lease "+FormatDuration(l.LeaseTTL)...)
+	}
+	if l.Version != 0 {
+		b = fmt.Appendf(b, ", version %d", l.Version)
 	}
 	return string(append(b, ')'))
 }

@@ -27,19 +27,24 @@ type entry struct {
 	// waited between the reading and the lock) decides at last.
 	last int64
 
-	c      *compiled // its limit and parameters (shared, read only)
-	long   *string   // the key, if longer than inlineKey
-	klen   int8      // length of the key in kbuf, or -1: the key is in long
-	used   bool      // used since the eviction hand or the sweeper last passed it
-	dead   bool      // removed from the table: a caller that found it looks again
-	pinned bool      // held by a TakeAll; not evictable (guarded by the shard lock)
+	// c is the limit and parameters its state is kept under (shared, read
+	// only). It changes, under mu, when a request brings another limit of
+	// the same identity (Store.params); its identity, which lookups
+	// compare without mu, never does.
+	c      atomic.Pointer[compiled]
+	long   *string // the key, if longer than inlineKey
+	klen   int8    // length of the key in kbuf, or -1: the key is in long
+	used   bool    // used since the eviction hand or the sweeper last passed it
+	dead   bool    // removed from the table: a caller that found it looks again
+	pinned bool    // held by a TakeAll; not evictable (guarded by the shard lock)
 	kbuf   [inlineKey]byte
 
 	st algo.State
 }
 
-// is reports whether e is the state of key under lim. The fields it reads
-// never change once e is in a table, so it needs no lock.
+// is reports whether e is the state of key under lim: of key, with the
+// identity of lim (sluice.Limit.Shares). What it reads never changes once e
+// is in a table, so it needs no lock.
 func (e *entry) is(key string, lim *sluice.Limit) bool {
 	if int(e.klen) == len(key) {
 		if !inlineEqual(&e.kbuf, key) {
@@ -48,7 +53,8 @@ func (e *entry) is(key string, lim *sluice.Limit) bool {
 	} else if e.klen >= 0 || *e.long != key {
 		return false
 	}
-	return sameLimit(&e.c.lim, lim)
+	c := e.c.Load()
+	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version
 }
 
 // inlineEqual reports whether the first len(key) bytes of b are key, which
@@ -81,7 +87,13 @@ func inlineEqual(b *[inlineKey]byte, key string) bool {
 func sameLimit(a, b *sluice.Limit) bool {
 	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
 		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL &&
-		a.Calendar == b.Calendar && a.Zone == b.Zone
+		a.Calendar == b.Calendar && a.Version == b.Version && sameZone(a.Zone, b.Zone)
+}
+
+// sameZone is a == b without a call to the general comparison when both
+// are empty (no calendar, the usual case) or the same string.
+func sameZone(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // key returns the entry's key.
@@ -93,7 +105,8 @@ func (e *entry) key() string {
 }
 
 func newEntry(key string, c *compiled) *entry {
-	e := &entry{c: c, klen: int8(len(key))}
+	e := &entry{klen: int8(len(key))}
+	e.c.Store(c)
 	if len(key) <= inlineKey {
 		copy(e.kbuf[:], key)
 	} else {
@@ -169,6 +182,35 @@ func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
 	c := &compiled{lim: lim, p: p}
 	if len(sh.limits) < maxShared {
 		sh.limits[lim] = c
+	}
+	return c, nil
+}
+
+// changedLimits shares the compiled limits that entries' states are
+// carried over to (Store.params), as a shard's limits does for new entries,
+// so that a changed limit costs each of its keys no copy of its own. Its
+// lock is taken under an entry's and takes no other.
+type changedLimits struct {
+	mu sync.Mutex
+	m  map[sluice.Limit]*compiled // at most maxShared
+}
+
+func (cl *changedLimits) compile(lim sluice.Limit) (*compiled, error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if c := cl.m[lim]; c != nil {
+		return c, nil
+	}
+	p, err := algo.Compile(lim)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{lim: lim, p: p}
+	if cl.m == nil {
+		cl.m = make(map[sluice.Limit]*compiled)
+	}
+	if len(cl.m) < maxShared {
+		cl.m[lim] = c
 	}
 	return c, nil
 }

@@ -405,7 +405,7 @@ func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
 
 // commonFields are the fields of every limit; the algorithm's own are
 // sluice.Algorithm.Fields.
-var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing"}
+var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version"}
 
 // paramFields are every algorithm's parameters, for the unknown-field
 // message before the algorithm is known.
@@ -433,6 +433,10 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
 		return nil
 	}
 	lim.Limit = l.parameters(f, w, alg, n)
+	if v := f["version"]; v != nil {
+		ver, _ := l.Int(v, w, "version", 0, math.MaxUint32)
+		lim.Limit.Version = uint32(ver)
+	}
 	if q := f["queue"]; q != nil {
 		l.servable(q, w, "queue", lim.Limit, bound)
 	}

@@ -381,7 +381,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	if d, ok := s.near.get(q.state, r.Cost, r.MaxDelay, s.localNow()); ok {
+	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, s.localNow()); ok {
 		return d, nil
 	}
 	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{q}, nil))
@@ -400,7 +400,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
 	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && q.p.Alg != sluice.AlgorithmConcurrency {
-		s.near.put(q.state, q.Cost, q.MaxDelay, d, s.localNow())
+		s.near.put(q.state, &q.Limit, q.Cost, q.MaxDelay, d, s.localNow())
 	}
 }
 
@@ -424,7 +424,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	qs := make([]request, len(rs))
 	for i, r := range rs {
 		for j := range i {
-			if r.Key == rs[j].Key && r.Limit == rs[j].Limit {
+			if r.Key == rs[j].Key && r.Limit.Shares(rs[j].Limit) {
 				return fmt.Errorf("%w: key %q under %s", sluice.ErrDuplicateRequest, r.Key, r.Limit)
 			}
 		}
@@ -437,7 +437,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	// A request known to be refused refuses the whole check, locally.
 	now := s.localNow()
 	for i, q := range qs {
-		if d, ok := s.near.get(q.state, q.Cost, q.MaxDelay, now); ok {
+		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
 			for j := range ds {
 				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
 			}
@@ -614,6 +614,26 @@ func pickDecisions(ds []sluice.Decision, idx []int) decisionView {
 type decisionView struct {
 	ds  []sluice.Decision
 	idx []int
+}
+
+var _ sluice.Resetter = (*Store)(nil)
+
+// Reset deletes key's state under limit (and every limit sharing it: the
+// state hash and the log) in one round trip, and forgets a refusal of it
+// this instance's near cache remembers; other instances' near caches keep
+// theirs until its RetryAfter.
+func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error {
+	if err := limit.Validate(); err != nil {
+		return err
+	}
+	state, log := s.stateKeys(key, limit)
+	s.near.forget(state)
+	pipe := s.client.Pipeline() // Client has no DEL of its own; one command, one round trip
+	pipe.Del(ctx, state, log)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisstore: reset %q: %w", key, err)
+	}
+	return nil
 }
 
 // Release ends a concurrency lease.

@@ -6,27 +6,6 @@
 -- them holding now, or the newest the state has seen if the clock has gone
 -- back. A clock more than a period away from the instance's is an error:
 -- the bounds cannot say where its period ends.
-local function calendar_window(b, now, seen)
-  local i = 1
-  if now >= b[3] then
-    i = 3
-  elseif now >= b[2] then
-    i = 2
-  end
-  if b[i] < seen then
-    i = 0
-    for j = 1, 3 do
-      if b[j] == seen then
-        i = j
-      end
-    end
-  end
-  if i == 0 or now < b[1] or now >= b[4] then
-    error('sluice: the Redis clock is more than a calendar period away from the instance\'s')
-  end
-  return b[i], b[i + 1]
-end
-
 local function fixed_window(p, x, y, z, now, c, commit)
   local start, stop
   if p.bounds then
