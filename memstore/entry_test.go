@@ -105,7 +105,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 			if got := sh.lookup(h, key, &lim); got != e {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: lookup found another entry", when, len(key), key, lim)
 			}
-			if got := sh.tab.Load().find(h, key, &lim); got != e {
+			if got, exact := sh.tab.Load().find(h, key, &lim); got != e || !exact {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: find found another entry", when, len(key), key, lim)
 			} else {
 				got.mu.Unlock()
@@ -134,7 +134,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 		delete(made, e)
 		// A reader that found e in a table it loaded before e was
 		// removed must not decide on it.
-		if old.find(h, keys[at.key], &limits[at.lim]) != nil {
+		if e, _ := old.find(h, keys[at.key], &limits[at.lim]); e != nil {
 			t.Fatalf("key of %d bytes under %s: a removed entry found live", len(keys[at.key]), limits[at.lim])
 		}
 		if sh.lookup(h, keys[at.key], &limits[at.lim]) != nil {

@@ -252,19 +252,18 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	reading := s.now()
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.tab.Load().find(h, r.Key, &r.Limit)
+	e, exact := sh.tab.Load().find(h, r.Key, &r.Limit)
 	if e == nil {
 		return s.takeLocked(sh, h, &r, reading)
 	}
-	// What decide does, written out: this is the path of nearly every
-	// decision, and a call returning a Decision copies it once more.
-	c := e.c.Load()
-	if !sameLimit(&c.lim, &r.Limit) {
+	if !exact { // kept under another limit of its identity
 		d, err := s.takeChanged(e, &r, reading)
 		e.mu.Unlock()
 		return d, err
 	}
-	p := &c.p
+	// What decide does, written out: this is the path of nearly every
+	// decision, and a call returning a Decision copies it once more.
+	p := &e.c.Load().p
 	if uint64(r.Cost) > uint64(p.Cap) || r.MaxDelay < 0 { // a negative cost too
 		e.mu.Unlock()
 		return sluice.Decision{}, p.Check(r)
@@ -537,7 +536,7 @@ func insertSorted(xs []int, v int) []int {
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
 	h := s.hash(key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.tab.Load().find(h, key, &limit)
+	e, _ := sh.tab.Load().find(h, key, &limit)
 	if e == nil {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()

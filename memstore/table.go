@@ -43,18 +43,23 @@ type entry struct {
 }
 
 // is reports whether e is the state of key under lim: of key, with the
-// identity of lim (sluice.Limit.Shares). What it reads never changes once e
-// is in a table, so it needs no lock.
-func (e *entry) is(key string, lim *sluice.Limit) bool {
+// identity of lim (sluice.Limit.Shares); exact if its state is kept under
+// lim itself. What it reads never changes once e is in a table (e.c may
+// change, never its identity), so it needs no lock, but exact is only
+// stable under e's lock.
+func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
 	if int(e.klen) == len(key) {
 		if !inlineEqual(&e.kbuf, key) {
-			return false
+			return false, false
 		}
 	} else if e.klen >= 0 || *e.long != key {
-		return false
+		return false, false
 	}
 	c := e.c.Load()
-	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version
+	if sameLimit(&c.lim, lim) {
+		return true, true
+	}
+	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
 }
 
 // inlineEqual reports whether the first len(key) bytes of b are key, which
@@ -91,9 +96,10 @@ func sameLimit(a, b *sluice.Limit) bool {
 }
 
 // sameZone is a == b without a call to the general comparison when both
-// are empty (no calendar, the usual case) or the same string.
+// are empty (no calendar, the usual case). Small enough that sameLimit
+// stays inlined.
 func sameZone(a, b string) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+	return len(a) == len(b) && (len(a) == 0 || a == b)
 }
 
 // key returns the entry's key.
@@ -225,8 +231,10 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
 		sl := &slots[i]
 		if sh := sl.h.Load(); sh == h {
-			if e := sl.e.Load(); e != nil && e.is(key, lim) {
-				return e
+			if e := sl.e.Load(); e != nil {
+				if found, _ := e.is(key, lim); found {
+					return e
+				}
 			}
 		} else if sh == 0 {
 			return nil
@@ -237,10 +245,11 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 
 // find returns the live entry of key under lim, locked, or nil if it did
 // not find one without the shard's lock (the caller then looks again
-// under it). It locks an entry whose hash matches before it compares the
+// under it); exact if its state is kept under lim itself (otherwise under
+// another limit of the same identity). It locks an entry whose hash matches before it compares the
 // key: the first touch of the entry's first cache line is then the lock's
 // write, not a read that another core's lock must take back at once.
-func (t *table) find(h uint64, key string, lim *sluice.Limit) *entry {
+func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact bool) {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
@@ -250,16 +259,18 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) *entry {
 				e.mu.Lock()
 				// A dead entry was removed after it was found; the key's
 				// state, if any, is further on or only under the lock.
-				if !e.dead && e.is(key, lim) {
-					return e
+				if !e.dead {
+					if found, exact := e.is(key, lim); found {
+						return e, exact
+					}
 				}
 				e.mu.Unlock()
 			}
 		} else if sh == 0 {
-			return nil
+			return nil, false
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // lookup returns the entry of key under lim, or nil. The shard's lock is
