@@ -56,6 +56,7 @@ type algorithmSpec struct {
 	noDelay   bool // uses NoDelay (at most Burst)
 	warmup    bool // uses Warmup (at most maxWarmup)
 	leaseTTL  bool // uses LeaseTTL (at most maxLeaseTTL)
+	calendar  bool // may use Calendar and Zone instead of Period
 	// maxCount bounds Count below maxCountGeneral; tooMany is the reason
 	// given when Count exceeds it (%[1]d the bound, %[2]d the count).
 	maxCount int64
@@ -65,7 +66,7 @@ type algorithmSpec struct {
 const countTooLarge = "must be at most %[1]d (got %[2]d)"
 
 var algorithms = [...]algorithmSpec{
-	AlgorithmFixedWindow: {name: "fixed_window", period: windowPeriod, maxPeriod: maxPeriod,
+	AlgorithmFixedWindow: {name: "fixed_window", period: windowPeriod, maxPeriod: maxPeriod, calendar: true,
 		maxCount: maxCountGeneral, tooMany: countTooLarge},
 	AlgorithmSlidingLog: {name: "sliding_log", period: windowPeriod, maxPeriod: maxPeriod,
 		maxCount: maxLogCount, tooMany: "must be at most %[1]d for sliding_log, which stores every request (got %[2]d); use sliding_window"},
@@ -139,7 +140,7 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 // "window" and "rate" for the window algorithms, whose rate may be written
 // either way; "rate" for the rate algorithms; "limit" for concurrency),
 // then the algorithm's own parameters ("burst", "queue", "nodelay",
-// "warmup", "lease_ttl"). It returns nil for an unknown algorithm.
+// "warmup", "lease_ttl", and "calendar" and "timezone" for fixed_window). It returns nil for an unknown algorithm.
 func (a Algorithm) Fields() []string {
 	s := a.spec()
 	if s == nil {
@@ -165,6 +166,9 @@ func (a Algorithm) Fields() []string {
 	}
 	if s.leaseTTL {
 		out = append(out, "lease_ttl")
+	}
+	if s.calendar {
+		out = append(out, "calendar", "timezone")
 	}
 	return out
 }

@@ -23,8 +23,10 @@ var (
 	// means no bound).
 	ErrNegativeMaxDelay = errors.New("sluice: negative max delay")
 
-	// ErrDuplicateRequest means one Check named the same key with the same
-	// limit twice; merge the two into one request with the summed cost.
+	// ErrDuplicateRequest means one Check named the same key twice with
+	// limits that share its state (the same limit, or the same algorithm
+	// and Version: see Limit.Shares); merge them into one request with the
+	// summed cost.
 	ErrDuplicateRequest = errors.New("sluice: the same key and limit appear twice in one check")
 
 	// ErrWouldExceedDeadline is returned by Wait when the time until the
@@ -54,7 +56,7 @@ type LimitError struct {
 	Algorithm Algorithm
 	// Field names the parameter at fault as configuration files write it
 	// ("count", "window", "period", "burst", "queue", "nodelay", "warmup",
-	// "lease_ttl", "algorithm", "scale" or "cost").
+	// "lease_ttl", "calendar", "timezone", "algorithm", "scale" or "cost").
 	Field string
 	// Reason completes the sentence Field starts: "must be at least 1
 	// (got 0)".

@@ -155,3 +155,29 @@ func ExampleLeakyBucket() {
 	// allowed=true delay=200ms
 	// allowed=false delay=0s
 }
+
+// A calendar window counts per calendar day, week, month or year of a time
+// zone: here 2 requests per month in Berlin, so a request on 31 January at
+// 23:59:58 Berlin time waits 2 seconds for February.
+func ExampleCalendarWindow() {
+	now := time.Date(2026, 1, 31, 22, 59, 58, 0, time.UTC) // 23:59:58 in Berlin
+	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	defer store.Close()
+	limiter := sluice.New(store)
+
+	monthly := sluice.CalendarWindow(2, sluice.Month, "Europe/Berlin")
+	fmt.Println(monthly)
+	for i := 0; i < 3; i++ {
+		d, _ := limiter.Allow(context.Background(), "customer:7", monthly)
+		fmt.Printf("allowed %v, %d left, reset in %s\n", d.Allowed, d.Remaining, d.ResetAfter)
+	}
+	now = now.Add(2 * time.Second) // 1 February, midnight in Berlin
+	d, _ := limiter.Allow(context.Background(), "customer:7", monthly)
+	fmt.Printf("allowed %v, %d left, reset in %s\n", d.Allowed, d.Remaining, d.ResetAfter)
+	// Output:
+	// fixed_window(2 per month in Europe/Berlin)
+	// allowed true, 1 left, reset in 2s
+	// allowed true, 0 left, reset in 2s
+	// allowed false, 0 left, reset in 2s
+	// allowed true, 1 left, reset in 672h0m0s
+}

@@ -50,9 +50,31 @@ func (r Rate) String() string {
 // Validate reports a limit whose parameters make no sense, naming the field,
 // and every Store refuses such a limit with the same error.
 //
-// State is kept per (key, Limit): the same key used with two different limits
-// holds two independent states, and changing a limit (for example on a
-// configuration reload) starts its keys afresh.
+// State is kept per key, algorithm and Version: a limit whose other
+// parameters change (a reload raising a quota, an override, a new policy)
+// keeps the key's usage, carried over by the first decision under the new
+// parameters, on every store, as follows:
+//
+//   - fixed_window: the count of the window still running is kept and
+//     counts in the new window holding now (a changed window length or
+//     calendar period included); a window that has ended is forgotten.
+//   - sliding_window: the same for the current window's count; the
+//     previous window's count is dropped when the window length changes,
+//     kept when only the count does.
+//   - sliding_log, concurrency: the log and the leases are kept as they
+//     are, judged under the new count and window (leases keep their
+//     expiry).
+//   - token_bucket, gcra, leaky_bucket: the number of requests the bucket
+//     holds (tokens used, or the queue) is kept, rounded up to a whole
+//     request, and capped at the new capacity: the bucket never has more
+//     room than the new burst, and refills at the new rate from then on.
+//   - warm_up: the warmth is kept, capped at the new warm-up period.
+//
+// Instances on one Redis with the old and the new limit (a rollout) read
+// and carry over the same state, each under its own limit. To start afresh
+// on purpose, change Version. Two limits with the same algorithm and
+// Version on one key share its state, so Check refuses them together
+// (ErrDuplicateRequest).
 type Limit struct {
 	// Algorithm selects the arithmetic.
 	Algorithm Algorithm
@@ -76,6 +98,30 @@ type Limit struct {
 	// LeaseTTL is, for concurrency, how long a lease lives when it is not
 	// released, so that a holder that dies cannot leak capacity.
 	LeaseTTL time.Duration
+	// Calendar, for fixed_window, aligns the window to a calendar period
+	// of Zone instead of a Period since the epoch (see CalendarWindow);
+	// Period is then zero.
+	Calendar Calendar
+	// Zone is the IANA time zone name of a Calendar window ("" is UTC).
+	Zone string
+	// Version is part of the identity of a key's state: a limit with
+	// another Version starts every key afresh, where changing any other
+	// parameter carries the state over (see above). Zero by default.
+	Version uint32
+}
+
+// Shares reports whether l and m keep one state for a key: they have the
+// same Algorithm and Version. A store carries the state over from one to
+// the other (see Limit).
+func (l Limit) Shares(m Limit) bool {
+	return l.Algorithm == m.Algorithm && l.Version == m.Version
+}
+
+// WithVersion returns a copy of l with Version v: a limit whose keys start
+// afresh, sharing no state with those of other versions.
+func (l Limit) WithVersion(v uint32) Limit {
+	l.Version = v
+	return l
 }
 
 // FixedWindow allows n requests in each window of length window, with windows
@@ -189,12 +235,17 @@ func (l Limit) String() string {
 		return fmt.Sprintf("%s(count %d, period %s, burst %d)", l.Algorithm, l.Count, FormatDuration(l.Period), l.Burst)
 	}
 	b := []byte(s.name + "(")
-	switch s.period {
-	case windowPeriod:
+	switch {
+	case l.Calendar != 0:
+		b = fmt.Appendf(b, "%d per %s", l.Count, l.Calendar)
+		if l.Zone != "" {
+			b = append(b, " in "+l.Zone...)
+		}
+	case s.period == windowPeriod:
 		b = fmt.Appendf(b, "%d per %s", l.Count, FormatDuration(l.Period))
-	case ratePeriod:
+	case s.period == ratePeriod:
 		b = append(b, Rate{l.Count, l.Period}.String()...)
-	case noPeriod:
+	default:
 		b = strconv.AppendInt(b, l.Count, 10)
 	}
 	if s.burst != noBurst {
@@ -208,6 +259,9 @@ func (l Limit) String() string {
 	}
 	if s.leaseTTL {
 		b = append(b, ", lease "+FormatDuration(l.LeaseTTL)...)
+	}
+	if l.Version != 0 {
+		b = fmt.Appendf(b, ", version %d", l.Version)
 	}
 	return string(append(b, ')'))
 }
@@ -235,13 +289,17 @@ func (l Limit) Capacity() int64 {
 // quota, its Capacity, and the window in which that much is restored: the
 // window of the window algorithms, Period for warm_up, Capacity ×
 // Period/Count for the buckets (the time the rate takes to refill them),
-// and 0 for concurrency, which restores nothing by time. l must be valid.
+// 0 for concurrency, which restores nothing by time, and the nominal
+// length of a calendar window's period (24h, 7d, 30d, 365d: a particular
+// month may be shorter or longer). l must be valid.
 func (l Limit) Quota() (quota int64, window time.Duration) {
 	s := l.Algorithm.spec()
 	quota = l.Capacity()
 	switch {
 	case s == nil || l.Count <= 0:
 		return quota, 0
+	case l.Calendar != 0:
+		return quota, l.Calendar.nominal()
 	case s.burst != noBurst:
 		// Exact in integers: Validate keeps Capacity × us/g below 2^53.
 		us := int64(l.Period / time.Microsecond)
@@ -280,7 +338,11 @@ func (l Limit) Validate() error {
 	case l.Count > maxCountGeneral:
 		v.fail("count", "must be at most %d (got %d)", int64(maxCountGeneral), l.Count)
 	}
-	v.duration(s.period != noPeriod, s.periodName(), l.Period, s.maxPeriod)
+	if l.Calendar != 0 || l.Zone != "" {
+		v.calendar(s)
+	} else {
+		v.duration(s.period != noPeriod, s.periodName(), l.Period, s.maxPeriod)
+	}
 	v.duration(s.warmup, "warmup", l.Warmup, maxWarmup)
 	v.duration(s.leaseTTL, "lease_ttl", l.LeaseTTL, maxLeaseTTL)
 	if s.burst == noBurst {
@@ -341,6 +403,27 @@ func (v *validator) duration(used bool, field string, d, max time.Duration) {
 		v.fail(field, "must be a whole number of microseconds (got %s)", d)
 	case d > max:
 		v.fail(field, "must be at most %s (got %s)", FormatDuration(max), FormatDuration(d))
+	}
+}
+
+// calendar checks a calendar window: fixed_window only, a known period
+// and zone, and no Period.
+func (v *validator) calendar(s *algorithmSpec) {
+	l := v.l
+	switch {
+	case !s.calendar:
+		v.fail("calendar", "is not used by %s (only fixed_window has calendar periods)", l.Algorithm)
+	case l.Calendar == 0:
+		v.fail("timezone", "is set (%q) but no calendar period is", l.Zone)
+	case l.Calendar > Year:
+		v.fail("calendar", "must be day, week, month or year (got %d)", uint8(l.Calendar))
+	case l.Period != 0:
+		v.fail("window", "must be left zero in a calendar window (got %s): the calendar period is the window", FormatDuration(l.Period))
+	}
+	if v.err == nil {
+		if _, err := LoadZone(l.Zone); err != nil {
+			v.fail("timezone", "%v", err)
+		}
 	}
 }
 

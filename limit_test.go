@@ -66,6 +66,12 @@ func TestValidate(t *testing.T) {
 		{sluice.Concurrency(10, 0), "concurrency: lease_ttl must be positive (got 0s)"},
 		{sluice.Limit{Algorithm: sluice.AlgorithmConcurrency, Count: 1, LeaseTTL: time.Second, Period: time.Second}, "concurrency: period is not used by concurrency and must be left zero"},
 		{sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 1, Period: time.Second, Burst: 3}, "fixed_window: burst is not used by fixed_window and must be left zero"},
+		{sluice.CalendarWindow(10, sluice.Month, "Europe/Atlantis"), `fixed_window: timezone "Europe/Atlantis" is not a known IANA time zone (such as Europe/Berlin or UTC)`},
+		{sluice.CalendarWindow(10, sluice.Month, "Local"), `fixed_window: timezone "Local" is not an IANA time zone name (such as Europe/Berlin or UTC)`},
+		{sluice.CalendarWindow(10, sluice.Calendar(9), ""), "fixed_window: calendar must be day, week, month or year (got 9)"},
+		{sluice.Limit{Algorithm: sluice.AlgorithmSlidingWindow, Count: 1, Calendar: sluice.Day}, "sliding_window: calendar is not used by sliding_window (only fixed_window has calendar periods)"},
+		{sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 1, Zone: "UTC", Period: time.Hour}, `fixed_window: timezone is set ("UTC") but no calendar period is`},
+		{sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 1, Calendar: sluice.Day, Period: time.Hour}, "fixed_window: window must be left zero in a calendar window (got 1h): the calendar period is the window"},
 	} {
 		err := tc.lim.Validate()
 		if !errors.Is(err, sluice.ErrInvalidLimit) {
@@ -135,7 +141,7 @@ func TestAlgorithmTable(t *testing.T) {
 		window time.Duration
 	}
 	want := map[sluice.Algorithm]row{
-		sluice.AlgorithmFixedWindow:   {"limit window rate", 100, time.Minute},
+		sluice.AlgorithmFixedWindow:   {"limit window rate calendar timezone", 100, time.Minute},
 		sluice.AlgorithmSlidingLog:    {"limit window rate", 10, time.Second},
 		sluice.AlgorithmSlidingWindow: {"limit window rate", 100, time.Hour},
 		sluice.AlgorithmTokenBucket:   {"rate burst", 20, 2 * time.Second},

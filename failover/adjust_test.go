@@ -112,3 +112,44 @@ func TestDebtsOutliveAFailedCharge(t *testing.T) {
 
 // takeOnly hides a store's Adjust.
 type takeOnly struct{ sluice.Store }
+
+// TestDebtsFollowALimitChange: what the fallback admitted is owed by the
+// key's state, whatever limit of it (sluice.Limit.Shares) admitted or
+// refunded it: a refund under the limit a reload brought pays back what
+// the fallback admitted under the previous one, so the primary is charged
+// nothing for it.
+func TestDebtsFollowALimitChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFaultStore(t)
+		s := newStore(t, p, failover.Config{ConsecutiveFailures: -1, FailureRatio: -1})
+		before, after := sluice.FixedWindow(10, time.Hour), sluice.FixedWindow(12, time.Hour)
+		p.set(errDown, false)
+		for range 3 {
+			if d, err := s.Take(ctx, sluice.Request{Key: "u", Limit: before, Cost: 1}); err != nil || !d.Allowed || !d.Degraded {
+				t.Fatalf("fallback: %+v %v", d, err)
+			}
+		}
+		if _, err := s.Adjust(ctx, sluice.Request{Key: "u", Limit: after, Cost: -3}); err != nil {
+			t.Fatal(err)
+		}
+		p.set(nil, false)
+		if _, err := s.Take(ctx, sluice.Request{Key: "other", Limit: after, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the debts are charged
+		n := 0
+		for {
+			d, err := s.Take(ctx, sluice.Request{Key: "u", Limit: after, Cost: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Allowed {
+				break
+			}
+			n++
+		}
+		if n != 12 {
+			t.Fatalf("u admitted %d of 12 on the primary after 3 admitted and 3 refunded in the fallback", n)
+		}
+	})
+}

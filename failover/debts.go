@@ -9,25 +9,36 @@ import (
 )
 
 // debts are the costs the fallback store admitted while the primary could
-// not decide, by key and limit: the primary never saw them, and a limit
-// that refilled meanwhile (a token bucket's burst, a new window) would
-// admit them a second time once it answers again. They are charged to the
+// not decide, by key and the identity of its state (algorithm and Version:
+// see sluice.Limit), charged under the latest limit admitted under (the
+// primary carries a changed limit's state over): the primary never saw
+// them, and a limit that refilled meanwhile (a token bucket's burst, a new
+// window) would admit them a second time once it answers again. They are charged to the
 // primary after its next success, in the background, so that a stall's
 // admissions count once, in the fallback and then in the primary. Safe for
 // concurrent use.
 type debts struct {
 	mu      sync.Mutex
-	owed    map[debtKey]int64 // at most maxDebts
-	pending atomic.Bool       // owed is not empty
-	running atomic.Bool       // a goroutine is charging them
+	owed    map[debtKey]debt // at most maxDebts
+	pending atomic.Bool      // owed is not empty
+	running atomic.Bool      // a goroutine is charging them
 	wg      sync.WaitGroup
 	closing chan struct{}
 	once    sync.Once
 }
 
+// debtKey is a key's state: limits that share it (sluice.Limit.Shares)
+// owe together.
 type debtKey struct {
-	key   string
+	key     string
+	alg     sluice.Algorithm
+	version uint32
+}
+
+// debt is what is owed for one debtKey, and the limit to charge it under.
+type debt struct {
 	limit sluice.Limit
+	cost  int64
 }
 
 // maxDebts bounds the keys remembered during one outage; past it, the
@@ -42,29 +53,29 @@ func (d *debts) add(r sluice.Request) {
 	if r.Limit.Algorithm == sluice.AlgorithmConcurrency || r.Cost == 0 {
 		return
 	}
-	k := debtKey{r.Key, r.Limit}
+	k := debtKey{r.Key, r.Limit.Algorithm, r.Limit.Version}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	owed, ok := d.owed[k]
 	switch {
 	case r.Cost < 0 && ok:
-		if owed += r.Cost; owed > 0 {
+		if owed.cost += r.Cost; owed.cost > 0 {
 			d.owed[k] = owed
 		} else {
 			delete(d.owed, k)
 		}
 	case r.Cost > 0 && (ok || len(d.owed) < maxDebts):
 		if d.owed == nil {
-			d.owed = map[debtKey]int64{}
+			d.owed = map[debtKey]debt{}
 		}
 		// one adjustment can charge no more (sluice.Limiter.Adjust)
-		d.owed[k] = min(owed+r.Cost, r.Limit.MaxAdjust())
+		d.owed[k] = debt{r.Limit, min(owed.cost+r.Cost, r.Limit.MaxAdjust())}
 		d.pending.Store(true)
 	}
 }
 
 // take returns the debts and forgets them.
-func (d *debts) take() map[debtKey]int64 {
+func (d *debts) take() map[debtKey]debt {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m := d.owed
@@ -83,13 +94,13 @@ func (s *Store) settle() {
 		defer s.debts.running.Store(false)
 		owed := s.debts.take()
 		charged := 0
-		for k, cost := range owed {
+		for k, o := range owed {
 			select {
 			case <-s.debts.closing:
 				return
 			default:
 			}
-			if !s.charge(k, cost) {
+			if !s.charge(k.key, o) {
 				break // the primary fails again: what is left waits for its next success
 			}
 			delete(owed, k)
@@ -103,26 +114,27 @@ func (s *Store) settle() {
 
 // restore gives back the debts a charge did not get to, to be charged
 // after the primary's next success, within the same bounds as add.
-func (d *debts) restore(owed map[debtKey]int64) {
-	for k, cost := range owed {
-		d.add(sluice.Request{Key: k.key, Limit: k.limit, Cost: cost})
+func (d *debts) restore(owed map[debtKey]debt) {
+	for k, o := range owed {
+		d.add(sluice.Request{Key: k.key, Limit: o.limit, Cost: o.cost})
 	}
 }
 
-// charge charges cost to k on the primary, and reports whether the primary
+// charge charges o to key on the primary, and reports whether the primary
 // answered. A primary that can adjust (sluice.Adjuster) is charged all of
 // it, past the limit into debt if need be, so that the requests after the
 // outage pay for what the fallback admitted; another is charged all of it
 // if the limit has room, else all the room it has.
-func (s *Store) charge(k debtKey, cost int64) bool {
-	r := sluice.Request{Key: k.key, Limit: k.limit, Cost: cost}
+func (s *Store) charge(key string, o debt) bool {
+	r := sluice.Request{Key: key, Limit: o.limit, Cost: o.cost}
+	cost := o.cost
 	if pa, ok := s.primary.(sluice.Adjuster); ok {
 		ctx, cancel := s.deadline(context.Background())
 		_, err := pa.Adjust(ctx, r)
 		cancel()
 		return err == nil
 	}
-	r.Cost = min(cost, k.limit.Capacity()) // a Take can charge no more
+	r.Cost = min(cost, o.limit.Capacity()) // a Take can charge no more
 	ctx, cancel := s.deadline(context.Background())
 	d, err := s.primary.Take(ctx, r)
 	cancel()

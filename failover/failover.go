@@ -458,6 +458,28 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	return err
 }
 
+var _ sluice.Resetter = (*Store)(nil)
+
+// Reset forgets key's state under limit in the primary and in the
+// fallback (under its scaled limit), each store that is a sluice.Resetter.
+// A primary that is not, or fails, is an error: the state may remain.
+func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error {
+	var errs []error
+	if r, ok := s.fallback.(sluice.Resetter); ok {
+		errs = append(errs, r.Reset(ctx, key, scaleLimit(limit, s.FallbackScale())))
+	}
+	r, ok := s.primary.(sluice.Resetter)
+	if !ok {
+		return errors.Join(append(errs, fmt.Errorf("failover: reset %q: the primary store cannot reset a key", key))...)
+	}
+	cctx, cancel := s.deadline(ctx)
+	defer cancel()
+	if err := r.Reset(cctx, key, limit); err != nil {
+		errs = append(errs, fmt.Errorf("failover: reset %q: %w", key, err))
+	}
+	return errors.Join(errs...)
+}
+
 // admit asks the breaker whether a call may go to the primary, and returns
 // when it asked.
 func (s *Store) admit() (start time.Time, probe, ok bool) {

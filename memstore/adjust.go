@@ -11,6 +11,8 @@ var _ sluice.Adjuster = (*Store)(nil)
 
 // Adjust changes the usage of r.Key under r.Limit by r.Cost, a signed
 // delta, under the key's lock: see sluice.Limiter.Adjust for the rules. A
+// state kept under another limit of the key's identity (sluice.Limit.Shares)
+// is carried over to r.Limit first, as by Take. A
 // refund to a key the store does not hold changes nothing (its limit is
 // unused already); a charge to one creates it. It allocates only when it
 // creates a key.
@@ -21,7 +23,7 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 	reading := s.now()
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
-	if e := sh.tab.Load().find(h, r.Key, &r.Limit); e != nil {
+	if e, _ := sh.tab.Load().find(h, r.Key, &r.Limit); e != nil {
 		defer e.mu.Unlock()
 		return s.adjust(e, &r, reading)
 	}
@@ -50,12 +52,17 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 	return d, nil
 }
 
-// adjust applies r to e, which is locked.
+// adjust applies r to e, which is locked, its state carried over first if
+// it is kept under another limit of r's identity, as Take does.
 func (s *Store) adjust(e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
-	p := &e.c.p
-	if err := p.CheckAdjust(*r); err != nil {
+	now := s.at(e, reading)
+	p, err := s.params(e, &r.Limit, now)
+	if err == nil {
+		err = p.CheckAdjust(*r)
+	}
+	if err != nil {
 		return sluice.Decision{}, err
 	}
 	e.used = true
-	return algo.Adjust(p, &e.st, s.at(e, reading), r.Cost), nil
+	return algo.Adjust(p, &e.st, now, r.Cost), nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestKeysAndLimitsKeepApart: every (key, limit) has its own state, for
+// TestKeysAndLimitsKeepApart: every (key, limit identity) has its own state, for
 // keys around the inline bound that share prefixes or differ only at the
 // end, and for more limits than a shard shares: each admits exactly its
 // own count, however many others are in use beside it.
@@ -29,7 +29,7 @@ func TestKeysAndLimitsKeepApart(t *testing.T) {
 	}
 	var limits []sluice.Limit
 	for n := int64(1); n <= maxShared+20; n++ {
-		limits = append(limits, sluice.FixedWindow(n, time.Minute))
+		limits = append(limits, sluice.FixedWindow(n, time.Minute).WithVersion(uint32(n)))
 	}
 	for round := 0; round < 2; round++ { // the second finds every state in place
 		for _, key := range keys {
@@ -81,7 +81,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 			keys = append(keys, a[:n-1]+"x")
 		}
 	}
-	limits := []sluice.Limit{sluice.FixedWindow(1, time.Minute), sluice.FixedWindow(2, time.Minute), sluice.GCRA(sluice.PerSecond(1), 1)}
+	limits := []sluice.Limit{sluice.FixedWindow(1, time.Minute), sluice.FixedWindow(2, time.Minute).WithVersion(1), sluice.GCRA(sluice.PerSecond(1), 1)}
 	type kl struct{ key, lim int }
 	made := map[*entry]kl{}
 	for i, key := range keys {
@@ -105,7 +105,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 			if got := sh.lookup(h, key, &lim); got != e {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: lookup found another entry", when, len(key), key, lim)
 			}
-			if got := sh.tab.Load().find(h, key, &lim); got != e {
+			if got, exact := sh.tab.Load().find(h, key, &lim); got != e || !exact {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: find found another entry", when, len(key), key, lim)
 			} else {
 				got.mu.Unlock()
@@ -134,7 +134,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 		delete(made, e)
 		// A reader that found e in a table it loaded before e was
 		// removed must not decide on it.
-		if old.find(h, keys[at.key], &limits[at.lim]) != nil {
+		if e, _ := old.find(h, keys[at.key], &limits[at.lim]); e != nil {
 			t.Fatalf("key of %d bytes under %s: a removed entry found live", len(keys[at.key]), limits[at.lim])
 		}
 		if sh.lookup(h, keys[at.key], &limits[at.lim]) != nil {
@@ -153,12 +153,22 @@ func TestLookupUnderOneHash(t *testing.T) {
 func TestSharedLimitsBounded(t *testing.T) {
 	s := newStore(t, Config{Shards: 1, SweepInterval: -1})
 	for n := int64(1); n <= 3*maxShared; n++ {
-		if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(n, time.Minute), Cost: 1}); err != nil {
+		if _, err := s.Take(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(n, time.Minute).WithVersion(uint32(n)), Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := len(s.shards[0].limits); got != maxShared {
 		t.Errorf("shard shares %d compiled limits, want %d", got, maxShared)
+	}
+	// One key whose limit changes at every request: the limits its state
+	// is carried over to are shared and bounded too.
+	for n := int64(1); n <= 3*maxShared; n++ {
+		if _, err := s.Take(ctx, sluice.Request{Key: "changing", Limit: sluice.FixedWindow(n, time.Minute), Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(s.changed.m); got != maxShared {
+		t.Errorf("store shares %d changed limits, want %d", got, maxShared)
 	}
 }
 
@@ -249,7 +259,7 @@ func checkTables(t *testing.T, s *Store) {
 				continue
 			}
 			n++
-			id := kl{e.key(), e.c.lim}
+			id := kl{e.key(), e.c.Load().lim}
 			switch {
 			case seen[id]:
 				t.Errorf("%q under %s held twice", id.key, id.lim)
@@ -278,8 +288,10 @@ func TestSameLimitCoversLimit(t *testing.T) {
 		switch f.Kind() {
 		case reflect.Int64:
 			f.SetInt(1)
-		case reflect.Uint8:
+		case reflect.Uint8, reflect.Uint32:
 			f.SetUint(1)
+		case reflect.String:
+			f.SetString("1")
 		default:
 			t.Fatalf("sluice.Limit.%s is a %s: teach sameLimit and this test to compare it", typ.Field(i).Name, f.Kind())
 		}

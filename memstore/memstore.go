@@ -106,6 +106,7 @@ type Store struct {
 	baseUS   int64
 	clock    func() time.Time
 	leases   atomic.Uint64
+	changed  changedLimits
 	ticking  bool // a coarse clock: decisions read coarse
 	// coarse is the last reading (µs) of a coarse clock: negative until a
 	// decision has read it, 0 while the ticker sleeps and without a
@@ -251,13 +252,18 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	reading := s.now()
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.tab.Load().find(h, r.Key, &r.Limit)
+	e, exact := sh.tab.Load().find(h, r.Key, &r.Limit)
 	if e == nil {
 		return s.takeLocked(sh, h, &r, reading)
 	}
+	if !exact { // kept under another limit of its identity
+		d, err := s.takeChanged(e, &r, reading)
+		e.mu.Unlock()
+		return d, err
+	}
 	// What decide does, written out: this is the path of nearly every
 	// decision, and a call returning a Decision copies it once more.
-	p := &e.c.p
+	p := &e.c.Load().p
 	if uint64(r.Cost) > uint64(p.Cap) || r.MaxDelay < 0 { // a negative cost too
 		e.mu.Unlock()
 		return sluice.Decision{}, p.Check(r)
@@ -280,11 +286,7 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if err := e.c.p.Check(*r); err != nil {
-			return sluice.Decision{}, err
-		}
-		e.used = true
-		return s.decide(e, r, reading), nil
+		return s.takeChanged(e, r, reading)
 	}
 	c, err := sh.compile(r.Limit)
 	if err == nil {
@@ -308,6 +310,41 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 	return d, nil
 }
 
+// takeChanged decides r on e, which is locked, whose state may be kept
+// under another limit of the same identity than r's: it is carried over
+// first (see params).
+func (s *Store) takeChanged(e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
+	p, err := s.params(e, &r.Limit, s.at(e, reading))
+	if err == nil {
+		err = p.Check(*r)
+	}
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	e.used = true
+	return s.decide(e, r, reading), nil
+}
+
+// params returns the parameters of lim for e, whose lock is held: those
+// e's state is kept under if lim is that limit; otherwise lim's, the state
+// carried over to them at now (algo.Adopt) unless they decide alike. An
+// invalid lim leaves e as it was.
+func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, error) {
+	old := e.c.Load()
+	if sameLimit(&old.lim, lim) {
+		return &old.p, nil
+	}
+	c, err := s.changed.compile(*lim)
+	if err != nil {
+		return nil, err
+	}
+	if !old.p.Same(&c.p) {
+		algo.Adopt(&old.p, &c.p, &e.st, now)
+	}
+	e.c.Store(c)
+	return &c.p, nil
+}
+
 // recheckBelow is the RetryAfter under which a refusal made as of a coarse
 // reading is decided again at the exact time: the reading may be what
 // refused it. A longer refusal would need a reading that much stale.
@@ -316,7 +353,7 @@ const recheckBelow = time.Second
 // decide applies r, whose cost has been checked, to e, which is locked or
 // not yet in the table.
 func (s *Store) decide(e *entry, r *sluice.Request, reading int64) sluice.Decision {
-	p := &e.c.p
+	p := &e.c.Load().p
 	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
 		d = s.recheck(e, r)
@@ -327,7 +364,7 @@ func (s *Store) decide(e *entry, r *sluice.Request, reading int64) sluice.Decisi
 // recheck decides r on e, which is locked, again at the exact time, after
 // a refusal as of a coarse reading.
 func (s *Store) recheck(e *entry, r *sluice.Request) sluice.Decision {
-	p := &e.c.p
+	p := &e.c.Load().p
 	return algo.Step(p, &e.st, s.at(e, s.readClock()), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
 }
 
@@ -352,7 +389,7 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	}
 	for i := range rs {
 		for j := range i {
-			if rs[i].Key == rs[j].Key && rs[i].Limit == rs[j].Limit {
+			if rs[i].Key == rs[j].Key && rs[i].Limit.Shares(rs[j].Limit) {
 				return fmt.Errorf("%w: key %q under %s", sluice.ErrDuplicateRequest, rs[i].Key, rs[i].Limit)
 			}
 		}
@@ -410,11 +447,25 @@ func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created [
 			sh.insert(hs[i], e, s.perShard)
 		}
 		es, created = append(es, e), append(created, isNew)
-		if err := e.c.p.Check(r); err != nil {
+		if err := check(e, &r); err != nil {
 			return es, created, err
 		}
 	}
 	return es, created, nil
+}
+
+// check checks r against its limit, which e's state may be kept under or
+// not yet (decideAll carries it over, at the time it decides at).
+func check(e *entry, r *sluice.Request) error {
+	c := e.c.Load()
+	if sameLimit(&c.lim, &r.Limit) {
+		return c.p.Check(*r)
+	}
+	p, err := algo.Compile(r.Limit)
+	if err != nil {
+		return err
+	}
+	return p.Check(*r)
 }
 
 // decideAll decides every request at one time, the exact time or the
@@ -433,18 +484,20 @@ func (s *Store) decideAll(rs []sluice.Request, es []*entry, created []bool, ds [
 	admitted := true
 	for i, e := range es {
 		e.used = e.used || !created[i]
-		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), 0, false)
+		p, _ := s.params(e, &rs[i].Limit, now) // compiled without error by check
+		ds[i] = algo.Step(p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), 0, false)
 		admitted = admitted && ds[i].Allowed
 	}
 	for i, e := range es {
+		p := &e.c.Load().p
 		if !admitted {
 			if ds[i].Allowed {
-				ds[i] = algo.Step(&e.c.p, &e.st, now, 0, algo.MaxDelay(rs[i].MaxDelay), 0, false)
+				ds[i] = algo.Step(p, &e.st, now, 0, algo.MaxDelay(rs[i].MaxDelay), 0, false)
 				ds[i].Allowed, ds[i].RetryAfter, ds[i].Delay = false, 0, 0
 			}
 			continue
 		}
-		ds[i] = algo.Step(&e.c.p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(&e.c.p, rs[i].Cost), true)
+		ds[i] = algo.Step(p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(p, rs[i].Cost), true)
 	}
 	return admitted
 }
@@ -483,7 +536,7 @@ func insertSorted(xs []int, v int) []int {
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
 	h := s.hash(key)
 	sh := &s.shards[h>>s.shift]
-	e := sh.tab.Load().find(h, key, &limit)
+	e, _ := sh.tab.Load().find(h, key, &limit)
 	if e == nil {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
@@ -494,6 +547,26 @@ func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease
 	}
 	algo.Release(&e.st, lease)
 	e.mu.Unlock()
+	return nil
+}
+
+var _ sluice.Resetter = (*Store)(nil)
+
+// Reset forgets key's state under limit (and every limit sharing it): the
+// next request starts afresh.
+func (s *Store) Reset(_ context.Context, key string, limit sluice.Limit) error {
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	h := s.hash(key)
+	sh := &s.shards[h>>s.shift]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.lookup(h, key, &limit); e != nil && !e.pinned {
+		e.mu.Lock()
+		sh.remove(h, e)
+		e.mu.Unlock()
+	}
 	return nil
 }
 

@@ -27,28 +27,39 @@ type entry struct {
 	// waited between the reading and the lock) decides at last.
 	last int64
 
-	c      *compiled // its limit and parameters (shared, read only)
-	long   *string   // the key, if longer than inlineKey
-	klen   int8      // length of the key in kbuf, or -1: the key is in long
-	used   bool      // used since the eviction hand or the sweeper last passed it
-	dead   bool      // removed from the table: a caller that found it looks again
-	pinned bool      // held by a TakeAll; not evictable (guarded by the shard lock)
+	// c is the limit and parameters its state is kept under (shared, read
+	// only). It changes, under mu, when a request brings another limit of
+	// the same identity (Store.params); its identity, which lookups
+	// compare without mu, never does.
+	c      atomic.Pointer[compiled]
+	long   *string // the key, if longer than inlineKey
+	klen   int8    // length of the key in kbuf, or -1: the key is in long
+	used   bool    // used since the eviction hand or the sweeper last passed it
+	dead   bool    // removed from the table: a caller that found it looks again
+	pinned bool    // held by a TakeAll; not evictable (guarded by the shard lock)
 	kbuf   [inlineKey]byte
 
 	st algo.State
 }
 
-// is reports whether e is the state of key under lim. The fields it reads
-// never change once e is in a table, so it needs no lock.
-func (e *entry) is(key string, lim *sluice.Limit) bool {
+// is reports whether e is the state of key under lim: of key, with the
+// identity of lim (sluice.Limit.Shares); exact if its state is kept under
+// lim itself. What it reads never changes once e is in a table (e.c may
+// change, never its identity), so it needs no lock, but exact is only
+// stable under e's lock.
+func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
 	if int(e.klen) == len(key) {
 		if !inlineEqual(&e.kbuf, key) {
-			return false
+			return false, false
 		}
 	} else if e.klen >= 0 || *e.long != key {
-		return false
+		return false, false
 	}
-	return sameLimit(&e.c.lim, lim)
+	c := e.c.Load()
+	if sameLimit(&c.lim, lim) {
+		return true, true
+	}
+	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
 }
 
 // inlineEqual reports whether the first len(key) bytes of b are key, which
@@ -80,7 +91,15 @@ func inlineEqual(b *[inlineKey]byte, key string) bool {
 // sluice.Limit gains a field this does not compare.
 func sameLimit(a, b *sluice.Limit) bool {
 	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
-		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL
+		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL &&
+		a.Calendar == b.Calendar && a.Version == b.Version && sameZone(a.Zone, b.Zone)
+}
+
+// sameZone is a == b without a call to the general comparison when both
+// are empty (no calendar, the usual case). Small enough that sameLimit
+// stays inlined.
+func sameZone(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a == b)
 }
 
 // key returns the entry's key.
@@ -92,7 +111,8 @@ func (e *entry) key() string {
 }
 
 func newEntry(key string, c *compiled) *entry {
-	e := &entry{c: c, klen: int8(len(key))}
+	e := &entry{klen: int8(len(key))}
+	e.c.Store(c)
 	if len(key) <= inlineKey {
 		copy(e.kbuf[:], key)
 	} else {
@@ -172,6 +192,35 @@ func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
 	return c, nil
 }
 
+// changedLimits shares the compiled limits that entries' states are
+// carried over to (Store.params), as a shard's limits does for new entries,
+// so that a changed limit costs each of its keys no copy of its own. Its
+// lock is taken under an entry's and takes no other.
+type changedLimits struct {
+	mu sync.Mutex
+	m  map[sluice.Limit]*compiled // at most maxShared
+}
+
+func (cl *changedLimits) compile(lim sluice.Limit) (*compiled, error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if c := cl.m[lim]; c != nil {
+		return c, nil
+	}
+	p, err := algo.Compile(lim)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{lim: lim, p: p}
+	if cl.m == nil {
+		cl.m = make(map[sluice.Limit]*compiled)
+	}
+	if len(cl.m) < maxShared {
+		cl.m[lim] = c
+	}
+	return c, nil
+}
+
 // probe returns the entry of key under lim in t, or nil. Without the
 // shard's lock it may miss an entry that a concurrent removal is moving,
 // or return one that has just been removed (its dead flag says so); under
@@ -182,8 +231,10 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
 		sl := &slots[i]
 		if sh := sl.h.Load(); sh == h {
-			if e := sl.e.Load(); e != nil && e.is(key, lim) {
-				return e
+			if e := sl.e.Load(); e != nil {
+				if found, _ := e.is(key, lim); found {
+					return e
+				}
 			}
 		} else if sh == 0 {
 			return nil
@@ -194,10 +245,11 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 
 // find returns the live entry of key under lim, locked, or nil if it did
 // not find one without the shard's lock (the caller then looks again
-// under it). It locks an entry whose hash matches before it compares the
+// under it); exact if its state is kept under lim itself (otherwise under
+// another limit of the same identity). It locks an entry whose hash matches before it compares the
 // key: the first touch of the entry's first cache line is then the lock's
 // write, not a read that another core's lock must take back at once.
-func (t *table) find(h uint64, key string, lim *sluice.Limit) *entry {
+func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact bool) {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
@@ -207,16 +259,18 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) *entry {
 				e.mu.Lock()
 				// A dead entry was removed after it was found; the key's
 				// state, if any, is further on or only under the lock.
-				if !e.dead && e.is(key, lim) {
-					return e
+				if !e.dead {
+					if found, exact := e.is(key, lim); found {
+						return e, exact
+					}
 				}
 				e.mu.Unlock()
 			}
 		} else if sh == 0 {
-			return nil
+			return nil, false
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // lookup returns the entry of key under lim, or nil. The shard's lock is

@@ -19,6 +19,14 @@ func TestParseLimit(t *testing.T) {
 		`{algorithm: fixed_window, rate: 100/h}`:                      sluice.FixedWindow(100, time.Hour),
 		`{algorithm: concurrency, limit: 3, lease_ttl: 30s}`:          sluice.Concurrency(3, 30*time.Second),
 		`{algorithm: leaky_bucket, rate: 2/s, queue: 4, nodelay: 1}`:  sluice.LeakyBucket(sluice.PerSecond(2), 4).WithNoDelay(1),
+		// calendar windows; 1d without calendar or timezone keeps its
+		// meaning, 24 hours from the epoch
+		`{algorithm: fixed_window, limit: 5, window: 1mo, timezone: Europe/Berlin}`:   sluice.CalendarWindow(5, sluice.Month, "Europe/Berlin"),
+		`{algorithm: fixed_window, limit: 5, window: 1y}`:                             sluice.CalendarWindow(5, sluice.Year, ""),
+		`{algorithm: fixed_window, limit: 5, window: 1w, calendar: true}`:             sluice.CalendarWindow(5, sluice.Week, ""),
+		`{algorithm: fixed_window, limit: 5, window: 1d, timezone: America/New_York}`: sluice.CalendarWindow(5, sluice.Day, "America/New_York"),
+		`{algorithm: fixed_window, limit: 5, window: 1d}`:                             sluice.FixedWindow(5, 24*time.Hour),
+		`{algorithm: fixed_window, limit: 5, window: 1d, calendar: false}`:            sluice.FixedWindow(5, 24*time.Hour),
 	}
 	for in, want := range good {
 		got, err := policy.ParseLimit("req", []byte(in))
@@ -31,10 +39,13 @@ func TestParseLimit(t *testing.T) {
 		`[1, 2]`:                              `req:1: want a limit such as`,
 		`{rate: 1/s}`:                         `req:1: algorithm: missing`,
 		`{algorithm: token_bucket, brust: 2}`: `unknown field "brust"`,
-		`{algorithm: token_bucket, rate: 1/s, window: 1m}`: `window: not used by token_bucket`,
-		`{algorithm: fixed_window, rate: 0/s}`:             `count must be at least 1`,
-		`{algorithm: nope}`:                                `algorithm:`,
-		`{algorithm: gcra, rate: 5/s, burst: -1}`:          `burst: must be at least 1`,
+		`{algorithm: token_bucket, rate: 1/s, window: 1m}`:                             `window: not used by token_bucket`,
+		`{algorithm: fixed_window, rate: 0/s}`:                                         `count must be at least 1`,
+		`{algorithm: nope}`:                                                            `algorithm:`,
+		`{algorithm: gcra, rate: 5/s, burst: -1}`:                                      `burst: must be at least 1`,
+		`{algorithm: fixed_window, limit: 5, window: 1mo, timezone: Nowhere/Land}`:     `timezone: "Nowhere/Land" is not a known IANA time zone`,
+		`{algorithm: fixed_window, limit: 5, window: 1mo, timezone: Local}`:            `timezone: "Local" is not an IANA time zone name`,
+		`{algorithm: fixed_window, limit: 5, window: 1mo, timezone: ../../etc/passwd}`: `is not a known IANA time zone`,
 	}
 	for in, want := range bad {
 		_, err := policy.ParseLimit("req", []byte(in))
@@ -62,6 +73,9 @@ func TestParseLimitEveryAlgorithm(t *testing.T) {
 	for _, alg := range sluice.Algorithms() {
 		spec := "{algorithm: " + alg.String()
 		for _, f := range alg.Fields() {
+			if f == "calendar" || f == "timezone" {
+				continue // calendar windows: TestParseLimit
+			}
 			v, ok := sample[f]
 			if !ok {
 				t.Fatalf("%s: no sample value for %s", alg, f)

@@ -420,11 +420,11 @@ func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
 
 // commonFields are the fields of every limit; the algorithm's own are
 // sluice.Algorithm.Fields.
-var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing"}
+var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version"}
 
 // paramFields are every algorithm's parameters, for the unknown-field
 // message before the algorithm is known.
-var paramFields = []string{"limit", "window", "rate", "burst", "queue", "nodelay", "warmup", "lease_ttl"}
+var paramFields = []string{"limit", "window", "rate", "burst", "queue", "nodelay", "warmup", "lease_ttl", "calendar", "timezone"}
 
 // algorithmNames lists the algorithms for messages.
 func algorithmNames() string {
@@ -450,6 +450,10 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.
 		return nil
 	}
 	lim.Limit = l.parameters(f, w, alg, n)
+	if v := f["version"]; v != nil {
+		ver, _ := l.Int(v, w, "version", 0, math.MaxUint32)
+		lim.Limit.Version = uint32(ver)
+	}
 	if q := f["queue"]; q != nil {
 		l.servable(q, w, "queue", lim.Limit, bound)
 	}
@@ -605,7 +609,6 @@ func (l *loader) parameters(f map[string]*yaml.Node, w where, alg sluice.Algorit
 		return v
 	}
 	count := func(v *yaml.Node) { lim.Count, _ = l.Int(v, w, "limit", 1, math.MaxInt64) }
-	duration := func(v *yaml.Node, field string, d *time.Duration) { *d, _ = l.Duration(v, w, field) }
 	takes := alg.Fields()
 	switch {
 	case slices.Contains(takes, "window"): // a rate, or limit and window
@@ -615,7 +618,10 @@ func (l *loader) parameters(f map[string]*yaml.Node, w where, alg sluice.Algorit
 			}
 		} else if lv, wv := need("limit"), need("window"); lv != nil && wv != nil {
 			count(lv)
-			duration(wv, "window", &lim.Period)
+			l.window(wv, f, w, &lim)
+		}
+		if v := f["rate"]; v != nil && (f["calendar"] != nil || f["timezone"] != nil) {
+			l.Fail(v, w, "rate", "a calendar window is written as limit and window (window: 1d, 1w, 1mo or 1y)")
 		}
 	case slices.Contains(takes, "rate"):
 		need("rate")
@@ -631,6 +637,46 @@ func (l *loader) parameters(f map[string]*yaml.Node, w where, alg sluice.Algorit
 		}
 	}
 	return lim
+}
+
+// calendarWindows are the windows that name a calendar period.
+var calendarWindows = map[string]sluice.Calendar{"1d": sluice.Day, "1w": sluice.Week, "1mo": sluice.Month, "1y": sluice.Year}
+
+// window reads a window (v) with the calendar and timezone fields: 1mo and
+// 1y are calendar periods (UTC unless a timezone is given); 1d and 1w are
+// with calendar: true or a timezone; any other window is a duration from
+// the epoch, as it always was (1d without either resets at UTC midnight).
+func (l *loader) window(v *yaml.Node, f map[string]*yaml.Node, w where, lim *sluice.Limit) {
+	s, ok := l.Str(v, w, "window")
+	if !ok {
+		return
+	}
+	if !slices.Contains(lim.Algorithm.Fields(), "calendar") {
+		f = nil // reported as fields the algorithm does not take
+	}
+	cal, set := false, f["calendar"] != nil
+	if set {
+		cal = l.Bool(f["calendar"], w, "calendar")
+	}
+	if z := f["timezone"]; z != nil {
+		lim.Zone, _ = l.Str(z, w, "timezone")
+		if !set {
+			cal = true
+		}
+	}
+	unit := calendarWindows[strings.TrimSpace(s)]
+	switch {
+	case unit >= sluice.Month && !cal && set:
+		l.Fail(f["calendar"], w, "calendar", "window %s is always a calendar period; leave calendar out", s)
+	case unit >= sluice.Month || unit != 0 && cal:
+		lim.Calendar = unit
+	case unit == sluice.Week:
+		l.Fail(v, w, "window", "1w is a calendar week: add calendar: true (ISO weeks from Monday, UTC) or a timezone; for 7 days counted from the epoch write 7d")
+	case cal:
+		l.Fail(v, w, "window", "%q: a calendar window is 1d, 1w, 1mo or 1y", s)
+	default:
+		lim.Period, _ = l.Duration(v, w, "window")
+	}
 }
 
 // params reads the parameters an algorithm takes besides its rate, with
@@ -661,7 +707,7 @@ func (l *loader) params(f map[string]*yaml.Node, w where, alg sluice.Algorithm, 
 			if v != nil {
 				lim.LeaseTTL, _ = l.Duration(v, w, field)
 			}
-		case "limit", "window", "rate": // read by parameters
+		case "limit", "window", "rate", "calendar", "timezone": // read by parameters
 		default: // a parameter of a new algorithm this loader does not read
 			l.Fail(v, w, field, "%s takes %s, which this loader cannot read", alg, field)
 		}

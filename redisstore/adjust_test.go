@@ -95,7 +95,7 @@ func TestAdjustNearCache(t *testing.T) {
 		t.Fatalf("charge into debt: %+v %v", d, err)
 	}
 	q, _ := s.prepare(sluice.Request{Key: "k", Limit: l, Cost: 1})
-	if _, ok := s.near.get(q.state, 1, 0, s.localNow()); !ok {
+	if _, ok := s.near.get(q.state, &l, 1, 0, s.localNow()); !ok {
 		t.Fatal("a key charged into debt is not in the near cache")
 	}
 }

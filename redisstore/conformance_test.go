@@ -44,9 +44,15 @@ type fakeClock struct{ us atomic.Int64 }
 func (c *fakeClock) now() time.Time { return time.UnixMicro(c.us.Load()) }
 
 func genLimit(t *rapid.T) sluice.Limit {
+	return genLimitOf(t, rapid.IntRange(1, 8).Draw(t, "algorithm"))
+}
+
+// genLimitOf draws a limit of algorithm code alg (1 fixed_window … 8
+// concurrency) with random parameters.
+func genLimitOf(t *rapid.T, alg int) sluice.Limit {
 	n := rapid.Int64Range(1, 8).Draw(t, "n")
 	period := time.Duration(rapid.Int64Range(1, 3_000_000).Draw(t, "period_us")) * time.Microsecond
-	switch rapid.IntRange(1, 8).Draw(t, "algorithm") {
+	switch alg {
 	case 1:
 		return sluice.FixedWindow(n, period)
 	case 2:
@@ -80,12 +86,58 @@ func genMaxDelay(t *rapid.T) time.Duration {
 	return time.Duration(rapid.Int64Range(1, 3_000_000_000).Draw(t, "max_delay_ns"))
 }
 
+// traces says what a conformance trace is made of: its limits, its start
+// and the gaps between its steps (µs; a quarter of one, backwards, now and
+// then).
+type traces struct {
+	limit func(*rapid.T) sluice.Limit
+	start func(*rapid.T) int64
+	gap   func(*rapid.T) int64
+	// limits, if set, draws the trace's three limits instead of limit.
+	limits func(*rapid.T) []sluice.Limit
+}
+
+// plain traces: every algorithm, steps up to 1.5 s apart.
+var plain = traces{
+	limit: genLimit,
+	start: func(t *rapid.T) int64 {
+		return 1_700_000_040_000_000 + rapid.Int64Range(0, 10_000_000).Draw(t, "start")
+	},
+	gap: func(t *rapid.T) int64 { return rapid.Int64Range(0, 1_500_000).Draw(t, "gap_us") },
+}
+
+// changing traces: three limits of one algorithm, so that a key's limit
+// changes from step to step and its state is carried over (sluice.Limit)
+// by takes, checks, adjustments and releases alike.
+var changing = traces{
+	limits: func(t *rapid.T) []sluice.Limit {
+		alg := rapid.IntRange(1, 8).Draw(t, "algorithm")
+		return []sluice.Limit{genLimitOf(t, alg), genLimitOf(t, alg), genLimitOf(t, alg)}
+	},
+	start: plain.start,
+	gap:   plain.gap,
+}
+
+// TestConformanceChanging: limits that change under a key's state, with
+// adjustments (settles) interleaved, decide identically on both stores.
+func TestConformanceChanging(t *testing.T) {
+	conformanceOf(t, redistest.Standalone(t), false, changing)
+}
+
+func TestConformanceChangingCluster(t *testing.T) {
+	conformanceOf(t, redistest.Cluster(t), true, changing)
+}
+
 func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
+	conformanceOf(t, client, scripts, plain)
+}
+
+func conformanceOf(t *testing.T, client redis.UniversalClient, scripts bool, tr traces) {
 	base := redistest.Prefix(t)
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := &fakeClock{}
-		clk.us.Store(1_700_000_040_000_000 + rapid.Int64Range(0, 10_000_000).Draw(rt, "start"))
+		clk.us.Store(tr.start(rt))
 		mem, err := memstore.New(memstore.Config{Now: clk.now, SweepInterval: -1})
 		if err != nil {
 			rt.Fatal(err)
@@ -100,7 +152,12 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 		defer red.Close()
 
 		keys := []string{"global", "ip:203.0.113.7", "user:{42}:a}b"}
-		limits := []sluice.Limit{genLimit(rt), genLimit(rt), genLimit(rt)}
+		var limits []sluice.Limit
+		if tr.limits != nil {
+			limits = tr.limits(rt)
+		} else {
+			limits = []sluice.Limit{tr.limit(rt), tr.limit(rt), tr.limit(rt)}
+		}
 		type lease struct {
 			req      sluice.Request
 			mem, red uint64
@@ -130,7 +187,7 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 			for len(rs) < n {
 				r := req(len(rs))
 				for _, o := range rs {
-					if o.Key == r.Key && o.Limit == r.Limit {
+					if o.Key == r.Key && o.Limit.Shares(r.Limit) {
 						continue pick
 					}
 				}
@@ -139,7 +196,7 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 			return rs
 		}
 		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {
-			gap := rapid.Int64Range(0, 1_500_000).Draw(rt, "gap_us")
+			gap := tr.gap(rt)
 			if rapid.IntRange(0, 15).Draw(rt, "backwards") == 0 {
 				gap = -gap / 4
 			}

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -13,27 +12,24 @@ import (
 //
 // Every user-supplied part is length-prefixed, so two different (slot key,
 // key, limit) triples never produce the same name, whatever bytes they
-// contain: "a:b"+"c" and "a"+"b:c" stay apart. The limit's parameters are
-// part of the name, so a changed limit starts fresh instead of
-// misreading state written under other parameters. The hash tag {…} holds
-// the slot key, so both keys of a request, and every key sharing a slot key,
-// live on one Redis Cluster slot.
+// contain: "a:b"+"c" and "a"+"b:c" stay apart. Of the limit, only what
+// identifies its state is in the name, its algorithm and version (see
+// sluice.Limit.Shares): the other parameters are stored in the hash (field
+// p) and a state written under others is carried over (scripts/adopt.lua),
+// so a changed limit keeps its keys' usage. The hash tag {…} holds the slot
+// key, so both keys of a request, and every key sharing a slot key, live on
+// one Redis Cluster slot.
 //
-//	<prefix>{<len>:<key>}<algorithm>/<count>/<period µs>/<burst>/<nodelay>/<warm-up µs>/<lease µs>:s
-//	<prefix>{<len>:<slot key>}<len>:<key>/<algorithm>/...:s    (with Config.SlotKey)
+//	<prefix>{<len>:<key>}<algorithm>/v<version>:s
+//	<prefix>{<len>:<slot key>}<len>:<key>/<algorithm>/v<version>:s    (with Config.SlotKey)
 func (s *Store) stateKeys(key string, lim sluice.Limit) (state, log string) {
 	return s.keysWith(key, limitName(lim), true)
 }
 
-// limitName is the part of a key naming the limit:
-// <algorithm>/<count>/<period µs>/<burst>/<nodelay>/<warm-up µs>/<lease µs>.
+// limitName is the part of a key naming the limit's state:
+// <algorithm>/v<version>.
 func limitName(lim sluice.Limit) string {
-	b := append([]byte(nil), lim.Algorithm.String()...)
-	for _, v := range []int64{lim.Count, micros(lim.Period), lim.Burst, lim.NoDelay, micros(lim.Warmup), micros(lim.LeaseTTL)} {
-		b = append(b, '/')
-		b = strconv.AppendInt(b, v, 10)
-	}
-	return string(b)
+	return lim.Algorithm.String() + "/v" + strconv.FormatUint(uint64(lim.Version), 10)
 }
 
 // keysWith is stateKeys with the limit's name already built (compile
@@ -67,8 +63,6 @@ func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
 	all := string(b)
 	return all[:n+2], all[:n] + all[n+2:]
 }
-
-func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
 // slot returns the Redis Cluster hash slot of a key built by stateKeys: the
 // CRC16 (XMODEM) of its hash tag, modulo 16384.

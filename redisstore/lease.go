@@ -192,6 +192,23 @@ func (l *leaser) find(q request) *lease {
 	return e
 }
 
+// forget drops the lease of state, if any, and what it holds (Store.Reset
+// deleted the state that counted it).
+func (l *leaser) forget(state string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	e := l.byKey[state]
+	delete(l.byKey, state)
+	l.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		e.tokens = 0
+		e.mu.Unlock()
+	}
+}
+
 // note counts cost asked at now in the demand windows.
 func (e *lease) note(cost int64, now time.Time, traffic time.Duration) {
 	if d := now.Sub(e.win); d >= traffic || d < 0 {
@@ -257,6 +274,17 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 	if ls == nil {
 		return false, nil
 	}
+	for {
+		wait := l.rebase(ctx, ls, qs, l.s.localNow())
+		if wait == nil {
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
+	}
 	spent := make([]bool, len(qs))
 	for first := true; ; first = false {
 		now := l.s.localNow()
@@ -281,6 +309,48 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 		}
 		return true, l.refill(ctx, ls, qs, ds, spent, miss, now)
 	}
+}
+
+// rebase brings each lease to its request's limit. A lease taken under
+// another limit of the key's identity (a reload changed it: the state key
+// is the same) gives its unspent units back under the limit they were
+// taken under, in this call, before any lease call under the new one, so
+// that the state Redis carries over to the new limit holds what was
+// admitted, as without leases; the lease then starts empty under the new
+// limit. A calendar window's argument follows its period. It returns a
+// lease call in flight to wait for first.
+func (l *leaser) rebase(ctx context.Context, ls []*lease, qs []request, now time.Time) (wait chan struct{}) {
+	for i, e := range ls {
+		q := qs[i]
+		e.mu.Lock()
+		switch {
+		case e.q.Limit == q.Limit:
+			e.q.params = q.params // the same string but for a calendar's bounds
+			e.mu.Unlock()
+			continue
+		case e.refill != nil:
+			e.mu.Unlock()
+			return e.refill
+		}
+		old, n, start := e.q, e.tokens, e.start
+		if old.p.Alg == sluice.AlgorithmFixedWindow && !now.Before(e.end) {
+			n = 0 // their window is over: nothing to give back
+		}
+		e.q, e.tokens, e.start, e.room, e.end, e.resetAt = q, 0, 0, 0, time.Time{}, time.Time{}
+		e.q.Cost, e.q.MaxDelay = 0, 0
+		if n == 0 {
+			e.mu.Unlock()
+			continue
+		}
+		ch := make(chan struct{})
+		e.refill = ch // calls under the new limit wait for the give-back
+		e.mu.Unlock()
+		old.Cost = n
+		// a give-back that fails loses the units: capacity, never excess
+		l.s.run(ctx, l.s.call(scripts().refund, []request{old}, []string{"||" + strconv.FormatInt(start, 10)})) //nolint:errcheck
+		release(ls[i:i+1], []int{0})
+	}
+	return nil
 }
 
 // spend admits from the leases each request they cover, marking it in
@@ -368,7 +438,7 @@ func release(ls []*lease, miss []int) {
 // check waited for was refused).
 func (l *leaser) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) bool {
 	for i, q := range qs {
-		if d, ok := l.s.near.get(q.state, q.Cost, q.MaxDelay, now); ok {
+		if d, ok := l.s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
 			for j := range ds {
 				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
 			}
@@ -668,6 +738,14 @@ func (s *Store) TakeHeld(rs []sluice.Request, ds []sluice.Decision) bool {
 		}
 	}
 	l.mu.RUnlock()
+	for i, e := range ls {
+		e.mu.Lock()
+		same := e.q.Limit == qs[i].Limit
+		e.mu.Unlock()
+		if !same {
+			return false // held under the key's previous limit: not carried over here
+		}
+	}
 	spent := make([]bool, len(qs))
 	if miss, wait := l.spend(ls, qs, ds, spent, s.localNow(), true); len(miss) > 0 || wait != nil {
 		unspend(ls, qs, spent)

@@ -33,7 +33,8 @@ type nearShard struct {
 }
 
 type nearEntry struct {
-	at       time.Time // when Redis refused
+	lim      sluice.Limit // the limit refused under: a key's limit may change, its state key does not
+	at       time.Time    // when Redis refused
 	cost     int64
 	maxDelay time.Duration // 0: no bound
 	d        sluice.Decision
@@ -53,8 +54,8 @@ func (c *nearCache) shard(key string) *nearShard {
 
 // get returns the refusal for key at now, its times shortened by the time
 // since Redis gave it, if one is remembered and still holds for cost and
-// maxDelay.
-func (c *nearCache) get(key string, cost int64, maxDelay time.Duration, now time.Time) (sluice.Decision, bool) {
+// maxDelay under lim.
+func (c *nearCache) get(key string, lim *sluice.Limit, cost int64, maxDelay time.Duration, now time.Time) (sluice.Decision, bool) {
 	if c == nil || cost == 0 {
 		return sluice.Decision{}, false
 	}
@@ -62,7 +63,7 @@ func (c *nearCache) get(key string, cost int64, maxDelay time.Duration, now time
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	sh.mu.Unlock()
-	if !ok || cost < e.cost || waitsLonger(maxDelay, e.maxDelay) {
+	if !ok || cost < e.cost || waitsLonger(maxDelay, e.maxDelay) || e.lim != *lim {
 		return sluice.Decision{}, false
 	}
 	elapsed := now.Sub(e.at)
@@ -81,7 +82,7 @@ func waitsLonger(maxDelay, than time.Duration) bool {
 	return than != 0 && (maxDelay == 0 || maxDelay > than)
 }
 
-func (c *nearCache) put(key string, cost int64, maxDelay time.Duration, d sluice.Decision, now time.Time) {
+func (c *nearCache) put(key string, lim *sluice.Limit, cost int64, maxDelay time.Duration, d sluice.Decision, now time.Time) {
 	if c == nil {
 		return
 	}
@@ -109,10 +110,11 @@ func (c *nearCache) put(key string, cost int64, maxDelay time.Duration, d sluice
 		}
 		c.n.Add(1)
 	}
-	sh.m[key] = nearEntry{at: now, cost: cost, maxDelay: maxDelay, d: d}
+	sh.m[key] = nearEntry{lim: *lim, at: now, cost: cost, maxDelay: maxDelay, d: d}
 }
 
-// forget drops what is remembered for key: a refund may have made room.
+// forget drops what is remembered for key, under any limit: a refund or
+// a reset may have made room.
 func (c *nearCache) forget(key string) {
 	if c == nil {
 		return

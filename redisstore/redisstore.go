@@ -205,6 +205,34 @@ type compiled struct {
 	p      algo.Params
 	params any    // the script argument, a string boxed once
 	name   string // the limit's part of its keys (limitName)
+	cal    *calendarArg
+}
+
+// calendarArg is the script argument of a calendar window, which holds the
+// bounds of the periods around now (the scripts have no time zones), for
+// the period it was built in: rebuilt once per period.
+type calendarArg struct {
+	last atomic.Pointer[calendarBounds]
+}
+
+type calendarBounds struct {
+	from, to int64 // the period the argument was built in
+	arg      any
+}
+
+// arg returns the script argument of the calendar window c at now (µs):
+// "1:<N>:<4 bounds>" (see scripts/state.lua).
+func (c *compiled) calendar(now int64) any {
+	if b := c.cal.last.Load(); b != nil && b.from <= now && now < b.to {
+		return b.arg
+	}
+	bs := c.p.Periods(now)
+	arg := c.params.(string)
+	for _, v := range bs {
+		arg += ":" + strconv.FormatInt(v, 16)
+	}
+	c.cal.last.Store(&calendarBounds{from: bs[1], to: bs[2], arg: arg})
+	return arg
 }
 
 // maxCompiled bounds the cache of compiled limits. Limits come from code
@@ -235,7 +263,12 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		vs = []int64{p.N, p.P, p.Warm}
 	case sluice.AlgorithmConcurrency:
 		vs = []int64{p.N, p.TTL}
-	default: // fixed window, sliding log, sliding window
+	case sluice.AlgorithmFixedWindow:
+		vs = []int64{p.N}
+		if !p.Calendar() {
+			vs = append(vs, p.P)
+		}
+	default: // sliding log, sliding window
 		vs = []int64{p.N, p.P}
 	}
 	for _, v := range vs { // in hexadecimal: cheaper for Lua to read
@@ -243,6 +276,9 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		b = strconv.AppendInt(b, v, 16)
 	}
 	c = compiled{p: p, params: any(string(b)), name: limitName(l)}
+	if p.Calendar() {
+		c.cal = &calendarArg{}
+	}
 	s.limitsMu.Lock()
 	if len(s.limits) < maxCompiled {
 		s.limits[l] = c
@@ -261,6 +297,9 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 	}
 	p := c.p
 	q := request{Request: r, p: p, params: c.params}
+	if c.cal != nil {
+		q.params = c.calendar(s.localNow().UnixMicro())
+	}
 	if p.Alg == sluice.AlgorithmLeakyBucket && r.MaxDelay > 0 {
 		// the request's bound rides with its limit (scripts/state.lua)
 		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)
@@ -385,7 +424,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	if d, ok := s.near.get(q.state, r.Cost, r.MaxDelay, s.localNow()); ok {
+	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, s.localNow()); ok {
 		return d, nil
 	}
 	var d [1]sluice.Decision
@@ -410,7 +449,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
 	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && q.p.Alg != sluice.AlgorithmConcurrency {
-		s.near.put(q.state, q.Cost, q.MaxDelay, d, s.localNow())
+		s.near.put(q.state, &q.Limit, q.Cost, q.MaxDelay, d, s.localNow())
 	}
 }
 
@@ -434,7 +473,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	qs := make([]request, len(rs))
 	for i, r := range rs {
 		for j := range i {
-			if r.Key == rs[j].Key && r.Limit == rs[j].Limit {
+			if r.Key == rs[j].Key && r.Limit.Shares(rs[j].Limit) {
 				return fmt.Errorf("%w: key %q under %s", sluice.ErrDuplicateRequest, r.Key, r.Limit)
 			}
 		}
@@ -447,7 +486,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	// A request known to be refused refuses the whole check, locally.
 	now := s.localNow()
 	for i, q := range qs {
-		if d, ok := s.near.get(q.state, q.Cost, q.MaxDelay, now); ok {
+		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
 			for j := range ds {
 				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
 			}
@@ -631,6 +670,29 @@ func pickDecisions(ds []sluice.Decision, idx []int) decisionView {
 type decisionView struct {
 	ds  []sluice.Decision
 	idx []int
+}
+
+var _ sluice.Resetter = (*Store)(nil)
+
+// Reset deletes key's state under limit (and every limit sharing it: the
+// state hash and the log) in one round trip, and forgets a refusal of it
+// this instance's near cache remembers, and the units its quota lease of
+// the key holds (they were counted in the state deleted); other instances'
+// near caches keep theirs until its RetryAfter, and their leases theirs
+// until spent or given back.
+func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error {
+	if err := limit.Validate(); err != nil {
+		return err
+	}
+	state, log := s.stateKeys(key, limit)
+	s.near.forget(state)
+	s.leases.forget(state)
+	pipe := s.client.Pipeline() // Client has no DEL of its own; one command, one round trip
+	pipe.Del(ctx, state, log)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisstore: reset %q: %w", key, err)
+	}
+	return nil
 }
 
 // Release ends a concurrency lease.

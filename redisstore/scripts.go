@@ -70,6 +70,7 @@ func common(b *strings.Builder, algs ...sluice.Algorithm) {
 		dispatch += "[" + string(rune('0'+int(a))) + "] = " + f[1] + ", "
 	}
 	b.WriteString(dispatch + "}\n")
+	b.WriteString(read("adopt.lua"))
 	b.WriteString(read("state.lua"))
 }
 

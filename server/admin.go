@@ -21,7 +21,8 @@ import (
 var statusPage []byte
 
 // adminHandler serves the admin listener: /metrics, /healthz, /readyz,
-// /status (a self-contained page), /status.json and, with Config.Pprof,
+// /status (a self-contained page), /status.json, one key's state
+// (/admin/keys, /admin/keys/reset: keys.go) and, with Config.Pprof,
 // /debug/pprof/.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -47,6 +48,8 @@ func (s *Server) adminHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		json.NewEncoder(w).Encode(s.status(r.Context()))
 	})
+	mux.HandleFunc("GET /admin/keys", s.inspectKey)
+	mux.HandleFunc("POST /admin/keys/reset", s.resetKey)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/status", http.StatusFound)
 	})

@@ -28,6 +28,9 @@ import (
 //	payload = version, id, expiry, then per check: name, key, limit,
 //	          reserved, max, missing, missing cost
 //
+// A token of version 1 (an instance of an earlier sluice, during a
+// rollout) is read too: its limits have no calendar, zone or version.
+//
 // The MAC makes it unforgeable by anyone without the secret (a random one
 // per process, or settle_secret_file); the expiry bounds its life; the id
 // (32 random bits per process, then a counter) makes it single-use: spent
@@ -35,7 +38,7 @@ import (
 // and with a shared secret also in the store (markSpent), which every
 // instance sees.
 const (
-	tokenVersion   = 1
+	tokenVersion   = 2 // 1: limits without Calendar, Zone and Version, still read
 	tokenMACSize   = sha256.Size
 	maxTokenLen    = 48 << 10 // encoded
 	maxSpentWords  = 1 << 16  // 4,194,304 tokens spent within their lifetime
@@ -220,13 +223,16 @@ func appendLimit(b []byte, l sluice.Limit) []byte {
 	for _, v := range []int64{l.Count, int64(l.Period), l.Burst, l.NoDelay, int64(l.Warmup), int64(l.LeaseTTL)} {
 		b = binary.AppendVarint(b, v)
 	}
-	return b
+	b = binary.AppendUvarint(b, uint64(l.Calendar))
+	b = appendString(b, l.Zone)
+	return binary.AppendUvarint(b, uint64(l.Version))
 }
 
 // tokenReader reads a token's payload, remembering the first error.
 type tokenReader struct {
-	b   []byte
-	err error
+	b       []byte
+	err     error
+	version byte // the token's format
 }
 
 func (r *tokenReader) uvarint() uint64 {
@@ -264,15 +270,19 @@ func (r *tokenReader) limit() sluice.Limit {
 	l := sluice.Limit{Algorithm: sluice.Algorithm(r.uvarint())}
 	l.Count, l.Period, l.Burst = r.varint(), time.Duration(r.varint()), r.varint()
 	l.NoDelay, l.Warmup, l.LeaseTTL = r.varint(), time.Duration(r.varint()), time.Duration(r.varint())
+	if r.version >= 2 {
+		l.Calendar, l.Zone = sluice.Calendar(min(r.uvarint(), 255)), r.string()
+		l.Version = uint32(min(r.uvarint(), 1<<32-1))
+	}
 	return l
 }
 
 // parseToken reads a verified payload.
 func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry, err error) {
-	if payload[0] != tokenVersion {
+	if payload[0] != tokenVersion && payload[0] != 1 {
 		return 0, 0, nil, fmt.Errorf("%w (version %d)", errTokenMalformed, payload[0])
 	}
-	r := &tokenReader{b: payload[1:]}
+	r := &tokenReader{b: payload[1:], version: payload[0]}
 	id, expiry = r.uvarint(), r.varint()
 	n := r.uvarint()
 	if n == 0 || n > uint64(len(r.b)) { // every entry takes bytes

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -14,14 +15,16 @@ import (
 // a settle charges the limit the check charged. A field added to Limit
 // fails this test until appendLimit and tokenReader.limit carry it.
 func TestTokenLimitFields(t *testing.T) {
-	if n := reflect.TypeOf(sluice.Limit{}).NumField(); n != 7 {
-		t.Fatalf("sluice.Limit has %d fields; the settle token encodes 7", n)
+	if n := reflect.TypeOf(sluice.Limit{}).NumField(); n != 10 {
+		t.Fatalf("sluice.Limit has %d fields; the settle token encodes 10", n)
 	}
 	st := mustTokens(t)
 	in := []settleEntry{
 		{name: "a", key: "k\x00ey", limit: sluice.Limit{Algorithm: 3, Count: 1, Period: 2, Burst: 3, NoDelay: 4, Warmup: 5, LeaseTTL: 6},
 			reserved: 7, late: decide.LateCost{Max: 8, Missing: decide.MissingFixed, MissingCost: 9}},
 		{name: "b", key: "", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000), reserved: 0, late: decide.LateCost{Max: 1 << 50}},
+		{name: "c", key: "k", limit: sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 5, Calendar: sluice.Month, Zone: "Europe/Paris", Version: 1<<32 - 1},
+			reserved: 1},
 	}
 	out, _, err := st.redeem(st.issue(in))
 	if err != nil || !reflect.DeepEqual(in, out) {
@@ -99,4 +102,23 @@ func FuzzSettleToken(f *testing.F) {
 			parseToken(payload)
 		}
 	})
+}
+
+// TestTokenVersion1: a token an earlier sluice issued (format 1, limits
+// without calendar, zone and version) is still read, during a rollout.
+func TestTokenVersion1(t *testing.T) {
+	l := sluice.FixedWindow(10, time.Hour)
+	b := []byte{1}
+	b = binary.AppendUvarint(b, 7)
+	b = binary.AppendVarint(b, 1_700_000_000_000)
+	b = binary.AppendUvarint(b, 1)
+	b = appendString(appendString(b, "a"), "k")
+	b = binary.AppendUvarint(b, uint64(l.Algorithm))
+	for _, v := range []int64{l.Count, int64(l.Period), 0, 0, 0, 0, 3, 0, 0, 0} {
+		b = binary.AppendVarint(b, v)
+	}
+	id, _, es, err := parseToken(b)
+	if err != nil || id != 7 || len(es) != 1 || es[0].limit != l || es[0].reserved != 3 {
+		t.Fatalf("a version 1 token: id %d, %+v, %v; want id 7, %s reserving 3", id, es, err, l)
+	}
 }

@@ -38,6 +38,9 @@ type Params struct {
 	// holds: ⌈Full/A⌉ + 1.
 	byA, byB divisor
 	backstop int64
+
+	// cal is a calendar window's period and zone, nil for any other limit.
+	cal *calendar
 }
 
 // Compile validates l and converts it into Params.
@@ -54,6 +57,13 @@ func Compile(l sluice.Limit) (Params, error) {
 		Warm:    int64(l.Warmup / time.Microsecond),
 		TTL:     int64(l.LeaseTTL / time.Microsecond),
 		Cap:     l.Capacity(),
+	}
+	if l.Calendar != 0 {
+		loc, err := sluice.LoadZone(l.Zone) // loaded once by Validate: a cache hit
+		if err != nil {
+			return Params{}, err
+		}
+		p.cal = &calendar{unit: l.Calendar, loc: loc}
 	}
 	if p.P > 0 {
 		g := gcd(p.N, p.P)

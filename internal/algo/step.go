@@ -123,15 +123,21 @@ func windowStart(now, period, seen int64) int64 {
 }
 
 // fixedWindow: X = window start, Y = count in that window.
+// A calendar window's start and end are those of its calendar period.
 func fixedWindow(p *Params, s *State, now, c int64, commit bool, r *result) {
-	start := windowStart(now, p.P, s.X)
+	var start, end int64
+	if p.cal == nil {
+		start = windowStart(now, p.P, s.X)
+		end = start + p.P
+	} else {
+		start, end = p.cal.window(now, s.X)
+	}
 	if start != s.X {
 		// Roll over even if this request is refused, so the window never
 		// moves back when the clock does.
 		s.X, s.Y = start, 0
 	}
 	count := s.Y
-	end := start + p.P
 	*r = result{limit: p.N}
 	if count+c <= p.N {
 		r.allowed = true

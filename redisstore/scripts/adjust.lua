@@ -120,7 +120,7 @@ local function adjust_warm_up(p, x, y, now, delta)
 end
 
 local now = clock()
-local r = load(1, 3)
+local r = load(1, 3, now) -- carried over to the request's limit (state.lua)
 local delta = tonumber(argv[4])
 if not delta or delta ~= floor(delta) then
   error('sluice: malformed adjustment "' .. tostring(argv[4]) .. '"')
@@ -155,8 +155,8 @@ if delta > 0 then -- charged: the key lives until its state is fresh again
     idle = x2 + y2
   end
 end
-if idle > 0 or x2 ~= r.x or y2 ~= r.y or z2 ~= r.z then
-  write_state(alg, r.key, log, r.existed, x2, y2, z2, idle, r.e, now, r.x, r.y)
+if idle > 0 or x2 ~= r.x or y2 ~= r.y or z2 ~= r.z or r.pw and r.existed then
+  write_state(alg, r.key, log, r.existed, x2, y2, z2, idle, r.e, now, r.x, r.y, r.pw)
 end
 local a = 0
 if allowed then

@@ -22,7 +22,7 @@ local rs = {}
 local b, k, all = 3, 1, true
 for i = 1, n do
   local r
-  r, b, k = load(k, b)
+  r, b, k = load(k, b, now) -- carried over to the request's limit (state.lua)
   local alg = r.p.alg
   if alg ~= 1 and alg ~= 4 and alg ~= 5 then
     error('sluice: lease of algorithm ' .. alg .. ' (only fixed_window, token_bucket and gcra lease)')

@@ -57,6 +57,30 @@ local function window_start(now, period, seen)
   return start
 end
 
+-- calendar_window returns the calendar period holding now among the bounds
+-- b a calendar window's argument carries (see fixed_window.lua), or, if
+-- the state has seen a later one (seen), that one.
+local function calendar_window(b, now, seen)
+  local i = 1
+  if now >= b[3] then
+    i = 3
+  elseif now >= b[2] then
+    i = 2
+  end
+  if b[i] < seen then
+    i = 0
+    for j = 1, 3 do
+      if b[j] == seen then
+        i = j
+      end
+    end
+  end
+  if i == 0 or now < b[1] or now >= b[4] then
+    error('sluice: the Redis clock is more than a calendar period away from the instance\'s')
+  end
+  return b[i], b[i + 1]
+end
+
 -- cost_of returns the cost recorded in a log member "id:cost".
 local function cost_of(member)
   return string.match(member, ':(%d+)$') + 0 -- digits, converted once (see read_state)

@@ -14,7 +14,7 @@ local rs = {}
 local b, k = 3, 1
 for i = 1, n do
   local r
-  r, b, k = load(k, b)
+  r, b, k = load(k, b, now)
   local p, c, x, y, z = r.p, r.c, r.x, r.y, r.z
   local alg = p.alg
   local before, after, extra = string.match(r.undo, '^([^|]*)|([^|]*)|(.*)$')
@@ -71,7 +71,7 @@ for i = 1, n do
     peek(r.f, p, x, y, z, now, r.log, r.lease)
   r.allowed, r.retry, r.delay = false, 0, 0
   if r.existed then
-    write_state(alg, r.key, r.log, true, r.sx, r.sy, r.sz, 0, r.e, now, r.x, r.y)
+    write_state(alg, r.key, r.log, true, r.sx, r.sy, r.sz, 0, r.e, now, r.x, r.y, r.pw)
   end
   rs[i] = r
 end

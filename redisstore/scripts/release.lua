@@ -1,8 +1,7 @@
 -- release.lua: end a concurrency lease. KEYS and ARGV as in state.lua with
 -- one request whose lease field names the lease. Returns {1} if it was held,
 -- {0} if not (released already, or expired).
-local _ = clock()
-local r = load(1, 3)
+local r = load(1, 3, clock())
 local held, y = release_lease(r.log, r.lease, r.y)
 if held then
   redis.call('HSET', r.key, 'y', int(y))

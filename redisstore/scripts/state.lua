@@ -17,6 +17,9 @@
 -- "<algorithm code>:<parameters>", the parameters in hexadecimal and only
 -- those its algorithm reads:
 --     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
+--     fixed_window (1) of a calendar: N, then the starts of the periods
+--       before, holding and after the sending instance's now, and the end
+--       of the last (µs), for example "1:3e8:<b0>:<b1>:<b2>:<b3>"
 --     token_bucket (4), gcra (5): A, B, Cap, Full
 --     leaky_bucket (6): A, B, Cap, Full, NoDelay[, MaxDelay (µs)]
 --     warm_up (7): N, P (µs), Warm (µs)
@@ -78,6 +81,7 @@ local patterns = {
   two, two, two, four, four, '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+)$', two,
 }
 local leaky_bounded = '^6:(%x+):(%x+):(%x+):(%x+):(%x+):(%x+)$' -- with a MaxDelay
+local calendar = '^1:(%x+):(%x+):(%x+):(%x+):(%x+)$' -- a calendar window
 
 -- params returns the parameters a limit argument holds, parsed:
 -- hexadecimal, which tonumber reads with strtoul, for a fraction of what
@@ -97,13 +101,21 @@ local function params(s)
   if not v1 and alg == 6 then
     v1, v2, v3, v4, v5, v6 = string.match(s, leaky_bounded)
   end
+  local bounds = false
+  if not v1 and alg == 1 then
+    v1, v2, v3, v4, v5 = string.match(s, calendar)
+    if v1 then
+      bounds = { tonumber(v2, 16), tonumber(v3, 16), tonumber(v4, 16), tonumber(v5, 16) }
+      v2 = '0'
+    end
+  end
   if not v1 then
     error('sluice: malformed limit argument "' .. s .. '"')
   end
   -- Built with every field it will hold, so that Lua sizes it once.
   p = {
     alg = alg, limit = 0, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, MaxDelay = -1,
-    N = 0, P = 0, Warm = 0, TTL = 0,
+    N = 0, P = 0, Warm = 0, TTL = 0, bounds = bounds, canon = s,
   }
   if alg >= 4 and alg <= 6 then
     p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
@@ -116,6 +128,7 @@ local function params(s)
       p.NoDelay = tonumber(v5, 16)
       if v6 then
         p.MaxDelay = tonumber(v6, 16)
+        p.canon = string.match(s, '^(.*):%x+$') -- a request's bound is no parameter of the state
       end
     end
   elseif alg == 8 then
@@ -191,17 +204,39 @@ local function read_state(alg, key)
     v = redis.call('HMGET', key, 'y', 'z', 'q')
     return (v[3] or 0) + 0, (v[1] or 0) + 0, (v[2] or 0) + 0, 0, v[1] ~= false
   elseif alg == 3 then
-    v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q')
-    return (v[1] or 0) + 0, (v[2] or 0) + 0, (v[3] or 0) + 0, v[5] == false and (v[4] or 0) + 0 or 0, v[1] ~= false
+    v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q', 'p')
+    return (v[1] or 0) + 0, (v[2] or 0) + 0, (v[3] or 0) + 0, v[5] == false and (v[4] or 0) + 0 or 0, v[1] ~= false, v[6]
   end
-  v = redis.call('HMGET', key, 'x', 'y', 'e', 'q')
+  v = redis.call('HMGET', key, 'x', 'y', 'e', 'q', 'p')
   local y = v[2]
   if y == '0' then -- often: GCRA's remainder under a whole rate
     y = 0
   else
     y = (y or 0) + 0
   end
-  return (v[1] or 0) + 0, y, 0, v[4] == false and (v[3] or 0) + 0 or 0, v[1] ~= false
+  return (v[1] or 0) + 0, y, 0, v[4] == false and (v[3] or 0) + 0 or 0, v[1] ~= false, v[5]
+end
+
+-- state reads the state of a request under parameters p (read_state) and
+-- carries it over to p if it was written under others (adopt.lua): the
+-- state, e, whether the key existed, and what write_state must store in
+-- field p, the parameters the state is kept under (p.canon for a key that
+-- is new or carried over, false otherwise). sliding_log and concurrency
+-- keep no field p: their state reads the same under any parameters.
+local function state(p, key, now)
+  local alg = p.alg
+  local x, y, z, e, existed, ps = read_state(alg, key)
+  if alg == 2 or alg == 8 then
+    return x, y, z, e, existed, false
+  end
+  if not existed then
+    return x, y, z, e, existed, p.canon
+  end
+  if ps and ps ~= p.canon then
+    x, y, z = adopt(params(ps), p, x, y, z, now)
+    return x, y, z, e, existed, p.canon
+  end
+  return x, y, z, e, existed, false
 end
 
 -- write_state writes a changed state back: the fields its algorithm uses.
@@ -222,9 +257,13 @@ end
 -- after its last request; a key used once keeps the short TTL. A key also holding field q was
 -- written by an older sluice, which sets TTLs without updating e: its e is
 -- not trusted (read_state returns 0).
-local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy)
+local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy, pw)
   if not existed and idle == 0 then
     return
+  end
+  if pw then -- parameters new or changed: every field is written, and p
+    redis.call('HSET', key, 'p', pw)
+    ox, oy = nil, nil
   end
   if alg == 2 or alg == 8 then
     if alg == 2 then
@@ -361,13 +400,13 @@ end
 -- parameters p, algorithm f, cost c, lease, undo field, keys, whether its
 -- key existed, its state as read (x, y, z, e), its state now (sx, sy, sz,
 -- idle) and its decision.
-local function load(k, b)
+local function load(k, b, now)
   local p, c, lease, undo, key, log
   p, c, lease, undo, key, log, k = request(k, b)
   local alg = p.alg
-  local x, y, z, e, existed = read_state(alg, key)
+  local x, y, z, e, existed, pw = state(p, key, now)
   return {
-    p = p, f = algorithms[alg], c = c, lease = lease, undo = undo, key = key, log = log, existed = existed,
+    p = p, f = algorithms[alg], c = c, lease = lease, undo = undo, key = key, log = log, existed = existed, pw = pw,
     x = x, y = y, z = z, e = e, sx = x, sy = y, sz = z, idle = 0, commit = false,
     allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0, rl = '', ru = '',
   }, b + 1, k
@@ -375,8 +414,8 @@ end
 
 -- save writes request r's state back (write_state) if it changed.
 local function save(r, now)
-  if r.idle > 0 or r.sx ~= r.x or r.sy ~= r.y or r.sz ~= r.z then
-    write_state(r.p.alg, r.key, r.log, r.existed, r.sx, r.sy, r.sz, r.idle, r.e, now, r.x, r.y)
+  if r.idle > 0 or r.sx ~= r.x or r.sy ~= r.y or r.sz ~= r.z or r.pw and r.existed then
+    write_state(r.p.alg, r.key, r.log, r.existed, r.sx, r.sy, r.sz, r.idle, r.e, now, r.x, r.y, r.pw)
   end
 end
 
@@ -432,7 +471,7 @@ local function chain(now, n, i, b, k, reply, r, before)
     p, c = limit_arg(a)
   end
   local alg, key = p.alg, keys[k]
-  local x, y, z, e, existed = read_state(alg, key)
+  local x, y, z, e, existed, pw = state(p, key, now)
   local allowed, remaining, retry, reset, delay, x2, y2, z2, idle = algorithms[alg](p, x, y, z, now, c, true)
   local all = before and allowed
   if i < n then
@@ -446,8 +485,8 @@ local function chain(now, n, i, b, k, reply, r, before)
     _, remaining, _, reset, _, x2, y2, z2, idle = peek(algorithms[alg], p, x, y, z, now)
     retry, delay = 0, 0
   end
-  if idle > 0 or x2 ~= x or y2 ~= y or z2 ~= z then
-    write_state(alg, key, nil, existed, x2, y2, z2, idle, e, now, x, y)
+  if idle > 0 or x2 ~= x or y2 ~= y or z2 ~= z or pw and existed then
+    write_state(alg, key, nil, existed, x2, y2, z2, idle, e, now, x, y, pw)
   end
   reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5], reply[r + 6] =
     v, p.limit, remaining, retry, reset, delay
@@ -530,7 +569,7 @@ local function check(now, n, b, k, out, o)
     else
       k = k + 1
     end
-    local x, y, z, e, existed = read_state(alg, key)
+    local x, y, z, e, existed, pw = state(p, key, now)
     local allowed, remaining, retry, reset, delay, x2, y2, z2, idle, rl, ru
     if c > 0 and undo == '' and alg ~= 8 then
       allowed, remaining, retry, reset, delay, x2, y2, z2, idle = algorithms[alg](p, x, y, z, now, c, true, log)
@@ -539,8 +578,8 @@ local function check(now, n, b, k, out, o)
       allowed, remaining, retry, reset, delay, x2, y2, z2, idle, rl, ru =
         take(algorithms[alg], p, existed, x, y, z, now, c, true, log, lease, undo)
     end
-    if idle > 0 or x2 ~= x or y2 ~= y or z2 ~= z then
-      write_state(alg, key, log, existed, x2, y2, z2, idle, e, now, x, y)
+    if idle > 0 or x2 ~= x or y2 ~= y or z2 ~= z or pw and existed then
+      write_state(alg, key, log, existed, x2, y2, z2, idle, e, now, x, y, pw)
     end
     local a = 0
     if allowed then
@@ -567,7 +606,7 @@ local function check(now, n, b, k, out, o)
   end
   local rs = {}
   for i = 1, n do
-    rs[i], b, k = load(k, b)
+    rs[i], b, k = load(k, b, now)
   end
   local all = true
   for i = 1, n do

@@ -311,3 +311,40 @@ func TestStoreFailure(t *testing.T) {
 		t.Fatalf("logs:\n%s", buf.String())
 	}
 }
+
+// TestCalendarMonth: unit month with a timezone in the sluice block is the
+// calendar month of that zone, not 30 days from the epoch: its
+// duration_until_reset runs to midnight of the 1st, Berlin time, on every
+// store.
+func TestCalendarMonth(t *testing.T) {
+	cfg := `
+domain: cal
+descriptors:
+  - key: tenant
+    rate_limit:
+      unit: month
+      requests_per_unit: 2
+      sluice: {timezone: Europe/Berlin}
+`
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := start(t, b, cfg, rls.Options{})
+		// t0 is 2 March 2026, 10:00:15 UTC, 11:00:15 in Berlin; April
+		// starts at 22:00 UTC on 31 March, after the change to summer time.
+		untilApril := time.Date(2026, 3, 31, 22, 0, 0, 0, time.UTC).Sub(t0)
+		var got []string
+		for range 3 {
+			s := h.ask(t, "cal", 0, desc("tenant=acme")).Statuses[0]
+			got = append(got, fmt.Sprintf("%s %d %s", s.Code, s.LimitRemaining, s.DurationUntilReset.AsDuration()))
+		}
+		h.clock.Add(untilApril)
+		s := h.ask(t, "cal", 0, desc("tenant=acme")).Statuses[0]
+		got = append(got, fmt.Sprintf("%s %d %s", s.Code, s.LimitRemaining, s.DurationUntilReset.AsDuration()))
+		want := []string{
+			fmt.Sprintf("OK 1 %s", untilApril), fmt.Sprintf("OK 0 %s", untilApril), fmt.Sprintf("OVER_LIMIT 0 %s", untilApril),
+			fmt.Sprintf("OK 1 %s", 30*24*time.Hour),
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}

@@ -663,6 +663,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	if len(l.Errs) > before {
 		return nil
 	}
+	ext.unit, ext.mult = r.unit, r.mult
 	lim, err := ext.limit(int64(r.rpu), r.period)
 	if err != nil {
 		l.limitError(err, n, f, ext, w)
@@ -772,7 +773,21 @@ type extension struct {
 	queue   int64
 	nodelay int64
 	warmup  time.Duration
-	f       map[string]*yaml.Node // the block's fields, for errors
+	// calendar (calendar: true, or a timezone) makes a day, week, month or
+	// year unit a calendar period of zone.
+	calendar bool
+	zone     string
+	unit     rlspb.RateLimitResponse_RateLimit_Unit // the rate_limit's, set by rule
+	mult     uint32
+	f        map[string]*yaml.Node // the block's fields, for errors
+}
+
+// calendarUnits are the units that can be calendar periods.
+var calendarUnits = map[rlspb.RateLimitResponse_RateLimit_Unit]sluice.Calendar{
+	rlspb.RateLimitResponse_RateLimit_DAY:   sluice.Day,
+	rlspb.RateLimitResponse_RateLimit_WEEK:  sluice.Week,
+	rlspb.RateLimitResponse_RateLimit_MONTH: sluice.Month,
+	rlspb.RateLimitResponse_RateLimit_YEAR:  sluice.Year,
 }
 
 // extFields returns the fields of the sluice block alg takes besides
@@ -797,7 +812,7 @@ func algorithmNames() string {
 
 func (l *loader) extension(n *yaml.Node, w where) extension {
 	ext := extension{alg: sluice.AlgorithmFixedWindow, burst: -1, queue: -1}
-	f := l.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup")
+	f := l.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup", "calendar", "timezone")
 	ext.f = f
 	if v := f["algorithm"]; v != nil {
 		s, ok := l.Str(v, w, "rate_limit.sluice.algorithm")
@@ -851,6 +866,29 @@ func (l *loader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *
 	} else if ext.alg == sluice.AlgorithmWarmUp {
 		l.Fail(n, w, "rate_limit.sluice.warmup", "missing: warm_up needs the time the rate takes to climb")
 	}
+	if v := f["calendar"]; v != nil {
+		ext.calendar = l.Bool(v, w, "rate_limit.sluice.calendar")
+	}
+	if v := f["timezone"]; v != nil {
+		ext.zone, _ = l.Str(v, w, "rate_limit.sluice.timezone")
+		ext.calendar = ext.calendar || f["calendar"] == nil
+	}
+}
+
+// calendarLimit makes lim, a fixed window of ext's unit, a calendar window
+// when the sluice block asks for one.
+func (ext extension) calendarLimit(lim *sluice.Limit) error {
+	unit, ok := calendarUnits[ext.unit]
+	switch {
+	case !ext.calendar:
+		return nil
+	case !ok:
+		return &sluice.LimitError{Algorithm: lim.Algorithm, Field: "calendar", Reason: "applies to the units day, week, month and year", Err: sluice.ErrInvalidLimit}
+	case ext.mult > 1:
+		return &sluice.LimitError{Algorithm: lim.Algorithm, Field: "calendar", Reason: fmt.Sprintf("applies to one unit at a time (unit_multiplier is %d)", ext.mult), Err: sluice.ErrInvalidLimit}
+	}
+	lim.Calendar, lim.Zone, lim.Period = unit, ext.zone, 0
+	return nil
 }
 
 // limit builds the sluice.Limit of n requests per period under ext. n == 0
@@ -876,6 +914,10 @@ func (ext extension) limit(n int64, period time.Duration) (sluice.Limit, error) 
 			lim.NoDelay = ext.nodelay
 		case "warmup":
 			lim.Warmup = ext.warmup
+		case "calendar", "timezone":
+			if err := ext.calendarLimit(&lim); err != nil {
+				return lim, err
+			}
 		default: // a parameter of a new algorithm this loader does not read
 			return lim, fmt.Errorf("rls: %s takes %s, which this loader cannot read", ext.alg, field)
 		}

@@ -105,7 +105,11 @@
 // envoyproxy/ratelimit does; sliding_window, sliding_log, token_bucket,
 // gcra, leaky_bucket, warm_up) and that algorithm's parameters: burst
 // (token_bucket, gcra; default requests_per_unit), queue and nodelay
-// (leaky_bucket), warmup (warm_up). The rate is requests_per_unit per unit ×
+// (leaky_bucket), warmup (warm_up), and for fixed_window calendar: true or
+// timezone (an IANA name such as Europe/Berlin, default UTC), which make the
+// units day, week, month and year calendar periods of that zone (a month
+// from the 1st at local midnight, a week from Monday) instead of 1, 7, 30
+// and 365 days from the epoch. The rate is requests_per_unit per unit ×
 // unit_multiplier. concurrency is refused: it needs a release when each
 // request ends, which this protocol cannot carry.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -60,10 +61,25 @@ func hits(req *rlspb.RateLimitRequest, d *commonpb.RateLimitDescriptor) uint64 {
 	return uint64(max(1, req.HitsAddend))
 }
 
+// overridePath is the path of a descriptor's own limit.
+const overridePath = "limit_override"
+
+// overrideKey is the key of a descriptor with its own limit of window
+// period: the descriptor's key and a part naming the window, so that it
+// counts apart from the configured limit of the descriptor and from its
+// own limits of other windows (a store keeps one state per key and
+// algorithm, whatever the count: sluice.Limit), and requests_per_unit may
+// change from request to request on one counter, as in
+// envoyproxy/ratelimit. The extra part makes the number of parts even,
+// which no key of key has (three, then two per entry).
+func overrideKey(k string, period time.Duration) string {
+	return string(decide.AppendKeyPart([]byte(k), "\x00override\x00"+strconv.FormatInt(int64(period/time.Microsecond), 10)))
+}
+
 // override compiles a descriptor's own limit (RateLimitDescriptor.limit):
 // a fixed window, as envoyproxy/ratelimit applies it.
 func override(ov *commonpb.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
-	r := &rule{path: "limit_override", rpu: ov.RequestsPerUnit, mult: 1}
+	r := &rule{path: overridePath, rpu: ov.RequestsPerUnit, mult: 1}
 	name := typepb.RateLimitUnit_name[int32(ov.Unit)]
 	for _, u := range units {
 		if ov.Unit != typepb.RateLimitUnit_UNKNOWN && name == toUpper(u.name) {

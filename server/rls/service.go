@@ -366,6 +366,9 @@ func (r *request) plan() {
 		}
 		ru := it.rule
 		it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
+		if ru.path == overridePath {
+			it.key = overrideKey(it.key, ru.period)
+		}
 		if ru.rpu == 0 && it.cost == 0 { // a peek of a limit that refuses all is within it
 			it.result = ResultOK
 			continue

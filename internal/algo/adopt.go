@@ -1,0 +1,105 @@
+package algo
+
+import "github.com/sluicehq/sluice"
+
+// Same reports whether a state kept under p is read under q as it is,
+// without Adopt: the parameters its algorithm's state depends on are equal
+// (the limit itself, or one written differently, such as 2/2s and 1/s).
+// They are the parameters the Lua port is sent (scripts/state.lua), which
+// stores them with the state and compares them the same way.
+func (p *Params) Same(q *Params) bool {
+	if p.Alg != q.Alg {
+		return false
+	}
+	switch p.Alg {
+	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
+		return p.A == q.A && p.B == q.B && p.Cap == q.Cap && p.Full == q.Full
+	case sluice.AlgorithmLeakyBucket:
+		return p.A == q.A && p.B == q.B && p.Cap == q.Cap && p.Full == q.Full && p.NoDelay == q.NoDelay
+	case sluice.AlgorithmWarmUp:
+		return p.N == q.N && p.P == q.P && p.Warm == q.Warm
+	case sluice.AlgorithmConcurrency:
+		return p.N == q.N && p.TTL == q.TTL
+	}
+	if (p.cal == nil) != (q.cal == nil) || p.cal != nil && (p.cal.unit != q.cal.unit || p.cal.loc.String() != q.cal.loc.String()) {
+		return false
+	}
+	return p.N == q.N && p.P == q.P
+}
+
+// Adopt carries s, a state kept under the parameters old, over to p (of
+// the same algorithm) at time now (µs), by the rules sluice.Limit
+// documents. The Lua port (scripts/adopt.lua) computes the same. Adopt
+// with old.Same(p) changes nothing a decision would see.
+func Adopt(old, p *Params, s *State, now int64) {
+	switch p.Alg {
+	case sluice.AlgorithmFixedWindow:
+		adoptWindow(old, p, s, now, false)
+	case sluice.AlgorithmSlidingWindow:
+		if old.P != p.P {
+			adoptWindow(old, p, s, now, true)
+		}
+	case sluice.AlgorithmTokenBucket:
+		// X is the credit used at time Y: as whole requests, in new units.
+		s.X = requests(old, p, s.X)
+	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
+		adoptGCRA(old, p, s, now)
+	case sluice.AlgorithmWarmUp:
+		s.Y = min(s.Y, p.Warm)
+	}
+	// sliding_log and concurrency keep their log as it is.
+}
+
+// adoptWindow keeps the count Y of the window starting at X if that window
+// has not ended by now, moving it to the window of p holding now (or X, if
+// the clock has gone back before it); otherwise the state starts afresh. A
+// sliding window's previous count (Z) is dropped.
+func adoptWindow(old, p *Params, s *State, now int64, sliding bool) {
+	var end int64
+	if old.cal != nil {
+		_, end = old.cal.compute(s.X)
+	} else {
+		end = s.X + old.P
+	}
+	if now >= end || s.Y == 0 {
+		s.X, s.Y, s.Z = 0, 0, 0
+		return
+	}
+	at := max(now, s.X)
+	if p.cal != nil {
+		s.X, _ = p.cal.compute(at)
+	} else {
+		s.X = windowStart(at, p.P, 0)
+	}
+	if sliding {
+		s.Z = 0
+	}
+}
+
+// requests converts debt, credit units of old, into the same number of
+// whole requests (rounded up) in units of p, at most p's full bucket.
+func requests(old, p *Params, debt int64) int64 {
+	n := ceilDiv(debt, old.B)
+	if n >= p.Cap {
+		return p.Full
+	}
+	return n * p.B
+}
+
+// adoptGCRA keeps the requests a GCRA or leaky bucket holds at now (its
+// debt, the queue of a leaky bucket) under p: the theoretical arrival time
+// is set so that p's debt at now is that many requests.
+func adoptGCRA(old, p *Params, s *State, now int64) {
+	at := max(now, s.X-old.backstop) // as gcra does
+	debt := int64(0)
+	if s.X > at {
+		debt = (s.X-at)*old.A - s.Y
+	}
+	debt = requests(old, p, debt)
+	if debt == 0 {
+		s.X, s.Y = 0, 0
+		return
+	}
+	ahead := p.byA.ceil(debt)
+	s.X, s.Y = at+ahead, ahead*p.A-debt
+}
