@@ -261,10 +261,6 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
   if not existed and idle == 0 then
     return
   end
-  if pw then -- parameters new or changed: every field is written, and p
-    redis.call('HSET', key, 'p', pw)
-    ox, oy = nil, nil
-  end
   if alg == 2 or alg == 8 then
     if alg == 2 then
       redis.call('HSET', key, 'y', int(y), 'z', int(z), 'q', int(x))
@@ -307,7 +303,15 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
       end
     end
   end
-  if alg == 3 then -- the sliding window writes all three
+  if pw then -- parameters new or changed: every field, and p, in one command
+    sx, sy = format('%d', x), int(y)
+    local se = format('%d', max(until_, e))
+    if alg == 3 then
+      redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'p', pw, 'e', se)
+    else
+      redis.call('HSET', key, 'x', sx, 'y', sy, 'p', pw, 'e', se)
+    end
+  elseif alg == 3 then -- the sliding window writes all three
     sx, sy = format('%d', x), int(y)
     if until_ > 0 then
       redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'e', format('%d', until_))
