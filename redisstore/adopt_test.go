@@ -79,3 +79,29 @@ func TestAdoptSameOnBothStores(t *testing.T) {
 		})
 	}
 }
+
+// TestChangedLimitKeyOutlivesOldWindow: a count carried over to a longer
+// window extends the key's TTL to that window's end, so Redis does not
+// expire it (a fresh quota) when the old, shorter one would have ended.
+func TestChangedLimitKeyOutlivesOldWindow(t *testing.T) {
+	client, prefix := redistest.Standalone(t), redistest.Prefix(t)
+	clk := &fakeClock{}
+	clk.us.Store(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC).UnixMicro())
+	s, err := redisstore.New(client, redisstore.Config{Prefix: prefix, Now: clk.now, NearCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for range 3 {
+		s.Take(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(3, time.Minute), Cost: 1})
+	}
+	clk.us.Add(30_000_000)
+	if d, _ := s.Take(ctx, sluice.Request{Key: "k", Limit: sluice.FixedWindow(3, time.Hour), Cost: 1}); d.Allowed {
+		t.Fatal("the raised window forgot the count")
+	}
+	ttl, err := client.PTTL(ctx, prefix+"{1:k}fixed_window/v0:s").Result()
+	if err != nil || ttl < 59*time.Minute {
+		t.Fatalf("TTL %s (%v), want the rest of the hour at least", ttl, err)
+	}
+}

@@ -261,6 +261,12 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
   if not existed and idle == 0 then
     return
   end
+  if pw and existed then -- carried over: kept until fresh under its new limit
+    local a = adopted_idle(params(pw), x, y, z)
+    if a > idle then
+      idle = a
+    end
+  end
   if alg == 2 or alg == 8 then
     if alg == 2 then
       redis.call('HSET', key, 'y', int(y), 'z', int(z), 'q', int(x))
