@@ -52,7 +52,7 @@ func Adopt(old, p *Params, s *State, now int64) {
 }
 
 // AdoptedIdle is the time (µs) from which s, carried over to p, is fresh
-// again, for the scalar algorithms (0 for the others): a store keeps the
+// again (0 for concurrency, whose leases keep their expiry): a store keeps the
 // state until then, although no decision under p has charged it yet (a
 // longer window or a slower refill keeps it longer than the old limit
 // did). The Lua port computes the same to extend the key's TTL.
@@ -78,6 +78,10 @@ func AdoptedIdle(p *Params, s *State) int64 {
 		return s.X
 	case sluice.AlgorithmWarmUp:
 		return s.X + s.Y
+	case sluice.AlgorithmSlidingLog:
+		if n := s.newest(); n >= 0 {
+			return n + p.P // the Lua port keeps no parameters for a log: its TTL is the last charge's
+		}
 	}
 	return 0
 }
