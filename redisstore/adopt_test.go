@@ -29,6 +29,10 @@ func TestAdoptSameOnBothStores(t *testing.T) {
 			{sluice.SlidingWindow(6, 2*m), m + 20*time.Second, 1}, {sluice.SlidingWindow(6, 2*m), m + 30*time.Second, 4},
 			{sluice.SlidingWindow(4, m), 2*m + 5*time.Second, 1},
 		},
+		"sliding window, previous count dropped": {
+			{sluice.SlidingWindow(6, m), 0, 4}, {sluice.SlidingWindow(6, m), 70 * time.Second, 1},
+			{sluice.SlidingWindow(8, 2*m), 80 * time.Second, 1}, {sluice.SlidingWindow(8, 2*m), 90 * time.Second, 5},
+		},
 		"fixed window to calendar and back": {
 			{sluice.FixedWindow(5, h), 0, 4}, {sluice.CalendarWindow(6, sluice.Day, "Europe/Berlin"), 10 * m, 1},
 			{sluice.CalendarWindow(6, sluice.Day, "Europe/Berlin"), 20 * m, 2}, {sluice.FixedWindow(5, h), 30 * m, 1},
