@@ -122,11 +122,3 @@ type Adjuster interface {
 	Adjust(ctx context.Context, r Request) (Decision, error)
 }
 
-// Resetter is a Store that can forget one key's state under a limit (every
-// limit sharing it: see Limit.Shares), as an operator resets a customer's
-// quota: the key then starts afresh, a concurrency key with no lease held.
-// sluice's stores implement it; a store that caches refusals outside the
-// state (redisstore's near cache) forgets its own, not other instances'.
-type Resetter interface {
-	Reset(ctx context.Context, key string, limit Limit) error
-}

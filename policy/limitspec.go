@@ -42,10 +42,12 @@ func (l *loader) limitSpec(doc *yaml.Node) sluice.Limit {
 		l.Fail(n, where{}, "", "want a limit such as {algorithm: token_bucket, rate: 100/s, burst: 20}")
 		return sluice.Limit{}
 	}
-	f := l.Item(n, where{}, "limit", append([]string{"algorithm"}, paramFields...)...)
-	alg, ok := l.algorithm(f, n, where{}, []string{"algorithm"})
+	f := l.Item(n, where{}, "limit", append([]string{"algorithm", "version"}, paramFields...)...)
+	alg, ok := l.algorithm(f, n, where{}, []string{"algorithm", "version"})
 	if !ok {
 		return sluice.Limit{}
 	}
-	return l.parameters(f, where{}, alg, n)
+	lim := l.parameters(f, where{}, alg, n)
+	lim.Version = l.version(f["version"], where{})
+	return lim
 }

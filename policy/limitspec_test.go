@@ -25,6 +25,7 @@ func TestParseLimit(t *testing.T) {
 		`{algorithm: fixed_window, limit: 5, window: 1y}`:                             sluice.CalendarWindow(5, sluice.Year, ""),
 		`{algorithm: fixed_window, limit: 5, window: 1w, calendar: true}`:             sluice.CalendarWindow(5, sluice.Week, ""),
 		`{algorithm: fixed_window, limit: 5, window: 1d, timezone: America/New_York}`: sluice.CalendarWindow(5, sluice.Day, "America/New_York"),
+		`{algorithm: gcra, rate: 10/m, version: 2}`:                                   sluice.GCRA(sluice.PerMinute(10), 10).WithVersion(2),
 		`{algorithm: fixed_window, limit: 5, window: 1d}`:                             sluice.FixedWindow(5, 24*time.Hour),
 		`{algorithm: fixed_window, limit: 5, window: 1d, calendar: false}`:            sluice.FixedWindow(5, 24*time.Hour),
 	}

@@ -450,10 +450,7 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.
 		return nil
 	}
 	lim.Limit = l.parameters(f, w, alg, n)
-	if v := f["version"]; v != nil {
-		ver, _ := l.Int(v, w, "version", 0, math.MaxUint32)
-		lim.Limit.Version = uint32(ver)
-	}
+	lim.Limit.Version = l.version(f["version"], w)
 	if q := f["queue"]; q != nil {
 		l.servable(q, w, "queue", lim.Limit, bound)
 	}
@@ -637,6 +634,15 @@ func (l *loader) parameters(f map[string]*yaml.Node, w where, alg sluice.Algorit
 		}
 	}
 	return lim
+}
+
+// version reads a limit's version (v, nil when absent: 0).
+func (l *loader) version(v *yaml.Node, w where) uint32 {
+	if v == nil {
+		return 0
+	}
+	ver, _ := l.Int(v, w, "version", 0, math.MaxUint32)
+	return uint32(ver)
 }
 
 // calendarWindows are the windows that name a calendar period.

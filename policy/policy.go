@@ -156,25 +156,6 @@ func (l *Limit) KeyNames() (key, onMissing []string) {
 	return names(l.key), names(l.missingKey)
 }
 
-// StoreKey returns the store key this limit of rule gives a request whose
-// key parts have values (one per part of Key, in order; "*" for global),
-// as planning builds it: for an operator to inspect or reset one client's
-// state. It fails when the number of values is not the number of parts or
-// a value is empty.
-func (l *Limit) StoreKey(rule string, values []string) (string, error) {
-	if len(values) != len(l.key) {
-		return "", fmt.Errorf("limit %q has key %s: want %d value(s), one per part, got %d", l.Name, l.Key(), len(l.key), len(values))
-	}
-	b := decide.AppendKey(nil, rule, l.Name)
-	for i, v := range values {
-		if v == "" {
-			return "", fmt.Errorf("limit %q: value %d (%s) is empty", l.Name, i+1, l.key[i].kind)
-		}
-		b = decide.AppendKeyPart(b, decide.KeyValue(v))
-	}
-	return string(b), nil
-}
-
 // keyPart is one element of a limit's key.
 type keyPart struct {
 	kind string // global, ip, route, method, host, header, query, cookie, func

@@ -495,8 +495,8 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 		}
 		key := explicitPrefix + string(decide.AppendKeyPart(nil, c.Key))
 		for _, p := range planned {
-			if p.Key == key && p.Limit == lim {
-				errs = append(errs, fmt.Errorf("%s: the same key and limit as check %q; merge the two into one check with the summed hits", field, p.Name))
+			if p.Key == key && p.Limit.Shares(lim) {
+				errs = append(errs, fmt.Errorf("%s: the same key as check %q under a limit that shares its state (the same algorithm and version); merge the two into one check with the summed hits, or give one limit another version", field, p.Name))
 			}
 		}
 		late, err := settleMax(field, c.SettleMax, cost)

@@ -163,3 +163,19 @@ rules:
 		t.Fatalf("after hostile requests: %s", body)
 	}
 }
+
+// TestAPIChecksSharingState: two explicit checks of one key under limits
+// that share its state (the same algorithm and version) are the caller's
+// error, named as such, before anything is charged; another version keeps
+// them apart.
+func TestAPIChecksSharingState(t *testing.T) {
+	url := startAPI(t, apiPolicy)
+	code, _, body := postCheck(t, url, `{"checks": [{"key": "x", "limit": {"algorithm": "fixed_window", "rate": "5/m"}}, {"key": "x", "limit": {"algorithm": "fixed_window", "rate": "100/h"}}]}`)
+	if code != 400 || !strings.Contains(body, "shares its state") {
+		t.Fatalf("%d %s", code, body)
+	}
+	code, allowed, body := postCheck(t, url, `{"checks": [{"key": "x", "limit": {"algorithm": "fixed_window", "rate": "5/m"}}, {"key": "x", "limit": {"algorithm": "fixed_window", "rate": "100/h", "version": 1}}]}`)
+	if code != 200 || !allowed {
+		t.Fatalf("%d %s", code, body)
+	}
+}

@@ -48,6 +48,42 @@ func Adopt(old, p *Params, s *State, now int64) {
 		s.Y = min(s.Y, p.Warm)
 	}
 	// sliding_log and concurrency keep their log as it is.
+	s.Idle = max(s.Idle, AdoptedIdle(p, s))
+}
+
+// AdoptedIdle is the time (µs) from which s, carried over to p, is fresh
+// again (0 for concurrency, whose leases keep their expiry): a store keeps the
+// state until then, although no decision under p has charged it yet (a
+// longer window or a slower refill keeps it longer than the old limit
+// did). The Lua port computes the same to extend the key's TTL.
+func AdoptedIdle(p *Params, s *State) int64 {
+	switch p.Alg {
+	case sluice.AlgorithmFixedWindow:
+		if s.Y == 0 {
+			return 0
+		}
+		if p.cal != nil {
+			_, end := p.cal.compute(s.X)
+			return end
+		}
+		return s.X + p.P
+	case sluice.AlgorithmSlidingWindow:
+		if s.Y == 0 && s.Z == 0 {
+			return 0
+		}
+		return s.X + 2*p.P
+	case sluice.AlgorithmTokenBucket:
+		return s.Y + p.byA.ceil(s.X)
+	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
+		return s.X
+	case sluice.AlgorithmWarmUp:
+		return s.X + s.Y
+	case sluice.AlgorithmSlidingLog:
+		if n := s.newest(); n >= 0 {
+			return n + p.P // the Lua port keeps no parameters for a log: its TTL is the last charge's
+		}
+	}
+	return 0
 }
 
 // adoptWindow keeps the count Y of the window starting at X if that window

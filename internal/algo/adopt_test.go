@@ -25,7 +25,7 @@ func TestAdopt(t *testing.T) {
 		{"window raised keeps its count", sluice.FixedWindow(3, time.Hour), sluice.FixedWindow(4, time.Hour),
 			[]tick{{0, 3, yes(0, time.Hour)}}, time.Minute, 1, yes(0, 59*time.Minute)},
 		{"window lowered refuses", sluice.FixedWindow(3, time.Hour), sluice.FixedWindow(2, time.Hour),
-			[]tick{{0, 3, yes(0, time.Hour)}}, time.Minute, 1, no(0, 59*time.Minute, 59*time.Minute)},
+			[]tick{{0, 3, yes(0, time.Hour)}}, time.Minute, 1, no(0, 59*time.Minute, 59*time.Minute)}, // never a negative remaining
 		{"a shorter window keeps the count until its own end", sluice.FixedWindow(3, time.Hour), sluice.FixedWindow(3, time.Minute),
 			[]tick{{0, 3, yes(0, time.Hour)}}, 90 * s, 1, no(0, 30*s, 30*s)},
 		{"an ended window is forgotten", sluice.FixedWindow(3, time.Minute), sluice.FixedWindow(3, time.Hour),

@@ -148,7 +148,7 @@ func fixedWindow(p *Params, s *State, now, c int64, commit bool, r *result) {
 	} else {
 		r.retry = end - now // the next window admits any cost up to N
 	}
-	r.remaining = p.N - count
+	r.remaining = max(0, p.N-count) // a count carried over from a higher limit may exceed N
 	if count > 0 {
 		r.reset = end - now
 	}
@@ -185,7 +185,7 @@ func slidingLog(p *Params, s *State, now, c int64, commit bool, r *result) {
 		// Admitted once enough of the oldest records have left the window.
 		r.retry = s.covering(used+c-p.N) + p.P - now
 	}
-	r.remaining = p.N - used
+	r.remaining = max(0, p.N-used) // as in fixedWindow
 	if newest >= 0 && used > 0 {
 		r.reset = newest + p.P - now
 	}
@@ -441,7 +441,7 @@ func concurrency(p *Params, s *State, now, c int64, lease uint64, commit bool, r
 	} else {
 		r.retry = s.covering(used+c-p.N) - now
 	}
-	r.remaining = p.N - used
+	r.remaining = max(0, p.N-used) // as in fixedWindow
 	if used > 0 {
 		r.reset = last - now
 	}

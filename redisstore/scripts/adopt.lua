@@ -70,3 +70,31 @@ local function adopt(o, p, x, y, z, now)
   end
   return x, y, z
 end
+
+-- adopted_idle returns the time from which the state (x, y, z), carried
+-- over to p, is fresh again (algo.AdoptedIdle): the key's TTL is extended
+-- to it, although nothing has charged it under p yet.
+local function adopted_idle(p, x, y, z)
+  local alg = p.alg
+  if alg == 1 then
+    if y == 0 then
+      return 0
+    end
+    if p.bounds then
+      return select(2, calendar_window(p.bounds, x, x))
+    end
+    return x + p.P
+  elseif alg == 3 then
+    if y == 0 and z == 0 then
+      return 0
+    end
+    return x + 2 * p.P
+  elseif alg == 4 then
+    return y + cdiv(x, p.A)
+  elseif alg == 5 or alg == 6 then
+    return x
+  elseif alg == 7 then
+    return x + y
+  end
+  return 0
+end

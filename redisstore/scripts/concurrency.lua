@@ -23,7 +23,11 @@ local function concurrency(p, x, y, z, now, c, commit, log, lease)
   if used > 0 then
     reset = last - now
   end
-  return allowed, p.N - used, retry, reset, 0, x, y, z, idle
+  local left = p.N - used
+  if left < 0 then -- a count carried over from a higher limit
+    left = 0
+  end
+  return allowed, left, retry, reset, 0, x, y, z, idle
 end
 
 -- release_lease removes lease id from log, returning whether it was held

@@ -30,5 +30,9 @@ local function fixed_window(p, x, y, z, now, c, commit)
   if count > 0 then
     reset = stop - now
   end
-  return allowed, p.N - count, retry, reset, 0, x, y, z, idle, start
+  local left = p.N - count
+  if left < 0 then -- a count carried over from a higher limit
+    left = 0
+  end
+  return allowed, left, retry, reset, 0, x, y, z, idle, start
 end

@@ -24,5 +24,9 @@ local function sliding_log(p, x, y, z, now, c, commit, log)
   if newest >= 0 and used > 0 then
     reset = newest + p.P - now
   end
-  return allowed, p.N - used, retry, reset, 0, x, y, z, idle
+  local left = p.N - used
+  if left < 0 then -- a count carried over from a higher limit
+    left = 0
+  end
+  return allowed, left, retry, reset, 0, x, y, z, idle
 end

@@ -261,9 +261,11 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
   if not existed and idle == 0 then
     return
   end
-  if pw then -- parameters new or changed: every field is written, and p
-    redis.call('HSET', key, 'p', pw)
-    ox, oy = nil, nil
+  if pw and existed then -- carried over: kept until fresh under its new limit
+    local a = adopted_idle(params(pw), x, y, z)
+    if a > idle then
+      idle = a
+    end
   end
   if alg == 2 or alg == 8 then
     if alg == 2 then
@@ -307,7 +309,15 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
       end
     end
   end
-  if alg == 3 then -- the sliding window writes all three
+  if pw then -- parameters new or changed: every field, and p, in one command
+    sx, sy = format('%d', x), int(y)
+    local se = format('%d', max(until_, e))
+    if alg == 3 then
+      redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'p', pw, 'e', se)
+    else
+      redis.call('HSET', key, 'x', sx, 'y', sy, 'p', pw, 'e', se)
+    end
+  elseif alg == 3 then -- the sliding window writes all three
     sx, sy = format('%d', x), int(y)
     if until_ > 0 then
       redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'e', format('%d', until_))

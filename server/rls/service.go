@@ -415,7 +415,10 @@ func (r *request) add(it *item, cost int64) {
 		return
 	}
 	for j, q := range r.enforced {
-		if q.Key == c.Key && q.Limit == c.Limit {
+		// One counter: the same key under limits that share its state
+		// (two descriptors' own limits of one window but different
+		// requests_per_unit are judged by the first).
+		if q.Key == c.Key && q.Limit.Shares(c.Limit) {
 			it.check = j
 			r.enforced[j].Cost = min(q.Cost+cost, math.MaxInt64/2)
 			return
