@@ -193,6 +193,12 @@ type Config struct {
 	// closest to refusing. It feeds metrics and status pages; it must be
 	// fast and safe for concurrent use.
 	Observe func(r *http.Request, o decide.Observation)
+
+	// Settled, if set, is called for each limit whose cost a response
+	// settled (Limit.Late, a policy's cost: {reserve...}), once the
+	// handler has returned. It feeds metrics; it must be fast and safe for
+	// concurrent use.
+	Settled func(r *http.Request, s decide.Settled)
 }
 
 // New returns the middleware for limiter and cfg.
@@ -354,7 +360,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	if res.Late() {
 		cw := newCostWriter(w, res)
-		defer cw.settle(r.Context())
+		defer cw.settle(r, m.cfg.Settled)
 		w = cw.watch()
 	}
 	next.ServeHTTP(w, r)

@@ -136,10 +136,17 @@ func (cw *costWriter) finish() func(name string) []string {
 	}
 }
 
-// settle settles res from the response, once the handler has returned.
-// The client may have gone: the settle outlives its request.
-func (cw *costWriter) settle(ctx context.Context) {
-	cw.res.Settle(context.WithoutCancel(ctx), cw.finish(), nil)
+// settle settles res from the response, once the handler has returned,
+// and tells hook (if set) what it settled. The client may have gone: the
+// settle outlives its request.
+func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Settled)) {
+	var buf [4]decide.Settled
+	settled := cw.res.Settle(context.WithoutCancel(r.Context()), cw.finish(), buf[:0])
+	if hook != nil {
+		for _, s := range settled {
+			hook(r, s)
+		}
+	}
 }
 
 // WriteHeader captures the cost headers with the final status (an

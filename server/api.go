@@ -249,7 +249,7 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := apiAnswer(&res)
 	if res.Late() {
-		resp.SettleToken = s.settle.issue(settleEntries(&res))
+		resp.SettleToken = s.settle.issue(settleEntries(&res, len(req.Checks) > 0))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(resp)

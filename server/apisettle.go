@@ -55,11 +55,11 @@ func settleMax(field string, v *int64, reserved int64) (*decide.LateCost, error)
 
 // settleEntries lists what a token of res settles: its checks with a late
 // cost that were charged.
-func settleEntries(res *decide.Result) []settleEntry {
+func settleEntries(res *decide.Result, explicit bool) []settleEntry {
 	var es []settleEntry
 	for i, c := range res.Enforced {
 		if c.Late != nil && res.Each[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit})
 		}
 	}
 	for i, c := range res.Shadow {
@@ -111,6 +111,11 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 	resp := settleResponse{Settled: []apiSettled{}}
 	for i, e := range entries {
 		a, err := s.settleEntry(r, &e, req.Cost)
+		label := e.name
+		if e.explicit {
+			label = "explicit" // names chosen by callers: unbounded
+		}
+		s.metrics.settled("api", label, a.Charged, req.Cost != nil, a.Capped, err)
 		if err != nil {
 			if i == 0 {
 				s.unspend(r.Context(), id) // nothing settled: the token may be tried again

@@ -28,6 +28,8 @@ type metrics struct {
 	refused    *prometheus.CounterVec
 	// unauthorized counts requests refused for want of a token.
 	unauthorized *prometheus.CounterVec
+	// settles and settledCost count costs known after the response.
+	settles, settledCost *prometheus.CounterVec
 }
 
 func newMetrics(version string) *metrics {
@@ -65,12 +67,20 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_unauthorized_total",
 		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
 	}, []string{"listener"})
+	m.settles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_settles_total",
+		Help: "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).",
+	}, []string{"source", "limit", "result"})
+	m.settledCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_settled_cost_total",
+		Help: "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.",
+	}, []string{"source", "limit"})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
 		Help: "Always 1; the labels tell the version of sluice serving.",
 	}, []string{"version"})
 	info.WithLabelValues(version).Set(1)
-	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.breaker, m.refused, m.unauthorized, info,
+	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.breaker, m.refused, m.unauthorized, m.settles, m.settledCost, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -345,4 +355,21 @@ func printable(key string) string {
 		}
 	}
 	return string(b)
+}
+
+// settled counts one settle of a cost known after the response.
+func (m *metrics) settled(source, limit string, actual int64, found, capped bool, err error) {
+	result := "reported"
+	switch {
+	case err != nil:
+		result = "failed"
+	case capped:
+		result = "capped"
+	case !found:
+		result = "missing"
+	}
+	m.settles.WithLabelValues(source, limit, result).Inc()
+	if err == nil {
+		m.settledCost.WithLabelValues(source, limit).Add(float64(actual))
+	}
 }

@@ -369,6 +369,9 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
 		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
+		Settled: func(_ *http.Request, st decide.Settled) {
+			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
+		},
 	})
 	if err != nil {
 		return nil, err
