@@ -65,3 +65,25 @@ func ExampleLimiter_Settle() {
 	// remaining after settle: 500
 	// next reservation admitted: false
 }
+
+// A request reserved 5 of a window of 10 and used 2: Adjust refunds the
+// other 3. A refund never leaves more room than the limit holds.
+func ExampleLimiter_Adjust() {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return at }})
+	defer store.Close()
+	limiter := sluice.New(store)
+	ctx := context.Background()
+	queries := sluice.FixedWindow(10, time.Minute)
+
+	limiter.AllowN(ctx, "tenant:7", queries, 5)
+	d, _ := limiter.Adjust(ctx, sluice.Request{Key: "tenant:7", Limit: queries, Cost: -3})
+	fmt.Println("remaining:", d.Remaining)
+	d, _ = limiter.Adjust(ctx, sluice.Request{Key: "tenant:7", Limit: queries, Cost: -10})
+	fmt.Println("after refunding more than was charged:", d.Remaining)
+	fmt.Println("largest adjustment:", queries.MaxAdjust())
+	// Output:
+	// remaining: 8
+	// after refunding more than was charged: 10
+	// largest adjustment: 40
+}

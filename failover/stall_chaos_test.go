@@ -87,17 +87,18 @@ type stallResult struct {
 	fallbackBound           float64 // the fallback's bound over the degraded span
 	span                    time.Duration
 	slowest, p99, noise     time.Duration
-	// witness is how long the slowest caller's witness took (see call),
-	// and excess the most any caller took beyond its witness.
-	witness, excess time.Duration
-	opens           int64
+	// witness is how long the slowest witness took (see call): the
+	// deadline and the most the machine delayed a goroutine waking at a
+	// deadline during the run; own, the slowest caller's own witness.
+	witness, own time.Duration
+	opens        int64
 }
 
 func (r stallResult) String() string {
-	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (its witness timer %v; timers late by up to %v); most beyond a witness %v; breaker opened %d times",
+	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (its own witness %v, the slowest witness %v; timers late by up to %v); breaker opened %d times",
 		r.calls, r.admitted, r.bound, 100*(float64(r.admitted)/r.bound-1), r.degraded, r.span.Round(time.Millisecond), r.degradedAdmit, r.fallbackBound,
-		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.witness.Round(time.Millisecond), r.noise.Round(time.Millisecond),
-		r.excess.Round(time.Millisecond), r.opens)
+		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.own.Round(time.Millisecond), r.witness.Round(time.Millisecond),
+		r.noise.Round(time.Millisecond), r.opens)
 }
 
 // stallChaos runs instances failover stores with their defaults (but
@@ -147,9 +148,9 @@ func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall
 		d := c.end.Sub(c.start)
 		took = append(took, d)
 		if d > r.slowest {
-			r.slowest, r.witness = d, c.witness
+			r.slowest, r.own = d, c.witness
 		}
-		r.excess = max(r.excess, d-c.witness)
+		r.witness = max(r.witness, c.witness)
 		if c.allowed {
 			r.admitted++
 		}
@@ -191,8 +192,12 @@ func maxTime(a, b time.Time) time.Time {
 // instances sets by default; Redis freezes (SIGSTOP) for 100 ms,
 // then for a second. What the instances admit stays within the limit's
 // bound plus 5%, what the fallback admits within its bound, and every
-// caller returns within the deadline plus 20 ms (plus how late this
-// process's timers fired meanwhile: the machine is shared).
+// caller returns within the deadline plus 20 ms, plus twice the most the
+// machine delayed a bare timer of the deadline started with a request
+// (the witnesses, see call): the machine is shared, and a caller whose
+// deadline passed needs up to two wake-ups to return (its timer's, then a
+// lock or channel on the way out), each of which the machine may delay as
+// much as it delayed a witness.
 func TestChaosStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos test of several seconds")
@@ -211,11 +216,15 @@ func TestChaosStall(t *testing.T) {
 			if float64(r.degradedAdmit) > r.fallbackBound {
 				t.Errorf("the fallback admitted %d, more than its bound %.0f", r.degradedAdmit, r.fallbackBound)
 			}
-			if stall < 200*time.Millisecond && r.opens != 0 {
+			// A short stall opens no breaker, unless the machine itself
+			// made a bare timer of the deadline a deadline late: then a
+			// healthy Redis's answers miss the deadline too, and those
+			// failures open it as they should.
+			if stall < 200*time.Millisecond && r.opens != 0 && r.witness < 100*time.Millisecond {
 				t.Errorf("a %v stall opened the breaker %d times", stall, r.opens)
 			}
-			if bound := 70*time.Millisecond + 2*r.noise; r.slowest > bound {
-				t.Errorf("a caller waited %v, more than the deadline, 20 ms and twice the timers' lateness (%v)", r.slowest, bound)
+			if bound := 70*time.Millisecond + 2*(r.witness-50*time.Millisecond); r.slowest > bound {
+				t.Errorf("a caller waited %v, more than the deadline, 20 ms and twice the most a bare timer of the deadline was late (%v)", r.slowest, bound)
 			}
 		})
 	}

@@ -35,10 +35,9 @@ const debtCeiling = 1 + sluice.AdjustCapacities
 // Adjust changes the usage recorded in s by delta at now (µs): a positive
 // delta is charged even past the limit, into a debt of at most
 // AdjustCapacities capacities beyond an exhausted limit (the excess is
-// dropped); a negative
-// one is refunded down to an unused limit, no further. It returns the
-// state after it as a peek (Step with cost 0) reports it. Delta 0 changes
-// nothing.
+// dropped); a negative one is refunded down to an unused limit, no
+// further. It returns the state after it as a peek (Step with cost 0)
+// reports it. Delta 0 changes nothing.
 //
 // What each algorithm records: the windows add to (or take from) the count
 // of the current window (sliding_window takes a refund the current window
