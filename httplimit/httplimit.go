@@ -8,6 +8,9 @@
 // It is a thin adapter over package decide, the decision path every sluice
 // front-end shares: it plans the checks of a request (from Config.Limits or
 // a Source such as a policy), lets a decide.Decider run them, and answers.
+// A limit whose cost is known only after the response (Limit.Late, a
+// policy's cost: {reserve...}) is settled from the response header or
+// trailer the handler sets, once the handler returns.
 //
 // The middleware has the standard shape func(http.Handler) http.Handler, so
 // it works with net/http's ServeMux, chi and any router built on them.
