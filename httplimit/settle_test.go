@@ -30,6 +30,11 @@ func tokenHandler(flusher, hijacker *atomic.Bool) http.Handler {
 		flusher.Store(f)
 		hijacker.Store(h)
 		used := r.URL.Query().Get("used")
+		// http.ResponseController reaches the connection through Unwrap.
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			http.Error(w, "SetWriteDeadline: "+err.Error(), 500)
+			return
+		}
 		switch r.URL.Query().Get("report") {
 		case "header":
 			w.Header().Set("X-Tokens-Used", used)
