@@ -255,3 +255,15 @@ func TestAPISettleExplicit(t *testing.T) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 }
+
+// TestSettleTTLValidated: a negative or day-long settle_ttl is a
+// configuration error naming the field.
+func TestSettleTTLValidated(t *testing.T) {
+	for _, ttl := range []time.Duration{-time.Second, 25 * time.Hour} {
+		cfg := server.Defaults()
+		cfg.SettleTTL = server.Duration(ttl)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "settle_ttl: must be between 0 (the default, 5m) and 24h") {
+			t.Errorf("settle_ttl %s: %v", ttl, err)
+		}
+	}
+}
