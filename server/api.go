@@ -499,7 +499,7 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 				errs = append(errs, fmt.Errorf("%s: the same key and limit as check %q; merge the two into one check with the summed hits", field, p.Name))
 			}
 		}
-		late, err := settleMax(field, c.SettleMax, cost)
+		late, err := settleMax(field, c.SettleMax, cost, lim)
 		if err != nil {
 			errs = append(errs, err)
 			continue

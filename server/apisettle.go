@@ -43,12 +43,13 @@ type apiSettled struct {
 // settleMax reads an explicit check's settle_max: nil when absent (its
 // cost is final), else a LateCost with that bound, which must be at least
 // the reservation.
-func settleMax(field string, v *int64, reserved int64) (*decide.LateCost, error) {
+func settleMax(field string, v *int64, reserved int64, lim sluice.Limit) (*decide.LateCost, error) {
 	if v == nil {
 		return nil, nil
 	}
-	if *v < max(1, reserved) || *v > maxSettleCost {
-		return nil, fmt.Errorf("%s.settle_max: must be between the reservation (hits, %d) and %d (got %d)", field, max(1, reserved), int64(maxSettleCost), *v)
+	most := min(maxSettleCost, reserved+lim.MaxAdjust()) // the deepest debt one settle may leave
+	if *v < max(1, reserved) || *v > most {
+		return nil, fmt.Errorf("%s.settle_max: must be between the reservation (hits, %d) and %d (hits and four times the limit's capacity) (got %d)", field, max(1, reserved), most, *v)
 	}
 	return &decide.LateCost{Max: *v}, nil
 }
