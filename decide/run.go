@@ -50,6 +50,12 @@ type Config struct {
 	// ShowKeys makes refusal logs show key values (ShowKey) instead of
 	// masks (MaskKey). Keys hold what clients send: addresses, tokens.
 	ShowKeys bool
+
+	// OnWaiting, if set, is called with +1 when a request starts waiting
+	// under a limit (for a shaping delay or an Action.Wait) and with -1
+	// when it stops: a gauge of waiting requests. It must be fast and safe
+	// for concurrent use. Default none.
+	OnWaiting func(limit string, delta int)
 }
 
 // Decider runs planned checks: the one path of every front-end. It is safe
@@ -91,6 +97,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
 	}
 	dc := &Decider{limiter: limiter, cfg: cfg}
 	dc.waiting.max = cfg.MaxWaiting
+	dc.waiting.notify = cfg.OnWaiting
 	show := MaskKey
 	if cfg.ShowKeys {
 		show = ShowKey
@@ -129,8 +136,9 @@ type Result struct {
 	Err error
 	// Observed lists what a front-end reports to metrics and status
 	// pages: one observation for the enforced checks (with the check that
-	// decided), one for the shadow checks when they would refuse or fail,
-	// and one per check left out because it could not be planned.
+	// decided), one per shadow check that ran (ShadowAdmitted,
+	// ShadowRefused, or Failed), and one per check left out because it
+	// could not be planned.
 	Observed []Observation
 
 	dc         *Decider
@@ -409,6 +417,7 @@ func (dc *Decider) runShadow(ctx context.Context, res *Result) {
 			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: Failed, Err: err})
 		case d.Allowed:
 			res.keepLeases(res.shadowReqs[i:i+1], res.ShadowEach[i:i+1]) // shadow concurrency limits hold leases too
+			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowAdmitted, Decision: d})
 		default:
 			dc.shadow.add(c.Name, c.Key)
 			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})

@@ -120,6 +120,11 @@ type Config struct {
 	// Observe, if set, is called for each decided call (see
 	// decide.Observation). It must be fast and safe for concurrent use.
 	Observe func(ctx context.Context, fullMethod string, o decide.Observation)
+
+	// OnWaiting, if set, is called with +1 when a call starts waiting
+	// under a limit for a shaping delay and -1 when it stops (see
+	// decide.Config.OnWaiting).
+	OnWaiting func(limit string, delta int)
 }
 
 // Interceptors holds the unary and stream interceptors of one Config.
@@ -154,6 +159,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 	}
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, OnError: cfg.OnError, Component: "grpclimit", Logger: cfg.Logger,
+		OnWaiting: cfg.OnWaiting,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)

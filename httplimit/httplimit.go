@@ -191,10 +191,11 @@ type Config struct {
 	ShowKeys bool
 
 	// Observe, if set, is called for each decided group of checks of a
-	// request (the enforced limits, and the shadow limits separately),
-	// with the limit that decided it: the one that refused, or the one
-	// closest to refusing. It feeds metrics and status pages; it must be
-	// fast and safe for concurrent use.
+	// request (the enforced limits together, and each shadow limit
+	// checked, as ShadowAdmitted or ShadowRefused), with the limit that
+	// decided it: the one that refused, or the one closest to refusing.
+	// It feeds metrics and status pages (see package sluiceprom); it must
+	// be fast and safe for concurrent use.
 	Observe func(r *http.Request, o decide.Observation)
 
 	// Settled, if set, is called for each limit whose cost a response
@@ -202,6 +203,11 @@ type Config struct {
 	// handler has returned. It feeds metrics; it must be fast and safe for
 	// concurrent use.
 	Settled func(r *http.Request, s decide.Settled)
+
+	// OnWaiting, if set, is called with +1 when a request starts waiting
+	// under a limit (a shaping delay, an action that waits) and -1 when it
+	// stops: the gauge of waiting requests (see decide.Config.OnWaiting).
+	OnWaiting func(limit string, delta int)
 }
 
 // New returns the middleware for limiter and cfg.
@@ -224,6 +230,7 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, MaxWaiting: cfg.MaxWaiting, OnError: cfg.OnError,
 		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys,
+		OnWaiting: cfg.OnWaiting,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)

@@ -222,6 +222,21 @@ type RedisConfig struct {
 	Require bool `yaml:"require"`
 	// Breaker tunes the circuit breaker in front of Redis.
 	Breaker BreakerConfig `yaml:"breaker"`
+	// Leases turns on quota leases: hot keys are decided from units taken
+	// from Redis ahead of use, a script call per lease instead of per
+	// decision, never above the limit (fixed_window, token_bucket and gcra;
+	// see docs/serve.md). Off by default.
+	Leases LeasesConfig `yaml:"leases"`
+}
+
+// LeasesConfig tunes quota leases (redisstore.LeaseConfig); zero values
+// take redisstore's defaults.
+type LeasesConfig struct {
+	Enabled bool     `yaml:"enabled"`
+	Traffic Duration `yaml:"traffic"` // default 50ms: a lease covers this much of the instance's own traffic
+	Share   int64    `yaml:"share"`   // default 16: a lease is at most 1/share of the limit's capacity
+	Hold    Duration `yaml:"hold"`    // default 250ms: unspent units go back to Redis after this
+	Keys    int      `yaml:"keys"`    // default 10,000: keys holding a lease at once
 }
 
 // BreakerConfig tunes the circuit breaker (package failover); zero values
@@ -342,6 +357,10 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_RLS_HTTP", "rls-http", "envoy.http"},
 	{"SLUICE_RLS_MERGE_DOMAINS", "rls-merge-domains", "envoy.merge_domains"},
 	{"SLUICE_RLS_RESPONSE_HEADERS", "rls-response-headers", "envoy.response_headers"},
+	{"SLUICE_RLS_COUNTING", "rls-counting", "envoy.counting"},
+	{"SLUICE_RLS_STOP_INCREMENT", "rls-stop-increment", "envoy.stop_increment_when_over_limit"},
+	{"SLUICE_RLS_HEALTHY_WITH_CONFIG", "rls-healthy-with-config", "envoy.healthy_with_config"},
+	{"SLUICE_RLS_SHADOW_MODE", "rls-shadow-mode", "envoy.shadow_mode"},
 	{"SLUICE_STORE", "store", "store.type"},
 	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
 	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},
@@ -360,6 +379,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_REDIS_REQUIRE", "redis-require", "store.redis.require"},
+	{"SLUICE_REDIS_LEASES", "redis-leases", "store.redis.leases.enabled"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_SHOW_KEYS", "show-keys", "show_keys"},
@@ -504,6 +524,12 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want true or false"))
 		}
 		c.Store.Redis.Require = b
+	case "redis-leases":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.Leases.Enabled = b
 	case "degraded-header":
 		c.DegradedHeader = v
 	case "read-header-timeout":
@@ -549,12 +575,13 @@ func (c *Config) Set(name, from, v string) error {
 		c.Log.Level = v
 	case "log-format":
 		c.Log.Format = v
-	case "rls-http", "rls-merge-domains", "rls-response-headers":
+	default:
+		if !slices.Contains(envoySettings, name) {
+			return fmt.Errorf("%s: unknown setting", from)
+		}
 		if err := c.Envoy.set(name, v); err != nil {
 			return bad(err)
 		}
-	default:
-		return fmt.Errorf("%s: unknown setting", from)
 	}
 	return nil
 }
@@ -603,6 +630,9 @@ func (c *Config) Validate() error {
 			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
 		}
 	}
+	if _, err := c.Envoy.counting(); err != nil {
+		fail("envoy.counting", "%q: want all-or-nothing or peer", c.Envoy.Counting)
+	}
 	if c.Gateway == "" && c.API == "" && c.GRPC == "" {
 		fail("gateway", "gateway, api and grpc are all off: nothing to serve")
 	}
@@ -645,6 +675,9 @@ func (c *Config) Validate() error {
 		}
 		if r.FallbackScale < 0 {
 			fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
+		}
+		if l := r.Leases; l.Traffic < 0 || l.Share < 0 || l.Hold < 0 || l.Keys < 0 {
+			fail("store.redis.leases", "no setting is negative")
 		}
 		if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
 			fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
