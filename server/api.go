@@ -346,6 +346,8 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 		planned[i].Cost = c
 		if hits == 0 {
 			planned[i].Late = nil // a peek reserves nothing to settle
+		} else if hits > 1 && planned[i].Late != nil {
+			planned[i].Late = hitsLate(planned[i].Late, hits, c, planned[i].Limit)
 		}
 	}
 	return planned, nil

@@ -189,3 +189,24 @@ func (s *Server) unspend(ctx context.Context, id uint64) {
 	}
 	s.settle.unspend(id)
 }
+
+// hitsLate is a policy limit's late cost for a check of hits requests at
+// once, which reserved reserved: its max (and a fixed on_missing cost)
+// count per request too, bounded by what one settle may charge. Without
+// it, a settle of the batch's actual cost would be capped at one
+// request's max, and refund what the batch used.
+func hitsLate(lc *decide.LateCost, hits, reserved int64, lim sluice.Limit) *decide.LateCost {
+	most := reserved + lim.MaxAdjust()
+	scaled := *lc
+	scaled.Max, scaled.MissingCost = scaledCost(lc.Max, hits, most), scaledCost(lc.MissingCost, hits, most)
+	scaled.Max = max(scaled.Max, reserved)
+	return &scaled
+}
+
+// scaledCost is n × hits, at most most (and without overflow).
+func scaledCost(n, hits, most int64) int64 {
+	if n > most/hits {
+		return most
+	}
+	return min(n*hits, most)
+}

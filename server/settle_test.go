@@ -267,3 +267,24 @@ func TestSettleTTLValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestAPISettleHits: a check of several requests at once (hits) reserves
+// hits × reserve, and its settle may charge up to hits × max: the batch's
+// actual cost is not capped at one request's max (which would refund what
+// the batch used).
+func TestAPISettleHits(t *testing.T) {
+	base := startSettleAPI(t, settlePolicy, 0)
+	a := post(t, base+"/v1/check", `{"request": {"path": "/v1/chat", "headers": {"X-User": "batch"}}, "hits": 3}`)
+	if a.status != 200 || a.check.SettleToken == "" {
+		t.Fatalf("check: %d %s", a.status, a.body)
+	}
+	if got := left(t, base, "batch"); got != 10000-300 {
+		t.Fatalf("after a check of 3: %d left, want 9700", got)
+	}
+	if s := settle(t, base, a.check.SettleToken, "9000"); s.status != 200 || !strings.Contains(s.body, `"charged":9000`) {
+		t.Fatalf("settle 9,000 for 3 (max 5,000 each): %d %s", s.status, s.body)
+	}
+	if got := left(t, base, "batch"); got != 1000 {
+		t.Errorf("%d left, want 1000", got)
+	}
+}
