@@ -198,8 +198,11 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	capacity := c.Limit.Capacity()
 	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, capacity)
 	// One settle charges at most Limit.MaxAdjust: a key's debt never
-	// goes deeper (sluice.Limiter.Adjust).
-	actual = min(actual, reserved+c.Limit.MaxAdjust())
+	// goes deeper (sluice.Limiter.Adjust). Only a limit smaller than the
+	// one Max was checked against (an override's scale below 1) gets here.
+	if most := reserved + c.Limit.MaxAdjust(); actual > most {
+		actual, capped = most, true
+	}
 	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
 	if actual != reserved {
 		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, c.Limit, reserved, actual)
