@@ -42,6 +42,9 @@ type Check struct {
 	// Limit and Cost are what is charged. Cost 0 peeks.
 	Limit sluice.Limit
 	Cost  int64
+	// Late, if set, makes Cost a reservation: the actual cost comes with
+	// the response, and Result.Settle charges the difference.
+	Late *LateCost
 	// Shadow checks are counted and reported, never enforced: they run
 	// after the enforced checks of an admitted request.
 	Shadow bool

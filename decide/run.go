@@ -61,13 +61,15 @@ type Config struct {
 // Decider runs planned checks: the one path of every front-end. It is safe
 // for concurrent use.
 type Decider struct {
-	limiter *sluice.Limiter
-	cfg     Config
-	waiting waitQueue
-	refused *refusalLog // enforced refusals, logged once per interval
-	shadow  *refusalLog // shadow refusals, likewise
-	logMu   sync.Mutex
-	lastLog time.Time
+	limiter       *sluice.Limiter
+	cfg           Config
+	waiting       waitQueue
+	refused       *refusalLog // enforced refusals, logged once per interval
+	shadow        *refusalLog // shadow refusals, likewise
+	logMu         sync.Mutex
+	lastLog       time.Time // of an error
+	lastCapped    time.Time // of a late cost above its max
+	lastMalformed time.Time // of a late cost that is not a number
 }
 
 // New returns a Decider that charges limiter.
@@ -141,6 +143,7 @@ type Result struct {
 
 	dc         *Decider
 	leftOut    bool // a check that could not be planned was left out
+	settled    bool // Settle has run
 	reqs       []sluice.Request
 	shadowReqs []sluice.Request
 	leases     []lease
@@ -434,15 +437,21 @@ func (r *Result) observe(o Observation) { r.Observed = append(r.Observed, o) }
 
 // logError logs err at most once a second.
 func (dc *Decider) logError(msg string, err error) {
+	dc.logRare(&dc.lastLog, msg, "err", err)
+}
+
+// logRare logs a warning unless one was logged at last less than a second
+// ago.
+func (dc *Decider) logRare(last *time.Time, msg string, args ...any) {
 	dc.logMu.Lock()
 	now := time.Now()
-	due := now.Sub(dc.lastLog) >= time.Second
+	due := now.Sub(*last) >= time.Second
 	if due {
-		dc.lastLog = now
+		*last = now
 	}
 	dc.logMu.Unlock()
 	if due {
-		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, "err", err)
+		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, args...)
 	}
 }
 

@@ -41,6 +41,14 @@ type Limit struct {
 	Key KeyFunc
 	// Limit is the algorithm and its parameters.
 	Limit sluice.Limit
+	// Late, if set, takes the request's cost from its response: the
+	// request reserves Reserve when it is decided, and the header or
+	// trailer Late.Header the handler sets settles the actual cost
+	// (decide.LateCost). Nil: every request costs 1.
+	Late *decide.LateCost
+	// Reserve is what a request reserves under Late; 0 reserves nothing,
+	// and the request is admitted while the limit has room left.
+	Reserve int64
 }
 
 // KeyFunc returns the key of a request for one limit.
@@ -244,6 +252,9 @@ func newStatic(limits []Limit) (*static, error) {
 		if err := l.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
+		if err := checkLate(l); err != nil {
+			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
+		}
 	}
 	return &static{limits: limits}, nil
 }
@@ -257,7 +268,11 @@ func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			dst = append(dst, decide.Check{Name: l.Name, Limit: l.Limit, Err: fmt.Errorf("key: %w", err)})
 		case key != "":
 			k := decide.AppendKey(buf[:0], l.Name, key)
-			dst = append(dst, decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1})
+			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1}
+			if l.Late != nil {
+				c.Cost, c.Late = l.Reserve, l.Late
+			}
+			dst = append(dst, c)
 		}
 	}
 	return dst, nil
@@ -343,6 +358,11 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	if res.Outcome == decide.Refused {
 		m.refuse(w, r, res)
 		return
+	}
+	if res.Late() {
+		cw := newCostWriter(w, res)
+		defer cw.settle(r.Context())
+		w = cw.watch()
 	}
 	next.ServeHTTP(w, r)
 }

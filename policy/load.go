@@ -261,7 +261,7 @@ func (l *loader) name(n *yaml.Node, w where, what string) string {
 }
 
 func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Rule {
-	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action")
+	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "cost")
 	name := l.name(f["name"], where{}, "rule")
 	if name == "" {
 		return nil
@@ -281,7 +281,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 		return r
 	}
 	for _, ln := range limits.Content {
-		lim := l.limit(yamlload.Resolve(ln), w, bound)
+		lim := l.limit(yamlload.Resolve(ln), w, bound, f["cost"])
 		if lim == nil {
 			continue
 		}
@@ -420,7 +420,9 @@ func algorithmNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
+// limit reads one limit of a rule; ruleCost is the rule's cost (nil when
+// it has none), the cost of a limit that names none.
+func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.Node) *Limit {
 	f := l.Item(n, where{rule: rw.rule, limit: peekName(n)}, "limit", append(slices.Clone(commonFields), paramFields...)...)
 	name := l.name(f["name"], rw, "limit")
 	if name == "" {
@@ -442,7 +444,11 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
 	if v := f["on_missing"]; v != nil {
 		lim.onMissing, lim.missingKey = l.onMissing(v, w)
 	}
-	l.cost(f["cost"], w, lim)
+	if c := f["cost"]; c != nil {
+		l.cost(c, w, lim)
+	} else {
+		l.cost(ruleCost, w, lim)
+	}
 	l.maxCost(f["max_cost"], w, lim)
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit, bound)
@@ -531,6 +537,10 @@ func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
 	if v == nil {
 		return
 	}
+	if v.Kind == yaml.MappingNode {
+		l.lateCost(v, w, lim)
+		return
+	}
 	s, _ := l.Str(v, w, "cost")
 	if c, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if c < 0 || c > lim.Limit.Capacity() {
@@ -551,7 +561,7 @@ func (l *loader) maxCost(v *yaml.Node, w where, lim *Limit) {
 		return
 	}
 	if lim.costHeader == "" {
-		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends)")
+		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends; a cost from the response has its own max)")
 		return
 	}
 	c, ok := l.Int(v, w, "max_cost", 1, max(1, lim.Limit.Capacity()))

@@ -69,7 +69,8 @@ type Limit struct {
 	missingKey []keyPart // the key of requests that lack a part of key
 	cost       int64
 	costHeader string
-	maxCost    int64 // the largest cost costHeader may ask for; 0: the capacity
+	maxCost    int64            // the largest cost costHeader may ask for; 0: the capacity
+	late       *decide.LateCost // a cost the response reports; cost is then the reservation
 	overrides  []override
 }
 
@@ -381,7 +382,7 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			break
 		}
 	}
-	c.Cost = l.cost
+	c.Cost, c.Late = l.cost, l.late
 	if l.costHeader != "" {
 		most := c.Limit.Capacity()
 		if l.maxCost > 0 {

@@ -109,7 +109,7 @@ type library struct {
 }
 
 func newLibrary() library {
-	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua"}
+	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua", "adjust.lua"}
 	var body strings.Builder
 	common(&body, every...)
 	body.WriteString("return {\n")
@@ -142,6 +142,7 @@ type scriptSet struct {
 	take    *script // take with every algorithm
 	refund  *script
 	release *script
+	adjust  *script
 	// takeOne holds, per algorithm, the take script with only that
 	// algorithm.
 	takeOne map[sluice.Algorithm]*script
@@ -158,6 +159,7 @@ var scripts = sync.OnceValue(func() *scriptSet {
 		take:    withBatch(l.assemble("take.lua", every...), every...),
 		refund:  l.assemble("refund.lua", every...),
 		release: l.assemble("release.lua", sluice.AlgorithmConcurrency),
+		adjust:  l.assemble("adjust.lua", every...),
 		takeOne: map[sluice.Algorithm]*script{},
 	}
 	for _, a := range every {

@@ -51,7 +51,7 @@ func newMetrics(version string) *metrics {
 	}, []string{"source", "limit", "outcome", "degraded"})
 	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
-		Help:    "Time of store calls by operation (take, take_all, release).",
+		Help:    "Time of store calls by operation (take, take_all, release, adjust).",
 		Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 	}, []string{"op"})
 	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -229,6 +229,8 @@ type instrumented struct {
 	sluice.Store
 	take, takeAll, release          prometheus.Observer
 	takeErr, takeAllErr, releaseErr prometheus.Counter
+	adjust                          prometheus.Observer
+	adjustErr                       prometheus.Counter
 }
 
 func (m *metrics) instrument(s sluice.Store) sluice.Store {
@@ -240,7 +242,24 @@ func (m *metrics) instrument(s sluice.Store) sluice.Store {
 		takeErr:    m.storeErrs.WithLabelValues("take"),
 		takeAllErr: m.storeErrs.WithLabelValues("take_all"),
 		releaseErr: m.storeErrs.WithLabelValues("release"),
+		adjust:     m.storeTime.WithLabelValues("adjust"),
+		adjustErr:  m.storeErrs.WithLabelValues("adjust"),
 	}
+}
+
+// Adjust settles a late cost (decision API, gateway) if the store can.
+func (s *instrumented) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	a, ok := s.Store.(sluice.Adjuster)
+	if !ok {
+		return sluice.New(s.Store).Adjust(ctx, r) // ErrNotAdjustable, worded by sluice
+	}
+	start := time.Now()
+	d, err := a.Adjust(ctx, r)
+	s.adjust.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.adjustErr.Inc()
+	}
+	return d, err
 }
 
 func (s *instrumented) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {

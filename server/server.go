@@ -75,8 +75,9 @@ type Server struct {
 	closeOnce sync.Once
 	stopOnce  sync.Once // closes stopBg
 
-	limits     limitCache   // explicit limits of the decision API, parsed
-	lastAPIErr atomic.Int64 // when the decision API last logged a store error (Unix s)
+	limits     limitCache    // explicit limits of the decision API, parsed
+	settle     *settleTokens // the decision API's settle tokens
+	lastAPIErr atomic.Int64  // when the decision API last logged a store error (Unix s)
 }
 
 // loadState remembers the last load of each config, for the status page.
@@ -118,6 +119,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.warnOpen(s.log)
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
+	if s.settle, err = newSettleTokens(time.Duration(cfg.SettleTTL), cfg.SettleSecretFile); err != nil {
+		b.close()
+		return nil, err
+	}
 	// The decision API answers a store error with 503 and lets its caller
 	// choose (a store behind failover has already applied each rule's
 	// on_error); it never sleeps: delays go back to the caller.
@@ -412,6 +417,7 @@ func (s *Server) Reload() error {
 	}
 	if s.rls != nil && len(s.cfg.RLS) > 0 {
 		err := s.rls.reload()
+		s.rlsHealth()
 		s.metrics.reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)

@@ -101,10 +101,11 @@ func (c *Config) String() string {
 
 // domain is one configuration file's tree.
 type domain struct {
-	name  string
-	file  string
-	root  level
-	rules []*rule // every rate_limit of the tree, in file order
+	name     string
+	file     string
+	root     level
+	rules    []*rule  // every rate_limit of the tree, in file order
+	counting Counting // the file's sluice.counting; 0: Options.Counting
 }
 
 // level is one list of descriptors: the entries a request's descriptor entry
@@ -178,6 +179,7 @@ type rule struct {
 	mult   uint32        // unit_multiplier, at least 1
 	period time.Duration // unit × unit_multiplier
 	limit  sluice.Limit  // zero when unlimited or rpu is 0
+	peer   sluice.Limit  // the limit counted under CountPeer (see peerLimit)
 }
 
 // ParseConfig compiles one configuration file in envoyproxy/ratelimit's
@@ -301,8 +303,11 @@ func (c *Config) add(d *domain, merge bool) []error {
 	case !merge:
 		return []error{&ConfigError{File: d.file, Msg: fmt.Sprintf("domain %q is already defined in %s (set merge_domains to merge them)", d.name, other.file)}}
 	}
-	merged := &domain{name: d.name, file: other.file + ", " + d.file, root: other.root.clone(), rules: append(slices.Clip(other.rules), d.rules...)}
+	merged := &domain{name: d.name, file: other.file + ", " + d.file, root: other.root.clone(), rules: append(slices.Clip(other.rules), d.rules...), counting: max(other.counting, d.counting)}
 	var errs []error
+	if other.counting != 0 && d.counting != 0 && other.counting != d.counting {
+		errs = append(errs, &ConfigError{File: d.file, Domain: d.name, Field: "sluice.counting", Msg: fmt.Sprintf("%s here, %s in %s: one domain counts one way", d.counting, other.counting, other.file)})
+	}
 	for _, n := range d.root.all() {
 		if first := merged.root.get(n.key, n.value); first != nil {
 			errs = append(errs, &ConfigError{File: d.file, Domain: d.name, Descriptor: join("", n.key, n.value), Msg: "also defined in " + other.file})
@@ -443,6 +448,9 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 	w := where{domain: d.name}
 	if n := f["descriptors"]; n != nil {
 		d.root = l.level(n, w, "", d, 1)
+	}
+	if n := f["sluice"]; n != nil {
+		d.counting = l.domainOptions(n, w)
 	}
 	// replaces must name a rate_limit of the same domain: a request names
 	// one domain, so a name from elsewhere could never be replaced.
@@ -660,7 +668,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 		l.limitError(err, n, f, ext, w)
 		return nil
 	}
-	r.limit = lim
+	r.limit, r.peer = lim, peerLimit(lim, r.rpu, r.period)
 	return r
 }
 
