@@ -29,7 +29,11 @@
 // neither reaches the breaker.
 //
 // A request the primary could not decide, because the breaker is open or
-// its call failed, is decided by its Mode (Config.Mode):
+// its call failed, is first offered to the quota leases the primary holds
+// (redisstore with Config.Leases): units Redis counted when it handed them
+// out, so a request they cover gets an exact decision, not a degraded one,
+// and the instance spends what it holds before falling back. Otherwise it
+// is decided by its Mode (Config.Mode):
 //
 //	Fallback    decide it with a local memstore, its limit scaled by
 //	            Config.FallbackScale (Decision.Degraded); the default. The
@@ -566,9 +570,14 @@ func (s *Store) unavailable(cause error) error {
 	return &unavailableError{retry: retry, cause: cause}
 }
 
-// degradedOne decides r by its Mode; cause is the primary's error, or nil
-// if the breaker kept the call from the primary.
+// degradedOne decides r from the primary's quota leases if they cover it,
+// otherwise by its Mode; cause is the primary's error, or nil if the
+// breaker kept the call from the primary.
 func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) (sluice.Decision, error) {
+	var held [1]sluice.Decision
+	if s.fromLeases([]sluice.Request{r}, held[:]) {
+		return held[0], nil
+	}
 	m := s.mode(r)
 	s.degraded[m].Add(1)
 	switch m {
@@ -588,6 +597,9 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 }
 
 func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision, cause error) error {
+	if s.fromLeases(rs, ds) {
+		return nil
+	}
 	modes := make([]Mode, len(rs))
 	var n [4]int64
 	for i, r := range rs {

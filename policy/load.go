@@ -72,6 +72,9 @@ func Parse(file string, data []byte, opts Options) (*Policy, error) {
 	}
 	p.Warnings = l.warns
 	p.protected = p.protectedHeaders()
+	for _, r := range p.Rules {
+		p.prioritized = p.prioritized || r.hasPriority
+	}
 	return p, nil
 }
 
@@ -171,8 +174,11 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		return p
 	}
 	top := doc.Content[0]
-	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules")
+	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules", "shed")
 	l.clientIP(f, p.ClientIP)
+	if n := f["shed"]; n != nil {
+		p.Shed = l.shed(n)
+	}
 	l.proxies = len(p.ClientIP.TrustedProxies)
 	rules := f["rules"]
 	if rules == nil {
@@ -261,7 +267,7 @@ func (l *loader) name(n *yaml.Node, w where, what string) string {
 }
 
 func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Rule {
-	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "cost")
+	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "cost", "priority", "one_slot")
 	name := l.name(f["name"], where{}, "rule")
 	if name == "" {
 		return nil
@@ -270,8 +276,17 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	r := &Rule{Name: name}
 	r.match = l.match(f["match"], w)
 	r.Action = l.action(f["action"], w, r)
+	if v := f["one_slot"]; v != nil {
+		r.OneSlot = l.Bool(v, w, "one_slot")
+	}
 	bound := l.delayBound(r.Action)
 	limits := f["limits"]
+	if v := f["priority"]; v != nil {
+		l.priority(v, w, r)
+		if limits == nil { // a rule that only gives its requests a priority
+			return r
+		}
+	}
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
 		if limits != nil {

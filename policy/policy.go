@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Policy is a compiled policy. It is immutable and safe for concurrent use.
@@ -38,8 +39,11 @@ type Policy struct {
 	// override any client can claim), each naming the file and line;
 	// sluice check prints them.
 	Warnings []string
+	// Shed is the shed: section, nil without one.
+	Shed *Shed
 
-	protected []string // see ProtectedHeaders
+	protected   []string // see ProtectedHeaders
+	prioritized bool     // some rule names a priority
 }
 
 // Rule is one rule of a policy.
@@ -54,7 +58,44 @@ type Rule struct {
 	// sluice.FailDefault, the store's default, when it names none. Every
 	// check the rule plans carries it (decide.Check.OnError).
 	OnError sluice.FailureMode
+	// Priority is the shedding priority of its requests (its priority:
+	// option; see Policy.Priority).
+	Priority    shed.Priority
+	hasPriority bool
+	// OneSlot (one_slot: true) keeps every key of the rule on one Redis
+	// Cluster slot, named after the rule, so that a check of its limits is
+	// one atomic script and one round trip (and can use quota leases)
+	// instead of a charge per slot and a refund. It makes that slot as hot
+	// as the rule; turning it on or off starts the rule's counts afresh
+	// (its keys change names). Default false: keys spread over the
+	// cluster. See SlotKey.
+	OneSlot bool
 	match   *matcher
+}
+
+// SlotKey returns the part of a store key that chooses its Redis Cluster
+// slot (redisstore.Config.SlotKey): the rule's name for a key of a rule
+// with OneSlot, the whole key otherwise. Keys the policy builds start with
+// the rule's name (decide.AppendKey).
+func (p *Policy) SlotKey(key string) string {
+	i := strings.IndexByte(key, ':')
+	if i <= 0 || i > 4 {
+		return key
+	}
+	n, err := strconv.Atoi(key[:i])
+	if err != nil || n < 0 || n > len(key)-i-1 {
+		return key
+	}
+	rule := key[i+1 : i+1+n]
+	for _, r := range p.Rules {
+		if r.Name == rule {
+			if r.OneSlot {
+				return key[:i+1+n]
+			}
+			return key
+		}
+	}
+	return key
 }
 
 // Match describes what the rule matches, as written ("POST api.example.com/orders/{id}").
@@ -156,9 +197,9 @@ func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 }
 
 // ProtectedHeaders are the request headers of overrides that grant more
-// only through trusted proxies: a gateway removes them from requests of
-// other peers, so that the upstream never sees a value the policy did not
-// honour.
+// only through trusted proxies, and the shed section's priority header: a
+// gateway removes them from requests of other peers, so that the upstream
+// never sees a value the policy did not honour.
 func (p *Policy) ProtectedHeaders() []string { return p.protected }
 
 func (p *Policy) protectedHeaders() []string {
@@ -171,6 +212,9 @@ func (p *Policy) protectedHeaders() []string {
 				}
 			}
 		}
+	}
+	if p.Shed != nil && !slices.Contains(hs, p.Shed.PriorityHeader) {
+		hs = append(hs, p.Shed.PriorityHeader) // honoured only from trusted proxies too
 	}
 	return hs
 }

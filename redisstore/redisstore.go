@@ -28,6 +28,11 @@
 // until then (the near cache), so a retry storm against refused keys costs
 // no Redis commands at all.
 //
+// With Config.Leases, hot keys are decided locally from quota leases, units
+// of a limit Redis hands out ahead of use (scripts/lease.lua), a script
+// call per lease instead of per decision; see LeaseConfig for what that
+// trades (capacity held, never excess).
+//
 // Composite checks (Limiter.Check) are all-or-nothing in one script when all
 // their keys hash to one Redis Cluster slot: always on a standalone server,
 // and on a cluster when Config.SlotKey maps their keys to one slot key.
@@ -102,6 +107,12 @@ type Config struct {
 	// it falls back to scripts by itself.
 	Scripts bool
 
+	// Leases, when enabled, lets the store admit requests of hot keys from
+	// quota leases taken from Redis ahead of use: a script call per lease
+	// instead of per decision, never above the limit (see LeaseConfig).
+	// Default off.
+	Leases LeaseConfig
+
 	// Now replaces Redis TIME with a clock of the caller's, for tests that
 	// replay fixed timelines. Never set it in production: instances would
 	// then decide by their own clocks.
@@ -118,6 +129,7 @@ type Store struct {
 	now     func() time.Time
 	near    *nearCache
 	batch   *batcher
+	leases  *leaser // nil unless Config.Leases.Enabled
 	leaseID atomic.Uint64
 	skew    atomic.Int64 // added to the local clock, by tests that skew instances
 
@@ -163,12 +175,16 @@ func New(client Client, cfg Config) (*Store, error) {
 	s.leaseID.Store(uint64(time.Now().UnixNano()))
 	s.batch = newBatcher(client, cfg.Workers, cfg.MaxBatch)
 	s.batch.scripts.Store(cfg.Scripts)
+	if cfg.Leases.Enabled {
+		s.leases = newLeaser(s, cfg.Leases)
+	}
 	return s, nil
 }
 
 // Close stops the pipeline workers. Calls after Close return
 // sluice.ErrClosed.
 func (s *Store) Close() error {
+	s.leases.close() // gives back what they hold
 	s.batch.close()
 	return nil
 }
@@ -362,7 +378,7 @@ func expiry(ctx context.Context) (<-chan time.Time, func()) {
 }
 
 // Take decides one request in one round trip, or none when the near cache
-// knows the key is refused. If ctx ends while the script is in flight, Take
+// knows the key is refused or a quota lease covers it (Config.Leases). If ctx ends while the script is in flight, Take
 // returns ctx's error, and the request may have been charged.
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	q, err := s.prepare(r)
@@ -372,11 +388,17 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if d, ok := s.near.get(q.state, r.Cost, r.MaxDelay, s.localNow()); ok {
 		return d, nil
 	}
+	var d [1]sluice.Decision
+	if ok, err := s.leases.take(ctx, []request{q}, d[:]); ok {
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		return d[0], nil
+	}
 	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{q}, nil))
 	if err != nil {
 		return sluice.Decision{}, s.wrap(err, "take", q)
 	}
-	var d [1]sluice.Decision
 	if _, err := decode(reply, d[:]); err != nil {
 		return sluice.Decision{}, s.wrap(err, "take", q)
 	}
@@ -432,6 +454,9 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 			ds[i] = d
 			return nil
 		}
+	}
+	if ok, err := s.leases.take(ctx, qs, ds); ok {
+		return err
 	}
 	groups := s.groups(qs)
 	calls := make([]*call, len(groups))

@@ -109,7 +109,7 @@ type library struct {
 }
 
 func newLibrary() library {
-	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua", "adjust.lua"}
+	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua", "adjust.lua", "lease.lua"}
 	var body strings.Builder
 	common(&body, every...)
 	body.WriteString("return {\n")
@@ -143,6 +143,7 @@ type scriptSet struct {
 	refund  *script
 	release *script
 	adjust  *script
+	lease   *script // quota leases (lease.go)
 	// takeOne holds, per algorithm, the take script with only that
 	// algorithm.
 	takeOne map[sluice.Algorithm]*script
@@ -160,6 +161,7 @@ var scripts = sync.OnceValue(func() *scriptSet {
 		refund:  l.assemble("refund.lua", every...),
 		release: l.assemble("release.lua", sluice.AlgorithmConcurrency),
 		adjust:  l.assemble("adjust.lua", every...),
+		lease:   l.assemble("lease.lua", sluice.AlgorithmFixedWindow, sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA),
 		takeOne: map[sluice.Algorithm]*script{},
 	}
 	for _, a := range every {

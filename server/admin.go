@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/shed"
 )
 
 //go:embed status.html
@@ -145,6 +146,8 @@ type statusDoc struct {
 	HeavyKeys  []heavyKey        `json:"heavy_keys"`
 	Goroutines int               `json:"goroutines"`
 	HeapBytes  uint64            `json:"heap_bytes"`
+	// Shed is the load shedding of each listener that has it.
+	Shed map[string]shed.Stats `json:"shed,omitempty"`
 }
 
 func (s *Server) status(ctx context.Context) statusDoc {
@@ -189,6 +192,7 @@ func (s *Server) status(ctx context.Context) statusDoc {
 		doc.HeavyKeys = []heavyKey{}
 	}
 	doc.History = s.stats.hist.doc()
+	doc.Shed = s.shedStats()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.HeapBytes = ms.HeapAlloc

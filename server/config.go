@@ -221,6 +221,21 @@ type RedisConfig struct {
 	Require bool `yaml:"require"`
 	// Breaker tunes the circuit breaker in front of Redis.
 	Breaker BreakerConfig `yaml:"breaker"`
+	// Leases turns on quota leases: hot keys are decided from units taken
+	// from Redis ahead of use, a script call per lease instead of per
+	// decision, never above the limit (fixed_window, token_bucket and gcra;
+	// see docs/serve.md). Off by default.
+	Leases LeasesConfig `yaml:"leases"`
+}
+
+// LeasesConfig tunes quota leases (redisstore.LeaseConfig); zero values
+// take redisstore's defaults.
+type LeasesConfig struct {
+	Enabled bool     `yaml:"enabled"`
+	Traffic Duration `yaml:"traffic"` // default 50ms: a lease covers this much of the instance's own traffic
+	Share   int64    `yaml:"share"`   // default 16: a lease is at most 1/share of the limit's capacity
+	Hold    Duration `yaml:"hold"`    // default 250ms: unspent units go back to Redis after this
+	Keys    int      `yaml:"keys"`    // default 10,000: keys holding a lease at once
 }
 
 // BreakerConfig tunes the circuit breaker (package failover); zero values
@@ -363,6 +378,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_REDIS_ON_ERROR", "redis-on-error", "store.redis.on_error"},
 	{"SLUICE_FALLBACK_SCALE", "fallback-scale", "store.redis.fallback_scale"},
 	{"SLUICE_REDIS_REQUIRE", "redis-require", "store.redis.require"},
+	{"SLUICE_REDIS_LEASES", "redis-leases", "store.redis.leases.enabled"},
 	{"SLUICE_SHUTDOWN_TIMEOUT", "shutdown-timeout", "shutdown_timeout"},
 	{"SLUICE_DEGRADED_HEADER", "degraded-header", "degraded_header"},
 	{"SLUICE_SHOW_KEYS", "show-keys", "show_keys"},
@@ -507,6 +523,12 @@ func (c *Config) Set(name, from, v string) error {
 			return bad(errors.New("want true or false"))
 		}
 		c.Store.Redis.Require = b
+	case "redis-leases":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		c.Store.Redis.Leases.Enabled = b
 	case "degraded-header":
 		c.DegradedHeader = v
 	case "read-header-timeout":
@@ -652,6 +674,9 @@ func (c *Config) Validate() error {
 		}
 		if r.FallbackScale < 0 {
 			fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
+		}
+		if l := r.Leases; l.Traffic < 0 || l.Share < 0 || l.Hold < 0 || l.Keys < 0 {
+			fail("store.redis.leases", "no setting is negative")
 		}
 		if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
 			fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")

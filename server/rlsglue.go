@@ -75,7 +75,7 @@ type rlsObserver struct {
 type rlsLimit struct{ domain, rule string }
 
 // rlsCounters are one limit's label and its counters by outcome (admitted,
-// refused, shadow refused, shadow admitted) and degraded (false, true).
+// refused, shadow refused) and degraded (false, true).
 type rlsCounters struct {
 	limit string
 	c     [4][2]prometheus.Counter
@@ -102,7 +102,7 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 	switch o.Result {
 	case rls.ResultOK:
 		if o.Shadow {
-			i = 3 // a shadow_mode limit that would admit
+			i = 3
 		}
 	case rls.ResultOverLimit:
 		i = 1
@@ -112,17 +112,6 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 		return // no limit, unlimited, replaced, or not charged because another refused
 	}
 	c := r.counters(domain, o.Rule)
-	// What the status page shows of the key: the value of the
-	// descriptor's last entry, which the service reports only for
-	// detailed_metric limits. Built only for refusals, the page's heavy
-	// keys.
-	key := ""
-	if i == 1 {
-		key = string(decide.AppendKey(nil, "", "rls", o.Rule))
-		if o.Value != "" {
-			key = string(decide.AppendKeyPart([]byte(key), o.Value))
-		}
-	}
 	d := 0
 	if o.Degraded {
 		d = 1
@@ -133,7 +122,13 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 			c.hits[j].Add(float64(n))
 		}
 	}
-	r.s.stats.add("rls", decide.Observation{Limit: c.limit, Key: key, Outcome: rlsOutcomes[i], Decision: sluice.Decision{Degraded: o.Degraded}})
+	// What the status page shows of the key: the value of the descriptor's
+	// last entry, which the service reports only for detailed_metric limits.
+	key := decide.AppendKey(nil, "", "rls", o.Rule)
+	if o.Value != "" {
+		key = decide.AppendKeyPart(key, o.Value)
+	}
+	r.s.stats.add("rls", decide.Observation{Limit: c.limit, Key: string(key), Outcome: rlsOutcomes[i], Decision: sluice.Decision{Degraded: o.Degraded}})
 }
 
 // counters returns the label and counters of a limit.

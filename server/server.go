@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/shed"
 )
 
 //go:embed defaults/policy.yaml
@@ -78,6 +79,9 @@ type Server struct {
 	limits     limitCache    // explicit limits of the decision API, parsed
 	settle     *settleTokens // the decision API's settle tokens
 	lastAPIErr atomic.Int64  // when the decision API last logged a store error (Unix s)
+
+	shedMu sync.Mutex  // guards sheds
+	sheds  []*shedding // the load shedding of each listener that has it
 }
 
 // loadState remembers the last load of each config, for the status page.
@@ -102,6 +106,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.version = "dev"
 	}
 	s.metrics = newMetrics(s.version)
+	s.metrics.reg.MustRegister(shedCollector{s})
 	b, err := openStore(cfg.Store, s.metrics.breakerChanged, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -167,6 +172,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.loaded.Store(&loadState{at: time.Now()})
 	s.knownLimits()
+	current := s.currentPolicy
+	s.backend.policy.Store(&current)
 	return s, nil
 }
 
@@ -217,7 +224,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"gateway", s.cfg.Gateway, h})
 	}
 	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.apiHandler()})
+		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.apiPriority, s.apiHandler())})
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
@@ -379,7 +386,22 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.countResponses(s.normalizing(mw(s.stripProtected(upstream)))), nil
+	guarded := s.shedding("gateway", func(r *http.Request) shed.Priority { return s.currentPolicy().Priority(r) }, s.stripProtected(upstream))
+	return s.countResponses(s.normalizing(mw(guarded))), nil
+}
+
+// apiPriority is the shedding priority of a decision API request: the
+// shed section's priority header, from a trusted proxy only.
+func (s *Server) apiPriority(r *http.Request) shed.Priority {
+	p := s.currentPolicy()
+	if p.Shed == nil {
+		return shed.Default
+	}
+	if vs := r.Header[p.Shed.PriorityHeader]; len(vs) == 1 && p.ClientIP.PeerTrusted(r) {
+		prio, _ := shed.ParsePriority(vs[0]) // Default when it is not one
+		return prio
+	}
+	return shed.Default
 }
 
 // stripProtected removes from requests that did not come through a trusted

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -32,6 +33,21 @@ type backend struct {
 	failover *failover.Store
 	close    func() error
 	desc     string
+	// policy returns the policy in force, for slotKey; set once the
+	// server has loaded it.
+	policy atomic.Pointer[func() *policy.Policy]
+}
+
+// slotKey is the Redis store's Config.SlotKey on a Cluster: the policy's
+// (a rule with one_slot keeps its keys on one slot), the whole key until
+// the policy is loaded.
+func (b *backend) slotKey(key string) string {
+	if f := b.policy.Load(); f != nil {
+		if p := (*f)(); p != nil {
+			return p.SlotKey(key)
+		}
+	}
+	return key
 }
 
 // openStore builds the store cfg describes. A Redis store sits behind a
@@ -77,7 +93,14 @@ func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		client.Close()
 		return nil, err
 	}
-	primary, err := redisstore.New(client, redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache})
+	rcfg := redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache, Leases: redisstore.LeaseConfig{
+		Enabled: r.Leases.Enabled, Traffic: time.Duration(r.Leases.Traffic), Share: r.Leases.Share,
+		Hold: time.Duration(r.Leases.Hold), Keys: r.Leases.Keys,
+	}}
+	if cluster != nil {
+		rcfg.SlotKey = b.slotKey // rules with one_slot
+	}
+	primary, err := redisstore.New(client, rcfg)
 	if err != nil {
 		client.Close()
 		return nil, err

@@ -173,6 +173,7 @@ var settingFlags = []struct{ name, help string }{
 	{"redis-on-error", "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed"},
 	{"fallback-scale", "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)"},
 	{"redis-require", "refuse to start when Redis does not answer at start (true or false)"},
+	{"redis-leases", "decide hot keys from quota leases taken from Redis ahead of use, never above the limit (true or false; tune in store.redis.leases)"},
 	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
 	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
 	{"show-keys", "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks"},
@@ -459,6 +460,9 @@ func checkFile(path, kind string, maxDelay time.Duration, rc rlsCheck) (string, 
 			n += len(r.Limits)
 		}
 		msg := fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n)
+		if p.Shed != nil {
+			msg += ", load shedding (" + p.Shed.Config().Algorithm.Name() + ")"
+		}
 		for _, w := range p.Warnings {
 			msg += "\n  warning: " + w
 		}

@@ -1,0 +1,58 @@
+package failover_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// TestLeaseIsFallbackBudget: while Redis is down and the breaker open, an
+// instance with quota leases admits what it holds, exactly (not
+// degraded), before its failure mode (here closed) decides.
+func TestLeaseIsFallbackBudget(t *testing.T) {
+	noLeaks(t)
+	p := redistest.StartProcess(t)
+	rs, err := redisstore.New(p.Client(clientOptions()), redisstore.Config{
+		Leases: redisstore.LeaseConfig{Enabled: true, Hold: time.Hour}, // nothing given back during the test
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	s := newStore(t, rs, failover.Config{ConsecutiveFailures: 1, ProbeInterval: time.Hour, Mode: modeAll(failover.FailClosed)})
+	hot := sluice.Request{Key: "hot", Limit: sluice.GCRA(sluice.PerHour(1), 1600), Cost: 1}
+	for range 300 { // traffic enough for the leases to grow past one unit
+		if d, err := s.Take(ctx, hot); err != nil || !d.Allowed {
+			t.Fatalf("before the outage: %+v, %v", d, err)
+		}
+	}
+	p.Kill()
+	other := sluice.Request{Key: "other", Limit: hot.Limit, Cost: 1}
+	if _, err := s.Take(ctx, other); err == nil { // no lease: Redis is asked, fails, the breaker opens
+		t.Fatal("a key without a lease was decided while Redis is down")
+	}
+	if st := s.State(); st != failover.StateOpen {
+		t.Fatalf("breaker %v, want open", st)
+	}
+	var admitted int64
+	for {
+		d, err := s.Take(ctx, hot)
+		if err != nil {
+			break // the lease is spent: fail closed
+		}
+		if !d.Allowed || d.Degraded {
+			t.Fatalf("from the lease: %+v, want admitted, not degraded", d)
+		}
+		admitted++
+	}
+	// the lease held: at least a unit (300 requests in a few ms ask for
+	// more than one), at most Capacity/Share (1600/16)
+	if admitted < 1 || admitted > 100 {
+		t.Errorf("admitted %d while Redis was down, want what the lease held: 1 to 100", admitted)
+	}
+	t.Logf("admitted %d from the lease while Redis was down", admitted)
+}

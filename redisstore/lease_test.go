@@ -1,0 +1,385 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// countCalls counts the commands a client sends to Redis, pipelined or not.
+type countCalls struct{ n atomic.Int64 }
+
+func (c *countCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *countCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestLeaseSmoke: one instance with leases admits a limit that cannot
+// refill during the test, all of it but what it still holds or gave back,
+// and makes few calls doing it.
+func TestLeaseSmoke(t *testing.T) {
+	c := redistest.Standalone(t)
+	calls := &countCalls{}
+	c.AddHook(calls)
+	s := newStore(t, c, redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
+	lim := sluice.GCRA(sluice.PerHour(1), 1600)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 200 {
+				d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	redisstore.SettleLeases(s)
+	held := redisstore.HeldFor(s, "k", lim)
+	peek, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// units prefetched after the last request, or given back, are not
+	// admitted, and not lost
+	if admitted.Load()+held+peek.Remaining != 1600 || admitted.Load() < 1600-100 {
+		t.Errorf("admitted %d, held %d, Redis has %d: want 1600 in all, at most a lease (100) not admitted",
+			admitted.Load(), held, peek.Remaining)
+	}
+	t.Logf("%d calls for %d admitted", calls.n.Load(), admitted.Load())
+}
+
+// floodCase is a limit for the flood test and the bounds of what a flood
+// between two Redis times (µs) admits: at most hi, and lo if it
+// saturates the limit throughout.
+type floodCase struct {
+	lim    sluice.Limit
+	bounds func(t0, t1 int64) (lo, hi int64)
+}
+
+var floodCases = []floodCase{
+	{sluice.TokenBucket(sluice.PerSecond(5000), 5000), bucketBounds(5000, 5000)},
+	{sluice.GCRA(sluice.PerSecond(5000), 5000), bucketBounds(5000, 5000)},
+	{sluice.FixedWindow(2500, 500*time.Millisecond), func(t0, t1 int64) (lo, hi int64) {
+		// every window the flood touched, at most; at least those it
+		// covered whole (the first and last may have been too short to
+		// fill)
+		const p = 500_000
+		return 2500 * max(0, t1/p-(t0+p-1)/p), 2500 * (t1/p - t0/p + 1)
+	}},
+}
+
+// bucketBounds is what a bucket of rate per second and burst, full at t0,
+// admits until t1.
+func bucketBounds(rate, burst int64) func(t0, t1 int64) (int64, int64) {
+	return func(t0, t1 int64) (int64, int64) {
+		b := burst + (t1-t0)*rate/1_000_000
+		return b, b
+	}
+}
+
+func redisTime(t *testing.T, c redis.UniversalClient) int64 {
+	t.Helper()
+	tm, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMicro()
+}
+
+// floodResult is what a flood admitted, what it cost and what a killed
+// instance took with it.
+type floodResult struct {
+	admitted, lo, hi, calls, lost, held, unclaimed int64
+}
+
+// floodShare caps the flood's leases at 1/32 of the capacity: a bucket
+// that holds a second of its rate (so that a stall of the loaded test
+// machine shorter than that loses nothing) with leases of 156 units.
+const floodShare = 32
+
+// flood runs 3 instances with leases × 64 goroutines against one key
+// under fc.lim for d; if kill, the first instance dies (Kill) halfway.
+func flood(t *testing.T, deploy string, fc floodCase, d time.Duration, kill bool) floodResult {
+	prefix := redistest.Prefix(t)
+	var stores []*redisstore.Store
+	var clients []redis.UniversalClient
+	calls := &countCalls{}
+	for range 3 {
+		var c redis.UniversalClient = redistest.Standalone(t)
+		if deploy == "cluster" {
+			c = redistest.Cluster(t)
+		}
+		c.AddHook(calls)
+		clients = append(clients, c)
+		s, err := redisstore.New(c, redisstore.Config{Prefix: prefix, Leases: redisstore.LeaseConfig{Enabled: true, Share: floodShare}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	for _, s := range stores { // load the scripts first (on every master)
+		if _, err := s.Take(ctx, sluice.Request{Key: "warm", Limit: fc.lim, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res floodResult
+	var admitted atomic.Int64
+	var stop [3]atomic.Bool
+	t0 := redisTime(t, clients[0])
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		for range 64 {
+			wg.Go(func() {
+				for !stop[i].Load() {
+					dec, err := s.Take(ctx, sluice.Request{Key: "hot", Limit: fc.lim, Cost: 1})
+					if err != nil {
+						if !stop[i].Load() {
+							t.Error(err)
+						}
+						return
+					}
+					if dec.Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+	}
+	time.Sleep(d / 2) // the flood's length, not a wait for something to happen
+	if kill {
+		stop[0].Store(true)
+		res.lost = redisstore.Kill(stores[0])
+	}
+	time.Sleep(d / 2)
+	tStop := redisTime(t, clients[0])
+	peek, err := stores[2].Take(ctx, sluice.Request{Key: "hot", Limit: fc.lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.unclaimed = peek.Remaining
+	for i := range stop {
+		stop[i].Store(true)
+	}
+	wg.Wait()
+	t1 := redisTime(t, clients[0])
+	for i, s := range stores {
+		if !kill || i > 0 {
+			redisstore.SettleLeases(s) // prefetches in flight
+			res.held += redisstore.Held(s)
+			s.Close()
+		}
+	}
+	// at least what the limit held until the flood was told to stop, at
+	// most what it held until every instance had stopped
+	res.lo, _ = fc.bounds(t0, tStop)
+	_, res.hi = fc.bounds(t0, t1)
+	res.admitted, res.calls = admitted.Load(), calls.n.Load()
+	return res
+}
+
+// TestLeaseFlood: 3 instances × 64 goroutines flood one hot key under a
+// limit they saturate, with leases: the fleet never admits more than the
+// limit's bound, admits at least 99% of it (counting what the instances
+// still hold when it stops, which they give back), and calls Redis at most
+// once per 20 admissions. With an instance killed halfway, what it held is the
+// only loss, and at most Capacity/Share.
+func TestLeaseFlood(t *testing.T) {
+	const d = 3 * time.Second
+	for _, deploy := range []string{"standalone", "cluster"} {
+		for _, kill := range []bool{false, true} {
+			for _, fc := range floodCases {
+				name := deploy + "/" + fc.lim.Algorithm.String()
+				if kill {
+					name += "/kill"
+				}
+				t.Run(name, func(t *testing.T) {
+					r := flood(t, deploy, fc, d, kill)
+					perAdmitted := float64(r.calls) / float64(r.admitted)
+					t.Logf("admitted %d of bound %d..%d (%.2f%% of the least), %d calls (%.4f per admitted), lost %d, held at the end %d, unclaimed %d",
+						r.admitted, r.lo, r.hi, 100*float64(r.admitted)/float64(r.lo), r.calls, perAdmitted, r.lost, r.held, r.unclaimed)
+					if r.admitted > r.hi {
+						t.Errorf("admitted %d, above the bound %d", r.admitted, r.hi)
+					}
+					if maxLost := fc.lim.Capacity()/floodShare + 1; r.lost > maxLost {
+						t.Errorf("the killed instance held %d, above Capacity/Share = %d", r.lost, maxLost)
+					}
+					// What the instances still held when the flood stopped goes
+					// back to Redis at Close, and what Redis had not handed out
+					// when it was told to stop (at most a lease an instance
+					// waits to fill) is there for the next request: neither was
+					// admitted, neither is lost.
+					if min := (r.lo - r.lost) * 99 / 100; r.admitted+r.held+r.unclaimed < min {
+						t.Errorf("admitted %d (and %d held at the end, %d unclaimed), below 99%% of the bound less what the killed instance held (%d)",
+							r.admitted, r.held, r.unclaimed, min)
+					}
+					if perAdmitted > 0.05 {
+						t.Errorf("%.4f Redis calls per admitted request, want at most 0.05", perAdmitted)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestLeaseCheckAllOrNothing: composite checks (a global limit and a
+// per-user one) decided with leases by 3 instances × 16 goroutines never
+// charge a request one limit refused: every limit admits exactly its
+// bound, no more, the global one counting only checks every limit admitted.
+// On the cluster the keys share a slot through SlotKey (without it they
+// would be decided without leases).
+func TestLeaseCheckAllOrNothing(t *testing.T) {
+	for _, deploy := range []string{"standalone", "cluster"} {
+		t.Run(deploy, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			global := sluice.GCRA(sluice.PerHour(1), 300)
+			perUser := sluice.FixedWindow(40, time.Hour)
+			var stores []*redisstore.Store
+			for range 3 {
+				var c redisstore.Client = redistest.Standalone(t)
+				if deploy == "cluster" {
+					c = redistest.Cluster(t)
+				}
+				stores = append(stores, newStore(t, c, redisstore.Config{Prefix: prefix,
+					SlotKey: func(string) string { return "rule" }, Leases: redisstore.LeaseConfig{Enabled: true}}))
+			}
+			var perUserAdmitted [10]atomic.Int64
+			var wg sync.WaitGroup
+			for _, s := range stores {
+				for g := range 16 {
+					wg.Go(func() {
+						ds := make([]sluice.Decision, 2)
+						for k := range 60 {
+							u := (g + k) % 10
+							rs := []sluice.Request{{Key: "all", Limit: global, Cost: 1}, {Key: "user" + strconv.Itoa(u), Limit: perUser, Cost: 1}}
+							if err := s.TakeAll(ctx, rs, ds); err != nil {
+								t.Error(err)
+								return
+							}
+							if ds[0].Allowed != ds[1].Allowed {
+								t.Errorf("one check, decisions %+v and %+v", ds[0], ds[1])
+							}
+							if ds[0].Allowed {
+								perUserAdmitted[u].Add(1)
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			var total int64
+			for u := range perUserAdmitted {
+				n := perUserAdmitted[u].Load()
+				if n > 40 {
+					t.Errorf("user %d: %d admitted, above its limit 40", u, n)
+				}
+				total += n
+			}
+			// 2880 checks, 288 per user: every user could reach 40 but the
+			// global limit (300) runs out first; what the instances still
+			// hold of it is not admitted, and not lost
+			var held int64
+			for _, s := range stores {
+				redisstore.SettleLeases(s) // prefetches in flight
+				held += redisstore.HeldFor(s, "all", global)
+			}
+			// and what they gave back after Hold is in Redis again
+			peek, err := stores[0].Take(ctx, sluice.Request{Key: "all", Limit: global})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total+held+peek.Remaining != 300 {
+				t.Errorf("%d checks admitted, %d units held, %d in Redis, want exactly the global limit's 300 in all", total, held, peek.Remaining)
+			}
+		})
+	}
+}
+
+// TestLeaseGivenBack: what a lease holds when its store closes goes back to
+// Redis: afterwards Redis has exactly what was not admitted.
+func TestLeaseGivenBack(t *testing.T) {
+	for _, lim := range []sluice.Limit{
+		sluice.TokenBucket(sluice.PerHour(1), 1000), sluice.GCRA(sluice.PerHour(1), 1000), sluice.FixedWindow(1000, time.Hour),
+	} {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			s, err := redisstore.New(redistest.Standalone(t), redisstore.Config{Prefix: prefix, Leases: redisstore.LeaseConfig{Enabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 100 {
+				if d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); err != nil || !d.Allowed {
+					t.Fatalf("%+v, %v", d, err)
+				}
+			}
+			redisstore.SettleLeases(s)
+			held := redisstore.HeldFor(s, "k", lim)
+			s.Close()
+			other := newStore(t, redistest.Standalone(t), redisstore.Config{Prefix: prefix})
+			d, err := other.Take(ctx, sluice.Request{Key: "k", Limit: lim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Remaining != 900 {
+				t.Errorf("Redis has %d after 100 admitted and %d held given back, want 900", d.Remaining, held)
+			}
+		})
+	}
+}
+
+// TestLeaseCallerLeaves: callers whose deadlines end while their lease
+// call is in flight lose no capacity: what Redis granted goes to the lease,
+// so that afterwards what was admitted, what is held and what Redis has
+// add up to the limit exactly.
+func TestLeaseCallerLeaves(t *testing.T) {
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
+	lim := sluice.GCRA(sluice.PerHour(1), 100_000)
+	var admitted int64
+	for i := range 300 {
+		// a key of its own (a lease call each) and a deadline around a
+		// round trip: some end before the call is sent, some while it is
+		// in flight, some after its answer
+		c, cancel := context.WithTimeout(ctx, time.Duration(i%30)*40*time.Microsecond)
+		d, err := s.Take(c, sluice.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1})
+		cancel()
+		if err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	redisstore.SettleLeases(s)
+	var total int64
+	for k := range 300 {
+		key := "k" + strconv.Itoa(k)
+		peek, err := s.Take(ctx, sluice.Request{Key: key, Limit: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += 100_000 - peek.Remaining - redisstore.HeldFor(s, key, lim)
+	}
+	if total != admitted {
+		t.Errorf("Redis handed out %d units that are not held, %d were admitted: %d lost", total, admitted, total-admitted)
+	}
+}
