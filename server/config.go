@@ -591,16 +591,7 @@ func (c *Config) Validate() error {
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}, {"envoy.http", c.Envoy.HTTP}} {
-		if l.addr == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(l.addr); err != nil {
-			fail(l.field, "%q: want host:port, such as 127.0.0.1:8080 or :8080", l.addr)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
-		}
-	}
+	c.validateListeners(fail)
 	if _, err := c.Envoy.counting(); err != nil {
 		fail("envoy.counting", "%q: want all-or-nothing or peer", c.Envoy.Counting)
 	}
@@ -616,46 +607,42 @@ func (c *Config) Validate() error {
 	switch c.Store.Type {
 	case "memory":
 	case "redis":
-		r := c.Store.Redis
-		if len(r.Addrs) == 0 {
-			fail("store.redis.addrs", "missing: redis needs at least one host:port")
-		}
-		addrs, _ := redisAddrs(r.Addrs)
-		for i, a := range addrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				fail("store.redis.addrs", "%q: want host:port, redis://host:port or rediss://host:port (TLS)", r.Addrs[i])
-			}
-		}
-		if r.Password != "" && r.PasswordFile != "" {
-			fail("store.redis.password_file", "password and password_file exclude each other")
-		}
-		r.TLS.validate(fail)
-		if r.Cluster && r.MasterName != "" {
-			fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
-		}
-		if strings.ContainsAny(r.Prefix, "{}") {
-			fail("store.redis.prefix", "%q must not contain { or }", r.Prefix)
-		}
-		if r.Timeout < 0 {
-			fail("store.redis.timeout", "must not be negative")
-		}
-		if r.OnError != "" {
-			if _, err := failover.ParseMode(r.OnError); err != nil {
-				fail("store.redis.on_error", "%q: want open, closed or fallback", r.OnError)
-			}
-		}
-		if r.FallbackScale < 0 {
-			fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
-		}
-		if l := r.Leases; l.Traffic < 0 || l.Share < 0 || l.Hold < 0 || l.Keys < 0 {
-			fail("store.redis.leases", "no setting is negative")
-		}
-		if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
-			fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
-		}
+		c.Store.Redis.validate(fail)
 	default:
 		fail("store.type", "%q: want memory or redis", c.Store.Type)
 	}
+	c.validateBounds(fail)
+	c.TLS.validate(fail)
+	c.Auth.validate(fail)
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		fail("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		fail("log.format", "%q: want text or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// validateListeners checks the listen addresses.
+func (c *Config) validateListeners(fail func(field, format string, args ...any)) {
+	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}, {"envoy.http", c.Envoy.HTTP}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(l.addr); err != nil {
+			fail(l.field, "%q: want host:port, such as 127.0.0.1:8080 or :8080", l.addr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
+		}
+	}
+}
+
+// validateBounds checks the settings that must be within a range.
+func (c *Config) validateBounds(fail func(field, format string, args ...any)) {
 	if c.Store.MaxKeys < 0 {
 		fail("store.max_keys", "must not be negative (got %d)", c.Store.MaxKeys)
 	}
@@ -685,19 +672,45 @@ func (c *Config) Validate() error {
 	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
 	}
-	c.TLS.validate(fail)
-	c.Auth.validate(fail)
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		fail("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+}
+
+func (r RedisConfig) validate(fail func(field, format string, args ...any)) {
+	if len(r.Addrs) == 0 {
+		fail("store.redis.addrs", "missing: redis needs at least one host:port")
 	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		fail("log.format", "%q: want text or json", c.Log.Format)
+	addrs, _ := redisAddrs(r.Addrs)
+	for i, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			fail("store.redis.addrs", "%q: want host:port, redis://host:port or rediss://host:port (TLS)", r.Addrs[i])
+		}
 	}
-	return errors.Join(errs...)
+	if r.Password != "" && r.PasswordFile != "" {
+		fail("store.redis.password_file", "password and password_file exclude each other")
+	}
+	r.TLS.validate(fail)
+	if r.Cluster && r.MasterName != "" {
+		fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
+	}
+	if strings.ContainsAny(r.Prefix, "{}") {
+		fail("store.redis.prefix", "%q must not contain { or }", r.Prefix)
+	}
+	if r.Timeout < 0 {
+		fail("store.redis.timeout", "must not be negative")
+	}
+	if r.OnError != "" {
+		if _, err := failover.ParseMode(r.OnError); err != nil {
+			fail("store.redis.on_error", "%q: want open, closed or fallback", r.OnError)
+		}
+	}
+	if r.FallbackScale < 0 {
+		fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
+	}
+	if l := r.Leases; l.Traffic < 0 || l.Share < 0 || l.Hold < 0 || l.Keys < 0 {
+		fail("store.redis.leases", "no setting is negative")
+	}
+	if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
+		fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
+	}
 }
 
 func (t TLSConfig) validate(fail func(field, format string, args ...any)) {
