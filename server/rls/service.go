@@ -494,24 +494,24 @@ func shadowResult(it *item, res *decide.Result, admitted bool) Result {
 // answer builds the response: a status per descriptor, the overall code,
 // and the RateLimit header fields when asked for.
 func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
-	resp := &rlspb.RateLimitResponse{
-		OverallCode: rlspb.RateLimitResponse_OK,
-		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(r.items)),
-	}
+	resp, mem := newResponse(len(r.items))
 	var now time.Time
 	for i := range r.items {
 		it := &r.items[i]
 		if it.result == ResultShadowOverLimit {
 			s.logs.shadow(r.req.Domain, it.rule.path)
 		}
-		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		m := &mem[i]
+		st := &m.st
+		st.Code = rlspb.RateLimitResponse_OK
 		switch it.result {
 		case ResultUnlimited:
 			st.LimitRemaining = math.MaxUint32
 		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit:
-			st.CurrentLimit = it.rule.current()
+			st.CurrentLimit = it.rule.currentIn(&m.cur)
 			it.reset = s.reset(it, &now)
-			st.DurationUntilReset = durationpb.New(ceilSecond(it.reset))
+			m.dur.Seconds = seconds(it.reset)
+			st.DurationUntilReset = &m.dur
 			if it.result == ResultOverLimit {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 				if !r.quota(it.rule) {
@@ -522,7 +522,6 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 				st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
 			}
 		}
-		resp.Statuses[i] = st
 		s.observe(r.req.Domain, it)
 	}
 	if quotasSpent(r) {
@@ -536,6 +535,43 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		resp.ResponseHeadersToAdd = headers(r.items)
 	}
 	return resp
+}
+
+// statusMem is one descriptor's status and the messages it points to,
+// allocated together.
+type statusMem struct {
+	st  rlspb.RateLimitResponse_DescriptorStatus
+	cur rlspb.RateLimitResponse_RateLimit
+	dur durationpb.Duration
+}
+
+// answerMem is a response to a request of one descriptor, the usual
+// kind, in one allocation.
+type answerMem struct {
+	resp rlspb.RateLimitResponse
+	sts  [1]*rlspb.RateLimitResponse_DescriptorStatus
+	mem  [1]statusMem
+}
+
+// newResponse returns an OK response with room for n statuses, each
+// already pointing to its statusMem: one allocation for one descriptor,
+// three for more.
+func newResponse(n int) (*rlspb.RateLimitResponse, []statusMem) {
+	var resp *rlspb.RateLimitResponse
+	var mem []statusMem
+	if n == 1 {
+		a := new(answerMem)
+		resp, mem = &a.resp, a.mem[:]
+		resp.Statuses = a.sts[:]
+	} else {
+		resp, mem = new(rlspb.RateLimitResponse), make([]statusMem, n)
+		resp.Statuses = make([]*rlspb.RateLimitResponse_DescriptorStatus, n)
+	}
+	for i := range mem {
+		resp.Statuses[i] = &mem[i].st
+	}
+	resp.OverallCode = rlspb.RateLimitResponse_OK
+	return resp, mem
 }
 
 // quotasSpent reports whether the request has quota_mode limits and every
