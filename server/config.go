@@ -361,6 +361,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_RLS_STOP_INCREMENT", "rls-stop-increment", "envoy.stop_increment_when_over_limit"},
 	{"SLUICE_RLS_HEALTHY_WITH_CONFIG", "rls-healthy-with-config", "envoy.healthy_with_config"},
 	{"SLUICE_RLS_SHADOW_MODE", "rls-shadow-mode", "envoy.shadow_mode"},
+	{"SLUICE_RLS_QUOTA_MODE", "rls-quota-mode", "envoy.quota_mode"},
 	{"SLUICE_STORE", "store", "store.type"},
 	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
 	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},

@@ -56,6 +56,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
 		ShadowMode:                 s.cfg.Envoy.ShadowMode,
+		QuotaMode:                  s.cfg.Envoy.QuotaMode,
 		Observe:                    newRLSObserver(s).observe,
 	})
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
