@@ -33,6 +33,13 @@ var (
 
 	// ErrClosed is returned by a store that has been closed.
 	ErrClosed = errors.New("sluice: store closed")
+
+	// ErrNotAdjustable means an adjustment (Limiter.Adjust or Settle) was
+	// asked of a store that cannot adjust (it does not implement
+	// Adjuster), or of a limit whose state is not usage: a concurrency
+	// limit holds leases, which are given back with Release. With a limit,
+	// the error is a *LimitError whose Field is "algorithm".
+	ErrNotAdjustable = errors.New("sluice: cannot adjust")
 )
 
 // LimitError says what is wrong with a limit, or with a cost under a limit:

@@ -147,6 +147,59 @@ func (l *Limiter) Release(ctx context.Context, key string, limit Limit, lease ui
 	return l.store.Release(ctx, key, limit, lease)
 }
 
+// Adjust changes the usage of r.Key under r.Limit by r.Cost, a signed delta,
+// atomically: the second half of "reserve, then settle", for work whose
+// cost is known only once it is done (tokens, rows, bytes). r.OnError
+// applies as for a check (package failover); r.MaxDelay is ignored. Settle
+// is the usual way to call it.
+//
+// A positive delta is charged unconditionally, even past the limit: the
+// state records the overdraft (a debt), and later requests are refused
+// until the refill (token_bucket, gcra, leaky_bucket, warm_up) or the
+// window (fixed_window, sliding_window, sliding_log) has paid it back. A
+// debt is bounded: the overdraft past an exhausted limit never exceeds
+// Limit.MaxAdjust (AdjustCapacities capacities, what one adjustment may
+// ask); a charge beyond that is dropped. A negative delta refunds, never
+// leaving more room than the limit's Capacity: a window never below empty,
+// a bucket never above full. Each algorithm's rules are in docs/adjust.md.
+//
+// The magnitude of the delta is at most Limit.MaxAdjust
+// (ErrCostExceedsCapacity otherwise); delta 0 only reports. A concurrency
+// limit cannot be adjusted (ErrNotAdjustable: give its lease back with
+// Release), nor can a store that does not implement Adjuster.
+//
+// The Decision describes the state after the adjustment as a peek (a
+// request of cost 0) does: Allowed and RetryAfter are those of a unit-cost
+// request now, Remaining and ResetAfter what is left. It costs what a
+// check costs: one round trip on Redis, no allocation on memstore for a
+// key it holds.
+func (l *Limiter) Adjust(ctx context.Context, r Request) (Decision, error) {
+	a, ok := l.store.(Adjuster)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: the store %T does not implement sluice.Adjuster", ErrNotAdjustable, l.store)
+	}
+	return a.Adjust(ctx, r)
+}
+
+// Settle charges the difference between the actual cost of a request and
+// what it reserved when it was checked: Adjust with delta actual -
+// reserved. Reserve 0 (a peek) and settle the whole cost afterwards, or
+// reserve an estimate and settle the difference, either way; an
+// underestimate is charged into debt, an overestimate refunded. Both costs
+// must be zero or more (ErrNegativeCost).
+func (l *Limiter) Settle(ctx context.Context, key string, limit Limit, reserved, actual int64) (Decision, error) {
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{{"reserved", reserved}, {"actual", actual}} {
+		if c.v < 0 {
+			return Decision{}, &LimitError{Algorithm: limit.Algorithm, Field: "cost",
+				Reason: fmt.Sprintf("%s %d is below zero under %s for key %q", c.name, c.v, limit, key), Err: ErrNegativeCost}
+		}
+	}
+	return l.Adjust(ctx, Request{Key: key, Limit: limit, Cost: actual - reserved})
+}
+
 // sleepAdmitted sleeps the Delay of an admitted request: until it ends or
 // ctx is cancelled, but not interrupted by ctx's deadline (see WaitN).
 func sleepAdmitted(ctx context.Context, d time.Duration) error {

@@ -13,6 +13,11 @@ import (
 // request would be admitted now, and Remaining is what is left. A cost above
 // the limit's Capacity is an error (ErrCostExceedsCapacity), never a silent
 // refusal that would last forever.
+//
+// Given to Limiter.Adjust (an Adjuster), Cost is a signed delta instead: a
+// positive one is charged even past the limit, into a bounded debt, and a
+// negative one refunded, never beyond an unused limit; its magnitude is at
+// most Limit.MaxAdjust.
 type Request struct {
 	Key   string
 	Limit Limit
@@ -104,4 +109,15 @@ type Store interface {
 	// concurrency limit. Releasing an unknown or expired lease is not an
 	// error: the slot is free either way.
 	Release(ctx context.Context, key string, limit Limit, lease uint64) error
+}
+
+// Adjuster is a Store that can change a key's usage after the fact: charge
+// what a request turned out to cost beyond what it reserved, or refund what
+// it reserved and did not use. memstore, redisstore and failover implement
+// it. Call it through Limiter.Adjust or Limiter.Settle.
+type Adjuster interface {
+	// Adjust charges r.Cost, a signed delta, to r.Key under r.Limit at
+	// once, and returns the state after it as a peek reports it (see
+	// Limiter.Adjust for the rules).
+	Adjust(ctx context.Context, r Request) (Decision, error)
 }

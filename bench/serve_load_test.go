@@ -38,6 +38,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The upstream: when this test binary runs with SLUICE_LOAD_UPSTREAM set,
@@ -57,6 +58,41 @@ func init() {
 	})}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
 	os.Exit(1)
+}
+
+// The floor: when this test binary runs with SLUICE_LOAD_RLS_FLOOR set,
+// it only serves the rate limit service on that address with a handler
+// that decides nothing and answers one constant OK status, on grpc-go with
+// sluice serve's server options (and GOGC=400 from the environment, as
+// sluice sets it): what the gRPC transport and protobuf cost per call
+// before any service does any work.
+func init() {
+	addr := os.Getenv("SLUICE_LOAD_RLS_FLOOR")
+	if addr == "" {
+		return
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv := grpc.NewServer(grpc.MaxConcurrentStreams(1024), grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true))
+	rlspb.RegisterRateLimitServiceServer(srv, floorRLS{})
+	fmt.Fprintln(os.Stderr, srv.Serve(ln))
+	os.Exit(1)
+}
+
+type floorRLS struct {
+	rlspb.UnimplementedRateLimitServiceServer
+}
+
+func (floorRLS) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: []*rlspb.RateLimitResponse_DescriptorStatus{{
+		Code:               rlspb.RateLimitResponse_OK,
+		CurrentLimit:       &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: 1000000000, Unit: rlspb.RateLimitResponse_RateLimit_HOUR},
+		LimitRemaining:     999999999,
+		DurationUntilReset: durationpb.New(time.Hour),
+	}}}, nil
 }
 
 func freeAddr(t *testing.T) string {
@@ -302,26 +338,17 @@ func TestServeLoadRLS(t *testing.T) {
 		p := startSluice(t, "http://127.0.0.1:1", store)
 		measureRLS(t, "sluice store="+store, p.grpc, p.cmd.Process.Pid, p.redisPid, p.admin)
 	}
+	if os.Getenv("SLUICE_LOAD_FLOOR") != "" {
+		addr, pid := startFloor(t)
+		measureRLS(t, "grpc-go floor (constant answer)", addr, pid, 0, "")
+	}
 	// envoyproxy/ratelimit on the same machine in the same session, when
 	// RLS_PEER_BIN names its binary (go install
 	// github.com/envoyproxy/ratelimit/src/service_cmd@latest): Redis, and
 	// its local cache of over-limit keys on.
 	if bin := os.Getenv("RLS_PEER_BIN"); bin != "" {
-		redisAddr, redisPid := startRedis(t)
-		root := t.TempDir()
-		cfgDir := filepath.Join(root, "ratelimit", "config")
-		os.MkdirAll(cfgDir, 0o755)
-		os.WriteFile(filepath.Join(cfgDir, "load.yaml"), []byte(rlsLoadConfig), 0o644)
-		grpcAddr, httpAddr, debugAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-		port := func(a string) string { _, p, _ := net.SplitHostPort(a); return p }
-		cmd := startProc(t, []string{
-			"USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
-			"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false",
-			"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + port(grpcAddr), "HOST=127.0.0.1", "PORT=" + port(httpAddr),
-			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(debugAddr), "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
-		}, bin)
-		waitDial(t, grpcAddr)
-		measureRLS(t, "envoyproxy/ratelimit redis+local cache", grpcAddr, cmd.Process.Pid, redisPid, "")
+		addr, pid, redisPid := startPeer(t, bin)
+		measureRLS(t, "envoyproxy/ratelimit redis+local cache", addr, pid, redisPid, "")
 	}
 }
 
@@ -338,79 +365,216 @@ descriptors:
 // 4 connections, for many distinct keys and for one over-limit key, and
 // logs decisions per second and the CPU each process spent per decision.
 func measureRLS(t *testing.T, label, addr string, pid, redisPid int, admin string) {
-	const callers, conns = 64, 4
 	dur := 5 * time.Second
 	if s := os.Getenv("SLUICE_LOAD_SECONDS"); s != "" {
 		n, _ := strconv.Atoi(s)
 		dur = time.Duration(n) * time.Second
 	}
+	clients := rlsClients(t, addr)
+	for _, kind := range []string{"many keys", "over-limit key"} {
+		rlsRound(t, clients, kind, time.Second) // warm up: connections, scripts, the near cache
+		if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" && admin != "" {
+			go profile(t, admin, filepath.Join(dir, "rls-"+strings.ReplaceAll(label, " ", "-")+"-"+strings.ReplaceAll(kind, " ", "-")+".pprof"), dur-time.Second)
+		}
+		r := measureRound(t, clients, kind, dur, pid, redisPid)
+		t.Logf("rls %s, %s: %s", label, kind, r)
+	}
+}
+
+// rlsResult is one measured round.
+type rlsResult struct {
+	rate, cpu, loadCPU, redisCPU float64 // decisions/s, µs per decision
+	ok, over, errs               int64
+	elapsed                      time.Duration
+	redis                        bool
+}
+
+func (r rlsResult) String() string {
+	s := fmt.Sprintf("%.0f decisions/s (%d OK, %d over limit, %d errors) in %v; service CPU %.1f µs/decision, load generator CPU %.1f µs/decision",
+		r.rate, r.ok, r.over, r.errs, r.elapsed.Round(time.Millisecond), r.cpu, r.loadCPU)
+	if r.redis {
+		s += fmt.Sprintf(", redis CPU %.1f µs/decision", r.redisCPU)
+	}
+	return s
+}
+
+func rlsClients(t *testing.T, addr string) []rlspb.RateLimitServiceClient {
+	const conns = 4
 	var clients []rlspb.RateLimitServiceClient
 	for range conns {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		t.Cleanup(func() { conn.Close() })
 		clients = append(clients, rlspb.NewRateLimitServiceClient(conn))
 	}
-	for _, kind := range []string{"many keys", "over-limit key"} {
-		run := func(d time.Duration) (ok, over, errs int64) {
-			var wg sync.WaitGroup
-			stop := time.Now().Add(d)
-			var seq atomic.Int64
-			var okN, overN, errN atomic.Int64
-			for i := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c := clients[i%conns]
-					for time.Now().Before(stop) {
-						var desc *commonpb.RateLimitDescriptor
-						if kind == "many keys" {
-							desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: strconv.FormatInt(seq.Add(1), 10)}}}
-						} else {
-							desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "hot", Value: "h"}}}
-						}
-						r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*commonpb.RateLimitDescriptor{desc}})
-						switch {
-						case err != nil:
-							errN.Add(1)
-						case r.OverallCode == rlspb.RateLimitResponse_OK:
-							okN.Add(1)
-						default:
-							overN.Add(1)
-						}
-					}
-				}()
+	return clients
+}
+
+// measureRound runs one round of kind for d and measures the CPU of the
+// service (pid), of its Redis (redisPid, 0 for none) and of this process.
+func measureRound(t *testing.T, clients []rlspb.RateLimitServiceClient, kind string, d time.Duration, pid, redisPid int) rlsResult {
+	cpu0, self0 := cpu(t, pid), cpu(t, os.Getpid())
+	var rcpu0 time.Duration
+	if redisPid != 0 {
+		rcpu0 = cpu(t, redisPid)
+	}
+	start := time.Now()
+	r := rlsRound(t, clients, kind, d)
+	r.elapsed = time.Since(start)
+	total := float64(r.ok + r.over)
+	r.rate = total / r.elapsed.Seconds()
+	r.cpu = float64(cpu(t, pid)-cpu0) / total / 1e3
+	r.loadCPU = float64(cpu(t, os.Getpid())-self0) / total / 1e3
+	if redisPid != 0 {
+		r.redis, r.redisCPU = true, float64(cpu(t, redisPid)-rcpu0)/total/1e3
+	}
+	if r.errs > 0 {
+		t.Errorf("%d errors", r.errs)
+	}
+	return r
+}
+
+// rlsRound calls ShouldRateLimit from 64 goroutines for d: a new user
+// value each call ("many keys") or the one over-limit key.
+func rlsRound(t *testing.T, clients []rlspb.RateLimitServiceClient, kind string, d time.Duration) rlsResult {
+	const callers = 64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	var okN, overN, errN atomic.Int64
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[i%len(clients)]
+			for time.Now().Before(stop) {
+				var desc *commonpb.RateLimitDescriptor
+				if kind == "many keys" {
+					desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: strconv.FormatInt(rlsSeq.Add(1), 10)}}}
+				} else {
+					desc = &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "hot", Value: "h"}}}
+				}
+				r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*commonpb.RateLimitDescriptor{desc}})
+				switch {
+				case err != nil:
+					errN.Add(1)
+				case r.OverallCode == rlspb.RateLimitResponse_OK:
+					okN.Add(1)
+				default:
+					overN.Add(1)
+				}
 			}
-			wg.Wait()
-			return okN.Load(), overN.Load(), errN.Load()
-		}
-		run(time.Second) // warm up: connections, scripts, the near cache
-		cpu0 := cpu(t, pid)
-		self0 := cpu(t, os.Getpid())
-		var rcpu0 time.Duration
-		if redisPid != 0 {
-			rcpu0 = cpu(t, redisPid)
-		}
-		if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" && admin != "" {
-			go profile(t, admin, filepath.Join(dir, "rls-"+strings.ReplaceAll(label, " ", "-")+"-"+strings.ReplaceAll(kind, " ", "-")+".pprof"), dur-time.Second)
-		}
-		start := time.Now()
-		ok, over, errs := run(dur)
-		elapsed := time.Since(start)
-		total := ok + over
-		line := fmt.Sprintf("rls %s, %s: %.0f decisions/s (%d OK, %d over limit, %d errors) in %v; service CPU %.1f µs/decision, load generator CPU %.1f µs/decision",
-			label, kind, float64(total)/elapsed.Seconds(), ok, over, errs, elapsed.Round(time.Millisecond),
-			float64(cpu(t, pid)-cpu0)/float64(total)/1e3, float64(cpu(t, os.Getpid())-self0)/float64(total)/1e3)
-		if redisPid != 0 {
-			line += fmt.Sprintf(", redis CPU %.1f µs/decision", float64(cpu(t, redisPid)-rcpu0)/float64(total)/1e3)
-		}
-		t.Log(line)
-		if errs > 0 {
-			t.Errorf("%d errors", errs)
+		}()
+	}
+	wg.Wait()
+	return rlsResult{ok: okN.Load(), over: overN.Load(), errs: errN.Load()}
+}
+
+// rlsSeq numbers the "many keys" values, so that no two calls of any
+// round share one.
+var rlsSeq atomic.Int64
+
+// TestServeLoadRLSSideBySide measures sluice serve (Redis store) and
+// envoyproxy/ratelimit (RLS_PEER_BIN; Redis with its local cache of
+// over-limit keys), each on its own redis-server, and the grpc-go floor, in
+// alternating rounds (SLUICE_LOAD_ROUNDS, default 5, of SLUICE_LOAD_SECONDS,
+// default 3 s, each), so that a machine whose load drifts weighs on all of
+// them alike; it logs every round and the medians, and the ratios of the
+// medians.
+func TestServeLoadRLSSideBySide(t *testing.T) {
+	bin := os.Getenv("RLS_PEER_BIN")
+	if bin == "" {
+		t.Skip("RLS_PEER_BIN names no envoyproxy/ratelimit binary")
+	}
+	rounds, dur := 5, 3*time.Second
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_LOAD_ROUNDS")); err == nil {
+		rounds = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_LOAD_SECONDS")); err == nil {
+		dur = time.Duration(n) * time.Second
+	}
+	type svc struct {
+		label         string
+		clients       []rlspb.RateLimitServiceClient
+		pid, redisPid int
+		results       map[string][]rlsResult
+	}
+	p := startSluice(t, "http://127.0.0.1:1", "redis")
+	peerAddr, peerPid, peerRedis := startPeer(t, bin)
+	floorAddr, floorPid := startFloor(t)
+	svcs := []*svc{
+		{label: "sluice", clients: rlsClients(t, p.grpc), pid: p.cmd.Process.Pid, redisPid: p.redisPid},
+		{label: "envoyproxy/ratelimit", clients: rlsClients(t, peerAddr), pid: peerPid, redisPid: peerRedis},
+		{label: "grpc-go floor", clients: rlsClients(t, floorAddr), pid: floorPid},
+	}
+	kinds := []string{"many keys", "over-limit key"}
+	for _, s := range svcs {
+		s.results = map[string][]rlsResult{}
+		for _, kind := range kinds {
+			rlsRound(t, s.clients, kind, time.Second) // warm up
 		}
 	}
+	for i := range rounds {
+		for _, kind := range kinds {
+			for j := range svcs {
+				s := svcs[(i+j)%len(svcs)] // a different service first each round
+				r := measureRound(t, s.clients, kind, dur, s.pid, s.redisPid)
+				s.results[kind] = append(s.results[kind], r)
+				t.Logf("round %d, %s, %s: %s", i+1, s.label, kind, r)
+			}
+		}
+	}
+	median := func(rs []rlsResult, f func(rlsResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for _, kind := range kinds {
+		m := map[string][2]float64{}
+		for _, s := range svcs {
+			rate, c := median(s.results[kind], func(r rlsResult) float64 { return r.rate }), median(s.results[kind], func(r rlsResult) float64 { return r.cpu })
+			m[s.label] = [2]float64{rate, c}
+			t.Logf("median of %d rounds, %s, %s: %.0f decisions/s, service CPU %.1f µs/decision", rounds, s.label, kind, rate, c)
+		}
+		sl, pe, fl := m["sluice"], m["envoyproxy/ratelimit"], m["grpc-go floor"]
+		t.Logf("%s: sluice/peer decisions/s %.2fx, CPU per decision %.2fx; floor/peer CPU %.2fx", kind, sl[0]/pe[0], sl[1]/pe[1], fl[1]/pe[1])
+	}
+}
+
+// startPeer starts envoyproxy/ratelimit from bin on its own redis-server,
+// with its local cache of over-limit keys on.
+func startPeer(t *testing.T, bin string) (grpcAddr string, pid, redisPid int) {
+	redisAddr, redisPid := startRedis(t)
+	root := t.TempDir()
+	cfgDir := filepath.Join(root, "ratelimit", "config")
+	os.MkdirAll(cfgDir, 0o755)
+	os.WriteFile(filepath.Join(cfgDir, "load.yaml"), []byte(rlsLoadConfig), 0o644)
+	grpcAddr, httpAddr, debugAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	port := func(a string) string { _, p, _ := net.SplitHostPort(a); return p }
+	cmd := startProc(t, []string{
+		"USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false",
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + port(grpcAddr), "HOST=127.0.0.1", "PORT=" + port(httpAddr),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(debugAddr), "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
+	}, bin)
+	waitDial(t, grpcAddr)
+	return grpcAddr, cmd.Process.Pid, redisPid
+}
+
+// startFloor starts the floor server (see SLUICE_LOAD_RLS_FLOOR).
+func startFloor(t *testing.T) (addr string, pid int) {
+	addr = freeAddr(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startProc(t, []string{"SLUICE_LOAD_RLS_FLOOR=" + addr, "GOGC=400", "GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, exe)
+	waitDial(t, addr)
+	return addr, cmd.Process.Pid
 }
 
 // TestServeLoadAPI measures decision API checks per second with 64

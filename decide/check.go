@@ -42,6 +42,9 @@ type Check struct {
 	// Limit and Cost are what is charged. Cost 0 peeks.
 	Limit sluice.Limit
 	Cost  int64
+	// Late, if set, makes Cost a reservation: the actual cost comes with
+	// the response, and Result.Settle charges the difference.
+	Late *LateCost
 	// Shadow checks are counted and reported, never enforced: they run
 	// after the enforced checks of an admitted request.
 	Shadow bool
@@ -133,9 +136,31 @@ const (
 	// Invalid requests carried input no limit could be checked with (a
 	// ClientError): answered with a 4xx, nothing charged.
 	Invalid
+	// ShadowAdmitted marks an observation of a shadow check that would
+	// have admitted. With ShadowRefused it tells what share of the traffic
+	// a shadow limit sees it would refuse.
+	ShadowAdmitted
 )
 
-var outcomeNames = [...]string{"", "admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid"}
+var outcomeNames = [...]string{"", "admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid", "shadow_admitted"}
+
+// NearLimitPercent is the share of a limit used, in percent, from which an
+// admitted request counts as near the limit (NearLimit): as in
+// envoyproxy/ratelimit's near_limit statistic, 80.
+const NearLimitPercent = 80
+
+// NearLimit reports whether o admitted a request (at once or after a delay)
+// that left at least NearLimitPercent of the deciding limit used: a limit
+// often near refusing is a limit about to refuse. It is false for
+// observations without a decision (failures, RLS outcomes).
+func NearLimit(o Observation) bool {
+	d := o.Decision
+	if o.Outcome != Admitted && o.Outcome != Delayed || !d.Allowed || d.Limit <= 0 {
+		return false
+	}
+	used := d.Limit - max(d.Remaining, 0)
+	return used*100 >= d.Limit*NearLimitPercent
+}
 
 // String returns the snake_case name of o, for metric labels.
 func (o Outcome) String() string {

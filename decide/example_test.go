@@ -52,3 +52,24 @@ func ExampleAppendKey() {
 	// Output:
 	// 3:api6:per-ip11:203.0.113.7
 }
+
+// Five requests under a limit of five: the fourth and fifth leave 80% or
+// more of it used, near the limit.
+func ExampleNearLimit() {
+	store, _ := memstore.New(memstore.Config{})
+	defer store.Close()
+	dc, _ := decide.New(sluice.New(store), decide.Config{})
+	checks := []decide.Check{{Name: "per-user", Key: string(decide.AppendKey(nil, "per-user", "alice")),
+		Limit: sluice.FixedWindow(5, time.Minute), Cost: 1}}
+	var res decide.Result
+	for i := 1; i <= 5; i++ {
+		dc.Run(context.Background(), checks, &res)
+		fmt.Println(i, res.Observed[0].Outcome, decide.NearLimit(res.Observed[0]))
+	}
+	// Output:
+	// 1 admitted false
+	// 2 admitted false
+	// 3 admitted false
+	// 4 admitted true
+	// 5 admitted true
+}

@@ -50,18 +50,26 @@ type Config struct {
 	// ShowKeys makes refusal logs show key values (ShowKey) instead of
 	// masks (MaskKey). Keys hold what clients send: addresses, tokens.
 	ShowKeys bool
+
+	// OnWaiting, if set, is called with +1 when a request starts waiting
+	// under a limit (for a shaping delay or an Action.Wait) and with -1
+	// when it stops: a gauge of waiting requests. It must be fast and safe
+	// for concurrent use. Default none.
+	OnWaiting func(limit string, delta int)
 }
 
 // Decider runs planned checks: the one path of every front-end. It is safe
 // for concurrent use.
 type Decider struct {
-	limiter *sluice.Limiter
-	cfg     Config
-	waiting waitQueue
-	refused *refusalLog // enforced refusals, logged once per interval
-	shadow  *refusalLog // shadow refusals, likewise
-	logMu   sync.Mutex
-	lastLog time.Time
+	limiter       *sluice.Limiter
+	cfg           Config
+	waiting       waitQueue
+	refused       *refusalLog // enforced refusals, logged once per interval
+	shadow        *refusalLog // shadow refusals, likewise
+	logMu         sync.Mutex
+	lastLog       time.Time // of an error
+	lastCapped    time.Time // of a late cost above its max
+	lastMalformed time.Time // of a late cost that is not a number
 }
 
 // New returns a Decider that charges limiter.
@@ -89,6 +97,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
 	}
 	dc := &Decider{limiter: limiter, cfg: cfg}
 	dc.waiting.max = cfg.MaxWaiting
+	dc.waiting.notify = cfg.OnWaiting
 	show := MaskKey
 	if cfg.ShowKeys {
 		show = ShowKey
@@ -127,12 +136,14 @@ type Result struct {
 	Err error
 	// Observed lists what a front-end reports to metrics and status
 	// pages: one observation for the enforced checks (with the check that
-	// decided), one for the shadow checks when they would refuse or fail,
-	// and one per check left out because it could not be planned.
+	// decided), one per shadow check that ran (ShadowAdmitted,
+	// ShadowRefused, or Failed), and one per check left out because it
+	// could not be planned.
 	Observed []Observation
 
 	dc         *Decider
 	leftOut    bool // a check that could not be planned was left out
+	settled    bool // Settle has run
 	reqs       []sluice.Request
 	shadowReqs []sluice.Request
 	leases     []lease
@@ -406,6 +417,7 @@ func (dc *Decider) runShadow(ctx context.Context, res *Result) {
 			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: Failed, Err: err})
 		case d.Allowed:
 			res.keepLeases(res.shadowReqs[i:i+1], res.ShadowEach[i:i+1]) // shadow concurrency limits hold leases too
+			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowAdmitted, Decision: d})
 		default:
 			dc.shadow.add(c.Name, c.Key)
 			res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: ShadowRefused, Decision: d})
@@ -425,15 +437,21 @@ func (r *Result) observe(o Observation) { r.Observed = append(r.Observed, o) }
 
 // logError logs err at most once a second.
 func (dc *Decider) logError(msg string, err error) {
+	dc.logRare(&dc.lastLog, msg, "err", err)
+}
+
+// logRare logs a warning unless one was logged at last less than a second
+// ago.
+func (dc *Decider) logRare(last *time.Time, msg string, args ...any) {
 	dc.logMu.Lock()
 	now := time.Now()
-	due := now.Sub(dc.lastLog) >= time.Second
+	due := now.Sub(*last) >= time.Second
 	if due {
-		dc.lastLog = now
+		*last = now
 	}
 	dc.logMu.Unlock()
 	if due {
-		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, "err", err)
+		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, args...)
 	}
 }
 

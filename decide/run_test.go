@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -142,7 +143,7 @@ func TestRunDecides(t *testing.T) {
 		decided string
 		shadow  decide.Outcome // the shadow observation, if any
 	}{
-		{decide.Admitted, "conc", 0},
+		{decide.Admitted, "conc", decide.ShadowAdmitted},
 		{decide.Admitted, "narrow", decide.ShadowRefused}, // narrow and conc both at 0: the first
 		{decide.Refused, "narrow", 0},
 	}
@@ -213,8 +214,9 @@ func TestRunShadowEachOnItsOwn(t *testing.T) {
 	if got := remaining(t, mem, loose); got != 7 {
 		t.Fatalf("loose shadow limit has %d left, want 7 (counted every request)", got)
 	}
-	if len(res.Observed) != 1 || res.Observed[0].Outcome != decide.ShadowRefused || res.Observed[0].Limit != "tight" {
-		t.Fatalf("observed %+v, want tight's shadow refusal", res.Observed)
+	if len(res.Observed) != 2 || res.Observed[0].Outcome != decide.ShadowRefused || res.Observed[0].Limit != "tight" ||
+		res.Observed[1].Outcome != decide.ShadowAdmitted || res.Observed[1].Limit != "loose" {
+		t.Fatalf("observed %+v, want tight's shadow refusal and loose's shadow admission", res.Observed)
 	}
 }
 
@@ -249,4 +251,64 @@ func TestRunWaitingLineFull(t *testing.T) {
 			t.Fatalf("next: %v after %s, want delayed 100ms", o, time.Since(start))
 		}
 	})
+}
+
+// TestRunOnWaiting: Config.OnWaiting counts a request waiting for its
+// shaping delay while it waits, and no longer once it goes on.
+func TestRunOnWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		waiting := map[string]int{}
+		dc, _ := newDecider(t, decide.Config{Wait: true, OnWaiting: func(limit string, delta int) {
+			mu.Lock()
+			waiting[limit] += delta
+			mu.Unlock()
+		}})
+		shaped := decide.Check{Name: "shaped", Key: "shaped", Limit: sluice.LeakyBucket(sluice.PerSecond(10), 5), Cost: 1}
+		run := func() {
+			var res decide.Result
+			dc.Run(context.Background(), []decide.Check{shaped}, &res)
+		}
+		run() // no delay
+		go run()
+		go run()
+		synctest.Wait() // both asleep in their delays
+		mu.Lock()
+		if waiting["shaped"] != 2 {
+			t.Errorf("while two wait: %v, want shaped: 2", waiting)
+		}
+		mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if waiting["shaped"] != 0 {
+			t.Errorf("after the delays: %v, want shaped: 0", waiting)
+		}
+	})
+}
+
+// TestNearLimit: admitted with at least 80% of the limit used is near it;
+// refusals, failures and decisions without a limit are not.
+func TestNearLimit(t *testing.T) {
+	for _, tc := range []struct {
+		outcome          decide.Outcome
+		limit, remaining int64
+		want             bool
+	}{
+		{decide.Admitted, 10, 3, false}, // 70% used
+		{decide.Admitted, 10, 2, true},  // 80%
+		{decide.Admitted, 10, 0, true},  // 100%
+		{decide.Delayed, 5, 1, true},    // 80%
+		{decide.Admitted, 3, 1, false},  // 67%
+		{decide.Refused, 10, 0, false},  // refused, not near
+		{decide.Admitted, 0, 0, false},  // no limit (a degraded admission)
+		{decide.ShadowAdmitted, 10, 0, false},
+	} {
+		o := decide.Observation{Outcome: tc.outcome, Decision: sluice.Decision{
+			Allowed: tc.outcome != decide.Refused, Limit: tc.limit, Remaining: tc.remaining}}
+		if got := decide.NearLimit(o); got != tc.want {
+			t.Errorf("%v with %d of %d left: NearLimit %t, want %t", tc.outcome, tc.remaining, tc.limit, got, tc.want)
+		}
+	}
 }

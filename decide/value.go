@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // MaxKeyValue is the longest value taken from a request (a header, query
@@ -106,11 +109,20 @@ var maskSecret = func() []byte {
 // is under (shown beside it), without writing the value anywhere. The same
 // key gets the same mask for the life of the process.
 func MaskKey(key string) string {
-	m := hmac.New(sha256.New, maskSecret)
-	m.Write([]byte(key))
+	m := maskers.Get().(hash.Hash)
+	m.Reset()
+	io.WriteString(m, key)
 	var sum [sha256.Size]byte
-	return "key#" + hex.EncodeToString(m.Sum(sum[:0])[:6])
+	var out [4 + 12]byte
+	copy(out[:], "key#")
+	hex.Encode(out[4:], m.Sum(sum[:0])[:6])
+	maskers.Put(m)
+	return string(out[:])
 }
+
+// maskers keeps keyed digests for MaskKey: a refused request is masked on
+// the status page's path, and a new one costs two digests and their pads.
+var maskers = sync.Pool{New: func() any { return hmac.New(sha256.New, maskSecret) }}
 
 // ShowKey returns a store key as people read it: the parts of a key
 // AppendKey built joined by " / " (rule / limit / values), or the key as it

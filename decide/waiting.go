@@ -10,9 +10,10 @@ const maxWaitingNames = 1024
 // waitQueue counts the requests waiting in the middleware (for a shaping
 // delay or an Action.Wait) per limit name, and refuses a place beyond max.
 type waitQueue struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
+	max    int
+	notify func(limit string, delta int) // Config.OnWaiting, or nil
+	mu     sync.Mutex
+	n      map[string]int
 }
 
 // enter takes a place for one more request waiting under limit, and
@@ -31,6 +32,9 @@ func (q *waitQueue) enter(limit string) bool {
 		q.n = map[string]int{}
 	}
 	q.n[limit] = n + 1
+	if q.notify != nil {
+		q.notify(limit, 1)
+	}
 	return true
 }
 
@@ -42,6 +46,9 @@ func (q *waitQueue) leave(limit string) {
 		delete(q.n, limit)
 	} else {
 		q.n[limit]--
+	}
+	if q.notify != nil {
+		q.notify(limit, -1)
 	}
 }
 

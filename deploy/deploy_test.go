@@ -1695,7 +1695,7 @@ func dashboardProblems(dashboard []byte, fams map[string]*family) []string {
 			for l := range fam.labels {
 				known[l] = true
 			}
-			for _, l := range labelName.FindAllStringSubmatch(strings.ReplaceAll(strings.ReplaceAll(r[2], "=~", "="), "!=", "="), -1) {
+			for _, l := range labelName.FindAllStringSubmatch(strings.NewReplacer("=~", "=", "!=", "=", "!~", "=").Replace(r[2]), -1) {
 				if !fam.labels[l[1]] && !scrapeLabels[l[1]] {
 					problems = append(problems, fmt.Sprintf("%s: %s has no label %s", q.where, name, l[1]))
 				}

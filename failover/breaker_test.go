@@ -29,6 +29,7 @@ type faultStore struct {
 	hang bool
 
 	takes, releases atomic.Int64 // calls received
+	adjustDown      atomic.Bool  // Adjust alone fails, with errDown
 }
 
 func newFaultStore(t *testing.T) *faultStore {
@@ -79,6 +80,18 @@ func (f *faultStore) Release(ctx context.Context, key string, l sluice.Limit, le
 		return err
 	}
 	return f.inner.Release(ctx, key, l, lease)
+}
+
+// Adjust makes a faultStore a sluice.Adjuster, failing as its other calls.
+func (f *faultStore) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	f.takes.Add(1)
+	if err := f.fault(ctx); err != nil {
+		return sluice.Decision{}, err
+	}
+	if f.adjustDown.Load() {
+		return sluice.Decision{}, errDown
+	}
+	return f.inner.Adjust(ctx, r)
 }
 
 var errDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")

@@ -35,22 +35,32 @@ type debtKey struct {
 // then exceeded by at most what the fallback admitted for them).
 const maxDebts = 10_000
 
-// add remembers that the fallback admitted r. Concurrency leases are not
-// debts: they end by their TTL or their release.
+// add remembers that the fallback admitted r, or, for a negative cost (a
+// refund, see Store.Adjust), lowers what is owed for its key. Concurrency
+// leases are not debts: they end by their TTL or their release.
 func (d *debts) add(r sluice.Request) {
-	if r.Limit.Algorithm == sluice.AlgorithmConcurrency || r.Cost <= 0 {
+	if r.Limit.Algorithm == sluice.AlgorithmConcurrency || r.Cost == 0 {
 		return
 	}
 	k := debtKey{r.Key, r.Limit}
 	d.mu.Lock()
-	if d.owed == nil {
-		d.owed = map[debtKey]int64{}
-	}
-	if _, ok := d.owed[k]; ok || len(d.owed) < maxDebts {
-		d.owed[k] = min(d.owed[k]+r.Cost, r.Limit.Capacity()) // no limit holds more
+	defer d.mu.Unlock()
+	owed, ok := d.owed[k]
+	switch {
+	case r.Cost < 0 && ok:
+		if owed += r.Cost; owed > 0 {
+			d.owed[k] = owed
+		} else {
+			delete(d.owed, k)
+		}
+	case r.Cost > 0 && (ok || len(d.owed) < maxDebts):
+		if d.owed == nil {
+			d.owed = map[debtKey]int64{}
+		}
+		// one adjustment can charge no more (sluice.Limiter.Adjust)
+		d.owed[k] = min(owed+r.Cost, r.Limit.MaxAdjust())
 		d.pending.Store(true)
 	}
-	d.mu.Unlock()
 }
 
 // take returns the debts and forgets them.
@@ -80,19 +90,39 @@ func (s *Store) settle() {
 			default:
 			}
 			if !s.charge(k, cost) {
-				break // the primary fails again: what is left is forgotten
+				break // the primary fails again: what is left waits for its next success
 			}
+			delete(owed, k)
 			charged++
 		}
+		s.debts.restore(owed)
 		s.cfg.Logger.Info("failover: charged the primary store for what the fallback admitted while it could not decide",
-			"keys", charged, "forgotten", len(owed)-charged)
+			"keys", charged, "still_owed", len(owed))
 	})
 }
 
-// charge charges cost to k on the primary: all of it if the limit has room,
-// else all the room it has. It reports whether the primary answered.
+// restore gives back the debts a charge did not get to, to be charged
+// after the primary's next success, within the same bounds as add.
+func (d *debts) restore(owed map[debtKey]int64) {
+	for k, cost := range owed {
+		d.add(sluice.Request{Key: k.key, Limit: k.limit, Cost: cost})
+	}
+}
+
+// charge charges cost to k on the primary, and reports whether the primary
+// answered. A primary that can adjust (sluice.Adjuster) is charged all of
+// it, past the limit into debt if need be, so that the requests after the
+// outage pay for what the fallback admitted; another is charged all of it
+// if the limit has room, else all the room it has.
 func (s *Store) charge(k debtKey, cost int64) bool {
 	r := sluice.Request{Key: k.key, Limit: k.limit, Cost: cost}
+	if pa, ok := s.primary.(sluice.Adjuster); ok {
+		ctx, cancel := s.deadline(context.Background())
+		_, err := pa.Adjust(ctx, r)
+		cancel()
+		return err == nil
+	}
+	r.Cost = min(cost, k.limit.Capacity()) // a Take can charge no more
 	ctx, cancel := s.deadline(context.Background())
 	d, err := s.primary.Take(ctx, r)
 	cancel()

@@ -525,6 +525,7 @@ func classify(ctx, cctx context.Context, err error) outcome {
 		errors.Is(err, sluice.ErrNegativeCost),
 		errors.Is(err, sluice.ErrNegativeMaxDelay),
 		errors.Is(err, sluice.ErrDuplicateRequest),
+		errors.Is(err, sluice.ErrNotAdjustable),
 		errors.Is(err, sluice.ErrWouldExceedDeadline):
 		return neutral
 	}

@@ -168,12 +168,14 @@ func TestFallbackIsWarm(t *testing.T) {
 // primary could not decide is charged to the primary after its next
 // success, so a limit does not admit a stall's requests twice, once locally
 // and once more from the primary's refilled counts. A debt larger than the
-// room left is charged as that room.
+// room left is charged past it (sluice.Adjuster), up to
+// sluice.AdjustCapacities capacities: the requests after it pay for it
+// before any is admitted.
 func TestFallbackAdmissionsCountOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFaultStore(t)
 		s := newStore(t, p, failover.Config{ConsecutiveFailures: -1, FailureRatio: -1, FallbackScale: 2})
-		bucket := sluice.TokenBucket(sluice.PerHour(1), 10) // in the fallback: burst 20
+		bucket := sluice.TokenBucket(sluice.PerMinute(1), 10) // in the fallback: burst 20
 		take := func(key string) sluice.Decision {
 			t.Helper()
 			d, err := s.Take(ctx, sluice.Request{Key: key, Limit: bucket, Cost: 1})
@@ -208,6 +210,16 @@ func TestFallbackAdmissionsCountOnce(t *testing.T) {
 		}
 		if a, b := left("a"), left("b"); a != 4 || b != 0 {
 			t.Errorf("left on the primary: a %d, b %d; want 4 (10 less 6 owed) and 0 (7 left, 12 owed)", a, b)
+		}
+		// b owes 5 past empty (7 left, 12 charged): the first 5
+		// minutes of refill pay them back.
+		time.Sleep(5 * time.Minute)
+		if b := left("b"); b != 0 {
+			t.Errorf("b admitted %d 5 minutes after a debt of 5 past empty, want 0", b)
+		}
+		time.Sleep(time.Minute)
+		if b := left("b"); b != 1 {
+			t.Errorf("b admitted %d once its debt was paid and a minute refilled, want 1", b)
 		}
 	})
 }

@@ -38,6 +38,14 @@ type Limit struct {
 	Key KeyFunc
 	// Limit is the algorithm and its parameters.
 	Limit sluice.Limit
+	// Late, if set, takes the call's cost from its response: the call
+	// reserves Reserve when it is decided, and the header or trailer
+	// metadata key Late.Header the handler sets (grpc.SetHeader,
+	// grpc.SetTrailer, or the ServerStream's methods) settles the actual
+	// cost (decide.LateCost). Nil: every call costs 1.
+	Late *decide.LateCost
+	// Reserve is what a call reserves under Late; 0 reserves nothing.
+	Reserve int64
 }
 
 // KeyFunc returns the key of a call for one limit. fullMethod is
@@ -110,6 +118,11 @@ type Config struct {
 	// Observe, if set, is called for each decided call (see
 	// decide.Observation). It must be fast and safe for concurrent use.
 	Observe func(ctx context.Context, fullMethod string, o decide.Observation)
+
+	// OnWaiting, if set, is called with +1 when a call starts waiting
+	// under a limit for a shaping delay and -1 when it stops (see
+	// decide.Config.OnWaiting).
+	OnWaiting func(limit string, delta int)
 }
 
 // Interceptors holds the unary and stream interceptors of one Config.
@@ -138,9 +151,13 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 		if err := l.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("grpclimit: limit %q: %w", l.Name, err)
 		}
+		if err := checkLate(l); err != nil {
+			return nil, fmt.Errorf("grpclimit: limit %q: %w", l.Name, err)
+		}
 	}
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, OnError: cfg.OnError, Component: "grpclimit", Logger: cfg.Logger,
+		OnWaiting: cfg.OnWaiting,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
@@ -164,7 +181,12 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		defer sc.res.Release()
-		return handler(ctx, req)
+		if !sc.res.Late() {
+			return handler(ctx, req)
+		}
+		md := newCostMD(&sc.res)
+		defer settle(ctx, &sc.res, md)
+		return handler(watchUnary(ctx, md), req)
 	}
 }
 
@@ -178,7 +200,12 @@ func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 			return err
 		}
 		defer sc.res.Release()
-		return handler(srv, ss)
+		if !sc.res.Late() {
+			return handler(srv, ss)
+		}
+		md := newCostMD(&sc.res)
+		defer settle(ss.Context(), &sc.res, md)
+		return handler(srv, stream{ss, watchUnary(ss.Context(), md), md})
 	}
 }
 
@@ -192,7 +219,11 @@ func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Ch
 			dst = append(dst, decide.Check{Name: l.Name, Limit: l.Limit, Err: fmt.Errorf("key: %w", err)})
 		case key != "":
 			k := decide.AppendKey(buf[:0], l.Name, key)
-			dst = append(dst, decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1})
+			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1}
+			if l.Late != nil {
+				c.Cost, c.Late = l.Reserve, l.Late
+			}
+			dst = append(dst, c)
 		}
 	}
 	return dst

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -38,4 +39,47 @@ func ExampleNew() {
 	// 200 "global";q=5000;w=1, "per-ip";q=2;w=60
 	// 200 "global";q=5000;w=1, "per-ip";q=2;w=60
 	// 429 "global";q=5000;w=1, "per-ip";q=2;w=60
+}
+
+// An LLM endpoint whose cost, in tokens, is known only once the model has
+// answered: each call reserves 500 of the user's 10,000 tokens a minute,
+// and the X-Tokens-Used header the handler sets settles what it used. A
+// call that used more than it reserved is charged in full (into debt), so
+// the budget stops the user within one call's overrun; X-Tokens-Used is
+// stripped from what the client sees.
+func Example_settle() {
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC) // a clock that stands still, for the output
+	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	defer store.Close()
+	budget := sluice.TokenBucket(sluice.PerMinute(10000), 10000)
+	limit, err := httplimit.New(sluice.New(store), httplimit.Config{Limits: []httplimit.Limit{{
+		Name: "tokens", Key: httplimit.ByHeader("X-User"), Limit: budget,
+		Reserve: 500,
+		Late:    &decide.LateCost{Header: "X-Tokens-Used", Max: 8000, Strip: true},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	used := []string{"1200", "4000", "5000", "300"}
+	handler := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens-Used", used[0]) // what the model reported
+		fmt.Fprint(w, "The answer is 42.")
+	}))
+	for len(used) > 0 {
+		r := httptest.NewRequest("POST", "/v1/chat", nil)
+		r.Header.Set("X-User", "alice")
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"))
+			break
+		}
+		fmt.Printf("%d used %s, the client sees X-Tokens-Used: %q\n", w.Code, used[0], w.Header().Get("X-Tokens-Used"))
+		used = used[1:]
+	}
+	// Output:
+	// 200 used 1200, the client sees X-Tokens-Used: ""
+	// 200 used 4000, the client sees X-Tokens-Used: ""
+	// 200 used 5000, the client sees X-Tokens-Used: ""
+	// 429 Retry-After: 5
 }

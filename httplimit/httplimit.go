@@ -41,6 +41,14 @@ type Limit struct {
 	Key KeyFunc
 	// Limit is the algorithm and its parameters.
 	Limit sluice.Limit
+	// Late, if set, takes the request's cost from its response: the
+	// request reserves Reserve when it is decided, and the header or
+	// trailer Late.Header the handler sets settles the actual cost
+	// (decide.LateCost). Nil: every request costs 1.
+	Late *decide.LateCost
+	// Reserve is what a request reserves under Late; 0 reserves nothing,
+	// and the request is admitted while the limit has room left.
+	Reserve int64
 }
 
 // KeyFunc returns the key of a request for one limit.
@@ -180,11 +188,17 @@ type Config struct {
 	ShowKeys bool
 
 	// Observe, if set, is called for each decided group of checks of a
-	// request (the enforced limits, and the shadow limits separately),
-	// with the limit that decided it: the one that refused, or the one
-	// closest to refusing. It feeds metrics and status pages; it must be
-	// fast and safe for concurrent use.
+	// request (the enforced limits together, and each shadow limit
+	// checked, as ShadowAdmitted or ShadowRefused), with the limit that
+	// decided it: the one that refused, or the one closest to refusing.
+	// It feeds metrics and status pages (see package sluiceprom); it must
+	// be fast and safe for concurrent use.
 	Observe func(r *http.Request, o decide.Observation)
+
+	// OnWaiting, if set, is called with +1 when a request starts waiting
+	// under a limit (a shaping delay, an action that waits) and -1 when it
+	// stops: the gauge of waiting requests (see decide.Config.OnWaiting).
+	OnWaiting func(limit string, delta int)
 }
 
 // New returns the middleware for limiter and cfg.
@@ -207,6 +221,7 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, MaxWaiting: cfg.MaxWaiting, OnError: cfg.OnError,
 		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys,
+		OnWaiting: cfg.OnWaiting,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
@@ -237,6 +252,9 @@ func newStatic(limits []Limit) (*static, error) {
 		if err := l.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
+		if err := checkLate(l); err != nil {
+			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
+		}
 	}
 	return &static{limits: limits}, nil
 }
@@ -250,7 +268,11 @@ func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			dst = append(dst, decide.Check{Name: l.Name, Limit: l.Limit, Err: fmt.Errorf("key: %w", err)})
 		case key != "":
 			k := decide.AppendKey(buf[:0], l.Name, key)
-			dst = append(dst, decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1})
+			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1}
+			if l.Late != nil {
+				c.Cost, c.Late = l.Reserve, l.Late
+			}
+			dst = append(dst, c)
 		}
 	}
 	return dst, nil
@@ -336,6 +358,11 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	if res.Outcome == decide.Refused {
 		m.refuse(w, r, res)
 		return
+	}
+	if res.Late() {
+		cw := newCostWriter(w, res)
+		defer cw.settle(r.Context())
+		w = cw.watch()
 	}
 	next.ServeHTTP(w, r)
 }

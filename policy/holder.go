@@ -71,7 +71,8 @@ func (h *Holder) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 }
 
 // Snapshot describes the active rules on one line: each rule's name and
-// match, and each limit's name, key and algorithm.
+// match, and each limit's name, key and algorithm (and, for a cost known
+// after the response, its reservation and the header that settles it).
 func (p *Policy) Snapshot() string {
 	var b strings.Builder
 	for i, r := range p.Rules {
@@ -84,6 +85,9 @@ func (p *Policy) Snapshot() string {
 				b.WriteString(",")
 			}
 			fmt.Fprintf(&b, " %s by %s %s", l.Name, l.Key(), l.Limit)
+			if l.late != nil {
+				fmt.Fprintf(&b, " reserving %d, settled from %s", l.cost, l.late.Header)
+			}
 		}
 		switch {
 		case r.Shadow:

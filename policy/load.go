@@ -72,6 +72,9 @@ func Parse(file string, data []byte, opts Options) (*Policy, error) {
 	}
 	p.Warnings = l.warns
 	p.protected = p.protectedHeaders()
+	for _, r := range p.Rules {
+		p.prioritized = p.prioritized || r.hasPriority
+	}
 	return p, nil
 }
 
@@ -171,8 +174,11 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		return p
 	}
 	top := doc.Content[0]
-	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules")
+	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules", "shed")
 	l.clientIP(f, p.ClientIP)
+	if n := f["shed"]; n != nil {
+		p.Shed = l.shed(n)
+	}
 	l.proxies = len(p.ClientIP.TrustedProxies)
 	rules := f["rules"]
 	if rules == nil {
@@ -261,7 +267,7 @@ func (l *loader) name(n *yaml.Node, w where, what string) string {
 }
 
 func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Rule {
-	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "one_slot")
+	f := l.Item(n, where{rule: peekName(n)}, "rule", "name", "match", "limits", "action", "cost", "priority", "one_slot")
 	name := l.name(f["name"], where{}, "rule")
 	if name == "" {
 		return nil
@@ -275,6 +281,12 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	}
 	bound := l.delayBound(r.Action)
 	limits := f["limits"]
+	if v := f["priority"]; v != nil {
+		l.priority(v, w, r)
+		if limits == nil { // a rule that only gives its requests a priority
+			return r
+		}
+	}
 	if limits == nil || limits.Kind != yaml.SequenceNode || len(limits.Content) == 0 {
 		at := n
 		if limits != nil {
@@ -284,7 +296,7 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 		return r
 	}
 	for _, ln := range limits.Content {
-		lim := l.limit(yamlload.Resolve(ln), w, bound)
+		lim := l.limit(yamlload.Resolve(ln), w, bound, f["cost"])
 		if lim == nil {
 			continue
 		}
@@ -423,7 +435,9 @@ func algorithmNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
+// limit reads one limit of a rule; ruleCost is the rule's cost (nil when
+// it has none), the cost of a limit that names none.
+func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.Node) *Limit {
 	f := l.Item(n, where{rule: rw.rule, limit: peekName(n)}, "limit", append(slices.Clone(commonFields), paramFields...)...)
 	name := l.name(f["name"], rw, "limit")
 	if name == "" {
@@ -445,7 +459,11 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound) *Limit {
 	if v := f["on_missing"]; v != nil {
 		lim.onMissing, lim.missingKey = l.onMissing(v, w)
 	}
-	l.cost(f["cost"], w, lim)
+	if c := f["cost"]; c != nil {
+		l.cost(c, w, lim)
+	} else {
+		l.cost(ruleCost, w, lim)
+	}
 	l.maxCost(f["max_cost"], w, lim)
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit, bound)
@@ -534,6 +552,10 @@ func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
 	if v == nil {
 		return
 	}
+	if v.Kind == yaml.MappingNode {
+		l.lateCost(v, w, lim)
+		return
+	}
 	s, _ := l.Str(v, w, "cost")
 	if c, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if c < 0 || c > lim.Limit.Capacity() {
@@ -554,7 +576,7 @@ func (l *loader) maxCost(v *yaml.Node, w where, lim *Limit) {
 		return
 	}
 	if lim.costHeader == "" {
-		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends)")
+		l.Fail(v, w, "max_cost", "applies only with cost: header:NAME (a cost the client sends; a cost from the response has its own max)")
 		return
 	}
 	c, ok := l.Int(v, w, "max_cost", 1, max(1, lim.Limit.Capacity()))

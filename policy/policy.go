@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Policy is a compiled policy. It is immutable and safe for concurrent use.
@@ -38,8 +39,11 @@ type Policy struct {
 	// override any client can claim), each naming the file and line;
 	// sluice check prints them.
 	Warnings []string
+	// Shed is the shed: section, nil without one.
+	Shed *Shed
 
-	protected []string // see ProtectedHeaders
+	protected   []string // see ProtectedHeaders
+	prioritized bool     // some rule names a priority
 }
 
 // Rule is one rule of a policy.
@@ -62,7 +66,11 @@ type Rule struct {
 	// (its keys change names). Default false: keys spread over the
 	// cluster. See SlotKey.
 	OneSlot bool
-	match   *matcher
+	// Priority is the shedding priority of its requests (its priority:
+	// option; see Policy.Priority).
+	Priority    shed.Priority
+	hasPriority bool
+	match       *matcher
 }
 
 // SlotKey returns the part of a store key that chooses its Redis Cluster
@@ -102,7 +110,8 @@ type Limit struct {
 	missingKey []keyPart // the key of requests that lack a part of key
 	cost       int64
 	costHeader string
-	maxCost    int64 // the largest cost costHeader may ask for; 0: the capacity
+	maxCost    int64            // the largest cost costHeader may ask for; 0: the capacity
+	late       *decide.LateCost // a cost the response reports; cost is then the reservation
 	overrides  []override
 }
 
@@ -126,6 +135,25 @@ func (l *Limit) Key() string {
 		}
 	}
 	return strings.Join(parts, "+")
+}
+
+// KeyNames returns the names of the parts of the limit's key, in the order
+// their values appear in its store keys ("ip", "header:X-User"), and those
+// of its on_missing key (nil without one): what a status page shows beside
+// each value.
+func (l *Limit) KeyNames() (key, onMissing []string) {
+	names := func(ps []keyPart) []string {
+		var out []string
+		for _, p := range ps {
+			n := p.kind
+			if p.name != "" {
+				n += ":" + p.name
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	return names(l.key), names(l.missingKey)
 }
 
 // keyPart is one element of a limit's key.
@@ -169,9 +197,9 @@ func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 }
 
 // ProtectedHeaders are the request headers of overrides that grant more
-// only through trusted proxies: a gateway removes them from requests of
-// other peers, so that the upstream never sees a value the policy did not
-// honour.
+// only through trusted proxies, and the shed section's priority header: a
+// gateway removes them from requests of other peers, so that the upstream
+// never sees a value the policy did not honour.
 func (p *Policy) ProtectedHeaders() []string { return p.protected }
 
 func (p *Policy) protectedHeaders() []string {
@@ -184,6 +212,9 @@ func (p *Policy) protectedHeaders() []string {
 				}
 			}
 		}
+	}
+	if p.Shed != nil && !slices.Contains(hs, p.Shed.PriorityHeader) {
+		hs = append(hs, p.Shed.PriorityHeader) // honoured only from trusted proxies too
 	}
 	return hs
 }
@@ -395,7 +426,7 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			break
 		}
 	}
-	c.Cost = l.cost
+	c.Cost, c.Late = l.cost, l.late
 	if l.costHeader != "" {
 		most := c.Limit.Capacity()
 		if l.maxCost > 0 {

@@ -21,7 +21,8 @@ import (
 // must return identical decisions, step by step, also when several checks
 // are merged into one batch script as under load. On the cluster, composite
 // checks spanning slots take the charge-and-refund path and must still
-// decide exactly as memstore does.
+// decide exactly as memstore does. Adjustments (Adjust, signed deltas
+// into debt and back) are interleaved with the checks.
 
 func TestConformanceStandalone(t *testing.T) {
 	conformance(t, redistest.Standalone(t), false)
@@ -144,6 +145,26 @@ func conformance(t *testing.T, client redis.UniversalClient, scripts bool) {
 			}
 			clk.us.Add(gap)
 			at := clk.us.Load() - 1_700_000_040_000_000
+			if rapid.IntRange(0, 4).Draw(rt, "adjust") == 0 {
+				// settles: signed deltas on one key at one time, several
+				// to reach the debt's bound and come back from it
+				r := req(0)
+				for range rapid.IntRange(1, 5).Draw(rt, "adjustments") {
+					m := r.Limit.Capacity() // MaxAdjust but for concurrency, which refuses any
+					if r.Limit.Algorithm != sluice.AlgorithmConcurrency {
+						m = r.Limit.MaxAdjust()
+					}
+					r.Cost = rapid.Int64Range(-m, m).Draw(rt, "delta")
+					dm, errM := mem.Adjust(ctx, r)
+					dr, errR := red.Adjust(ctx, r)
+					history = append(history, fmt.Sprintf("step %d at %dµs: adjust %q %s by %d -> %+v %v", step, at, r.Key, r.Limit, r.Cost, dm, errM))
+					if (errM == nil) != (errR == nil) {
+						rt.Fatalf("step %d adjust %s %v: memstore error %v, redisstore error %v", step, r.Key, r.Limit, errM, errR)
+					}
+					same(rt, step, r, dm, dr)
+				}
+				continue
+			}
 			switch op := rapid.IntRange(0, 11).Draw(rt, "op"); {
 			case op < 6: // one request
 				r := req(0)

@@ -111,3 +111,17 @@ func (c *nearCache) put(key string, cost int64, maxDelay time.Duration, d sluice
 	}
 	sh.m[key] = nearEntry{at: now, cost: cost, maxDelay: maxDelay, d: d}
 }
+
+// forget drops what is remembered for key: a refund may have made room.
+func (c *nearCache) forget(key string) {
+	if c == nil {
+		return
+	}
+	sh := c.shard(key)
+	sh.mu.Lock()
+	if _, ok := sh.m[key]; ok {
+		delete(sh.m, key)
+		c.n.Add(-1)
+	}
+	sh.mu.Unlock()
+}

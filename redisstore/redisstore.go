@@ -343,11 +343,38 @@ func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
 		return nil, err
 	}
 	select {
+	case <-c.done: // run on the caller's goroutine, or answered already
+		return c.reply, c.err
+	default:
+	}
+	expired, stop := expiry(ctx)
+	defer stop()
+	select {
 	case <-c.done:
 		return c.reply, c.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-expired:
+		return nil, context.DeadlineExceeded
 	}
+}
+
+// expiry returns a channel that receives at ctx's deadline (nil without
+// one) and a function to release its timer. A caller waits on it besides
+// ctx.Done: a timer wakes the goroutine waiting on its channel itself,
+// where a context's deadline runs a function on a goroutine of its own
+// that then wakes the waiter, and on a loaded machine each goroutine woken
+// may wait a full pass of the scheduler's queue (TestChaosStall measured
+// such waits of 0.4 s after a 50 ms deadline, whose bare timer fired 64 ms
+// late). At the timer it returns context.DeadlineExceeded, as ctx is about
+// to.
+func expiry(ctx context.Context) (<-chan time.Time, func()) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return nil, func() {}
+	}
+	t := time.NewTimer(time.Until(deadline))
+	return t.C, func() { t.Stop() }
 }
 
 // Take decides one request in one round trip, or none when the near cache
@@ -465,11 +492,15 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 // wait waits for every call's reply, or until ctx ends: then it returns
 // ctx's error and the caller hands the calls to settleLater.
 func (s *Store) wait(ctx context.Context, calls []*call) error {
+	expired, stop := expiry(ctx)
+	defer stop()
 	for _, c := range calls {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-expired:
+			return context.DeadlineExceeded
 		}
 	}
 	return nil
@@ -665,7 +696,7 @@ func decode(reply []any, into any) ([]string, error) {
 		d := sluice.Decision{
 			Allowed:    ints[0] == 1,
 			Limit:      ints[1],
-			Remaining:  ints[2],
+			Remaining:  max(0, ints[2]), // a window in debt (Adjust) holds more than its count
 			RetryAfter: time.Duration(ints[3]) * time.Microsecond,
 			ResetAfter: time.Duration(ints[4]) * time.Microsecond,
 			Delay:      time.Duration(ints[5]) * time.Microsecond,

@@ -109,7 +109,7 @@ type library struct {
 }
 
 func newLibrary() library {
-	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua", "lease.lua"}
+	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua", "adjust.lua", "lease.lua"}
 	var body strings.Builder
 	common(&body, every...)
 	body.WriteString("return {\n")
@@ -142,6 +142,7 @@ type scriptSet struct {
 	take    *script // take with every algorithm
 	refund  *script
 	release *script
+	adjust  *script
 	lease   *script // quota leases (lease.go)
 	// takeOne holds, per algorithm, the take script with only that
 	// algorithm.
@@ -159,6 +160,7 @@ var scripts = sync.OnceValue(func() *scriptSet {
 		take:    withBatch(l.assemble("take.lua", every...), every...),
 		refund:  l.assemble("refund.lua", every...),
 		release: l.assemble("release.lua", sluice.AlgorithmConcurrency),
+		adjust:  l.assemble("adjust.lua", every...),
 		lease:   l.assemble("lease.lua", sluice.AlgorithmFixedWindow, sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA),
 		takeOne: map[sluice.Algorithm]*script{},
 	}

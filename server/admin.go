@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/shed"
 )
 
 //go:embed status.html
@@ -29,31 +30,12 @@ func (s *Server) adminHandler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
+		ok, detail := s.readiness(r.Context(), r.URL.Query().Get("degraded") == "ok")
+		if !ok {
+			http.Error(w, detail, http.StatusServiceUnavailable)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		misconfigured, err := s.backend.readiness(ctx)
-		switch {
-		case err == nil:
-			w.Write([]byte("ok\n"))
-		case misconfigured:
-			// Never answered since start, or refuses sluice's
-			// credentials: a wrong address or password, which no
-			// failure mode should hide.
-			http.Error(w, "not ready: the store does not answer and never has, or refuses the credentials (check store.redis): "+err.Error(), http.StatusServiceUnavailable)
-		case r.URL.Query().Get("degraded") == "ok":
-			// ?degraded=ok: ready during an outage of a store that
-			// answered before, because the failure modes (fallback,
-			// open) decide meanwhile; a probe that takes every instance
-			// out of its Service during a Redis outage would turn it
-			// into an outage of the service.
-			w.Write([]byte("ok (degraded: the store does not answer: " + err.Error() + ")\n"))
-		default:
-			http.Error(w, "not ready: the store does not answer: "+err.Error(), http.StatusServiceUnavailable)
-		}
+		w.Write([]byte(detail + "\n"))
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -63,7 +45,7 @@ func (s *Server) adminHandler() http.Handler {
 	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(s.status())
+		json.NewEncoder(w).Encode(s.status(r.Context()))
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/status", http.StatusFound)
@@ -75,6 +57,36 @@ func (s *Server) adminHandler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	}
 	return mux
+}
+
+// readiness is the answer of /readyz, and of the status page: whether the
+// server is ready, and why not. degradedOK (/readyz?degraded=ok) counts a
+// server ready during an outage of a store that answered before, because
+// the failure modes (fallback, open) decide meanwhile; a probe that takes
+// every instance out of its Service during a Redis outage would turn it
+// into an outage of the service.
+func (s *Server) readiness(ctx context.Context, degradedOK bool) (ok bool, detail string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	misconfigured, err := s.backend.readiness(ctx)
+	return s.readyAnswer(misconfigured, err, degradedOK)
+}
+
+// readyAnswer is readiness given the store's answer to a probe.
+func (s *Server) readyAnswer(misconfigured bool, err error, degradedOK bool) (ok bool, detail string) {
+	switch {
+	case !s.ready.Load():
+		return false, "not ready: starting or shutting down"
+	case err == nil:
+		return true, "ok"
+	case misconfigured:
+		// Never answered since start, or refuses sluice's credentials: a
+		// wrong address or password, which no failure mode should hide.
+		return false, "not ready: the store does not answer and never has, or refuses the credentials (check store.redis): " + err.Error()
+	case degradedOK:
+		return true, "ok (degraded: the store does not answer: " + err.Error() + ")"
+	}
+	return false, "not ready: the store does not answer: " + err.Error()
 }
 
 type statusRule struct {
@@ -90,12 +102,36 @@ type statusLimit struct {
 	Algorithm string `json:"algorithm"`
 }
 
+// statusStore is the store's health as the status page shows it.
+type statusStore struct {
+	// Desc names the store ("redis 127.0.0.1:6379").
+	Desc string `json:"desc"`
+	// Error is why the store does not answer ("" when it does).
+	Error string `json:"error,omitempty"`
+	// Breaker is the state of the breaker in front of Redis ("closed",
+	// "open", "half-open"); empty for the memory store, which has none.
+	Breaker string `json:"breaker,omitempty"`
+	// Failures, ShortCircuited and the Degraded counts come from the
+	// breaker's store (see failover.Stats), since start.
+	Calls          int64 `json:"calls"`
+	Failures       int64 `json:"failures"`
+	ShortCircuited int64 `json:"short_circuited"`
+	Opens          int64 `json:"opens"`
+	DegradedOpen   int64 `json:"degraded_open"`
+	DegradedClosed int64 `json:"degraded_closed"`
+	DegradedLocal  int64 `json:"degraded_fallback"`
+}
+
 type statusDoc struct {
 	Version    string            `json:"version"`
 	Uptime     string            `json:"uptime"`
 	Now        time.Time         `json:"now"`
 	Ready      bool              `json:"ready"`
+	ReadyText  string            `json:"ready_detail"`
 	Store      string            `json:"store"`
+	StoreState statusStore       `json:"store_state"`
+	ShowKeys   bool              `json:"show_keys"`
+	History    historyDoc        `json:"history"`
 	Keys       *int              `json:"keys,omitempty"`
 	Listeners  map[string]string `json:"listeners"`
 	Upstream   string            `json:"upstream"`
@@ -110,14 +146,16 @@ type statusDoc struct {
 	HeavyKeys  []heavyKey        `json:"heavy_keys"`
 	Goroutines int               `json:"goroutines"`
 	HeapBytes  uint64            `json:"heap_bytes"`
+	// Shed is the load shedding of each listener that has it.
+	Shed map[string]shed.Stats `json:"shed,omitempty"`
 }
 
-func (s *Server) status() statusDoc {
+func (s *Server) status(ctx context.Context) statusDoc {
 	p := s.currentPolicy()
 	ld := s.loaded.Load()
 	doc := statusDoc{
 		Version: s.version, Uptime: time.Since(s.started).Round(time.Second).String(), Now: time.Now(),
-		Ready: s.ready.Load(), Store: s.backend.desc, Listeners: map[string]string{},
+		Store: s.backend.desc, Listeners: map[string]string{}, ShowKeys: s.cfg.ShowKeys,
 		Upstream: s.cfg.Upstream, Policy: p.File, PolicyErr: ld.policyErr, RLSErr: ld.rlsErr, RLS: s.cfg.RLS,
 		LoadedAt: ld.at, Goroutines: runtime.NumGoroutine(),
 	}
@@ -141,11 +179,40 @@ func (s *Server) status() statusDoc {
 		}
 		doc.Rules = append(doc.Rules, sr)
 	}
-	doc.Counts, doc.HeavyKeys = s.stats.snapshot()
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	misconfigured, err := s.backend.readiness(pctx) // one probe for both
+	cancel()
+	doc.Ready, doc.ReadyText = s.readyAnswer(misconfigured, err, false)
+	doc.StoreState = s.storeState(err)
+	doc.Counts, doc.HeavyKeys = s.stats.snapshot(s.keys.key)
+	if doc.Counts == nil { // [] rather than null: the page reads them as lists
+		doc.Counts = []limitStats{}
+	}
+	if doc.HeavyKeys == nil {
+		doc.HeavyKeys = []heavyKey{}
+	}
+	doc.History = s.stats.hist.doc()
+	doc.Shed = s.shedStats()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.HeapBytes = ms.HeapAlloc
 	return doc
+}
+
+// storeState reports the store's health: whether it answered a probe
+// (probeErr), the breaker and the failover counts.
+func (s *Server) storeState(probeErr error) statusStore {
+	st := statusStore{Desc: s.backend.desc}
+	if probeErr != nil {
+		st.Error = probeErr.Error()
+	}
+	if fs := s.backend.failover; fs != nil {
+		fst := fs.Stats()
+		st.Breaker = fs.State().String()
+		st.Calls, st.Failures, st.ShortCircuited, st.Opens = fst.Calls, fst.Failures, fst.ShortCircuited, fst.Opens
+		st.DegradedOpen, st.DegradedClosed, st.DegradedLocal = fst.DegradedOpen, fst.DegradedClosed, fst.DegradedFallback
+	}
+	return st
 }
 
 // actionString describes what a rule does on refusal.

@@ -58,6 +58,9 @@ type explicitCheck struct {
 	Key   string          `json:"key"`
 	Limit json.RawMessage `json:"limit"`
 	Hits  *int64          `json:"hits,omitempty"`
+	// SettleMax makes hits a reservation that /v1/settle replaces with
+	// the actual cost, at most SettleMax.
+	SettleMax *int64 `json:"settle_max,omitempty"`
 }
 
 // checkResponse is the answer: the decision and what to send the client.
@@ -73,6 +76,9 @@ type checkResponse struct {
 	Degraded     bool              `json:"degraded"`
 	Decisions    []apiDecision     `json:"decisions"`
 	Headers      map[string]string `json:"headers"`
+	// SettleToken, for an admitted request that reserved a cost known
+	// only after the work, settles it: POST /v1/settle.
+	SettleToken string `json:"settle_token,omitempty"`
 }
 
 type apiDecision struct {
@@ -109,13 +115,14 @@ func (s *Server) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", s.apiCheck)
 	mux.HandleFunc("POST /v1/release", s.apiRelease)
+	mux.HandleFunc("POST /v1/settle", s.apiSettle)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/check" || r.URL.Path == "/v1/release" {
+		if r.URL.Path == "/v1/check" || r.URL.Path == "/v1/release" || r.URL.Path == "/v1/settle" {
 			w.Header().Set("Allow", "POST")
 			writeJSONProblem(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.URL.Path+" takes POST with a JSON body (docs/api.md).")
 			return
 		}
-		writeJSONProblem(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check and POST /v1/release (docs/api.md).")
+		writeJSONProblem(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check, POST /v1/settle and POST /v1/release (docs/api.md).")
 	})
 	return mux
 }
@@ -240,8 +247,12 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 		writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error())
 		return
 	}
+	resp := apiAnswer(&res)
+	if res.Late() {
+		resp.SettleToken = s.settle.issue(settleEntries(&res))
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(apiAnswer(&res))
+	json.NewEncoder(w).Encode(resp)
 }
 
 // apiAnswer is the JSON answer to a decided check.
@@ -333,6 +344,9 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 			return nil, fmt.Errorf("hits: %d × cost %d exceeds the capacity %d of limit %q", hits, planned[i].Cost, planned[i].Limit.Capacity(), planned[i].Name)
 		}
 		planned[i].Cost = c
+		if hits == 0 {
+			planned[i].Late = nil // a peek reserves nothing to settle
+		}
 	}
 	return planned, nil
 }
@@ -485,7 +499,12 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 				errs = append(errs, fmt.Errorf("%s: the same key and limit as check %q; merge the two into one check with the summed hits", field, p.Name))
 			}
 		}
-		planned = append(planned, decide.Check{Name: name, Key: key, Limit: lim, Cost: cost})
+		late, err := settleMax(field, c.SettleMax, cost)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		planned = append(planned, decide.Check{Name: name, Key: key, Limit: lim, Cost: cost, Late: late})
 	}
 	return planned, errors.Join(errs...)
 }

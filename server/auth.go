@@ -102,6 +102,7 @@ func (s *Server) authenticate(name string, next http.Handler) http.Handler {
 	if s.tokens == nil || !slices.Contains(s.cfg.Auth.listeners(), name) {
 		return next
 	}
+	s.metrics.unauthorized.WithLabelValues(name) // exported from zero
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if name == "admin" && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
 			next.ServeHTTP(w, r)

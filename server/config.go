@@ -99,6 +99,17 @@ type Config struct {
 	// token.
 	Auth AuthConfig `yaml:"auth"`
 
+	// SettleTTL is how long a settle token of the decision API can be
+	// redeemed (POST /v1/settle) after its /v1/check. Default 5m.
+	SettleTTL Duration `yaml:"settle_ttl"`
+
+	// SettleSecretFile holds the secret that signs settle tokens (at least
+	// 32 bytes), shared by every instance on one Redis, so that a token
+	// issued by one settles at any other, once in all (the spent mark
+	// lives in the store). Default: a random secret per process; a token
+	// then settles only where it was issued.
+	SettleSecretFile string `yaml:"settle_secret_file"`
+
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin
 	// listener. Default false: a profile costs CPU and shows internals.
 	Pprof bool `yaml:"pprof"`
@@ -345,6 +356,10 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_RLS_HTTP", "rls-http", "envoy.http"},
 	{"SLUICE_RLS_MERGE_DOMAINS", "rls-merge-domains", "envoy.merge_domains"},
 	{"SLUICE_RLS_RESPONSE_HEADERS", "rls-response-headers", "envoy.response_headers"},
+	{"SLUICE_RLS_COUNTING", "rls-counting", "envoy.counting"},
+	{"SLUICE_RLS_STOP_INCREMENT", "rls-stop-increment", "envoy.stop_increment_when_over_limit"},
+	{"SLUICE_RLS_HEALTHY_WITH_CONFIG", "rls-healthy-with-config", "envoy.healthy_with_config"},
+	{"SLUICE_RLS_SHADOW_MODE", "rls-shadow-mode", "envoy.shadow_mode"},
 	{"SLUICE_STORE", "store", "store.type"},
 	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
 	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},
@@ -559,12 +574,13 @@ func (c *Config) Set(name, from, v string) error {
 		c.Log.Level = v
 	case "log-format":
 		c.Log.Format = v
-	case "rls-http", "rls-merge-domains", "rls-response-headers":
+	default:
+		if !slices.Contains(envoySettings, name) {
+			return fmt.Errorf("%s: unknown setting", from)
+		}
 		if err := c.Envoy.set(name, v); err != nil {
 			return bad(err)
 		}
-	default:
-		return fmt.Errorf("%s: unknown setting", from)
 	}
 	return nil
 }
@@ -612,6 +628,9 @@ func (c *Config) Validate() error {
 		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
 		}
+	}
+	if _, err := c.Envoy.counting(); err != nil {
+		fail("envoy.counting", "%q: want all-or-nothing or peer", c.Envoy.Counting)
 	}
 	if c.Gateway == "" && c.API == "" && c.GRPC == "" {
 		fail("gateway", "gateway, api and grpc are all off: nothing to serve")

@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
+	"github.com/sluicehq/sluice/server/rls"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -32,6 +32,42 @@ type EnvoyConfig struct {
 	// for Envoy to send downstream. Default true; envoyproxy/ratelimit's
 	// LIMIT_RESPONSE_HEADERS_ENABLED is off by default.
 	ResponseHeaders *bool `yaml:"response_headers"`
+
+	// Counting is how the RLS charges the limits of a request, in domains
+	// whose file does not say: "all-or-nothing" (the default: if one
+	// descriptor refuses, none is charged, and refused requests are not
+	// counted) or "peer" (envoyproxy/ratelimit's: each descriptor on its
+	// own, refused hits counted). See package rls, Counting.
+	Counting string `yaml:"counting"`
+
+	// StopIncrementWhenOverLimit, with counting "peer", charges only the
+	// descriptors that would be over when any would be, as
+	// envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true.
+	// Default false.
+	StopIncrementWhenOverLimit bool `yaml:"stop_increment_when_over_limit"`
+
+	// HealthyWithConfig makes /healthcheck answer 500 and the gRPC health
+	// of "ratelimit" NOT_SERVING while no RLS domain is loaded, as
+	// envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true.
+	// Default false: healthy while serving, with or without domains.
+	HealthyWithConfig bool `yaml:"healthy_with_config"`
+
+	// ShadowMode answers every RLS request OK overall, descriptor
+	// statuses and counting unchanged, as envoyproxy/ratelimit's
+	// SHADOW_MODE=true: run sluice beside it, compare, then enforce.
+	// Default false.
+	ShadowMode bool `yaml:"shadow_mode"`
+}
+
+// envoySettings are the rls-* settings EnvoyConfig.set reads.
+var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode"}
+
+// counting returns the Counting e names (0 when empty).
+func (e *EnvoyConfig) counting() (rls.Counting, error) {
+	if e.Counting == "" {
+		return 0, nil
+	}
+	return rls.ParseCounting(e.Counting)
 }
 
 // set sets one of the rls-* settings (see Config.Set).
@@ -40,14 +76,27 @@ func (e *EnvoyConfig) set(name, v string) error {
 	case "rls-http":
 		e.HTTP = v
 		return nil
+	case "rls-counting":
+		if _, err := rls.ParseCounting(v); err != nil {
+			return errors.New("want all-or-nothing or peer")
+		}
+		e.Counting = v
+		return nil
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
 		return errors.New("want true or false")
 	}
-	if name == "rls-merge-domains" {
+	switch name {
+	case "rls-merge-domains":
 		e.MergeDomains = b
-	} else {
+	case "rls-stop-increment":
+		e.StopIncrementWhenOverLimit = b
+	case "rls-healthy-with-config":
+		e.HealthyWithConfig = b
+	case "rls-shadow-mode":
+		e.ShadowMode = b
+	default:
 		e.ResponseHeaders = &b
 	}
 	return nil
@@ -64,19 +113,30 @@ func (s *Server) envoyHTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", s.serveJSON)
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
-		if !s.ready.Load() {
+		switch {
+		case !s.ready.Load():
 			http.Error(w, "draining", http.StatusInternalServerError)
-			return
+		case !s.rlsConfigured():
+			http.Error(w, "no RLS domain loaded (rls-healthy-with-config)", http.StatusInternalServerError)
+		default:
+			io.WriteString(w, "OK")
 		}
-		io.WriteString(w, "OK")
 	})
 	return mux
 }
 
+// rlsConfigured reports whether the RLS is healthy as far as its
+// configuration goes: always, unless Envoy.HealthyWithConfig asks for at
+// least one loaded domain.
+func (s *Server) rlsConfigured() bool {
+	return !s.cfg.Envoy.HealthyWithConfig || s.rls != nil && len(s.rls.domains()) > 0
+}
+
 // serveJSON answers a RateLimitRequest in protobuf JSON as
 // envoyproxy/ratelimit's /json does: the response in protobuf JSON, 429
-// when over the limit, 400 for a request that is not one. A store failure
-// is 503 (that service answers 400 for it too).
+// when over the limit, 400 for a request that is not one and for one the
+// service could not decide (a store failure), as there; the body says
+// which.
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	var req rlspb.RateLimitRequest
@@ -89,11 +149,9 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.rls.shouldRateLimit(r.Context(), &req)
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if status.Code(err) == codes.InvalidArgument {
-			code = http.StatusBadRequest
-		}
-		http.Error(w, status.Convert(err).Message(), code)
+		// envoyproxy/ratelimit answers 400 for every error of the call, a
+		// store failure too; clients written for it expect that.
+		http.Error(w, "Bad Request: "+status.Convert(err).Message(), http.StatusBadRequest)
 		return
 	}
 	out, err := protojson.Marshal(resp)

@@ -23,8 +23,9 @@ import (
 // Forwarded and X-Real-IP too, are the client's claims and are dropped),
 // sets X-Forwarded-Host and -Proto, passes streaming responses through as
 // they come and WebSocket upgrades as they are, and answers 502 when the
-// upstream cannot be reached.
-func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.Logger) *httputil.ReverseProxy {
+// upstream cannot be reached. It times each upstream call and counts its
+// 502s in m.
+func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.Logger, m *metrics) *httputil.ReverseProxy {
 	var lastLog atomic.Int64
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -37,14 +38,14 @@ func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.
 			}
 			pr.SetXForwarded()
 		},
-		Transport: &http.Transport{
+		Transport: timedTransport{observe: m.upstreamTime.Observe, next: &http.Transport{
 			Proxy:                 nil, // never through an environment proxy
 			MaxIdleConns:          1024,
 			MaxIdleConnsPerHost:   256,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 0, // streaming and slow upstreams are the upstream's business
 			ForceAttemptHTTP2:     true,
-		},
+		}},
 		FlushInterval: 50 * time.Millisecond, // and at once for streams of unknown length
 		BufferPool:    bufferPool{},          // not a new 32 KB buffer per response
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -54,9 +55,24 @@ func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
+			m.upstreamErrs.Inc()
 			writeJSONProblem(w, http.StatusBadGateway, "Bad Gateway", "The upstream service could not be reached.")
 		},
 	}
+}
+
+// timedTransport observes the time of each round trip to the upstream:
+// until its response headers, or its failure.
+type timedTransport struct {
+	observe func(seconds float64)
+	next    http.RoundTripper
+}
+
+func (t timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	t.observe(time.Since(start).Seconds())
+	return resp, err
 }
 
 // normalizing brings the target of each request to the normal form the

@@ -177,6 +177,7 @@ func (s *Server) warnFileLimit() {
 // refusedCounter counts refused connections per listener and logs them at
 // most once a second.
 func (s *Server) refusedCounter(name string) func() {
+	s.metrics.refused.WithLabelValues(name) // exported from zero
 	var last atomic.Int64
 	return func() {
 		s.metrics.refused.WithLabelValues(name).Inc()

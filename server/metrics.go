@@ -2,10 +2,7 @@ package server
 
 import (
 	"context"
-	"sort"
-	"strconv"
-	"sync"
-	"sync/atomic"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,28 +14,44 @@ import (
 )
 
 // metrics are the server's Prometheus metrics, on their own registry.
+// Every series whose labels are known when the server starts (the limits
+// of the policy, the listeners, the configs, the outcomes) is exported
+// from the start with a zero sample, so that rate() and increase() see
+// the first event: docs/metrics.md lists them all.
 type metrics struct {
 	reg        *prometheus.Registry
 	decisions  *prometheus.CounterVec
+	nearLimit  *prometheus.CounterVec
+	delays     *prometheus.HistogramVec
+	waiting    *prometheus.GaugeVec
 	storeTime  *prometheus.HistogramVec
 	storeErrs  *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	lastReload *prometheus.GaugeVec
-	breaker    prometheus.Gauge
+	breaker    prometheus.Gauge // registered only with a store behind a breaker
 	refused    *prometheus.CounterVec
 	// unauthorized counts requests refused for want of a token.
 	unauthorized *prometheus.CounterVec
+	// responses, upstreamTime and upstreamErrs describe the gateway's
+	// answers and its upstream.
+	responses    *prometheus.CounterVec
+	upstreamTime prometheus.Histogram
+	upstreamErrs prometheus.Counter
 }
+
+// delayBuckets are the buckets of shaping delays, in seconds: from a
+// millisecond to the longest max_delay worth having.
+var delayBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 func newMetrics(version string) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
-		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, shadow_refused, failed); degraded=true marks decisions made without the configured store.",
+		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, degraded, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store.",
 	}, []string{"source", "limit", "outcome", "degraded"})
 	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
-		Help:    "Time of store calls by operation (take, take_all, release).",
+		Help:    "Time of store calls by operation (take, take_all, release, adjust).",
 		Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 	}, []string{"op"})
 	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -65,14 +78,105 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_unauthorized_total",
 		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
 	}, []string{"listener"})
+	m.newGatewayMetrics()
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
-		Help: "Always 1; the labels tell the version of sluice serving.",
-	}, []string{"version"})
-	info.WithLabelValues(version).Set(1)
-	m.reg.MustRegister(m.decisions, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.breaker, m.refused, m.unauthorized, info,
+		Help: "Always 1; the labels tell the version of sluice serving and the Go version it was built with.",
+	}, []string{"version", "goversion"})
+	info.WithLabelValues(version, runtime.Version()).Set(1)
+	for _, code := range []string{"200", "400", "429", "502", "503"} {
+		m.responses.WithLabelValues(code) // the codes alerts watch, from zero
+	}
+	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// newGatewayMetrics makes the series of decisions beyond their outcome
+// and of the gateway (registered by watchGateway).
+func (m *metrics) newGatewayMetrics() {
+	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_near_limit_total",
+		Help: "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.",
+	}, []string{"source", "limit"})
+	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_shaping_delay_seconds",
+		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
+		Buckets: delayBuckets,
+	}, []string{"source"})
+	m.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_waiting_requests",
+		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
+	}, []string{"limit"})
+	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_responses_total",
+		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400) and what the upstream answered.",
+	}, []string{"code"})
+	m.upstreamTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_upstream_duration_seconds",
+		Help:    "Time from sending a request upstream to receiving its response headers (or failing).",
+		Buckets: prometheus.ExponentialBuckets(.001, 2.5, 12), // 1 ms to 24 s
+	})
+	m.upstreamErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_upstream_errors_total",
+		Help: "Requests the gateway answered 502 because the upstream could not be reached or failed before its response headers.",
+	})
+}
+
+// watchGateway registers the gateway's series: responses, waiting
+// requests, the upstream's latency and errors (which stay at zero with
+// the built-in demo upstream).
+func (m *metrics) watchGateway() {
+	m.reg.MustRegister(m.responses, m.waiting, m.upstreamTime, m.upstreamErrs)
+}
+
+// knownLimits gives every series of source's limits a zero sample: each
+// outcome the source can give (shadow outcomes for shadow limits), and
+// near-limit decisions where it reports them.
+func (m *metrics) knownLimits(source string, limits []knownLimit) {
+	enforced := []string{"admitted", "delayed", "refused", "failed", "degraded", "invalid"}
+	if source == "rls" { // it neither delays nor reports what is left of a limit
+		enforced = []string{"admitted", "refused"}
+	} else {
+		m.delays.WithLabelValues(source)
+	}
+	shadow := []string{"shadow_admitted", "shadow_refused"}
+	for _, l := range limits {
+		outs := enforced
+		switch {
+		case l.shadow:
+			outs = shadow
+		case source != "rls":
+			m.nearLimit.WithLabelValues(source, l.name)
+		}
+		if source == "gateway" && !l.shadow {
+			m.waiting.WithLabelValues(l.name)
+		}
+		for _, o := range outs {
+			m.decisions.WithLabelValues(source, l.name, o, "false")
+		}
+	}
+}
+
+// knownLimit is a limit named in a config.
+type knownLimit struct {
+	name   string
+	shadow bool
+}
+
+// observe counts one decision.
+func (m *metrics) observe(source string, o decide.Observation) {
+	degraded := "false"
+	if o.Decision.Degraded || o.Outcome == decide.Degraded {
+		degraded = "true"
+	}
+	m.decisions.WithLabelValues(source, o.Limit, o.Outcome.String(), degraded).Inc()
+	if decide.NearLimit(o) {
+		m.nearLimit.WithLabelValues(source, o.Limit).Inc()
+	}
+	if o.Outcome == decide.Delayed && o.Decision.Delay > 0 {
+		m.delays.WithLabelValues(source).Observe(o.Decision.Delay.Seconds())
+	}
 }
 
 // breakerChanged is failover's OnStateChange: the breaker state gauge.
@@ -80,12 +184,13 @@ func (m *metrics) breakerChanged(from, to failover.State) {
 	m.breaker.Set(float64(to))
 }
 
-// watchFailover exports a failover.Store's counters.
+// watchFailover exports a failover.Store's counters and its breaker.
 func (m *metrics) watchFailover(fs *failover.Store) {
 	counter := func(name, help string, v func(failover.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(fs.Stats())) })
 	}
 	m.reg.MustRegister(
+		m.breaker,
 		counter("sluice_failover_calls_total", "Calls that reached the primary store (Redis).", func(s failover.Stats) int64 { return s.Calls }),
 		counter("sluice_failover_failures_total", "Calls to the primary store that failed (timeouts, connection errors, error replies).", func(s failover.Stats) int64 { return s.Failures }),
 		counter("sluice_failover_short_circuited_total", "Calls that did not reach the primary store because the breaker was open.", func(s failover.Stats) int64 { return s.ShortCircuited }),
@@ -103,6 +208,12 @@ func (m *metrics) watchFailover(fs *failover.Store) {
 	m.breaker.Set(float64(fs.State()))
 }
 
+// knownConfig gives a config's reload series their zero samples.
+func (m *metrics) knownConfig(config string) {
+	m.reloads.WithLabelValues(config, "ok")
+	m.reloads.WithLabelValues(config, "error")
+}
+
 // reloaded counts one load of a config.
 func (m *metrics) reloaded(config string, err error) {
 	if err != nil {
@@ -118,6 +229,8 @@ type instrumented struct {
 	sluice.Store
 	take, takeAll, release          prometheus.Observer
 	takeErr, takeAllErr, releaseErr prometheus.Counter
+	adjust                          prometheus.Observer
+	adjustErr                       prometheus.Counter
 }
 
 func (m *metrics) instrument(s sluice.Store) sluice.Store {
@@ -129,7 +242,24 @@ func (m *metrics) instrument(s sluice.Store) sluice.Store {
 		takeErr:    m.storeErrs.WithLabelValues("take"),
 		takeAllErr: m.storeErrs.WithLabelValues("take_all"),
 		releaseErr: m.storeErrs.WithLabelValues("release"),
+		adjust:     m.storeTime.WithLabelValues("adjust"),
+		adjustErr:  m.storeErrs.WithLabelValues("adjust"),
 	}
+}
+
+// Adjust settles a late cost (decision API, gateway) if the store can.
+func (s *instrumented) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	a, ok := s.Store.(sluice.Adjuster)
+	if !ok {
+		return sluice.New(s.Store).Adjust(ctx, r) // ErrNotAdjustable, worded by sluice
+	}
+	start := time.Now()
+	d, err := a.Adjust(ctx, r)
+	s.adjust.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.adjustErr.Inc()
+	}
+	return d, err
 }
 
 func (s *instrumented) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
@@ -160,170 +290,4 @@ func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, 
 		s.releaseErr.Inc()
 	}
 	return err
-}
-
-// outcomes are the outcomes the status page counts, in its order.
-// Every decide.Outcome is here: one that is not would vanish from the page.
-var outcomes = [nOutcomes]string{"admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid"}
-
-const nOutcomes = 7
-
-// stats keeps what the status page shows: totals per (source, limit,
-// outcome) and the keys refused most often. Both are bounded: at most
-// maxTracked limits, and a fixed number of heavy keys. Keys are kept and
-// shown masked (decide.MaskKey) unless the server shows keys.
-type stats struct {
-	mu     sync.RWMutex // guards limits; counters are atomic
-	limits map[statsKey]*[nOutcomes]atomic.Int64
-	heavyM sync.Mutex // guards heavy, taken on refusals only
-	heavy  heavyKeys
-	start  time.Time
-	show   func(key string) string // what the page shows of a key
-}
-
-type statsKey struct{ source, limit string }
-
-const maxTracked = 10_000
-
-// newStats returns empty stats that show keys masked, or as they are with
-// showKeys.
-func newStats(showKeys bool) *stats {
-	show := decide.MaskKey
-	if showKeys {
-		show = func(key string) string { return printable(decide.ShowKey(key)) }
-	}
-	return &stats{limits: map[statsKey]*[nOutcomes]atomic.Int64{}, heavy: heavyKeys{max: 32}, start: time.Now(), show: show}
-}
-
-// add counts one decision. Every decision passes here, so the common case
-// takes a read lock and an atomic add, and allocates nothing.
-func (s *stats) add(source, limit, outcome, key string) {
-	i := 0
-	for i < len(outcomes) && outcomes[i] != outcome {
-		i++
-	}
-	if i == len(outcomes) {
-		return
-	}
-	id := statsKey{source, limit}
-	s.mu.RLock()
-	c := s.limits[id]
-	s.mu.RUnlock()
-	if c == nil {
-		s.mu.Lock()
-		if c = s.limits[id]; c == nil && len(s.limits) < maxTracked {
-			c = new([nOutcomes]atomic.Int64)
-			s.limits[id] = c
-		}
-		s.mu.Unlock()
-	}
-	if c != nil {
-		c[i].Add(1)
-	}
-	if outcome == "refused" && key != "" {
-		key = s.show(key)
-		s.heavyM.Lock()
-		s.heavy.add(source+" "+limit, key)
-		s.heavyM.Unlock()
-	}
-}
-
-// limitStats is one row of the status page.
-type limitStats struct {
-	Source string           `json:"source"`
-	Limit  string           `json:"limit"`
-	Counts map[string]int64 `json:"counts"`
-}
-
-func (s *stats) snapshot() (rows []limitStats, heavy []heavyKey) {
-	s.mu.RLock()
-	for id, c := range s.limits {
-		row := limitStats{Source: id.source, Limit: id.limit, Counts: map[string]int64{}}
-		for i, o := range outcomes {
-			row.Counts[o] = c[i].Load()
-		}
-		rows = append(rows, row)
-	}
-	s.mu.RUnlock()
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].Source != rows[j].Source {
-			return rows[i].Source < rows[j].Source
-		}
-		return rows[i].Limit < rows[j].Limit
-	})
-	s.heavyM.Lock()
-	defer s.heavyM.Unlock()
-	return rows, s.heavy.top()
-}
-
-// heavyKeys finds the keys refused most often with the Space-Saving
-// algorithm: max counters; a new key takes over the smallest counter,
-// inheriting its count as its possible overestimate. Any key refused more
-// than total/max times is guaranteed to be present.
-type heavyKeys struct {
-	max   int
-	items []heavyKey
-}
-
-type heavyKey struct {
-	// Limit is the source and the limit's name ("gateway per-ip").
-	Limit string `json:"limit"`
-	// Key is the key's mask (decide.MaskKey), or, when the server shows
-	// keys, its parts (decide.ShowKey) as printable text.
-	Key   string `json:"key"`
-	Count int64  `json:"count"`
-	// Error is how much Count may overestimate.
-	Error int64 `json:"error"`
-}
-
-// maxShownKey bounds the bytes of a key kept for display.
-const maxShownKey = 200
-
-// add counts one refusal of key (as shown) under limit.
-func (h *heavyKeys) add(limit, key string) {
-	for i := range h.items {
-		if h.items[i].Limit == limit && h.items[i].Key == key {
-			h.items[i].Count++
-			return
-		}
-	}
-	if len(h.items) < h.max {
-		h.items = append(h.items, heavyKey{Limit: limit, Key: key, Count: 1})
-		return
-	}
-	min := 0
-	for i := range h.items {
-		if h.items[i].Count < h.items[min].Count {
-			min = i
-		}
-	}
-	c := h.items[min].Count
-	h.items[min] = heavyKey{Limit: limit, Key: key, Count: c + 1, Error: c}
-}
-
-func (h *heavyKeys) top() []heavyKey {
-	out := append([]heavyKey(nil), h.items...)
-	sort.Slice(out, func(i, j int) bool { return out[i].Count > out[j].Count })
-	return out
-}
-
-// printable shows a store key (which may hold separators and length
-// prefixes) as text, bounded in length.
-func printable(key string) string {
-	if len(key) > maxShownKey {
-		key = key[:maxShownKey]
-	}
-	b := make([]byte, 0, len(key))
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case c >= 0x20 && c < 0x7f:
-			b = append(b, c)
-		case c == 0:
-			b = append(b, '|')
-		default:
-			b = append(b, `\x`...)
-			b = strconv.AppendUint(b, uint64(c), 16)
-		}
-	}
-	return string(b)
 }

@@ -2,12 +2,16 @@ package server
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/server/rls"
 )
@@ -16,6 +20,7 @@ import (
 type rlsService interface {
 	reload() error
 	domains() []string
+	limits() []knownLimit
 	register(grpc.ServiceRegistrar)
 	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
 	close()
@@ -41,30 +46,112 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		}
 		s.log.Info("rls: loaded", "domains", cfg.Domains(), "config", cfg.String())
 	}
+	counting, err := s.cfg.Envoy.counting()
+	if err != nil {
+		return nil, err
+	}
 	svc := rls.New(s.limiter, cfg, rls.Options{
-		Logger:          s.log,
-		ResponseHeaders: s.cfg.Envoy.responseHeaders(),
-		Observe: func(domain string, o rls.Outcome) {
-			var outcome decide.Outcome
-			switch o.Result {
-			case rls.ResultOK:
-				outcome = decide.Admitted
-			case rls.ResultOverLimit:
-				outcome = decide.Refused
-			case rls.ResultShadowOverLimit:
-				outcome = decide.ShadowRefused
-			default:
-				return // no limit, unlimited, replaced, or not charged because another refused
-			}
-			limit := domain + "/" + o.Rule
-			key := limit
-			if o.Value != "" {
-				key += "=" + o.Value
-			}
-			s.observe("rls", decide.Observation{Limit: limit, Key: key, Outcome: outcome})
-		},
+		Logger:                     s.log,
+		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
+		Counting:                   counting,
+		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
+		ShadowMode:                 s.cfg.Envoy.ShadowMode,
+		Observe:                    newRLSObserver(s).observe,
 	})
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
+}
+
+// rlsObserver counts RLS decisions under source "rls" with the limit label
+// "domain/descriptor path" (bounded by the configs, never by clients). It
+// keeps each limit's label and counters, so that a decision costs no
+// string building and no label lookup.
+type rlsObserver struct {
+	s      *Server
+	hits   *prometheus.CounterVec // sluice_rls_hits_total
+	limits sync.Map               // rlsLimit -> *rlsCounters
+	n      atomic.Int64
+}
+
+type rlsLimit struct{ domain, rule string }
+
+// rlsCounters are one limit's label and its counters by outcome (admitted,
+// refused, shadow refused) and degraded (false, true).
+type rlsCounters struct {
+	limit string
+	c     [4][2]prometheus.Counter
+	hits  [3]prometheus.Counter // within, near, over
+}
+
+// maxRLSLimits bounds the limits kept: reloads can add new ones for
+// ever; past the bound, decisions are counted without the cache.
+const maxRLSLimits = 4096
+
+var rlsOutcomes = [4]decide.Outcome{decide.Admitted, decide.Refused, decide.ShadowRefused, decide.ShadowAdmitted}
+
+func newRLSObserver(s *Server) *rlsObserver {
+	hits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rls_hits_total",
+		Help: "Hits of RLS descriptors counted as envoyproxy/ratelimit counts them (--rls-counting peer), by limit and range, as its within_limit, near_limit (past 80% of the limit) and over_limit statistics.",
+	}, []string{"limit", "range"})
+	s.metrics.reg.MustRegister(hits)
+	return &rlsObserver{s: s, hits: hits}
+}
+
+func (r *rlsObserver) observe(domain string, o rls.Outcome) {
+	i := 0
+	switch o.Result {
+	case rls.ResultOK:
+		if o.Shadow {
+			i = 3
+		}
+	case rls.ResultOverLimit:
+		i = 1
+	case rls.ResultShadowOverLimit:
+		i = 2
+	default:
+		return // no limit, unlimited, replaced, or not charged because another refused
+	}
+	c := r.counters(domain, o.Rule)
+	d := 0
+	if o.Degraded {
+		d = 1
+	}
+	c.c[i][d].Inc()
+	for j, n := range [3]uint64{o.Within, o.Near, o.Over} {
+		if n > 0 {
+			c.hits[j].Add(float64(n))
+		}
+	}
+	// What the status page shows of the key: the value of the descriptor's
+	// last entry, which the service reports only for detailed_metric limits.
+	key := decide.AppendKey(nil, "", "rls", o.Rule)
+	if o.Value != "" {
+		key = decide.AppendKeyPart(key, o.Value)
+	}
+	r.s.stats.add("rls", decide.Observation{Limit: c.limit, Key: string(key), Outcome: rlsOutcomes[i], Decision: sluice.Decision{Degraded: o.Degraded}})
+}
+
+// counters returns the label and counters of a limit.
+func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
+	id := rlsLimit{domain, rule}
+	if c, ok := r.limits.Load(id); ok {
+		return c.(*rlsCounters)
+	}
+	c := &rlsCounters{limit: domain + "/" + rule}
+	for i, o := range rlsOutcomes {
+		for d, degraded := range []string{"false", "true"} {
+			c.c[i][d] = r.s.metrics.decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
+		}
+	}
+	for j, rng := range []string{"within", "near", "over"} {
+		c.hits[j] = r.hits.WithLabelValues(c.limit, rng)
+	}
+	if r.n.Load() < maxRLSLimits {
+		if _, loaded := r.limits.LoadOrStore(id, c); !loaded {
+			r.n.Add(1)
+		}
+	}
+	return c
 }
 
 // load reads the RLS configs and logs their warnings (what
@@ -92,6 +179,16 @@ func (e *envoyRLS) reload() error {
 	return nil
 }
 
+// limits returns the names (domain/descriptor path, as the metrics label
+// them) of the configured limits.
+func (e *envoyRLS) limits() []knownLimit {
+	var out []knownLimit
+	for _, l := range e.svc.Config().Limits() {
+		out = append(out, knownLimit{name: l.Domain + "/" + l.Path, shadow: l.Shadow})
+	}
+	return out
+}
+
 func (e *envoyRLS) domains() []string {
 	if c := e.svc.Config(); c != nil {
 		return c.Domains()
@@ -112,7 +209,21 @@ func (s *Server) registerGRPC(g *grpc.Server) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING) // envoyproxy/ratelimit's name
 	healthpb.RegisterHealthServer(g, hs)
 	s.health = hs
+	s.rlsHealth()
+}
+
+// rlsHealth sets the gRPC health of "ratelimit", envoyproxy/ratelimit's
+// name for its service: SERVING, or NOT_SERVING while no domain is loaded
+// when Envoy.HealthyWithConfig asks for one.
+func (s *Server) rlsHealth() {
+	if s.health == nil {
+		return
+	}
+	st := healthpb.HealthCheckResponse_SERVING
+	if !s.rlsConfigured() {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus("ratelimit", st)
 }

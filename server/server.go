@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/shed"
 )
 
 //go:embed defaults/policy.yaml
@@ -54,6 +55,8 @@ type Server struct {
 	api     *decide.Decider // the decision API's
 	metrics *metrics
 	stats   *stats
+	keys    keyShower     // how the status page shows keys
+	stopBg  chan struct{} // stops the history recorder
 
 	holder *policy.Holder // the policy file, if one is configured
 	sample *policy.Policy // else the sample policy
@@ -71,9 +74,14 @@ type Server struct {
 	wg        sync.WaitGroup
 	watcher   *watcher
 	closeOnce sync.Once
+	stopOnce  sync.Once // closes stopBg
 
-	limits     limitCache   // explicit limits of the decision API, parsed
-	lastAPIErr atomic.Int64 // when the decision API last logged a store error (Unix s)
+	limits     limitCache    // explicit limits of the decision API, parsed
+	settle     *settleTokens // the decision API's settle tokens
+	lastAPIErr atomic.Int64  // when the decision API last logged a store error (Unix s)
+
+	shedMu sync.Mutex  // guards sheds
+	sheds  []*shedding // the load shedding of each listener that has it
 }
 
 // loadState remembers the last load of each config, for the status page.
@@ -88,7 +96,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(), stats: newStats(cfg.ShowKeys)}
+	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
+		stats: newStats(historyStep, historyWindow), stopBg: make(chan struct{})}
+	s.keys = keyShower{show: cfg.ShowKeys, names: s.keyNames}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -96,6 +106,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.version = "dev"
 	}
 	s.metrics = newMetrics(s.version)
+	s.metrics.reg.MustRegister(shedCollector{s})
 	b, err := openStore(cfg.Store, s.metrics.breakerChanged, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -113,6 +124,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.warnOpen(s.log)
 	s.limiter = sluice.New(s.metrics.instrument(b.store))
+	if s.settle, err = newSettleTokens(time.Duration(cfg.SettleTTL), cfg.SettleSecretFile); err != nil {
+		b.close()
+		return nil, err
+	}
 	// The decision API answers a store error with 503 and lets its caller
 	// choose (a store behind failover has already applied each rule's
 	// on_error); it never sleeps: delays go back to the caller.
@@ -128,6 +143,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.metrics.watchFailover(b.failover)
 	}
 	if cfg.Policy != "" {
+		s.metrics.knownConfig("policy")
 		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
 		s.metrics.reloaded("policy", err)
 		if err != nil {
@@ -145,6 +161,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
 		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
 		if len(cfg.RLS) > 0 {
+			s.metrics.knownConfig("rls")
 			s.metrics.reloaded("rls", err)
 		}
 		if err != nil {
@@ -154,6 +171,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.rls = svc
 	}
 	s.loaded.Store(&loadState{at: time.Now()})
+	s.knownLimits()
 	current := s.currentPolicy
 	s.backend.policy.Store(&current)
 	return s, nil
@@ -177,13 +195,8 @@ func (s *Server) source() httplimit.Source {
 
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
-	outcome := o.Outcome.String()
-	degraded := "false"
-	if o.Decision.Degraded {
-		degraded = "true"
-	}
-	s.metrics.decisions.WithLabelValues(source, o.Limit, outcome, degraded).Inc()
-	s.stats.add(source, o.Limit, outcome, o.Key)
+	s.metrics.observe(source, o)
+	s.stats.add(source, o)
 }
 
 func (s *Server) logAPIError(err error) {
@@ -211,7 +224,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"gateway", s.cfg.Gateway, h})
 	}
 	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.apiHandler()})
+		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.apiPriority, s.apiHandler())})
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
@@ -266,6 +279,7 @@ func (s *Server) Start() error {
 		}
 		s.watcher = w
 	}
+	s.wg.Go(s.recordHistory)
 	s.ready.Store(true)
 	s.log.Info("sluice serving", s.servingAttrs()...)
 	return nil
@@ -357,8 +371,9 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
 		}
-		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log)
+		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log, s.metrics)
 	}
+	s.metrics.watchGateway()
 	mw, err := httplimit.New(s.limiter, httplimit.Config{
 		Source:         s.source(),
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
@@ -366,11 +381,27 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
 		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
+		OnWaiting:      func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.normalizing(mw(s.stripProtected(upstream))), nil
+	guarded := s.shedding("gateway", func(r *http.Request) shed.Priority { return s.currentPolicy().Priority(r) }, s.stripProtected(upstream))
+	return s.countResponses(s.normalizing(mw(guarded))), nil
+}
+
+// apiPriority is the shedding priority of a decision API request: the
+// shed section's priority header, from a trusted proxy only.
+func (s *Server) apiPriority(r *http.Request) shed.Priority {
+	p := s.currentPolicy()
+	if p.Shed == nil {
+		return shed.Default
+	}
+	if vs := r.Header[p.Shed.PriorityHeader]; len(vs) == 1 && p.ClientIP.PeerTrusted(r) {
+		prio, _ := shed.ParsePriority(vs[0]) // Default when it is not one
+		return prio
+	}
+	return shed.Default
 }
 
 // stripProtected removes from requests that did not come through a trusted
@@ -408,6 +439,7 @@ func (s *Server) Reload() error {
 	}
 	if s.rls != nil && len(s.cfg.RLS) > 0 {
 		err := s.rls.reload()
+		s.rlsHealth()
 		s.metrics.reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)
@@ -416,6 +448,7 @@ func (s *Server) Reload() error {
 		}
 	}
 	s.loaded.Store(st)
+	s.knownLimits()
 	return errors.Join(errs...)
 }
 
@@ -458,6 +491,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.closeOnceBg()
 	if hs := s.https["admin"]; hs != nil {
 		shutdownHTTP(ctx, hs) // what the probes asked during the drain
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +149,95 @@ func TestEnvoyCheckMatchesServe(t *testing.T) {
 			t.Errorf("sluice %s: exit %d, output:\n%s\nwant exit %d and %q", strings.Join(c.args, " "), code, out, c.code, c.out)
 		}
 	}
+}
+
+// TestEnvoyPeerCounting: --rls-counting peer counts a refused request's
+// hits, as envoyproxy/ratelimit does, so a request that would fit after a
+// refusal is still refused there and admitted under the default.
+func TestEnvoyPeerCounting(t *testing.T) {
+	dir := t.TempDir()
+	// a day's window, so that the three requests share one
+	writeFile(t, filepath.Join(dir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: day, requests_per_unit: 5}\n")
+	req := `{"domain": "edge", "hitsAddend": %d, "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}`
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 200},
+		{[]string{"--rls-counting", "peer"}, 429},
+		{[]string{"--rls-counting", "peer", "--rls-stop-increment"}, 429},
+	} {
+		p := start(t, nil, append([]string{"--rls", dir, "--rls-http", "127.0.0.1:0"}, c.args...)...)
+		base := "http://" + p.addrs["envoy-http"]
+		for i, hits := range []int{3, 4} {
+			if r := do(t, "POST", base+"/json", sprintf(req, hits)); r.status != []int{200, 429}[i] {
+				t.Fatalf("%v: request %d: %d %s", c.args, i, r.status, r.body)
+			}
+		}
+		if r := do(t, "POST", base+"/json", sprintf(req, 2)); r.status != c.want {
+			t.Errorf("%v: 2 hits after 3 admitted and 4 refused: %d, want %d (%s)", c.args, r.status, c.want, r.body)
+		}
+		if c.want != 429 {
+			continue
+		}
+		// as envoyproxy/ratelimit's statistics: 3 within; of the 4, 1 past
+		// 80% of the limit (4) and 2 over; then 2 over
+		for rng, want := range map[string]float64{"within": 3, "near": 1, "over": 4} {
+			if got := metric(t, p, `sluice_rls_hits_total{limit="edge/remote_address",range="`+rng+`"}`); got != want {
+				t.Errorf("%v: %s hits %v, want %v", c.args, rng, got, want)
+			}
+		}
+	}
+	cmd := execSluice(append(append([]string(nil), serveArgs...), "--rls", dir, "--rls-counting", "each")...)
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() == 0 || !contains(string(out), "want all-or-nothing or peer") {
+		t.Errorf("a bad --rls-counting: exit %d, %s", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// TestEnvoyJSONStoreFailure: /json answers 400 when the store cannot
+// decide, as envoyproxy/ratelimit's handler answers every error of the
+// call, with the reason in the body.
+func TestEnvoyJSONStoreFailure(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "edge.yaml"), sprintf(edgeConfig, 5))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := start(t, nil, "--rls", dir, "--rls-http", "127.0.0.1:0", "--store", "redis", "--redis-addrs", dead, "--redis-on-error", "closed")
+	r := do(t, "POST", "http://"+p.addrs["envoy-http"]+"/json", `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}`)
+	if r.status != 400 || !contains(r.body, "Bad Request") || !contains(r.body, "store") {
+		t.Fatalf("/json with the store down: %d %s", r.status, r.body)
+	}
+}
+
+// TestEnvoyHealthyWithConfig: with --rls-healthy-with-config, /healthcheck
+// answers 500 and the gRPC health of "ratelimit" NOT_SERVING while no
+// domain is loaded, and recover when a config file arrives, as
+// envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED.
+func TestEnvoyHealthyWithConfig(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, nil, "--rls", dir, "--rls-http", "127.0.0.1:0", "--rls-healthy-with-config")
+	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	health := func() (int, healthpb.HealthCheckResponse_ServingStatus) {
+		hr, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ratelimit"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return get(t, "http://"+p.addrs["envoy-http"]+"/healthcheck").status, hr.Status
+	}
+	if code, st := health(); code != 500 || st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("no domain loaded: /healthcheck %d, gRPC %s", code, st)
+	}
+	writeFile(t, filepath.Join(dir, "edge.yaml"), sprintf(edgeConfig, 5))
+	waitFor(t, "a loaded domain to make sluice healthy", func() bool {
+		code, st := health()
+		return code == 200 && st == healthpb.HealthCheckResponse_SERVING
+	})
 }

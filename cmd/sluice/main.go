@@ -3,6 +3,8 @@
 //	sluice serve [flags]      run the gateway, decision API, Envoy rate limit service and admin
 //	sluice check FILE...      validate policy, RLS and server config files offline
 //	sluice simulate [flags]   draw how each algorithm treats a traffic pattern
+//	sluice replay [flags]     replay an access log through a policy
+//	sluice suggest [flags]    propose limits from an access log and a safe rate
 //	sluice version            print the version
 //
 // `sluice serve` with no flags starts on the memory store with a sample
@@ -21,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -54,6 +57,8 @@ Usage:
   sluice serve [flags]     run the gateway, decision API, Envoy rate limit service and admin
   sluice check FILE...     validate policy, Envoy RLS and server config files (exit 1 if any is invalid)
   sluice simulate [flags]  draw how each algorithm treats a traffic pattern
+  sluice replay [flags]    replay an access log through a policy: who would have been refused, when
+  sluice suggest [flags]   propose limits from an access log and a measured safe rate
   sluice version           print the version
   sluice help [command]    show help
 
@@ -77,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(rest, stdout, stderr)
 	case "simulate":
 		return simulate(rest, stdout, stderr)
+	case "replay":
+		return replay(rest, stdout, stderr)
+	case "suggest":
+		return suggest(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "sluice", versionString())
 		return exitOK
@@ -87,9 +96,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "sluice: unknown command %q%s\nRun 'sluice help' for the commands.\n", cmd, nearestCommand(cmd))
 		return exitUsage
 	}
+}
+
+// commands are sluice's commands, for "did you mean".
+var commands = []string{"serve", "check", "simulate", "replay", "suggest", "version", "help"}
+
+// nearestCommand returns "; did you mean X?" for the command closest to
+// cmd, or "" when none is close.
+func nearestCommand(cmd string) string {
+	best, bestD := "", 3
+	for _, c := range commands {
+		if d := editDistance(cmd, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
 }
 
 func versionString() string {
@@ -126,6 +153,10 @@ var settingFlags = []struct{ name, help string }{
 	{"rls-http", "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
 	{"rls-merge-domains", "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)"},
 	{"rls-response-headers", "add RateLimit and RateLimit-Policy header fields to RLS responses (default true)"},
+	{"rls-counting", "how the RLS counts: all-or-nothing (default; a refused request charges nothing) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)"},
+	{"rls-stop-increment", "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)"},
+	{"rls-shadow-mode", "answer every RLS request OK overall, descriptor statuses and counting unchanged (envoyproxy/ratelimit's SHADOW_MODE): compare before enforcing"},
+	{"rls-healthy-with-config", "/healthcheck and gRPC health of \"ratelimit\" fail while no RLS domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"},
 	{"store", "where limit state lives: memory or redis"},
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
 	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
@@ -165,11 +196,10 @@ var settingFlags = []struct{ name, help string }{
 
 // boolFlags are the settingFlags that may be given alone (--show-keys) as
 // well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true}
+var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true, "rls-stop-increment": true, "rls-healthy-with-config": true, "rls-shadow-mode": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "server config file (YAML; env SLUICE_CONFIG)")
 	showSample := fs.Bool("sample-policy", false, "print the embedded sample policy and exit")
 	type setting struct{ name, value string }
@@ -185,8 +215,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			fs.Func(f.name, f.help, add)
 		}
 	}
-	fs.Usage = func() { serveUsage(fs, stderr) }
-	if code, done := parseFlags(fs, args, false, stderr); done {
+	fs.Usage = func() { serveUsage(fs, stdout) }
+	if code, done := parseFlags(fs, args, false, stdout, stderr); done {
 		return code
 	}
 	if *showSample {
@@ -226,7 +256,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		debug.SetGCPercent(400)
 	}
 
-	srv, err := server.New(cfg, server.Options{Logger: logger, Version: versionString()})
+	srv, err := server.New(cfg, server.Options{Logger: logger, Version: strings.TrimSuffix(versionString(), " "+runtime.Version())})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return exitInvalid
@@ -262,7 +292,7 @@ Settings come from, each overriding the one before: built-in defaults, the
 
 Flags:
 `)
-	fs.PrintDefaults()
+	printFlags(w, fs, serveDefaults())
 	fmt.Fprint(w, "\nEnvironment variables (same meaning as the flag or config field):\n")
 	for _, e := range server.Env {
 		fmt.Fprintf(w, "  %-24s %s\n", e.Name, e.Field)
@@ -332,28 +362,10 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-// parseFlags parses a command's flags. done reports that the command ends
-// here, with code: --help (0) or a bad command line (2, the flag package
-// has said why). Arguments after the flags are refused unless positional.
-func parseFlags(fs *flag.FlagSet, args []string, positional bool, stderr io.Writer) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, true
-		}
-		return exitUsage, true
-	}
-	if !positional && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q (flags only; see %s --help)\n", fs.Name(), fs.Arg(0), fs.Name())
-		return exitUsage, true
-	}
-	return 0, false
-}
-
 // check validates files offline: policies, Envoy RLS configs and server
 // configs, telling which by their content unless --kind says.
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	kind := fs.String("kind", "auto", "what the files are: auto, policy, rls or server")
 	maxDelay := fs.Duration("max-delay", time.Second, "the shaping delay sluice serve --max-delay allows: a policy's leaky_bucket queue must be served within it")
 	quiet := fs.Bool("q", false, "print only errors")
@@ -361,7 +373,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&rc.strict, "strict", false, "Envoy RLS configs: refuse what loads only with a warning (what envoyproxy/ratelimit accepts but a strict reading refuses)")
 	fs.BoolVar(&rc.opts.MergeDomains, "rls-merge-domains", false, "Envoy RLS configs: merge files of one domain, as sluice serve --rls-merge-domains")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: sluice check [--kind auto|policy|rls|server] [--max-delay D] [--strict] [--rls-merge-domains] [-q] FILE...
+		fmt.Fprint(stdout, `Usage: sluice check [--kind auto|policy|rls|server] [--max-delay D] [--strict] [--rls-merge-domains] [-q] FILE...
 
 Validates each file and prints what it found, or every error with its file,
 line and field. A file is a policy if it has rules:, an Envoy RLS config if it
@@ -372,9 +384,9 @@ valid, 1 some file invalid, 2 usage.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(stdout, fs, nil)
 	}
-	if code, done := parseFlags(fs, args, true, stderr); done {
+	if code, done := parseFlags(fs, args, true, stdout, stderr); done {
 		return code
 	}
 	switch *kind {
@@ -448,6 +460,9 @@ func checkFile(path, kind string, maxDelay time.Duration, rc rlsCheck) (string, 
 			n += len(r.Limits)
 		}
 		msg := fmt.Sprintf("policy, %d rules, %d limits", len(p.Rules), n)
+		if p.Shed != nil {
+			msg += ", load shedding (" + p.Shed.Config().Algorithm.Name() + ")"
+		}
 		for _, w := range p.Warnings {
 			msg += "\n  warning: " + w
 		}

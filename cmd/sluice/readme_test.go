@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,5 +42,80 @@ func TestReadmeRunIt(t *testing.T) {
 	var a struct{ Allowed bool }
 	if err := json.Unmarshal([]byte(r.body), &a); r.status != 200 || err != nil || !a.Allowed {
 		t.Errorf("README's decision API example: %d %s", r.status, r.body)
+	}
+}
+
+// TestReadmeInstall keeps README's installation from a clone true: its
+// go build command builds sluice from the repository root, and the
+// unpublished module path is not offered as a go get.
+func TestReadmeInstall(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, install, ok := strings.Cut(string(b), "## Install")
+	if !ok {
+		t.Fatal(`README.md has no "## Install" section`)
+	}
+	install, _, _ = strings.Cut(install, "\n## ")
+	for _, want := range []string{"go install ./cmd/sluice", "go build -o sluice ./cmd/sluice", "-replace=github.com/sluicehq/sluice="} {
+		if !strings.Contains(install, want) {
+			t.Errorf("Install does not say %q", want)
+		}
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "sluice"), "./cmd/sluice")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("README's go build: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "go get ") || strings.Contains(line, "sluice/cmd/sluice@latest") {
+			t.Errorf("README offers the unpublished module path: %s", line)
+		}
+	}
+}
+
+// TestReadmeReplay runs README's sluice replay, suggest and check
+// commands on the sample day (its log paths and policy.yaml stand for
+// the test's files; a redirection writes into the test's directory).
+func TestReadmeReplay(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## Choosing limits from real traffic")
+	if !ok {
+		t.Fatal(`README.md has no "## Choosing limits from real traffic" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	writeFile(t, pol, samplePolicy)
+	files := map[string]string{"/var/log/nginx/access.log": sampleLog(t, "combined"), "requests.jsonl": sampleLog(t, "json"), "policy.yaml": pol}
+	n := 0
+	for _, line := range strings.Split(section, "\n") {
+		rest, ok := strings.CutPrefix(line, "sluice ")
+		if !ok {
+			continue
+		}
+		n++
+		rest, redirect, _ := strings.Cut(rest, ">")
+		args := shellWords(rest)
+		for i, a := range args {
+			if f, ok := files[a]; ok {
+				args[i] = f
+			}
+		}
+		stdout, stderr, code := runSluice(t, args...)
+		if code != 0 {
+			t.Errorf("README: %s: exit %d\n%s%s", line, code, stdout, stderr)
+		}
+		if redirect = strings.TrimSpace(redirect); redirect != "" {
+			files[redirect] = filepath.Join(dir, redirect)
+			writeFile(t, files[redirect], stdout)
+		}
+	}
+	if n < 3 {
+		t.Errorf("README shows %d sluice commands in its replay section, want replay, suggest and check", n)
 	}
 }

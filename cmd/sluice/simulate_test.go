@@ -8,13 +8,21 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // simulateOut runs `sluice simulate args...` as a real process and returns
 // its standard output; it fails the test on any other exit than 0.
 func simulateOut(t *testing.T, args ...string) string {
 	t.Helper()
+	return simulateEnv(t, []string{"COLUMNS=80"}, args...)
+}
+
+// simulateEnv is simulateOut with variables added to the environment.
+func simulateEnv(t *testing.T, env []string, args ...string) string {
+	t.Helper()
 	cmd := execSluice(append([]string{"simulate"}, args...)...)
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -29,20 +37,26 @@ type simLine struct {
 	admitted, most int
 }
 
-var simLineRE = regexp.MustCompile(`^(\S.*?)\s{2,}([.0-9+]+)  (\d+)(?: admitted, at most (\d+) in any \S+)?`)
+var (
+	simHeadRE = regexp.MustCompile(`^(\S.*?): (\d+)(?: admitted(?:, at most (\d+) in any \S+)?)?`)
+	simRowRE  = regexp.MustCompile(`^  ([.0-9+]+)$`)
+)
 
-// parseDrawing reads the drawing's rows by label.
+// parseDrawing reads the drawing's rows by label: each a line "LABEL: N
+// admitted..." followed by its row, indented by two.
 func parseDrawing(t *testing.T, out string) map[string]simLine {
 	t.Helper()
 	rows := map[string]simLine{}
-	for _, l := range strings.Split(out, "\n") {
-		m := simLineRE.FindStringSubmatch(l)
-		if m == nil {
+	out = strings.ReplaceAll(out, "\n    ", " ") // lines wrapped to the width
+	lines := strings.Split(out, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		m, r := simHeadRE.FindStringSubmatch(lines[i]), simRowRE.FindStringSubmatch(lines[i+1])
+		if m == nil || r == nil {
 			continue
 		}
-		n, _ := strconv.Atoi(m[3])
-		most, _ := strconv.Atoi(m[4])
-		rows[m[1]] = simLine{row: m[2], admitted: n, most: most}
+		n, _ := strconv.Atoi(m[2])
+		most, _ := strconv.Atoi(m[3])
+		rows[m[1]] = simLine{row: r[1], admitted: n, most: most}
 	}
 	return rows
 }
@@ -73,7 +87,7 @@ func TestSimulateHandWorked(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v\n%s", label, got, w, out)
 		}
 	}
-	if !strings.Contains(out, "traffic: pause 500ms, 10, pause 500ms, 10 (20 requests over 1s); each column 250ms") {
+	if !strings.Contains(out, "traffic: pause 500ms, 10, pause 500ms, 10: 20 requests over 1s\neach column 250ms: '.' none admitted, 1-9 that many, '+' ten or more") {
 		t.Errorf("heading:\n%s", out)
 	}
 }
@@ -119,7 +133,7 @@ func TestSimulateDefault(t *testing.T) {
 			t.Errorf("%s: %d admitted (most %d in 1s); at most 45 (burst + 10/s · 3.5s), 20 in 1s", label, r.admitted, r.most)
 		}
 	}
-	if !strings.Contains(out, "after a delay") {
+	if !strings.Contains(strings.ReplaceAll(out, "\n    ", " "), "after a delay") {
 		t.Errorf("the leaky bucket's delays are not shown:\n%s", out)
 	}
 }
@@ -163,31 +177,45 @@ func TestSimulateLimitsAndCSV(t *testing.T) {
 	}
 }
 
-// TestSimulatePolicy: --policy draws each limit of each rule, and each
-// rule with several limits as a whole, which admits no more than its
-// strictest limit alone; concurrency limits are left out.
+// TestSimulatePolicy: --policy draws each limit of each rule, each
+// override, and each rule with several limits as a whole, which admits no
+// more than its strictest limit alone. A concurrency limit is drawn with
+// each admitted request in flight for --hold.
 func TestSimulatePolicy(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, path, `rules:
   - name: api
     limits:
-      - {name: per-ip, key: ip, algorithm: gcra, rate: 5/s, burst: 10}
+      - {name: per-ip, key: ip, algorithm: gcra, rate: 5/s, burst: 10, overrides: [{key: 192.0.2.1, scale: 2}, {key: 192.0.2.2, unlimited: true}]}
       - {name: all, key: global, algorithm: fixed_window, limit: 30, window: 1s}
       - {name: inflight, key: global, algorithm: concurrency, limit: 5, lease_ttl: 1m}
 `)
 	out := simulateOut(t, "--policy", path, "--traffic", "50, 20/s for 3s", "--slot", "250ms")
 	rows := parseDrawing(t, out)
-	ip, all, both := rows["api/per-ip: gcra(5/s, burst 10)"], rows["api/all: fixed_window(30 per 1s)"], rows["api: all 2 limits at once"]
-	if ip.admitted == 0 || all.admitted == 0 || both.admitted == 0 || len(rows) != 4 {
+	ip, all, both := rows["api/per-ip: gcra(5/s, burst 10)"], rows["api/all: fixed_window(30 per 1s)"], rows["api: all 3 limits at once"]
+	if ip.admitted == 0 || all.admitted == 0 || both.admitted == 0 || len(rows) != 7 {
 		t.Fatalf("rows %+v in:\n%s", rows, out)
 	}
 	if both.admitted > min(ip.admitted, all.admitted) {
 		t.Errorf("the rule admitted %d, more than its limits alone (%d, %d)", both.admitted, ip.admitted, all.admitted)
 	}
 	// The burst of 10 at once, then one per 200 ms (5/s) from 200 ms to the
-	// last arrival at 2.95 s: 14.
-	if ip.admitted != 10+14 {
-		t.Errorf("per-ip admitted %d, want 24", ip.admitted)
+	// last arrival at 2.95 s: 14. Twice the limit: 20, then one per 100 ms
+	// from 100 ms: 29. Unlimited: all 110.
+	for label, want := range map[string]int{
+		"api/per-ip: gcra(5/s, burst 10)":                    10 + 14,
+		"api/per-ip for key 192.0.2.1: gcra(10/s, burst 20)": 20 + 29,
+		"api/per-ip for key 192.0.2.2: no limit":             110,
+	} {
+		if got := rows[label].admitted; got != want {
+			t.Errorf("%s admitted %d, want %d", label, got, want)
+		}
+	}
+	// 51 arrive at 0 (the burst and the first of 20/s): 5 are admitted and
+	// hold their leases for 500 ms; then 5 more at 500, 550 ... 700 ms, and
+	// so on: 5 in every other 250 ms column, 30 in all.
+	if in := rows["api/inflight: concurrency(5, lease 1m)"]; in.row != "5.5.5.5.5.5." || in.admitted != 30 || !strings.Contains(out, "30 admitted, at most 5 in flight") {
+		t.Errorf("inflight: %+v\n%s", in, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "rules:\n  - name: a\n    limits:\n      - {name: g, key: global, algorithm: gcra, rate: 5/s, brust: 2}\n")
@@ -215,7 +243,9 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--traffic", "10/s for 1h", "--slot", "1s"}, "3600 columns of --slot 1s, more than 2000; give a wider --slot"},
 		{[]string{"--slot", "0s"}, `--slot "0s": want a positive duration`},
 		{[]string{"--rate", "ten"}, "--rate:"},
-		{[]string{"--limit", "{algorithm: concurrency, limit: 5, lease_ttl: 1m}"}, "--limit 1: concurrency limits requests in flight"},
+		{[]string{"--limit", "{algorithm: concurrency, limit: 5, lease_ttl: 1m}", "--hold", "0s"}, `--hold "0s": want a positive duration`},
+		{[]string{"--slot", "10ms"}, "--slot 10ms: 350 columns, wider than --width 80 allows (78)"},
+		{[]string{"--width", "5"}, "--width 5: want 20 to 2000 columns"},
 		{[]string{"--limit", "{algorithm: gcra, burst: 5}"}, "--limit 1"},
 		{[]string{"--limit", "{algorithm: gcra, rate: 5/s, brust: 5}"}, `unknown field "brust"`},
 		{[]string{"extra"}, `unexpected argument "extra"`},
@@ -235,33 +265,102 @@ func TestSimulateErrors(t *testing.T) {
 
 // TestReadmeSimulate keeps README's `sluice simulate` commands working:
 // each one is run (its single-quoted arguments split as a shell would) and
-// must draw a row per limit.
+// must draw a row per limit; one with --svg FILE must write what FILE
+// holds in the repository (README embeds it), so the command README gives
+// to regenerate it is the one that made it.
 func TestReadmeSimulate(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n, svgs := 0, 0
 	for _, line := range strings.Split(string(b), "\n") {
 		rest, ok := strings.CutPrefix(line, "go run ./cmd/sluice simulate")
 		if !ok {
 			continue
 		}
 		n++
-		var args []string
-		for i, part := range strings.Split(rest, "'") {
-			if i%2 == 1 {
-				args = append(args, part) // quoted
-			} else {
-				args = append(args, strings.Fields(part)...)
+		args := shellWords(rest)
+		var checkedIn string
+		for i, a := range args {
+			if a == "--svg" && i+1 < len(args) {
+				checkedIn = filepath.Join("../..", args[i+1])
+				args[i+1] = filepath.Join(t.TempDir(), "sim.svg")
+				defer compareFiles(t, line, args[i+1], checkedIn)
+				svgs++
 			}
 		}
 		if rows := parseDrawing(t, simulateOut(t, args...)); len(rows) < 2 {
 			t.Errorf("README: %s: drew %d rows", line, len(rows))
 		}
 	}
-	if n == 0 {
-		t.Error("README.md shows no `go run ./cmd/sluice simulate` command")
+	if n == 0 || svgs == 0 {
+		t.Errorf("README.md shows %d `go run ./cmd/sluice simulate` commands, %d with --svg; want both", n, svgs)
+	}
+	if !strings.Contains(string(b), "](docs/simulate.svg)") {
+		t.Error("README.md does not embed docs/simulate.svg")
+	}
+}
+
+// shellWords splits a command line's arguments as a shell would, for
+// single quotes only.
+func shellWords(s string) []string {
+	var args []string
+	for i, part := range strings.Split(s, "'") {
+		if i%2 == 1 {
+			args = append(args, part) // quoted
+		} else {
+			args = append(args, strings.Fields(strings.TrimSuffix(strings.TrimSpace(part), "\\"))...)
+		}
+	}
+	return args
+}
+
+// compareFiles fails the test unless the file made by command is the one
+// checked in.
+func compareFiles(t *testing.T, command, made, checkedIn string) {
+	t.Helper()
+	got, err1 := os.ReadFile(made)
+	want, err2 := os.ReadFile(checkedIn)
+	if err1 != nil || err2 != nil || string(got) != string(want) {
+		t.Errorf("%s is not what README's command writes (%v, %v); run it again:\n%s", checkedIn, err1, err2, command)
+	}
+}
+
+// TestSimulateWidth: the drawing fits $COLUMNS, or --width: the slot is
+// the shortest nice one whose columns fit, and no line is wider (text
+// lines are wrapped).
+func TestSimulateWidth(t *testing.T) {
+	for _, c := range []struct {
+		env     string
+		args    []string
+		slot    string
+		columns int
+	}{
+		{"COLUMNS=50", nil, "100ms", 35}, // 3.5 s over 48 columns: 73 ms, so 100 ms
+		{"COLUMNS=80", nil, "50ms", 70},  // 45 ms, so 50 ms
+		{"COLUMNS=50", []string{"--width", "200"}, "20ms", 175},
+		{"COLUMNS=junk", nil, "50ms", 70}, // 80
+	} {
+		out := simulateEnv(t, []string{c.env}, c.args...)
+		width := 80
+		fmt.Sscanf(c.env, "COLUMNS=%d", &width)
+		if len(c.args) > 0 {
+			width = 200
+		}
+		if !strings.Contains(out, "each column "+c.slot+": ") {
+			t.Errorf("%s %v: slot is not %s:\n%s", c.env, c.args, c.slot, out)
+		}
+		for label, r := range parseDrawing(t, out) {
+			if len(r.row) != c.columns {
+				t.Errorf("%s %v: %s has %d columns, want %d", c.env, c.args, label, len(r.row), c.columns)
+			}
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if utf8.RuneCountInString(l) > width {
+				t.Errorf("%s %v: a line of %d columns: %q", c.env, c.args, len(l), l)
+			}
+		}
 	}
 }
 

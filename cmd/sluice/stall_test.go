@@ -97,20 +97,16 @@ rules:
 	bound := 100 + 100*elapsed.Seconds()
 	t.Logf("%d requests, %d admitted (bound %.0f, %+.1f%%); latency p99 %v, slowest %v",
 		len(results), admitted, bound, 100*(float64(admitted)/bound-1), took[len(took)*99/100].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
-	// The limit's bound plus 5%, when the machine kept up (p99 within
-	// 100 ms). On a saturated one (race-built processes at load 10 and
-	// more: p99 of a second and more), the instances' breakers close up
-	// to a probe interval apart or a probe fails, the first instance back
-	// on Redis spends the tokens that accrued meanwhile, and what the
-	// others' fallbacks admitted finds no room left to be charged in: up to
-	// +18.5% was measured. Then the bound is the limit's plus what the
-	// fallbacks admit at 1/3 each over the stall and two probe intervals;
-	// before fallback was the default, this test admitted twice the bound.
+	// The limit's bound plus 5%, also on a saturated machine (race-built
+	// processes at load 10 and more: p99 of a second and more), where the
+	// instances' breakers close up to a probe interval apart or a probe
+	// fails, and the first instance back on Redis spends the tokens that
+	// accrued meanwhile: what the others' fallbacks admitted is charged to
+	// Redis past the limit, into debt (sluice.Adjuster), and the requests
+	// after it pay it back. When it was charged only as far as the limit
+	// had room, up to +18.5% was measured; before fallback was the
+	// default, this test admitted twice the bound.
 	limit := 1.05 * bound
-	if p99 := took[len(took)*99/100]; p99 > 100*time.Millisecond {
-		limit = bound + 100*(stall+2*time.Second).Seconds()
-		t.Logf("the machine did not keep up (p99 %v): allowing %.0f", p99.Round(time.Millisecond), limit)
-	}
 	if float64(admitted) > limit {
 		for i, p := range procs {
 			for _, line := range strings.Split(p.logs(), "\n") {
@@ -121,8 +117,14 @@ rules:
 		}
 		t.Errorf("admitted %d, more than %.0f (the bound %.0f)", admitted, limit, bound)
 	}
+	// A 1 s stall opens every breaker; a 100 ms one none, while the
+	// machine keeps up (HTTP p99 within 100 ms): on a saturated one, calls
+	// to a healthy Redis miss the 50 ms deadline too, and those failures
+	// open a breaker as they should.
+	kept := took[len(took)*99/100] <= 100*time.Millisecond
 	for _, p := range procs {
-		if opened := contains(p.logs(), "circuit breaker opened"); opened != (stall >= time.Second) {
+		opened := contains(p.logs(), "circuit breaker opened")
+		if stall >= time.Second && !opened || stall < time.Second && opened && kept {
 			t.Errorf("a %v stall: an instance's breaker opened: %v", stall, opened)
 		}
 	}

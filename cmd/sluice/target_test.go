@@ -216,7 +216,7 @@ rules:
 			}
 			logs := p.logs()
 			if show {
-				if !strings.Contains(status, "api / per-token / "+token) || !strings.Contains(logs, token) {
+				if !strings.Contains(status, `"key":"header:X-Api-Token=`+token) || !strings.Contains(logs, token) {
 					t.Errorf("--show-keys: the token is not shown:\n/status.json: %s\nlogs: %s", status, logs)
 				}
 				return
@@ -224,7 +224,7 @@ rules:
 			if strings.Contains(status, token) || strings.Contains(logs, token) {
 				t.Errorf("the token is shown without --show-keys:\n/status.json: %s\nlogs: %s", status, logs)
 			}
-			if !strings.Contains(status, `"limit":"gateway per-token","key":"key#`) || !strings.Contains(logs, `"key":"key#`) {
+			if !strings.Contains(status, `"limit":"gateway per-token","key":"header:X-Api-Token=key#`) || !strings.Contains(logs, `"key":"key#`) {
 				t.Errorf("no masked key beside its limit:\n/status.json: %s\nlogs: %s", status, logs)
 			}
 		})

@@ -80,7 +80,7 @@ func Step(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit b
 	return sluice.Decision{
 		Allowed:    r.allowed,
 		Limit:      r.limit,
-		Remaining:  r.remaining,
+		Remaining:  max(0, r.remaining), // a window in debt (Adjust) holds more than its count
 		RetryAfter: time.Duration(r.retry) * time.Microsecond,
 		ResetAfter: time.Duration(r.reset) * time.Microsecond,
 		Delay:      time.Duration(r.delay) * time.Microsecond,
@@ -276,8 +276,20 @@ func bucket(p *Params, debt, c int64, r *result) int64 {
 // more credit used, so the bucket decides exactly as GCRA does at any
 // clock reading.
 func tokenBucket(p *Params, s *State, now, c int64, commit bool, r *result) {
-	at := max(now, s.Y-p.backstop) // see gcra
-	used := s.X
+	at, used := tokenUsed(p, s, now)
+	used = bucket(p, used, c, r)
+	idle := at + r.reset
+	shift(r, at-now)
+	if r.allowed && commit && c > 0 {
+		s.X, s.Y, s.Idle = used, at, idle
+	}
+}
+
+// tokenUsed returns the time a token bucket decides at (now, or later if
+// the clock went back: see gcra) and the credit used then.
+func tokenUsed(p *Params, s *State, now int64) (at, used int64) {
+	at = max(now, s.Y-p.backstop)
+	used = s.X
 	if e := at - s.Y; e < 0 {
 		used -= e * p.A
 	} else if used > 0 {
@@ -290,12 +302,7 @@ func tokenBucket(p *Params, s *State, now, c int64, commit bool, r *result) {
 			used -= e * p.A
 		}
 	}
-	used = bucket(p, used, c, r)
-	idle := at + r.reset
-	shift(r, at-now)
-	if r.allowed && commit && c > 0 {
-		s.X, s.Y, s.Idle = used, at, idle
-	}
+	return at, used
 }
 
 // shift moves the times of a decision taken at a later time than now (the

@@ -31,7 +31,7 @@ var ownKeys = []string{"unit_multiplier", "sluice"}
 
 // Fields read at each level.
 var (
-	topFields        = []string{"domain", "descriptors"}
+	topFields        = []string{"domain", "descriptors", "sluice"}
 	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	rateLimitFields  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "unit_multiplier", "sluice"}
 	replacesFields   = []string{"name"}

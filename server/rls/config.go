@@ -60,6 +60,28 @@ func (c *Config) Domains() []string {
 	return out
 }
 
+// Limit names one configured rate_limit: its domain and descriptor path
+// (Outcome.Rule), and whether it is in shadow_mode.
+type Limit struct {
+	Domain, Path string
+	Shadow       bool
+}
+
+// Limits returns every rate_limit of c that limits (not unlimited), by
+// domain in order, then in file order: the limits whose outcomes are known
+// before any request, for metrics that start from zero.
+func (c *Config) Limits() []Limit {
+	var out []Limit
+	for _, name := range c.Domains() {
+		for _, r := range c.domains[name].rules {
+			if !r.unlimited {
+				out = append(out, Limit{Domain: name, Path: r.path, Shadow: r.shadow})
+			}
+		}
+	}
+	return out
+}
+
 // String summarises c for logs: each domain with its file and the number of
 // limits it defines.
 func (c *Config) String() string {
@@ -79,10 +101,11 @@ func (c *Config) String() string {
 
 // domain is one configuration file's tree.
 type domain struct {
-	name  string
-	file  string
-	root  level
-	rules []*rule // every rate_limit of the tree, in file order
+	name     string
+	file     string
+	root     level
+	rules    []*rule  // every rate_limit of the tree, in file order
+	counting Counting // the file's sluice.counting; 0: Options.Counting
 }
 
 // level is one list of descriptors: the entries a request's descriptor entry
@@ -156,6 +179,7 @@ type rule struct {
 	mult   uint32        // unit_multiplier, at least 1
 	period time.Duration // unit × unit_multiplier
 	limit  sluice.Limit  // zero when unlimited or rpu is 0
+	peer   sluice.Limit  // the limit counted under CountPeer (see peerLimit)
 }
 
 // ParseConfig compiles one configuration file in envoyproxy/ratelimit's
@@ -279,8 +303,11 @@ func (c *Config) add(d *domain, merge bool) []error {
 	case !merge:
 		return []error{&ConfigError{File: d.file, Msg: fmt.Sprintf("domain %q is already defined in %s (set merge_domains to merge them)", d.name, other.file)}}
 	}
-	merged := &domain{name: d.name, file: other.file + ", " + d.file, root: other.root.clone(), rules: append(slices.Clip(other.rules), d.rules...)}
+	merged := &domain{name: d.name, file: other.file + ", " + d.file, root: other.root.clone(), rules: append(slices.Clip(other.rules), d.rules...), counting: max(other.counting, d.counting)}
 	var errs []error
+	if other.counting != 0 && d.counting != 0 && other.counting != d.counting {
+		errs = append(errs, &ConfigError{File: d.file, Domain: d.name, Field: "sluice.counting", Msg: fmt.Sprintf("%s here, %s in %s: one domain counts one way", d.counting, other.counting, other.file)})
+	}
 	for _, n := range d.root.all() {
 		if first := merged.root.get(n.key, n.value); first != nil {
 			errs = append(errs, &ConfigError{File: d.file, Domain: d.name, Descriptor: join("", n.key, n.value), Msg: "also defined in " + other.file})
@@ -421,6 +448,9 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 	w := where{domain: d.name}
 	if n := f["descriptors"]; n != nil {
 		d.root = l.level(n, w, "", d, 1)
+	}
+	if n := f["sluice"]; n != nil {
+		d.counting = l.domainOptions(n, w)
 	}
 	// replaces must name a rate_limit of the same domain: a request names
 	// one domain, so a name from elsewhere could never be replaced.
@@ -638,7 +668,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 		l.limitError(err, n, f, ext, w)
 		return nil
 	}
-	r.limit = lim
+	r.limit, r.peer = lim, peerLimit(lim, r.rpu, r.period)
 	return r
 }
 

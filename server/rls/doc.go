@@ -158,7 +158,12 @@
 //
 // The cost of a descriptor is its own hits_addend when set (0 then checks
 // without charging), else the request's hits_addend, where 0 means 1 as the
-// protocol says. A cost above what the limit can ever admit is OVER_LIMIT,
+// protocol says. A check (0) is OVER_LIMIT when one more hit would not fit,
+// so a counter at its limit is over; envoyproxy/ratelimit says OVER_LIMIT
+// only once the count is past the limit, and so does CountPeer (with
+// Envoy's check-then-charge pattern, a hits_addend 0 descriptor on the
+// request and 1 when the stream is done, the peer lets one more request
+// in). A cost above what the limit can ever admit is OVER_LIMIT,
 // not an error. is_negative_hits is refused (InvalidArgument).
 //
 // # All or nothing
@@ -175,6 +180,32 @@
 // remaining, same duration_until_reset in whole seconds; a test replays a
 // timeline through both); they part when a refused request had hits: there
 // they still count, here they do not.
+//
+// # Counting as envoyproxy/ratelimit
+//
+// Options.Counting = CountPeer (sluice serve --rls-counting peer), or a
+// file's top-level
+//
+//	sluice:
+//	  counting: peer   # or all-or-nothing; envoyproxy/ratelimit refuses a file with this block
+//
+// counts a domain as envoyproxy/ratelimit does: each descriptor on its own,
+// in request order, refused hits included, so a key over its limit stays
+// over until its window ends; a descriptor that appears twice in a request
+// is counted twice, the second seeing the first's hits; shadow_mode and
+// quota_mode limits are counted like the others. A fixed window of n
+// requests is kept as a fixed window of n+1 whose last unit marks "over"
+// (a refused charge fills the counter to it), so every code,
+// limit_remaining and duration_until_reset is the peer's: a test replays
+// upstream's integration scenarios and a random timeline of multi-descriptor
+// requests with hits from 0 to above the limit against a model of its
+// counting. Options.StopIncrementWhenOverLimit adds its
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: the counters are read first and,
+// when any descriptor would be over, only those that would be are
+// charged. A limit with a sluice: algorithm block is charged on its own
+// under its algorithm, a refused request not counted. Each descriptor is one
+// store round trip (two with StopIncrementWhenOverLimit) where
+// all-or-nothing needs one for the whole request.
 //
 // shadow_mode limits are checked after the enforced ones, each on its own
 // (the decision path every sluice front-end shares, package decide):

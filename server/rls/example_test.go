@@ -64,3 +64,62 @@ func ExampleLoadConfig() {
 	// Output:
 	// [edge mongo_cps] <nil>
 }
+
+// ExampleCounting: the same requests counted sluice's way and
+// envoyproxy/ratelimit's (CountPeer): after 3 hits admitted and 4 refused
+// on a limit of 5, 2 more fit under all-or-nothing (the refused 4 were not
+// counted) and are over under CountPeer (they were).
+func ExampleCounting() {
+	cfg, err := rls.ParseConfig("edge.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 5}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		store, _ := memstore.New(memstore.Config{})
+		svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler), Counting: counting})
+		fmt.Print(counting, ":")
+		for _, hits := range []uint32{3, 4, 2} {
+			resp, _ := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: hits,
+				Descriptors: []*commonpb.RateLimitDescriptor{{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}}})
+			fmt.Print(" ", resp.OverallCode)
+		}
+		fmt.Println()
+		svc.Close()
+		store.Close()
+	}
+	// Output:
+	// all-or-nothing: OK OVER_LIMIT OK
+	// peer: OK OVER_LIMIT OVER_LIMIT
+}
+
+// The limits a configuration defines, for metrics that start from zero.
+func ExampleConfig_Limits() {
+	cfg, err := rls.ParseConfig("edge.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: generic_key
+    value: login
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 100}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, l := range cfg.Limits() {
+		fmt.Printf("%s/%s shadow=%t\n", l.Domain, l.Path, l.Shadow)
+	}
+	// Output:
+	// edge/generic_key=login/remote_address shadow=false
+	// edge/tenant shadow=true
+}

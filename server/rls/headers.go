@@ -23,13 +23,17 @@ func quotaAndWindow(r *rule) (q, w int64) {
 // headers builds RateLimit-Policy and RateLimit
 // (draft-ietf-httpapi-ratelimit-headers-11) for the enforced limits of a
 // request, and Retry-After when it is over its limit. Each list member is
-// named by the rate_limit's name, or else its descriptor path.
+// named by the rate_limit's name, or else its descriptor path. It is on
+// every answer's path: the fields are built in stack buffers and the three
+// header values allocated together.
 func headers(items []item) []*corepb.HeaderValue {
-	var policy, state []byte
+	var pbuf, sbuf [192]byte
+	policy, state := pbuf[:0], sbuf[:0]
 	var retry time.Duration
 	over := false
 	n := 0
-	var seen []string
+	var seenBuf [4]string
+	seen := seenBuf[:0]
 	for i := range items {
 		it := &items[i]
 		switch it.result {
@@ -37,16 +41,7 @@ func headers(items []item) []*corepb.HeaderValue {
 		default:
 			continue
 		}
-		name := it.rule.name
-		if name == "" {
-			name = it.rule.path
-		}
-		name = headerName(name)
-		base, k := name, 2
-		for contains(seen, name) {
-			name = base + "#" + strconv.Itoa(k)
-			k++
-		}
+		name := memberName(it.rule, seen)
 		seen = append(seen, name)
 		q, w := quotaAndWindow(it.rule)
 		policy = decide.AppendItem(policy, n, name, "q", q, "w", w)
@@ -68,19 +63,44 @@ func headers(items []item) []*corepb.HeaderValue {
 	if n == 0 {
 		return nil
 	}
-	out := []*corepb.HeaderValue{
-		{Key: "RateLimit-Policy", Value: string(policy)},
-		{Key: "RateLimit", Value: string(state)},
+	vals := new([3]corepb.HeaderValue)
+	vals[0].Key, vals[0].Value = "RateLimit-Policy", string(policy)
+	vals[1].Key, vals[1].Value = "RateLimit", string(state)
+	out := []*corepb.HeaderValue{&vals[0], &vals[1], &vals[2]}
+	if !over {
+		return out[:2]
 	}
-	if over {
-		out = append(out, &corepb.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(1, seconds(retry)), 10)})
-	}
+	vals[2].Key, vals[2].Value = "Retry-After", strconv.FormatInt(max(1, seconds(retry)), 10)
 	return out
+}
+
+// memberName is the list member name of r's limit: its name, else its
+// descriptor path, made printable, with "#2", "#3"... when one of seen
+// has it already.
+func memberName(r *rule, seen []string) string {
+	name := r.name
+	if name == "" {
+		name = r.path
+	}
+	name = headerName(name)
+	base, k := name, 2
+	for contains(seen, name) {
+		name = base + "#" + strconv.Itoa(k)
+		k++
+	}
+	return name
 }
 
 // headerName keeps a list member name to printable ASCII, which a
 // Structured Field string can hold; other bytes become '_'.
 func headerName(s string) string {
+	printable := true
+	for i := 0; i < len(s) && printable; i++ {
+		printable = s[i] >= 0x20 && s[i] <= 0x7e
+	}
+	if printable {
+		return s
+	}
 	b := []byte(s)
 	for i, c := range b {
 		if c < 0x20 || c > 0x7e {

@@ -187,19 +187,21 @@ descriptors:
     quota_mode: true
     rate_limit: {unit: minute, requests_per_unit: 2}
 `
-	forEachBackend(t, func(t *testing.T, b backend) {
-		h := start(t, b, config, rls.Options{})
-		steps := []string{
-			"OK [OK 0/1m 45s, OK 1/2m 45s]",
-			"OK [OVER_LIMIT 0/1m 45s, OK 0/2m 45s]", // one quota left: admitted
-			"OVER_LIMIT [OVER_LIMIT 0/1m 45s, OVER_LIMIT 0/2m 45s]",
-		}
-		for i, want := range steps {
-			if got := brief(h.ask(t, "q", 0, desc("a=x"), desc("b=x"))); got != want {
-				t.Errorf("step %d: got %s, want %s", i, got, want)
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		forEachBackend(t, func(t *testing.T, b backend) {
+			h := start(t, b, config, rls.Options{Counting: counting})
+			steps := []string{
+				"OK [OK 0/1m 45s, OK 1/2m 45s]",
+				"OK [OVER_LIMIT 0/1m 45s, OK 0/2m 45s]", // one quota left: admitted
+				"OVER_LIMIT [OVER_LIMIT 0/1m 45s, OVER_LIMIT 0/2m 45s]",
 			}
-		}
-	})
+			for i, want := range steps {
+				if got := brief(h.ask(t, "q", 0, desc("a=x"), desc("b=x"))); got != want {
+					t.Errorf("%s step %d: got %s, want %s", counting, i, got, want)
+				}
+			}
+		})
+	}
 }
 
 // TestPeerReadme: every configuration example of envoyproxy/ratelimit's

@@ -84,7 +84,7 @@ func override(ov *commonpb.RateLimitDescriptor_RateLimitOverride) (*rule, error)
 	if err != nil {
 		return nil, err
 	}
-	r.limit = lim
+	r.limit, r.peer = lim, peerLimit(lim, r.rpu, r.period)
 	return r, nil
 }
 

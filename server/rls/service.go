@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +55,26 @@ type Options struct {
 	// request is over its limit. Envoy adds them to the response it sends
 	// downstream. Default false, as in envoyproxy/ratelimit.
 	ResponseHeaders bool
+
+	// Counting is how the limits of a request are charged in a domain
+	// whose file does not say (its top-level sluice.counting):
+	// CountAllOrNothing (the default, also for 0) or CountPeer,
+	// envoyproxy/ratelimit's way.
+	Counting Counting
+
+	// StopIncrementWhenOverLimit, under CountPeer, reads the counters of a
+	// request first and, if any descriptor would be over its limit,
+	// charges only those that would be, as envoyproxy/ratelimit's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (one more store round
+	// trip per descriptor). Default false.
+	StopIncrementWhenOverLimit bool
+
+	// ShadowMode answers every request OK overall while its descriptors
+	// keep their statuses (OVER_LIMIT included) and counters keep counting,
+	// as envoyproxy/ratelimit's SHADOW_MODE=true: a way to run a new
+	// service beside the one in charge and compare before it enforces.
+	// Default false.
+	ShadowMode bool
 
 	// Now replaces the clock used for limits that refuse everything
 	// (requests_per_unit: 0), which never reach the store, to compute
@@ -118,6 +140,13 @@ type Outcome struct {
 	Limit sluice.Limit
 	// Degraded is the decision's Degraded flag (see the failover package).
 	Degraded bool
+	// Within, Near and Over split Hits as envoyproxy/ratelimit's
+	// within_limit, near_limit and over_limit statistics do, for a fixed
+	// window counted under CountPeer (zero otherwise): Within the hits of
+	// an admitted descriptor, Near those that took its count past 80% of
+	// the limit (NEAR_LIMIT_RATIO) without passing the limit, Over those
+	// past the limit (all of them once the count was at the limit).
+	Within, Near, Over uint64
 }
 
 // Service is the Envoy rate limit service (envoy.service.ratelimit.v3)
@@ -128,10 +157,11 @@ type Outcome struct {
 // It is safe for concurrent use. Swap replaces the configuration atomically;
 // requests in flight finish under the configuration they started with.
 type Service struct {
-	dc   *decide.Decider
-	cfg  atomic.Pointer[Config]
-	opts Options
-	logs *aggregator
+	limiter *sluice.Limiter
+	dc      *decide.Decider
+	cfg     atomic.Pointer[Config]
+	opts    Options
+	logs    *aggregator
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
@@ -155,7 +185,7 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if err != nil {
 		panic(err) // only for a nil limiter, a caller's bug
 	}
-	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
+	s := &Service{limiter: limiter, dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
 	return s
@@ -205,6 +235,11 @@ type item struct {
 	d      sluice.Decision
 	over   bool          // refused without asking the store
 	value  string        // detailed_metric value
+	held   bool          // under StopIncrementWhenOverLimit, not charged (see peekPeer)
+	counts bool          // under CountPeer, before and after are the peer's counts
+	peek   uint64        // under StopIncrementWhenOverLimit, the count read first
+	before uint64        // the peer's count before the hits (wrapping, as there)
+	after  uint64        // and after them
 	reset  time.Duration // duration_until_reset
 }
 
@@ -219,6 +254,20 @@ type request struct {
 	res      decide.Result
 }
 
+// requests keeps the requests decided, with their slices and decide.Result,
+// for the next ones: nothing of a request outlives its answer.
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+// newRequest returns a request for req from the pool, reset.
+func newRequest(req *rlspb.RateLimitRequest) *request {
+	r := requests.Get().(*request)
+	r.req, r.refused = req, false
+	r.items = slices.Grow(r.items[:0], len(req.Descriptors))[:len(req.Descriptors)]
+	clear(r.items)
+	r.enforced, r.shadow = r.enforced[:0], r.shadow[:0]
+	return r
+}
+
 // ShouldRateLimit decides one request (see the package documentation for
 // the semantics). Errors are gRPC status errors: InvalidArgument for a
 // request outside the protocol or the bounds, Unavailable when the store
@@ -231,9 +280,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if dom == nil {
 		return s.unknownDomain(req), nil
 	}
-	r := &request{req: req, items: make([]item, len(req.Descriptors))}
+	r := newRequest(req)
+	defer requests.Put(r)
 	if err := r.match(dom); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if s.peerCounting(dom) {
+		if err := s.runPeer(ctx, r); err != nil {
+			return nil, err
+		}
+		return s.answer(r), nil
 	}
 	r.plan()
 	if err := s.run(ctx, r); err != nil {
@@ -464,6 +520,10 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 	if quotasSpent(r) {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
+	if s.opts.ShadowMode && resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT {
+		resp.OverallCode = rlspb.RateLimitResponse_OK
+		s.logs.shadow(r.req.Domain, "(shadow mode)")
+	}
 	if s.opts.ResponseHeaders {
 		resp.ResponseHeadersToAdd = headers(r.items)
 	}
@@ -510,6 +570,9 @@ func (s *Service) observe(domain string, it *item) {
 	o := Outcome{Result: it.result, Hits: it.cost, Degraded: it.d.Degraded, Value: it.value}
 	if it.rule != nil {
 		o.Rule, o.Name, o.Shadow, o.Limit = it.rule.path, it.rule.name, it.rule.shadow, it.rule.limit
+	}
+	if it.counts {
+		o.Within, o.Near, o.Over = peerStats(uint64(it.rule.rpu), it.before, it.after, it.cost)
 	}
 	s.opts.Observe(domain, o)
 }

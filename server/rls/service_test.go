@@ -97,6 +97,12 @@ func start(t *testing.T, b backend, config string, opts rls.Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startConfig(t, b, cfg, opts)
+}
+
+// startConfig is start with a compiled configuration.
+func startConfig(t *testing.T, b backend, cfg *rls.Config, opts rls.Options) *harness {
+	t.Helper()
 	c := &clock{now: t0}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

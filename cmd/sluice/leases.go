@@ -1,0 +1,69 @@
+package main
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// leaseQueue holds the concurrency leases of admitted requests on a
+// simulated clock until their requests end: a heap by end time, one entry
+// per request.
+type leaseQueue struct{ h leaseHeap }
+
+type heldLease struct {
+	key   string
+	limit sluice.Limit
+	lease uint64
+}
+
+type leaseEntry struct {
+	until  time.Time
+	leases []heldLease
+}
+
+// hold keeps the leases each[i] of the concurrency requests reqs[i] until
+// until; requests with none are not held.
+func (q *leaseQueue) hold(reqs []sluice.Request, each []sluice.Decision, until time.Time) {
+	var e leaseEntry
+	for i, r := range reqs {
+		if r.Limit.Algorithm == sluice.AlgorithmConcurrency && each[i].Lease != 0 {
+			e.leases = append(e.leases, heldLease{r.Key, r.Limit, each[i].Lease})
+		}
+	}
+	if len(e.leases) > 0 {
+		e.until = until
+		heap.Push(&q.h, e)
+	}
+}
+
+// releaseUntil gives back the leases of every request ended by now.
+func (q *leaseQueue) releaseUntil(l *sluice.Limiter, now time.Time) error {
+	for len(q.h) > 0 && !q.h[0].until.After(now) {
+		e := heap.Pop(&q.h).(leaseEntry)
+		for _, hl := range e.leases {
+			if err := l.Release(context.Background(), hl.key, hl.limit, hl.lease); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// len is how many requests hold leases.
+func (q *leaseQueue) len() int { return len(q.h) }
+
+type leaseHeap []leaseEntry
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h leaseHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *leaseHeap) Push(x any)        { *h = append(*h, x.(leaseEntry)) }
+func (h *leaseHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}

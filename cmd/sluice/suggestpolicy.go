@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// windowed reports that a limit's count is what suggest sets from peaks:
+// a window algorithm, whose peaks are counted as it counts.
+func windowed(l sluice.Limit) bool {
+	switch l.Algorithm {
+	case sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow, sluice.AlgorithmSlidingLog:
+		return true
+	}
+	return false
+}
+
+// runPolicy suggests the counts of the window limits of an existing
+// policy from the peaks of their own keys, and returns the policy with
+// those counts (its comments and layout kept), checked on the same log.
+func (f *suggestFlags) runPolicy() (string, error) {
+	data, err := os.ReadFile(f.policyFile)
+	if err != nil {
+		return "", &fileError{err}
+	}
+	p, err := policy.Parse(f.policyFile, data, policy.Options{})
+	if err != nil {
+		return "", &fileError{fmt.Errorf("--policy: %v", each(err, policy.Errors(err)))}
+	}
+	measured, err := replayLog(&f.replayFlags, p)
+	if err != nil {
+		return "", &fileError{err}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# sluice suggest: the window limits of %s for the traffic of %s\n", f.policyFile, f.log)
+	fmt.Fprintf(&b, "# (%s requests from %s to %s),\n", commas(measured.requests), logTime(measured.first), logTime(measured.last))
+	fmt.Fprintf(&b, "# each set to the peak of its key at the %gth percentile: it refuses none of the\n", f.percentile)
+	fmt.Fprintf(&b, "# keys at or below it. A key's peak is the most it sent in any window of the limit.\n#\n")
+	counts := f.suggestCounts(&b, measured)
+	out, err := setCounts(data, counts)
+	if err != nil {
+		return "", &fileError{fmt.Errorf("--policy %s: %v", f.policyFile, err)}
+	}
+	final, err := policy.Parse(f.policyFile+" (suggested)", out, policy.Options{})
+	if err != nil {
+		return "", &fileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", each(err, policy.Errors(err)))}
+	}
+	checked, err := replayLog(&f.replayFlags, final)
+	if err != nil {
+		return "", &fileError{err}
+	}
+	writeRefusals(&b, checked)
+	b.WriteString("# Shadow it first (action: {refuse: shadow}) and watch what it would refuse.\n")
+	b.Write(out)
+	return b.String(), nil
+}
+
+// suggestCounts returns the suggested count of each window limit that
+// checked requests (by rule and limit name), and says why in comments.
+func (f *suggestFlags) suggestCounts(b *strings.Builder, measured *replayReport) map[string]int64 {
+	counts := map[string]int64{}
+	for _, ls := range measured.limits {
+		peaks := ls.keys.peakList()
+		if len(peaks) == 0 || ls.limit.Period == 0 {
+			fmt.Fprintf(b, "# %s/%s: no request checked, or no window; left as written\n", ls.rule, ls.name)
+			continue
+		}
+		what := fmt.Sprintf("# %s/%s: peaks p50 %d, p90 %d, p99 %d, max %d in %s", ls.rule, ls.name, quantile(peaks, 50), quantile(peaks, 90), quantile(peaks, 99), peaks[len(peaks)-1], sluice.FormatDuration(ls.limit.Period))
+		if !windowed(ls.limit) {
+			fmt.Fprintf(b, "%s; %s left as written\n", what, ls.limit.Algorithm)
+			continue
+		}
+		n := max(1, quantile(peaks, f.percentile))
+		counts[ls.rule+"\x00"+ls.name] = n
+		fmt.Fprintf(b, "%s; was %d, now %d", what, ls.limit.Count, n)
+		if n > ls.limit.Count {
+			fmt.Fprint(b, " (higher: the key at that percentile sent more than it allowed)")
+		}
+		fmt.Fprintln(b)
+	}
+	return counts
+}
+
+// setCounts rewrites a policy's YAML with the counts of some limits (by
+// rule and limit name): a limit's limit:, or the count of its rate:.
+func setCounts(data []byte, counts map[string]int64) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil, fmt.Errorf("cannot read it again: %v", err)
+	}
+	rules := field(doc.Content[0], "rules")
+	if rules == nil {
+		return nil, fmt.Errorf("no rules")
+	}
+	for _, rule := range rules.Content {
+		name, limits := field(rule, "name"), field(rule, "limits")
+		if name == nil || limits == nil {
+			continue
+		}
+		for _, lim := range limits.Content {
+			ln := field(lim, "name")
+			if ln == nil {
+				continue
+			}
+			if n, ok := counts[name.Value+"\x00"+ln.Value]; ok {
+				setCount(lim, n)
+			}
+		}
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	enc.Close()
+	return out.Bytes(), nil
+}
+
+// setCount sets a limit's count: limit: N, or the N of rate: N/PERIOD.
+func setCount(lim *yaml.Node, n int64) {
+	if v := field(lim, "limit"); v != nil {
+		v.Value, v.Tag, v.Style = strconv.FormatInt(n, 10), "!!int", 0
+		return
+	}
+	if v := field(lim, "rate"); v != nil {
+		if _, period, ok := strings.Cut(v.Value, "/"); ok {
+			v.Value = strconv.FormatInt(n, 10) + "/" + period
+		}
+	}
+}
+
+// field returns the value of key in a YAML mapping, nil if none.
+func field(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+package decide
+
+import (
+	"context"
+	"strconv"
+	"strings"
+)
+
+// LateCost is the cost of a check that is known only once the work is
+// done: the tokens an LLM call used, the rows a query read, the bytes a
+// download sent. The check reserves its Cost (an estimate, or 0) when it is
+// decided, and Result.Settle charges the difference to the cost the
+// response reports: more into debt (the next requests wait until it is
+// paid back), less as a refund, never beyond the limit's capacity.
+//
+// What can be over-spent is bounded: each admitted request may use at most
+// Max − Cost more than it reserved, and only the requests in flight at
+// once under a key can do so before the key's debt refuses the next ones.
+// A LateCost is immutable once planned; checks share it.
+type LateCost struct {
+	// Header names the response header field, or trailer, that reports
+	// the actual cost (canonical form, "X-Tokens-Used"). A trailer wins
+	// over a header of the same name.
+	Header string
+
+	// Max bounds the actual cost: a larger value is charged as Max (and
+	// logged). Zero means the limit's capacity.
+	Max int64
+
+	// Missing says what is charged when the response reports no cost, or
+	// one that is not a whole number in plain digits, or reports it more
+	// than once. The zero value keeps the reservation.
+	Missing Missing
+
+	// MissingCost is the cost charged under MissingFixed.
+	MissingCost int64
+
+	// Strip removes Header (and the trailer) from the response the client
+	// receives: the cost is between the service and its rate limiter.
+	Strip bool
+}
+
+// Missing says what a LateCost charges when the response reports no valid
+// cost.
+type Missing uint8
+
+const (
+	// MissingReserve keeps the reservation: nothing is settled.
+	MissingReserve Missing = iota
+	// MissingMax charges LateCost.Max.
+	MissingMax
+	// MissingFixed charges LateCost.MissingCost.
+	MissingFixed
+)
+
+// Bound returns the cost to charge for a reported cost n under a limit of
+// the given capacity: n itself, or Max (and capped true) when n exceeds
+// it. A negative n counts as 0: a settle refunds at most what was reserved.
+func (lc *LateCost) Bound(n, capacity int64) (cost int64, capped bool) {
+	if most := lc.most(capacity); n > most {
+		return most, true
+	}
+	return max(n, 0), false
+}
+
+// most is the largest cost lc charges under a limit of the given capacity.
+func (lc *LateCost) most(capacity int64) int64 {
+	if lc.Max <= 0 {
+		return capacity
+	}
+	return lc.Max
+}
+
+// Actual returns the cost to charge given the values the response carries
+// for Header (nil when it has none), for a check that reserved reserved
+// under a limit of the given capacity. found is false when the response
+// reported no valid cost and Missing decided it; capped is true when the
+// value exceeded Max.
+func (lc *LateCost) Actual(values []string, reserved, capacity int64) (cost int64, found, capped bool) {
+	if len(values) == 1 {
+		if n, ok := plainInt(strings.TrimSpace(values[0])); ok {
+			cost, capped = lc.Bound(n, capacity)
+			return cost, true, capped
+		}
+	}
+	switch lc.Missing {
+	case MissingMax:
+		return lc.most(capacity), false, false
+	case MissingFixed:
+		cost, _ = lc.Bound(lc.MissingCost, capacity)
+		return cost, false, false
+	}
+	return reserved, false, false
+}
+
+// plainInt parses s as a whole number in plain digits ("120", not "+120",
+// "1e3" or "0x78"); a number too large for int64 is as large as it gets.
+func plainInt(s string) (int64, bool) {
+	if s == "" || len(s) > 64 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil { // only a range error remains
+		return 1<<63 - 1, true
+	}
+	return n, true
+}
+
+// Settled describes the settlement of one check, for logs and tests.
+type Settled struct {
+	// Check is the settled check (Enforced or Shadow of the Result).
+	Check *Check
+	// Reserved is what it charged when it was decided, Actual what it
+	// was charged in the end.
+	Reserved, Actual int64
+	// Found is false when the response reported no valid cost and
+	// LateCost.Missing decided Actual; Capped is true when the reported
+	// cost exceeded LateCost.Max.
+	Found, Capped bool
+	// Err is the store's error, if the settle failed: the reservation
+	// then stands.
+	Err error
+}
+
+// Settle charges every check of r that reserved a LateCost the actual cost
+// the response reports, read with values(name), which returns the
+// response's values of a header field or trailer (nil when it has none).
+// Only checks that were charged are settled: enforced checks of a request
+// that went on and was counted, and shadow checks the store admitted. It
+// appends one Settled per settled check to dst and returns it; a store
+// error is logged (at most once a second) and leaves that reservation
+// standing. Call it when the response is complete; a second call settles
+// nothing. ctx should outlive the client's request (context.WithoutCancel).
+func (r *Result) Settle(ctx context.Context, values func(name string) []string, dst []Settled) []Settled {
+	if !r.Late() {
+		return dst
+	}
+	r.settled = true // a second call would charge the difference twice
+	for i := range r.Enforced {
+		dst = r.settleOne(ctx, &r.Enforced[i], r.reqs[i].Cost, r.Each[i].Allowed, values, dst)
+	}
+	for i := range r.Shadow {
+		dst = r.settleOne(ctx, &r.Shadow[i], r.shadowReqs[i].Cost, r.ShadowEach[i].Allowed, values, dst)
+	}
+	return dst
+}
+
+// Late reports whether any check of r has a LateCost that Settle would
+// settle: one the store charged, not settled yet.
+func (r *Result) Late() bool {
+	if r.settled || r.Outcome != Admitted && r.Outcome != Delayed && r.Outcome != Degraded {
+		return false
+	}
+	for i := range r.Enforced {
+		if r.Enforced[i].Late != nil && r.Each[i].Allowed {
+			return true
+		}
+	}
+	for i := range r.Shadow {
+		if r.Shadow[i].Late != nil && r.ShadowEach[i].Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, values func(string) []string, dst []Settled) []Settled {
+	if c.Late == nil || !charged {
+		return dst
+	}
+	capacity := c.Limit.Capacity()
+	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, capacity)
+	// One settle charges at most Limit.MaxAdjust: a key's debt never
+	// goes deeper (sluice.Limiter.Adjust).
+	actual = min(actual, reserved+c.Limit.MaxAdjust())
+	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
+	if actual != reserved {
+		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, c.Limit, reserved, actual)
+	}
+	switch {
+	case s.Err != nil:
+		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
+	case capped:
+		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "header", c.Late.Header, "max", actual)
+	case !found && len(values(c.Late.Header)) > 0:
+		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", actual)
+	}
+	return append(dst, s)
+}

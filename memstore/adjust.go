@@ -1,0 +1,61 @@
+package memstore
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+var _ sluice.Adjuster = (*Store)(nil)
+
+// Adjust changes the usage of r.Key under r.Limit by r.Cost, a signed
+// delta, under the key's lock: see sluice.Limiter.Adjust for the rules. A
+// refund to a key the store does not hold changes nothing (its limit is
+// unused already); a charge to one creates it. It allocates only when it
+// creates a key.
+func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, sluice.ErrClosed
+	}
+	reading := s.now()
+	h := s.hash(r.Key)
+	sh := &s.shards[h>>s.shift]
+	if e := sh.tab.Load().find(h, r.Key, &r.Limit); e != nil {
+		defer e.mu.Unlock()
+		return s.adjust(e, &r, reading)
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return s.adjust(e, &r, reading)
+	}
+	c, err := sh.compile(r.Limit)
+	if err == nil {
+		err = c.p.CheckAdjust(r)
+	}
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	e := newEntry(r.Key, c)
+	if !s.given {
+		e.last = sh.floor
+	}
+	d := algo.Adjust(&c.p, &e.st, s.at(e, reading), max(r.Cost, 0))
+	if r.Cost > 0 {
+		sh.insert(h, e, s.perShard) // not marked used, as a key first seen by Take
+	}
+	return d, nil
+}
+
+// adjust applies r to e, which is locked.
+func (s *Store) adjust(e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
+	p := &e.c.p
+	if err := p.CheckAdjust(*r); err != nil {
+		return sluice.Decision{}, err
+	}
+	e.used = true
+	return algo.Adjust(p, &e.st, s.at(e, reading), r.Cost), nil
+}

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+
+	"github.com/sluicehq/sluice/decide"
+)
+
+// maxSettleCost bounds the actual cost of a settle: costs add up in
+// Redis's Lua as doubles, exact to 2^53.
+const maxSettleCost = 1 << 50
+
+// settleRequest is the body of POST /v1/settle: a token /v1/check returned
+// and the actual cost of the work it admitted.
+type settleRequest struct {
+	Token string `json:"token"`
+	// Cost is the actual cost; absent, each limit's cost.on_missing
+	// decides (explicit checks keep their reservation).
+	Cost *int64 `json:"cost"`
+}
+
+// settleResponse says what each check of the token was charged.
+type settleResponse struct {
+	Settled []apiSettled `json:"settled"`
+}
+
+type apiSettled struct {
+	Name      string `json:"name"`
+	Key       string `json:"key"`
+	Reserved  int64  `json:"reserved"`
+	Charged   int64  `json:"charged"`
+	Capped    bool   `json:"capped,omitempty"`
+	Remaining int64  `json:"remaining"`
+}
+
+// settleMax reads an explicit check's settle_max: nil when absent (its
+// cost is final), else a LateCost with that bound, which must be at least
+// the reservation.
+func settleMax(field string, v *int64, reserved int64) (*decide.LateCost, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if *v < max(1, reserved) || *v > maxSettleCost {
+		return nil, fmt.Errorf("%s.settle_max: must be between the reservation (hits, %d) and %d (got %d)", field, max(1, reserved), int64(maxSettleCost), *v)
+	}
+	return &decide.LateCost{Max: *v}, nil
+}
+
+// settleEntries lists what a token of res settles: its checks with a late
+// cost that were charged.
+func settleEntries(res *decide.Result) []settleEntry {
+	var es []settleEntry
+	for i, c := range res.Enforced {
+		if c.Late != nil && res.Each[i].Allowed {
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late})
+		}
+	}
+	for i, c := range res.Shadow {
+		if c.Late != nil && res.ShadowEach[i].Allowed {
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late})
+		}
+	}
+	return es
+}
+
+// tokenStatus is the status of a token that cannot be settled.
+func tokenStatus(err error) int {
+	switch {
+	case errors.Is(err, errTokenForged):
+		return http.StatusForbidden
+	case errors.Is(err, errTokenExpired):
+		return http.StatusGone
+	case errors.Is(err, errTokenSpent):
+		return http.StatusConflict
+	case errors.Is(err, errTokensFull), errors.Is(err, errSpentUnknown):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
+}
+
+func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
+	var req settleRequest
+	if err := decode(w, r, &req); err != nil {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	if req.Token == "" {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "token: the settle_token /v1/check returned is required")
+		return
+	}
+	if req.Cost != nil && (*req.Cost < 0 || *req.Cost > maxSettleCost) {
+		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("cost: must be between 0 and %d (got %d)", int64(maxSettleCost), *req.Cost))
+		return
+	}
+	entries, id, err := s.settle.redeem(req.Token)
+	if err == nil && s.settle.shared {
+		err = s.markSpent(r.Context(), id)
+	}
+	if err != nil {
+		st := tokenStatus(err)
+		writeJSONProblem(w, st, http.StatusText(st), err.Error())
+		return
+	}
+	resp := settleResponse{Settled: []apiSettled{}}
+	for i, e := range entries {
+		a, err := s.settleEntry(r, &e, req.Cost)
+		if err != nil {
+			if i == 0 {
+				s.unspend(r.Context(), id) // nothing settled: the token may be tried again
+			}
+			s.logAPIError(err)
+			writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable",
+				fmt.Sprintf("The store could not settle %q (%d of %d settled): %v", e.name, i, len(entries), err))
+			return
+		}
+		resp.Settled = append(resp.Settled, a)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// settleEntry charges one check of a token its actual cost: cost, bounded
+// by the check's max, or what its on_missing says when cost is nil.
+func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSettled, error) {
+	capacity := e.limit.Capacity()
+	var actual int64
+	var capped bool
+	if cost != nil {
+		actual, capped = e.late.Bound(*cost, capacity)
+	} else {
+		actual, _, _ = e.late.Actual(nil, e.reserved, capacity)
+	}
+	actual = min(actual, e.reserved+e.limit.MaxAdjust()) // a key's debt goes no deeper
+	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
+	d, err := s.limiter.Settle(context.WithoutCancel(r.Context()), e.key, e.limit, e.reserved, actual)
+	if err != nil {
+		return a, err
+	}
+	a.Remaining = max(0, d.Remaining)
+	return a, nil
+}
+
+// markSpent records in the store that the token id has been settled, for
+// the instances that share the secret and the store: a sliding log of one
+// per token lifetime admits the first settle and refuses any other while
+// the token lives. A store that cannot say refuses the settle (503); the
+// token can be sent again.
+func (s *Server) markSpent(ctx context.Context, id uint64) error {
+	d, err := s.limiter.Check(context.WithoutCancel(ctx), s.spentMark(id, 1))
+	switch {
+	case err != nil:
+		s.settle.unspend(id)
+		s.logAPIError(err)
+		return fmt.Errorf("%w: %v", errSpentUnknown, err)
+	case !d.Allowed:
+		return errTokenSpent
+	}
+	return nil
+}
+
+// spentMark is the store request that marks token id spent (cost 1) or
+// takes the mark back (cost -1, through Adjust).
+func (s *Server) spentMark(id uint64, cost int64) sluice.Request {
+	key := string(decide.AppendKey(nil, "", "settle", strconv.FormatUint(id, 16)))
+	return sluice.Request{Key: key, Limit: sluice.SlidingLog(1, s.settle.ttl), Cost: cost, OnError: sluice.FailClosed}
+}
+
+// unspend gives back a token none of whose checks could be settled, here
+// and, with a shared secret, in the store. If the store cannot take its
+// mark back, the token stays spent: never settled twice.
+func (s *Server) unspend(ctx context.Context, id uint64) {
+	if s.settle.shared {
+		if _, err := s.limiter.Adjust(context.WithoutCancel(ctx), s.spentMark(id, -1)); err != nil {
+			return
+		}
+	}
+	s.settle.unspend(id)
+}

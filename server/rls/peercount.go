@@ -1,0 +1,277 @@
+package rls
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"go.yaml.in/yaml/v3"
+)
+
+// Counting says how the limits of one request are charged.
+type Counting uint8
+
+const (
+	// CountAllOrNothing charges the enforced limits of a request in one
+	// sluice Check: if any refuses, none is charged, and a refused request
+	// is not counted. sluice's default.
+	CountAllOrNothing Counting = iota + 1
+	// CountPeer counts as envoyproxy/ratelimit does: each descriptor on
+	// its own, in request order, refused hits included, so that a key over
+	// its limit stays over until its window ends whatever the hits of
+	// later requests. Shadow and quota limits are counted the same way.
+	CountPeer
+)
+
+var countingNames = [...]string{CountAllOrNothing: "all-or-nothing", CountPeer: "peer"}
+
+// String returns "all-or-nothing" or "peer", the names ParseCounting reads.
+func (c Counting) String() string {
+	if c != 0 && int(c) < len(countingNames) {
+		return countingNames[c]
+	}
+	return fmt.Sprintf("Counting(%d)", uint8(c))
+}
+
+// ParseCounting returns the Counting named "all-or-nothing" or "peer".
+func ParseCounting(s string) (Counting, error) {
+	for c, name := range countingNames {
+		if name != "" && s == name {
+			return Counting(c), nil
+		}
+	}
+	return 0, fmt.Errorf("rls: unknown counting %q (want all-or-nothing or peer)", s)
+}
+
+// domainOptions reads a file's top-level sluice block: counting, the
+// domain's Counting (envoyproxy/ratelimit refuses a file with this block;
+// to keep files it can read, use Options.Counting).
+func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
+	f := l.Fields(n, w, "sluice", "counting")
+	v := f["counting"]
+	if v == nil {
+		return 0
+	}
+	s, ok := l.Str(v, w, "sluice.counting")
+	if !ok {
+		return 0
+	}
+	c, err := ParseCounting(s)
+	if err != nil {
+		l.Fail(v, w, "sluice.counting", "unknown counting %q (want all-or-nothing or peer)", s)
+	}
+	return c
+}
+
+// peerLimit is the limit a rule is counted under in CountPeer: for
+// envoyproxy/ratelimit's fixed window (and requests_per_unit 0), a fixed
+// window one larger, whose last unit marks "over". The peer's counter n
+// goes past the limit L; sluice's count m stays at min(n, L+1), which
+// answers alike: over when m > L, remaining L-m otherwise. A rule with
+// another algorithm (a sluice block) is counted under its own limit,
+// each descriptor on its own, refused requests not counted.
+func peerLimit(lim sluice.Limit, rpu uint32, period time.Duration) sluice.Limit {
+	if rpu == 0 || lim.Algorithm == sluice.AlgorithmFixedWindow {
+		return sluice.FixedWindow(int64(rpu)+1, period)
+	}
+	return lim
+}
+
+// overMarked reports whether r is counted with the extra "over" unit of
+// peerLimit.
+func (r *rule) overMarked() bool {
+	return r.peer.Algorithm == sluice.AlgorithmFixedWindow && r.peer != r.limit
+}
+
+// runPeer decides a request under CountPeer: each descriptor with a limit
+// is charged on its own, in request order, so that a descriptor that
+// appears twice is counted twice and the second sees the first's hits.
+// With Options.StopIncrementWhenOverLimit (envoyproxy/ratelimit's
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), the counters are read first,
+// and if any descriptor would be over, only those that would be over are
+// charged.
+func (s *Service) runPeer(ctx context.Context, r *request) error {
+	for i := range r.items {
+		if it := &r.items[i]; it.result == 0 {
+			it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
+		}
+	}
+	if s.opts.StopIncrementWhenOverLimit {
+		if err := s.peekPeer(ctx, r); err != nil {
+			return err
+		}
+	}
+	for i := range r.items {
+		it := &r.items[i]
+		if it.result != 0 {
+			continue
+		}
+		d, over, err := s.takePeer(ctx, it)
+		if err != nil {
+			return s.storeError(ctx, r.req.Domain, err)
+		}
+		it.d, it.over = d, over
+		r.peerCounts(i)
+		switch {
+		case !over:
+			it.result = ResultOK
+		case it.rule.shadow:
+			it.result = ResultShadowOverLimit
+		default:
+			it.result = ResultOverLimit
+		}
+	}
+	return nil
+}
+
+// peekPeer reads every counter of r without charging, and when one of
+// them would be over after its hits, leaves only those to charge (cost 0
+// for the others), as envoyproxy/ratelimit does with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+func (s *Service) peekPeer(ctx context.Context, r *request) error {
+	var near [MaxDescriptors]bool
+	anyNear := false
+	for i := range r.items {
+		it := &r.items[i]
+		if it.result != 0 {
+			continue
+		}
+		d, err := s.limiter.AllowN(ctx, it.key, it.rule.peer, 0)
+		if err != nil {
+			return s.storeError(ctx, r.req.Domain, err)
+		}
+		left := uint64(max(0, d.Remaining))
+		it.peek = uint64(it.rule.peer.Capacity()) - min(left, uint64(it.rule.peer.Capacity()))
+		if it.rule.overMarked() {
+			near[i] = it.cost >= left // m + h > L, where Remaining is L+1-m
+		} else {
+			near[i] = left < it.cost || it.cost == 0 && !d.Allowed
+		}
+		anyNear = anyNear || near[i]
+	}
+	if !anyNear {
+		return nil
+	}
+	for i := range r.items {
+		r.items[i].held = !near[i]
+	}
+	return nil
+}
+
+// maxFill bounds the attempts to mark a counter over while other requests
+// keep charging it; each attempt finds less room, and a counter left short
+// of the mark is only closer to it.
+const maxFill = 4
+
+// takePeer charges one item under its peer limit and reports its
+// decision, with Remaining as envoyproxy/ratelimit reports it, and whether
+// it is over. Under an over-marked limit a refused charge still counts:
+// the counter is filled to its over mark; and it.before is set to the
+// count before the charge (at most the mark).
+func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, over bool, err error) {
+	lim, h := it.rule.peer, it.cost
+	if it.held {
+		h = 0
+	}
+	capacity := uint64(lim.Capacity())
+	cost := int64(min(h, capacity))
+	if h > capacity {
+		cost = 0 // more than it can ever hold: over, and marked below
+	}
+	if d, err = s.limiter.AllowN(ctx, it.key, lim, cost); err != nil {
+		return d, false, err
+	}
+	refused := !d.Allowed || h > capacity
+	if !it.rule.overMarked() {
+		return d, refused, nil
+	}
+	room := uint64(max(0, d.Remaining))
+	if d.Allowed {
+		room += uint64(cost)
+	}
+	filled := uint64(0)
+	for n := 0; refused && h > 0 && d.Remaining > 0 && n < maxFill; n++ {
+		var f sluice.Decision
+		if f, err = s.limiter.AllowN(ctx, it.key, lim, d.Remaining); err != nil {
+			return d, false, err
+		}
+		if f.Allowed {
+			filled += uint64(d.Remaining)
+		}
+		d.Remaining, d.ResetAfter = f.Remaining, max(d.ResetAfter, f.ResetAfter)
+	}
+	if refused && h > 0 { // the fills measured the room: a refusal the near cache answered may be stale
+		room = filled + uint64(max(0, d.Remaining))
+	}
+	it.counts, it.before = true, capacity-min(room, capacity)
+	over = refused || d.Remaining == 0
+	d.Remaining = max(0, d.Remaining-1)
+	return d, over, nil
+}
+
+// peerCounts sets the counts envoyproxy/ratelimit computes item i's
+// statistics from: before and after its hits. A held descriptor was not
+// charged: there after is the count as read before the request (exact: it
+// was not near the limit) plus what earlier descriptors of the request
+// charged to the same counter, and before is after - hits, wrapping as
+// there. Otherwise before is the count the store had (at most the over
+// mark, which stands for any count past the limit: every hit is then over
+// either way) and after is before + hits.
+func (r *request) peerCounts(i int) {
+	it := &r.items[i]
+	if !it.counts {
+		return
+	}
+	if !it.held {
+		it.after = satAdd(it.before, it.cost)
+		return
+	}
+	it.after = it.peek
+	for j := range r.items[:i] {
+		if o := &r.items[j]; o.counts && !o.held && o.key == it.key && o.rule.peer == it.rule.peer {
+			it.after = satAdd(it.after, o.cost)
+		}
+	}
+	it.before = it.after - it.cost
+}
+
+func satAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// nearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
+const nearLimitRatio = float32(0.8)
+
+// peerStats splits the hits that took a counter from before to after,
+// under a limit of l, as envoyproxy/ratelimit's base limiter counts its
+// within_limit, near_limit and over_limit statistics.
+func peerStats(l, before, after, hits uint64) (within, near, over uint64) {
+	nearT := uint64(math.Floor(float64(float32(l) * nearLimitRatio)))
+	h := hits
+	if after > l {
+		if before >= l {
+			return 0, 0, h
+		}
+		return 0, l - max(nearT, before), after - l
+	}
+	if after > nearT {
+		near = after - nearT
+		if before >= nearT {
+			near = h
+		}
+	}
+	return h, near, 0
+}
+
+// peerCounting reports whether dom is counted under CountPeer.
+func (s *Service) peerCounting(dom *domain) bool {
+	if dom.counting != 0 {
+		return dom.counting == CountPeer
+	}
+	return s.opts.Counting == CountPeer
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
+)
+
+// TestTokenLimitFields: a token carries every field of a sluice.Limit, so
+// a settle charges the limit the check charged. A field added to Limit
+// fails this test until appendLimit and tokenReader.limit carry it.
+func TestTokenLimitFields(t *testing.T) {
+	if n := reflect.TypeOf(sluice.Limit{}).NumField(); n != 7 {
+		t.Fatalf("sluice.Limit has %d fields; the settle token encodes 7", n)
+	}
+	st := mustTokens(t)
+	in := []settleEntry{
+		{name: "a", key: "k\x00ey", limit: sluice.Limit{Algorithm: 3, Count: 1, Period: 2, Burst: 3, NoDelay: 4, Warmup: 5, LeaseTTL: 6},
+			reserved: 7, late: decide.LateCost{Max: 8, Missing: decide.MissingFixed, MissingCost: 9}},
+		{name: "b", key: "", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000), reserved: 0, late: decide.LateCost{Max: 1 << 50}},
+	}
+	out, _, err := st.redeem(st.issue(in))
+	if err != nil || !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip: %v\n in %+v\nout %+v", err, in, out)
+	}
+}
+
+// TestSpentBounded: the spent set holds at most maxSpentWords words; when
+// they are all live, a settle is refused (503, nothing refunded) rather
+// than the set grown or a token forgotten; once they expire, settles go on.
+func TestSpentBounded(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	st := mustTokens(t)
+	st.now = func() time.Time { return now }
+	live := now.Add(30 * time.Second).UnixMilli() // earlier tokens' expiry
+	for i := range uint64(maxSpentWords) {
+		st.spent[i+1_000_000] = spentWord{bits: 1, expiry: live}
+	}
+	token := st.issue([]settleEntry{{name: "a", key: "k", limit: sluice.FixedWindow(10, time.Hour), reserved: 1}})
+	if _, _, err := st.redeem(token); !errors.Is(err, errTokensFull) {
+		t.Fatalf("with the set full: %v, want errTokensFull", err)
+	}
+	if len(st.spent) != maxSpentWords {
+		t.Fatalf("the set grew to %d words", len(st.spent))
+	}
+	now = now.Add(45 * time.Second) // every word has expired; the token has not
+	if _, _, err := st.redeem(token); err != nil {
+		t.Fatalf("after the words expired: %v", err)
+	}
+	if len(st.spent) != 1 {
+		t.Errorf("%d words left, want 1", len(st.spent))
+	}
+	if _, _, err := st.redeem(token); !errors.Is(err, errTokenSpent) {
+		t.Errorf("a replay: %v, want errTokenSpent", err)
+	}
+}
+
+func mustTokens(t *testing.T) *settleTokens {
+	st, err := newSettleTokens(time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// BenchmarkSettleToken is what a token costs the decision API: issuing it
+// with /v1/check, and checking and spending it with /v1/settle.
+func BenchmarkSettleToken(b *testing.B) {
+	st, _ := newSettleTokens(time.Minute, "")
+	entries := []settleEntry{{name: "tokens", key: "7:llm6:tokens5:alice", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000),
+		reserved: 500, late: decide.LateCost{Max: 50000}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := st.redeem(st.issue(entries)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzSettleToken: whatever a caller sends as a token, redeem answers with
+// an error or with the entries of a token this server issued, never a
+// panic; and parseToken, which reads only payloads the MAC vouches for,
+// never panics on any payload either.
+func FuzzSettleToken(f *testing.F) {
+	st, _ := newSettleTokens(time.Minute, "")
+	valid := st.issue([]settleEntry{{name: "a", key: "k", limit: sluice.FixedWindow(10, time.Hour), reserved: 1, late: decide.LateCost{Max: 5}}})
+	f.Add(valid, []byte{tokenVersion, 1, 2, 1, 1, 'a'})
+	f.Add("", []byte{})
+	f.Add("AAAA", []byte{tokenVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, token string, payload []byte) {
+		if entries, _, err := st.redeem(token); err == nil && token != valid {
+			t.Fatalf("a token this server did not issue was redeemed: %q → %+v", token, entries)
+		}
+		if len(payload) > 0 {
+			parseToken(payload)
+		}
+	})
+}

@@ -1,0 +1,265 @@
+package server
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/decide"
+)
+
+// columns are what the status page counts per limit, in its order: every
+// decide.Outcome (one that is not here would vanish from the page), then
+// without_store, the decisions made without the configured store (by the
+// fallback or a failure mode) whatever their outcome.
+var columns = [nColumns]string{"admitted", "delayed", "refused", "shadow_admitted", "shadow_refused", "degraded", "failed", "invalid", "without_store"}
+
+const (
+	nColumns     = 9
+	withoutStore = nColumns - 1
+)
+
+// stats keeps what the status page shows: totals per (source, limit,
+// column), their history, and the keys refused most often. All are
+// bounded: at most maxTracked limits, maxCharted of them with a history,
+// and a fixed number of heavy keys.
+type stats struct {
+	mu     sync.RWMutex // guards limits; counters are atomic
+	limits map[statsKey]*[nColumns]atomic.Int64
+	heavyM sync.Mutex // guards heavy, taken on refusals only
+	heavy  heavyKeys
+	hist   history
+}
+
+type statsKey struct{ source, limit string }
+
+const maxTracked = 10_000
+
+// newStats returns empty stats whose history keeps points every step
+// for window.
+func newStats(step, window time.Duration) *stats {
+	return &stats{limits: map[statsKey]*[nColumns]atomic.Int64{}, heavy: heavyKeys{max: 32}, hist: newHistory(step, window)}
+}
+
+// add counts one decision. Every decision passes here, so the common case
+// takes a read lock and an atomic add or two, and allocates nothing.
+func (s *stats) add(source string, o decide.Observation) {
+	outcome := o.Outcome.String()
+	i := 0
+	for i < withoutStore && columns[i] != outcome {
+		i++
+	}
+	if i == withoutStore {
+		return
+	}
+	id := statsKey{source, o.Limit}
+	s.mu.RLock()
+	c := s.limits[id]
+	s.mu.RUnlock()
+	if c == nil {
+		s.mu.Lock()
+		if c = s.limits[id]; c == nil && len(s.limits) < maxTracked {
+			c = new([nColumns]atomic.Int64)
+			s.limits[id] = c
+		}
+		s.mu.Unlock()
+	}
+	if c != nil {
+		c[i].Add(1)
+		if o.Decision.Degraded || o.Outcome == decide.Degraded {
+			c[withoutStore].Add(1)
+		}
+	}
+	if o.Outcome == decide.Refused && o.Key != "" {
+		s.heavyM.Lock()
+		s.heavy.add(source, o.Limit, o.Key)
+		s.heavyM.Unlock()
+	}
+}
+
+// limitStats is one row of the status page.
+type limitStats struct {
+	Source string           `json:"source"`
+	Limit  string           `json:"limit"`
+	Counts map[string]int64 `json:"counts"`
+}
+
+// totals returns the counters of every limit, sorted by source and limit.
+func (s *stats) totals() map[statsKey][nColumns]int64 {
+	out := map[statsKey][nColumns]int64{}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id, c := range s.limits {
+		var v [nColumns]int64
+		for i := range c {
+			v[i] = c[i].Load()
+		}
+		out[id] = v
+	}
+	return out
+}
+
+// snapshot returns the rows of the totals table and the heavy keys, each
+// shown by show.
+func (s *stats) snapshot(show func(key string) string) (rows []limitStats, heavy []heavyKey) {
+	for id, v := range s.totals() {
+		row := limitStats{Source: id.source, Limit: id.limit, Counts: map[string]int64{}}
+		for i, col := range columns {
+			row.Counts[col] = v[i]
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Source != rows[j].Source {
+			return rows[i].Source < rows[j].Source
+		}
+		return rows[i].Limit < rows[j].Limit
+	})
+	s.heavyM.Lock()
+	heavy = s.heavy.top()
+	s.heavyM.Unlock()
+	for i := range heavy {
+		heavy[i].Key = show(heavy[i].Key)
+	}
+	return rows, heavy
+}
+
+// heavyKeys finds the keys refused most often with the Space-Saving
+// algorithm: max counters; a new key takes over the smallest counter,
+// inheriting its count as its possible overestimate. Any key refused more
+// than total/max times is guaranteed to be present.
+type heavyKeys struct {
+	max   int
+	items []heavyKey
+}
+
+type heavyKey struct {
+	// Limit is the source and the limit's name ("gateway per-ip").
+	Limit string `json:"limit"`
+	// Key is, while counted, the store key; as shown, the names of its
+	// parts with their values masked, or as they are when the server
+	// shows keys ("ip=key#3f09a1c2d4e5").
+	Key   string `json:"key"`
+	Count int64  `json:"count"`
+	// Error is how much Count may overestimate.
+	Error int64 `json:"error"`
+
+	source, limit string // while counted; Limit is made of them by top
+}
+
+// maxShownKey bounds the bytes of a key value shown.
+const maxShownKey = 200
+
+// add counts one refusal of key under source's limit. It allocates only
+// when a key is new to the sketch.
+func (h *heavyKeys) add(source, limit, key string) {
+	for i := range h.items {
+		if it := &h.items[i]; it.Key == key && it.limit == limit && it.source == source {
+			it.Count++
+			return
+		}
+	}
+	if len(h.items) < h.max {
+		h.items = append(h.items, heavyKey{source: source, limit: limit, Key: key, Count: 1})
+		return
+	}
+	min := 0
+	for i := range h.items {
+		if h.items[i].Count < h.items[min].Count {
+			min = i
+		}
+	}
+	c := h.items[min].Count
+	h.items[min] = heavyKey{source: source, limit: limit, Key: key, Count: c + 1, Error: c}
+}
+
+func (h *heavyKeys) top() []heavyKey {
+	out := append([]heavyKey(nil), h.items...)
+	for i := range out {
+		out[i].Limit = out[i].source + " " + out[i].limit
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Count > out[j].Count })
+	return out
+}
+
+// printable shows a key value (which may hold any bytes) as text, bounded
+// in length.
+func printable(key string) string {
+	cut := len(key) > maxShownKey
+	if cut {
+		key = key[:maxShownKey]
+	}
+	b := make([]byte, 0, len(key))
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c >= 0x20 && c < 0x7f:
+			b = append(b, c)
+		case c == 0:
+			b = append(b, '|')
+		default:
+			b = append(b, `\x`...)
+			b = strconv.AppendUint(b, uint64(c), 16)
+		}
+	}
+	if cut {
+		b = append(b, "…"...)
+	}
+	return string(b)
+}
+
+// keyShower shows store keys as the status page does: each value named by
+// the part of the limit's key it comes from ("ip=203.0.113.7
+// header:X-User=alice"), masked (decide.MaskKey) unless show is set.
+type keyShower struct {
+	show bool
+	// names returns the key names of a policy limit (see
+	// policy.Limit.KeyNames), ok false when the policy has no such limit.
+	names func(rule, limit string) (key, onMissing []string, ok bool)
+}
+
+func (k keyShower) value(v string) string {
+	if k.show {
+		return printable(v)
+	}
+	return decide.MaskKey(v)
+}
+
+// key shows one store key.
+func (k keyShower) key(key string) string {
+	parts, ok := decide.KeyParts(key)
+	if !ok || len(parts) < 2 {
+		return k.value(key) // not a key sluice built: all of it, masked
+	}
+	var names []string
+	prefix := ""
+	switch {
+	case parts[0] == "" && parts[1] == "api": // an explicit check of the decision API
+		names, parts = []string{"key"}, parts[2:]
+	case parts[0] == "" && parts[1] == "rls" && len(parts) == 3: // an RLS limit without detailed_metric
+		return "(any value: the service reports values of detailed_metric limits only)"
+	case parts[0] == "" && parts[1] == "rls" && len(parts) == 4: // descriptor path, its last entry's value
+		names, parts = []string{"value"}, parts[3:]
+	default: // a policy key: rule, limit, values
+		key, onMissing, ok := k.names(parts[0], parts[1])
+		names, parts = key, parts[2:]
+		if len(parts) > 0 && parts[0] == "" && ok { // counted under the on_missing key
+			names, parts, prefix = onMissing, parts[1:], "(on_missing) "
+		}
+	}
+	shown := make([]string, len(parts))
+	for i, v := range parts {
+		name := "part" + strconv.Itoa(i+1)
+		if i < len(names) && len(names) == len(parts) {
+			name = names[i]
+		}
+		if name == "global" {
+			shown[i] = name
+			continue
+		}
+		shown[i] = name + "=" + k.value(v)
+	}
+	return prefix + strings.Join(shown, " ")
+}

@@ -1,0 +1,85 @@
+package shed
+
+import (
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// TestOverloadRealClock is TestOverload on the real clock, over real HTTP
+// on loopback: a service of capacity 20 at once and 200ms each, offered
+// three times its capacity for 6 s. The bounds are the issue's, against
+// the unloaded p99 measured in the same run, and the p99 may exceed twice
+// it by the p99 lateness of a plain 10ms sleep during the loaded phase:
+// what the machine's scheduler, not the service, added.
+func TestOverloadRealClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-clock load test")
+	}
+	svc := &simService{c: 20, base: 200 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 7))}
+	l := newLimiter(t, Config{})
+	trusted := &httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	srv := httptest.NewServer(l.Middleware(HeaderPriority("Sluice-Priority", trusted))(svc))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}, Timeout: 30 * time.Second}
+	do := func(p Priority) int {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		req.Header.Set("Sluice-Priority", p.String())
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	calm := summarize(offer(do, svc.capacity()/2, 4*time.Second, 1), time.Second, 4*time.Second)
+	stop := lateness()
+	load := summarize(offer(do, 3*svc.capacity(), 6*time.Second, 2), 2*time.Second, 6*time.Second)
+	late := stop()
+	t.Logf("capacity %.0f/s; at half of it: %v", svc.capacity(), calm)
+	t.Logf("at 3x: %v; limit %+v; a 10ms sleep overslept by up to %v (p99)", load, l.Stats(), late)
+	if load.p99 > 2*calm.p99+late {
+		t.Errorf("p99 at 3x capacity %v, more than twice the unloaded %v plus the machine's lateness %v", load.p99, calm.p99, late)
+	}
+	if load.goodput < 0.9*svc.capacity() {
+		t.Errorf("goodput %.0f/s, under 90%% of the capacity %.0f/s", load.goodput, svc.capacity())
+	}
+	if load.success[Critical] < 0.99 {
+		t.Errorf("critical success %.2f%%, want at least 99%%", 100*load.success[Critical])
+	}
+	if load.success[Sheddable] >= load.success[Default] {
+		t.Errorf("sheddable success %.2f%% not under default %.2f%%", 100*load.success[Sheddable], 100*load.success[Default])
+	}
+}
+
+// lateness measures, until the returned function is called, how late a
+// 10ms sleep wakes, and returns the p99 of that lateness.
+func lateness() func() time.Duration {
+	done := make(chan struct{})
+	res := make(chan time.Duration)
+	go func() {
+		var ls []time.Duration
+		for {
+			select {
+			case <-done:
+				slices.Sort(ls)
+				res <- ls[len(ls)*99/100]
+				return
+			default:
+			}
+			t0 := time.Now()
+			time.Sleep(10 * time.Millisecond)
+			ls = append(ls, time.Since(t0)-10*time.Millisecond)
+		}
+	}()
+	return func() time.Duration { close(done); return <-res }
+}
