@@ -58,6 +58,10 @@ type Rule struct {
 	// sluice.FailDefault, the store's default, when it names none. Every
 	// check the rule plans carries it (decide.Check.OnError).
 	OnError sluice.FailureMode
+	// Priority is the shedding priority of its requests (its priority:
+	// option; see Policy.Priority).
+	Priority    shed.Priority
+	hasPriority bool
 	// OneSlot (one_slot: true) keeps every key of the rule on one Redis
 	// Cluster slot, named after the rule, so that a check of its limits is
 	// one atomic script and one round trip (and can use quota leases)
@@ -66,11 +70,7 @@ type Rule struct {
 	// (its keys change names). Default false: keys spread over the
 	// cluster. See SlotKey.
 	OneSlot bool
-	// Priority is the shedding priority of its requests (its priority:
-	// option; see Policy.Priority).
-	Priority    shed.Priority
-	hasPriority bool
-	match       *matcher
+	match   *matcher
 }
 
 // SlotKey returns the part of a store key that chooses its Redis Cluster
@@ -124,6 +124,10 @@ const (
 	missingRefuse                  // the request is refused with 400
 	missingOtherKey                // it is counted under missingKey
 )
+
+// Late is the limit's cost known only after the response (cost:
+// {reserve, response_header, ...}), nil when its cost is known up front.
+func (l *Limit) Late() *decide.LateCost { return l.late }
 
 // Key describes the limit's key as written ("header:X-User+ip").
 func (l *Limit) Key() string {

@@ -100,7 +100,8 @@ type Config struct {
 	Auth AuthConfig `yaml:"auth"`
 
 	// SettleTTL is how long a settle token of the decision API can be
-	// redeemed (POST /v1/settle) after its /v1/check. Default 5m.
+	// redeemed (POST /v1/settle) after its /v1/check. Default 5m; at
+	// most 24h.
 	SettleTTL Duration `yaml:"settle_ttl"`
 
 	// SettleSecretFile holds the secret that signs settle tokens (at least
@@ -706,6 +707,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
 		fail("max_delay", "must be between 0 and 1m")
+	}
+	if c.SettleTTL < 0 || time.Duration(c.SettleTTL) > 24*time.Hour {
+		fail("settle_ttl", "must be between 0 (the default, 5m) and 24h (got %s)", time.Duration(c.SettleTTL))
 	}
 	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)

@@ -26,7 +26,7 @@ import (
 //
 //	base64url( payload | HMAC-SHA256(secret, payload) )
 //	payload = version, id, expiry, then per check: name, key, limit,
-//	          reserved, max, missing, missing cost
+//	          reserved, max, missing, missing cost, explicit
 //
 // The MAC makes it unforgeable by anyone without the secret (a random one
 // per process, or settle_secret_file); the expiry bounds its life; the id
@@ -58,6 +58,7 @@ type settleEntry struct {
 	limit     sluice.Limit
 	reserved  int64
 	late      decide.LateCost
+	explicit  bool // an explicit check of the API: its name is the caller's
 }
 
 // settleTokens issues and redeems settle tokens. It is safe for concurrent
@@ -135,6 +136,11 @@ func (st *settleTokens) issue(entries []settleEntry) string {
 		for _, v := range []int64{e.reserved, e.late.Max, int64(e.late.Missing), e.late.MissingCost} {
 			b = binary.AppendVarint(b, v)
 		}
+		explicit := uint64(0)
+		if e.explicit {
+			explicit = 1
+		}
+		b = binary.AppendUvarint(b, explicit)
 	}
 	mac := hmac.New(sha256.New, st.secret)
 	mac.Write(b)
@@ -281,6 +287,7 @@ func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry,
 	for range n {
 		e := settleEntry{name: r.string(), key: r.string(), limit: r.limit(), reserved: r.varint()}
 		e.late.Max, e.late.Missing, e.late.MissingCost = r.varint(), decide.Missing(r.varint()), r.varint()
+		e.explicit = r.uvarint() == 1
 		entries = append(entries, e)
 	}
 	if r.err != nil || len(r.b) != 0 {

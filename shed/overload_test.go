@@ -25,6 +25,9 @@ type simService struct {
 	inflight atomic.Int64
 	mu       sync.Mutex
 	rng      *rand.Rand
+	// meant and slept add up how long requests meant to take and took:
+	// on the real clock of a loaded machine, sleeps overrun.
+	meant, slept atomic.Int64
 }
 
 func (s *simService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -33,8 +36,11 @@ func (s *simService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	jitter := 1 + 0.2*s.rng.Float64()
 	s.mu.Unlock()
-	d := float64(s.base) * max(1, float64(n)/float64(s.c)) * jitter
-	time.Sleep(time.Duration(d))
+	d := time.Duration(float64(s.base) * max(1, float64(n)/float64(s.c)) * jitter)
+	t0 := time.Now()
+	time.Sleep(d)
+	s.slept.Add(int64(time.Since(t0)))
+	s.meant.Add(int64(d))
 }
 
 // cpu reads the simulated service's CPU time, as if it were CPU-bound: it
