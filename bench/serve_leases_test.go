@@ -67,7 +67,7 @@ func TestServeLoadLeases(t *testing.T) {
 			us(pct(via, .5)-pct(direct, .5)), us(pct(via, .99)-pct(direct, .99)),
 			100*(float64(pct(via, .99))/float64(pct(direct, .99))-1),
 			100*(ratios[len(ratios)/2]-1), 100*(ratios[0]-1), 100*(ratios[len(ratios)-1]-1),
-			float64(scriptCalls(afterBy)-scriptCalls(beforeBy))/float64(len(via)),
+			float64(serveScriptCalls(afterBy)-serveScriptCalls(beforeBy))/float64(len(via)),
 			float64(after-before)/float64(len(via)), after-before, diff(beforeBy, afterBy))
 	}
 }
@@ -125,8 +125,8 @@ func commands(t *testing.T, rdb *redis.Client) (int64, map[string]int64) {
 	return n, by
 }
 
-// scriptCalls is how many script and function calls by were.
-func scriptCalls(by map[string]int64) int64 {
+// serveScriptCalls is how many script and function calls by were.
+func serveScriptCalls(by map[string]int64) int64 {
 	return by["fcall"] + by["fcall_ro"] + by["evalsha"] + by["eval"]
 }
 
