@@ -63,8 +63,8 @@ func TestServeLoadLeases(t *testing.T) {
 		slices.Sort(via)
 		slices.Sort(ratios)
 		t.Logf("hot global token_bucket, store=%s, clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%; per round, median +%.0f%%, range %+.0f%% to %+.0f%%) | script calls per request %.4f | Redis commands per request, scripts' own included, %.4f (%d: %s)",
-			store, c, rate, len(via), us(pct(direct, .5)), us(pct(direct, .99)), us(pct(via, .5)), us(pct(via, .99)),
-			us(pct(via, .5)-pct(direct, .5)), us(pct(via, .99)-pct(direct, .99)),
+			store, c, rate, len(via), usText(pct(direct, .5)), usText(pct(direct, .99)), usText(pct(via, .5)), usText(pct(via, .99)),
+			usText(pct(via, .5)-pct(direct, .5)), usText(pct(via, .99)-pct(direct, .99)),
 			100*(float64(pct(via, .99))/float64(pct(direct, .99))-1),
 			100*(ratios[len(ratios)/2]-1), 100*(ratios[0]-1), 100*(ratios[len(ratios)-1]-1),
 			float64(serveScriptCalls(afterBy)-serveScriptCalls(beforeBy))/float64(len(via)),

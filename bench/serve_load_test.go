@@ -296,7 +296,7 @@ func pct(ls []time.Duration, p float64) time.Duration {
 	return ls[min(len(ls)-1, int(float64(len(ls))*p))]
 }
 
-func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+func usText(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
 
 // TestServeLoad measures the gateway's added latency.
 func TestServeLoadGateway(t *testing.T) {
@@ -329,8 +329,8 @@ func TestServeLoadGateway(t *testing.T) {
 			slices.Sort(direct)
 			slices.Sort(via)
 			t.Logf("gateway upstream-delay=%v store=%s clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%)",
-				delay, store, c, rate, len(via), us(pct(direct, .5)), us(pct(direct, .99)), us(pct(via, .5)), us(pct(via, .99)),
-				us(pct(via, .5)-pct(direct, .5)), us(pct(via, .99)-pct(direct, .99)),
+				delay, store, c, rate, len(via), usText(pct(direct, .5)), usText(pct(direct, .99)), usText(pct(via, .5)), usText(pct(via, .99)),
+				usText(pct(via, .5)-pct(direct, .5)), usText(pct(via, .99)-pct(direct, .99)),
 				100*(float64(pct(via, .99))/float64(pct(direct, .99))-1))
 		}
 	}
