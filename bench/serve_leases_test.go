@@ -63,11 +63,11 @@ func TestServeLoadLeases(t *testing.T) {
 		slices.Sort(via)
 		slices.Sort(ratios)
 		t.Logf("hot global token_bucket, store=%s, clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%; per round, median +%.0f%%, range %+.0f%% to %+.0f%%) | script calls per request %.4f | Redis commands per request, scripts' own included, %.4f (%d: %s)",
-			store, c, rate, len(via), us(pct(direct, .5)), us(pct(direct, .99)), us(pct(via, .5)), us(pct(via, .99)),
-			us(pct(via, .5)-pct(direct, .5)), us(pct(via, .99)-pct(direct, .99)),
+			store, c, rate, len(via), usText(pct(direct, .5)), usText(pct(direct, .99)), usText(pct(via, .5)), usText(pct(via, .99)),
+			usText(pct(via, .5)-pct(direct, .5)), usText(pct(via, .99)-pct(direct, .99)),
 			100*(float64(pct(via, .99))/float64(pct(direct, .99))-1),
 			100*(ratios[len(ratios)/2]-1), 100*(ratios[0]-1), 100*(ratios[len(ratios)-1]-1),
-			float64(scriptCalls(afterBy)-scriptCalls(beforeBy))/float64(len(via)),
+			float64(serveScriptCalls(afterBy)-serveScriptCalls(beforeBy))/float64(len(via)),
 			float64(after-before)/float64(len(via)), after-before, diff(beforeBy, afterBy))
 	}
 }
@@ -125,8 +125,8 @@ func commands(t *testing.T, rdb *redis.Client) (int64, map[string]int64) {
 	return n, by
 }
 
-// scriptCalls is how many script and function calls by were.
-func scriptCalls(by map[string]int64) int64 {
+// serveScriptCalls is how many script and function calls by were.
+func serveScriptCalls(by map[string]int64) int64 {
 	return by["fcall"] + by["fcall_ro"] + by["evalsha"] + by["eval"]
 }
 

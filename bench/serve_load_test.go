@@ -201,6 +201,12 @@ func startRedis(t *testing.T) (addr string, pid int) {
 
 func startSluice(t *testing.T, upstream, store string, extra ...string) *sluiceProc {
 	t.Helper()
+	return startSluiceBin(t, sluiceBinary(t), upstream, store, extra...)
+}
+
+// startSluiceBin is startSluice with the sluice binary bin.
+func startSluiceBin(t *testing.T, bin, upstream, store string, extra ...string) *sluiceProc {
+	t.Helper()
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(policy, []byte(`
@@ -224,7 +230,7 @@ rules:
 		p.redisAddr, p.redisPid = startRedis(t)
 		args = append(args, "--redis-addrs", p.redisAddr, "--redis-timeout", "1s")
 	}
-	p.cmd = startProc(t, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, sluiceBinary(t), append(args, extra...)...)
+	p.cmd = startProc(t, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, bin, append(args, extra...)...)
 	waitDial(t, p.gateway)
 	waitDial(t, p.grpc)
 	waitDial(t, p.api)
@@ -290,7 +296,7 @@ func pct(ls []time.Duration, p float64) time.Duration {
 	return ls[min(len(ls)-1, int(float64(len(ls))*p))]
 }
 
-func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+func usText(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
 
 // TestServeLoad measures the gateway's added latency.
 func TestServeLoadGateway(t *testing.T) {
@@ -323,8 +329,8 @@ func TestServeLoadGateway(t *testing.T) {
 			slices.Sort(direct)
 			slices.Sort(via)
 			t.Logf("gateway upstream-delay=%v store=%s clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%)",
-				delay, store, c, rate, len(via), us(pct(direct, .5)), us(pct(direct, .99)), us(pct(via, .5)), us(pct(via, .99)),
-				us(pct(via, .5)-pct(direct, .5)), us(pct(via, .99)-pct(direct, .99)),
+				delay, store, c, rate, len(via), usText(pct(direct, .5)), usText(pct(direct, .99)), usText(pct(via, .5)), usText(pct(via, .99)),
+				usText(pct(via, .5)-pct(direct, .5)), usText(pct(via, .99)-pct(direct, .99)),
 				100*(float64(pct(via, .99))/float64(pct(direct, .99))-1))
 		}
 	}
@@ -481,7 +487,9 @@ var rlsSeq atomic.Int64
 // alternating rounds (SLUICE_LOAD_ROUNDS, default 5, of SLUICE_LOAD_SECONDS,
 // default 3 s, each), so that a machine whose load drifts weighs on all of
 // them alike; it logs every round and the medians, and the ratios of the
-// medians.
+// medians. SLUICE_LOAD_BASE_BIN, if set, names another sluice binary (an
+// older commit's) measured in the same rounds as "sluice base", for an A/B
+// of a change.
 func TestServeLoadRLSSideBySide(t *testing.T) {
 	bin := os.Getenv("RLS_PEER_BIN")
 	if bin == "" {
@@ -507,6 +515,10 @@ func TestServeLoadRLSSideBySide(t *testing.T) {
 		{label: "sluice", clients: rlsClients(t, p.grpc), pid: p.cmd.Process.Pid, redisPid: p.redisPid},
 		{label: "envoyproxy/ratelimit", clients: rlsClients(t, peerAddr), pid: peerPid, redisPid: peerRedis},
 		{label: "grpc-go floor", clients: rlsClients(t, floorAddr), pid: floorPid},
+	}
+	if base := os.Getenv("SLUICE_LOAD_BASE_BIN"); base != "" {
+		b := startSluiceBin(t, base, "http://127.0.0.1:1", "redis")
+		svcs = append(svcs, &svc{label: "sluice base", clients: rlsClients(t, b.grpc), pid: b.cmd.Process.Pid, redisPid: b.redisPid})
 	}
 	kinds := []string{"many keys", "over-limit key"}
 	for _, s := range svcs {
@@ -542,6 +554,9 @@ func TestServeLoadRLSSideBySide(t *testing.T) {
 		}
 		sl, pe, fl := m["sluice"], m["envoyproxy/ratelimit"], m["grpc-go floor"]
 		t.Logf("%s: sluice/peer decisions/s %.2fx, CPU per decision %.2fx; floor/peer CPU %.2fx", kind, sl[0]/pe[0], sl[1]/pe[1], fl[1]/pe[1])
+		if b, ok := m["sluice base"]; ok {
+			t.Logf("%s: sluice base/peer decisions/s %.2fx, CPU per decision %.2fx; sluice/sluice base CPU %.2fx", kind, b[0]/pe[0], b[1]/pe[1], sl[1]/b[1])
+		}
 	}
 }
 

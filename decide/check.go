@@ -17,6 +17,8 @@
 //	                    or invalid, with the check that decided
 //	answer              headers and a 429 problem document, RESOURCE_EXHAUSTED
 //	                    with RetryInfo, RLS statuses, JSON
+//	settle              for a cost known only after the work (Check.Late):
+//	                    Result.Settle charges what the response reports
 //
 // What the lower layers need travels down with each check (its failure mode
 // in sluice.Request.OnError, its longest delay in sluice.Request.MaxDelay);

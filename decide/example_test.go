@@ -53,6 +53,36 @@ func ExampleAppendKey() {
 	// 3:api6:per-ip11:203.0.113.7
 }
 
+// A check whose cost is known only after the work reserves an estimate
+// (Check.Cost) and names where the response reports the actual cost
+// (Check.Late); once the response is complete, Result.Settle charges the
+// difference: here a query reserves 10 rows of a user's 100 a minute and
+// returns 42, then one reserves 10 and returns 3.
+func ExampleResult_Settle() {
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	defer store.Close()
+	dc, _ := decide.New(sluice.New(store), decide.Config{})
+	rows := sluice.FixedWindow(100, time.Minute)
+	key := string(decide.AppendKey(nil, "rows", "user-42"))
+	checks := []decide.Check{{Name: "rows", Key: key, Limit: rows, Cost: 10,
+		Late: &decide.LateCost{Header: "X-Rows", Max: 100}}}
+	var res decide.Result
+	for _, returned := range []string{"42", "3"} {
+		dc.Run(context.Background(), checks, &res)
+		fmt.Printf("%s, %d left with 10 reserved; ", res.Outcome, res.Decision.Remaining)
+		response := map[string][]string{"X-Rows": {returned}}
+		s := res.Settle(context.Background(), func(name string) []string { return response[name] }, nil)
+		fmt.Printf("settled %d rows\n", s[0].Actual)
+	}
+	d, _ := sluice.New(store).AllowN(context.Background(), key, rows, 0)
+	fmt.Println(d.Remaining, "left")
+	// Output:
+	// admitted, 90 left with 10 reserved; settled 42 rows
+	// admitted, 48 left with 10 reserved; settled 3 rows
+	// 55 left
+}
+
 // Five requests under a limit of five: the fourth and fifth leave 80% or
 // more of it used, near the limit.
 func ExampleNearLimit() {

@@ -2,8 +2,11 @@ package decide
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice"
 )
 
 // LateCost is the cost of a check that is known only once the work is
@@ -52,6 +55,25 @@ const (
 	// MissingFixed charges LateCost.MissingCost.
 	MissingFixed
 )
+
+// Check reports a LateCost that cannot work for a check that reserves
+// reserve under limit (a valid limit): a concurrency limit (it counts
+// requests in flight, not costs), a reservation outside 0 to the limit's
+// capacity, a Max below the reservation or beyond what one settle may
+// charge (reserve + limit.MaxAdjust(), the deepest debt a key may owe).
+func (lc *LateCost) Check(reserve int64, limit sluice.Limit) error {
+	switch {
+	case limit.Algorithm == sluice.AlgorithmConcurrency:
+		return fmt.Errorf("%s cannot settle a cost after the response", limit.Algorithm)
+	case reserve < 0 || reserve > limit.Capacity():
+		return fmt.Errorf("the reservation must be between 0 and the limit's capacity %d (got %d)", limit.Capacity(), reserve)
+	case lc.Max < 0 || lc.Max > 0 && lc.Max < reserve:
+		return fmt.Errorf("Max must be 0 (the capacity) or at least the reservation %d (got %d)", reserve, lc.Max)
+	case lc.Max > reserve+limit.MaxAdjust():
+		return fmt.Errorf("Max must be at most %d, the reservation and the deepest debt one settle may leave (got %d)", reserve+limit.MaxAdjust(), lc.Max)
+	}
+	return nil
+}
 
 // Bound returns the cost to charge for a reported cost n under a limit of
 // the given capacity: n itself, or Max (and capped true) when n exceeds
@@ -176,8 +198,11 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	capacity := c.Limit.Capacity()
 	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, capacity)
 	// One settle charges at most Limit.MaxAdjust: a key's debt never
-	// goes deeper (sluice.Limiter.Adjust).
-	actual = min(actual, reserved+c.Limit.MaxAdjust())
+	// goes deeper (sluice.Limiter.Adjust). Only a limit smaller than the
+	// one Max was checked against (an override's scale below 1) gets here.
+	if most := reserved + c.Limit.MaxAdjust(); actual > most {
+		actual, capped = most, true
+	}
 	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
 	if actual != reserved {
 		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, c.Limit, reserved, actual)

@@ -496,11 +496,15 @@ func (s *Store) admit() (start time.Time, probe, ok bool) {
 	return start, probe, true
 }
 
+// deadline is ctx bounded by Config.Timeout from now. Its timer starts only
+// when the primary waits on it (see lazyDeadline): a near-cache answer
+// starts none.
 func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.cfg.Timeout < 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.cfg.Timeout)
+	c := newLazyDeadline(ctx, time.Now().Add(s.cfg.Timeout))
+	return c, c.stop
 }
 
 // storeFailure marks an error the breaker counted as a failure.

@@ -5,7 +5,9 @@
 // says when to retry.
 //
 // It is a thin adapter over package decide, the decision path every sluice
-// front-end shares.
+// front-end shares. A limit whose cost is known only after the call
+// (Limit.Late) is settled from the header or trailer metadata the handler
+// sets, once it returns.
 package grpclimit
 
 import (

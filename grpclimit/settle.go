@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -127,12 +126,6 @@ func checkLate(l Limit) error {
 		return nil
 	case l.Late.Header == "" || strings.ContainsAny(l.Late.Header, " \t\r\n:"):
 		return fmt.Errorf("Late.Header %q is not a metadata key", l.Late.Header)
-	case l.Limit.Algorithm == sluice.AlgorithmConcurrency:
-		return fmt.Errorf("%s cannot settle a cost after the response", l.Limit.Algorithm)
-	case l.Reserve < 0 || l.Reserve > l.Limit.Capacity():
-		return fmt.Errorf("Reserve must be between 0 and the limit's capacity %d (got %d)", l.Limit.Capacity(), l.Reserve)
-	case l.Late.Max < 0 || l.Late.Max > 0 && l.Late.Max < l.Reserve:
-		return fmt.Errorf("Late.Max must be 0 (the capacity) or at least Reserve %d (got %d)", l.Reserve, l.Late.Max)
 	}
-	return nil
+	return l.Late.Check(l.Reserve, l.Limit)
 }

@@ -8,6 +8,9 @@
 // It is a thin adapter over package decide, the decision path every sluice
 // front-end shares: it plans the checks of a request (from Config.Limits or
 // a Source such as a policy), lets a decide.Decider run them, and answers.
+// A limit whose cost is known only after the response (Limit.Late, a
+// policy's cost: {reserve...}) is settled from the response header or
+// trailer the handler sets, once the handler returns.
 //
 // The middleware has the standard shape func(http.Handler) http.Handler, so
 // it works with net/http's ServeMux, chi and any router built on them.
@@ -195,6 +198,12 @@ type Config struct {
 	// be fast and safe for concurrent use.
 	Observe func(r *http.Request, o decide.Observation)
 
+	// Settled, if set, is called for each limit whose cost a response
+	// settled (Limit.Late, a policy's cost: {reserve...}), once the
+	// handler has returned. It feeds metrics; it must be fast and safe for
+	// concurrent use.
+	Settled func(r *http.Request, s decide.Settled)
+
 	// OnWaiting, if set, is called with +1 when a request starts waiting
 	// under a limit (a shaping delay, an action that waits) and -1 when it
 	// stops: the gauge of waiting requests (see decide.Config.OnWaiting).
@@ -361,7 +370,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	if res.Late() {
 		cw := newCostWriter(w, res)
-		defer cw.settle(r.Context())
+		defer cw.settle(r, m.cfg.Settled)
 		w = cw.watch()
 	}
 	next.ServeHTTP(w, r)

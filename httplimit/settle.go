@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 )
 
@@ -136,10 +135,17 @@ func (cw *costWriter) finish() func(name string) []string {
 	}
 }
 
-// settle settles res from the response, once the handler has returned.
-// The client may have gone: the settle outlives its request.
-func (cw *costWriter) settle(ctx context.Context) {
-	cw.res.Settle(context.WithoutCancel(ctx), cw.finish(), nil)
+// settle settles res from the response, once the handler has returned,
+// and tells hook (if set) what it settled. The client may have gone: the
+// settle outlives its request.
+func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Settled)) {
+	var buf [4]decide.Settled
+	settled := cw.res.Settle(context.WithoutCancel(r.Context()), cw.finish(), buf[:0])
+	if hook != nil {
+		for _, s := range settled {
+			hook(r, s)
+		}
+	}
 }
 
 // WriteHeader captures the cost headers with the final status (an
@@ -208,14 +214,8 @@ func checkLate(l Limit) error {
 		return nil
 	case l.Late.Header == "" || !validToken(l.Late.Header):
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
-	case l.Limit.Algorithm == sluice.AlgorithmConcurrency:
-		return fmt.Errorf("%s cannot settle a cost after the response", l.Limit.Algorithm)
-	case l.Reserve < 0 || l.Reserve > l.Limit.Capacity():
-		return fmt.Errorf("Reserve must be between 0 and the limit's capacity %d (got %d)", l.Limit.Capacity(), l.Reserve)
-	case l.Late.Max < 0 || l.Late.Max > 0 && l.Late.Max < l.Reserve:
-		return fmt.Errorf("Late.Max must be 0 (the capacity) or at least Reserve %d (got %d)", l.Reserve, l.Late.Max)
 	}
-	return nil
+	return l.Late.Check(l.Reserve, l.Limit)
 }
 
 // validToken reports whether s is an HTTP token, as header names are.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,11 @@ func tokenHandler(flusher, hijacker *atomic.Bool) http.Handler {
 		flusher.Store(f)
 		hijacker.Store(h)
 		used := r.URL.Query().Get("used")
+		// http.ResponseController reaches the connection through Unwrap.
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			http.Error(w, "SetWriteDeadline: "+err.Error(), 500)
+			return
+		}
 		switch r.URL.Query().Get("report") {
 		case "header":
 			w.Header().Set("X-Tokens-Used", used)
@@ -269,5 +275,34 @@ func TestSettleConcurrent(t *testing.T) {
 	}
 	if got, want := remaining(), 2000-sum.Load(); got != want {
 		t.Errorf("%d left after calls that used %d in all, want %d", got, sum.Load(), want)
+	}
+}
+
+// TestLateConfigErrors: New refuses a Late it could not honour, saying
+// what to change.
+func TestLateConfigErrors(t *testing.T) {
+	store, _ := memstore.New(memstore.Config{})
+	defer store.Close()
+	budget := sluice.FixedWindow(100, time.Minute)
+	for _, tc := range []struct {
+		l    httplimit.Limit
+		want string
+	}{
+		{httplimit.Limit{Reserve: 5}, "Reserve applies only with Late"},
+		{httplimit.Limit{Late: &decide.LateCost{Header: "X Cost"}}, `Late.Header "X Cost" is not a header name`},
+		{httplimit.Limit{Reserve: 101, Late: &decide.LateCost{Header: "X-Cost"}}, "the reservation must be between 0 and the limit's capacity 100 (got 101)"},
+		{httplimit.Limit{Reserve: 10, Late: &decide.LateCost{Header: "X-Cost", Max: 5}}, "Max must be 0 (the capacity) or at least the reservation 10 (got 5)"},
+		{httplimit.Limit{Reserve: 10, Late: &decide.LateCost{Header: "X-Cost", Max: 411}}, "Max must be at most 410"},
+		{httplimit.Limit{Limit: sluice.Concurrency(2, time.Minute), Late: &decide.LateCost{Header: "X-Cost"}}, "concurrency cannot settle"},
+	} {
+		l := tc.l
+		l.Name, l.Key = "tokens", httplimit.Global
+		if l.Limit == (sluice.Limit{}) {
+			l.Limit = budget
+		}
+		_, err := httplimit.New(sluice.New(store), httplimit.Config{Limits: []httplimit.Limit{l}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.l, err, tc.want)
+		}
 	}
 }

@@ -44,7 +44,7 @@ func (l *loader) lateCost(v *yaml.Node, w where, lim *Limit) {
 	}
 	lc.Max = capacity
 	if m := f["max"]; m != nil {
-		if n, ok := l.Int(m, w, "cost.max", max(1, lim.cost), maxLateCost); ok {
+		if n, ok := l.Int(m, w, "cost.max", max(1, lim.cost), mostLateCost(lim)); ok {
 			lc.Max = n
 		}
 	}
@@ -75,6 +75,16 @@ func (l *loader) lateMissing(v *yaml.Node, w where, lc *decide.LateCost) {
 		}
 		lc.Missing, lc.MissingCost = decide.MissingFixed, n
 	}
+}
+
+// mostLateCost is the largest max a late cost may have: what one settle
+// can charge past the reservation (sluice.Limit.MaxAdjust, the deepest debt
+// a key may owe) on top of it, and at most maxLateCost.
+func mostLateCost(lim *Limit) int64 {
+	if lim.Limit.Validate() != nil {
+		return maxLateCost // the limit's own error is reported
+	}
+	return min(maxLateCost, lim.cost+lim.Limit.MaxAdjust())
 }
 
 // validHeaderName reports whether s is an HTTP token, as header names are.

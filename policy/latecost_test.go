@@ -19,7 +19,7 @@ rules:
   - name: llm
     limits:
       - {name: tokens, key: header:X-User, algorithm: token_bucket, rate: 10000/m,
-         cost: {reserve: 100, response_header: x-tokens-used, max: 50000, on_missing: max, strip: true}}
+         cost: {reserve: 100, response_header: x-tokens-used, max: 40000, on_missing: max, strip: true}}
       - {name: rows, key: header:X-User, algorithm: sliding_window, limit: 500, window: 1h,
          cost: {response_header: X-Rows}}
       - {name: bytes, key: header:X-User, algorithm: fixed_window, limit: 1000, window: 1m,
@@ -38,7 +38,7 @@ rules:
 		cost int64
 		late decide.LateCost
 	}{
-		{100, decide.LateCost{Header: "X-Tokens-Used", Max: 50000, Missing: decide.MissingMax, Strip: true}},
+		{100, decide.LateCost{Header: "X-Tokens-Used", Max: 40000, Missing: decide.MissingMax, Strip: true}},
 		{1, decide.LateCost{Header: "X-Rows", Max: 500}},
 		{0, decide.LateCost{Header: "X-Bytes", Max: 1000, Missing: decide.MissingFixed, MissingCost: 7}},
 	}

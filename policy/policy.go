@@ -125,6 +125,10 @@ const (
 	missingOtherKey                // it is counted under missingKey
 )
 
+// Late is the limit's cost known only after the response (cost:
+// {reserve, response_header, ...}), nil when its cost is known up front.
+func (l *Limit) Late() *decide.LateCost { return l.late }
+
 // Key describes the limit's key as written ("header:X-User+ip").
 func (l *Limit) Key() string {
 	parts := make([]string, len(l.key))

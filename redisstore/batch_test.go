@@ -57,7 +57,7 @@ func TestCompileCacheBounded(t *testing.T) {
 			t.Fatalf("limit %d: %+v then %+v", i, c, again)
 		}
 	}
-	if n := len(s.limits); n != maxCompiled {
+	if n := len(*s.limits.Load()); n != maxCompiled {
 		t.Errorf("%d limits cached, want the bound %d", n, maxCompiled)
 	}
 	if _, err := s.compile(sluice.GCRA(sluice.PerSecond(0), 0)); err == nil {

@@ -35,8 +35,8 @@ func limitName(lim sluice.Limit) string {
 // keysWith is stateKeys with the limit's name already built (compile
 // caches it); the log key only if withLog.
 func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
-	b := make([]byte, 0, len(s.prefix)+len(key)+len(limit)+32)
-	b = append(b, s.prefix...)
+	var buf [128]byte // on the stack: a usual key costs one allocation, its string
+	b := append(buf[:0], s.prefix...)
 	b = append(b, '{')
 	if s.slotKey != nil {
 		slot := s.slotKey(key)

@@ -23,8 +23,11 @@ import (
 //
 //   - Capacity held by an instance is not available to the others until it
 //     is spent or given back; at any moment, at most one lease per instance
-//     and key, each at most Capacity/Share units. An instance that dies
-//     loses what it held: never more than Capacity/Share per key.
+//     and key, each at most Capacity/Share units (plus less than one
+//     request's cost, when a caller whose deadline ended leaves its grant
+//     to the lease), counting a lease call in flight. An instance that dies
+//     loses what it held and what it was being granted: no more than that
+//     per key.
 //   - A unit may be admitted until Hold after the instance's latest lease
 //     call for its key (a fixed_window unit never after its window ends),
 //     so over a stretch of time shorter than the limit's period the fleet

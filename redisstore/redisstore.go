@@ -51,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,8 +134,8 @@ type Store struct {
 	leaseID atomic.Uint64
 	skew    atomic.Int64 // added to the local clock, by tests that skew instances
 
-	limitsMu sync.RWMutex
-	limits   map[sluice.Limit]compiled // at most maxCompiled
+	limitsMu sync.Mutex                                // held by writers of limits
+	limits   atomic.Pointer[map[sluice.Limit]compiled] // copied on write, at most maxCompiled
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -167,8 +168,8 @@ func New(client Client, cfg Config) (*Store, error) {
 		prefix:  cfg.Prefix,
 		slotKey: cfg.SlotKey,
 		now:     cfg.Now,
-		limits:  map[sluice.Limit]compiled{},
 	}
+	s.limits.Store(&map[sluice.Limit]compiled{})
 	if cfg.NearCache > 0 {
 		s.near = newNearCache(cfg.NearCache)
 	}
@@ -240,12 +241,10 @@ func (c *compiled) calendar(now int64) any {
 // them grow memory: past this many, limits are compiled on every use.
 const maxCompiled = 1024
 
-// compile returns l compiled, from the cache when it can.
+// compile returns l compiled, from the cache when it can. The cache is
+// read without a lock (every decision reads it; a new limit copies it).
 func (s *Store) compile(l sluice.Limit) (compiled, error) {
-	s.limitsMu.RLock()
-	c, ok := s.limits[l]
-	s.limitsMu.RUnlock()
-	if ok {
+	if c, ok := (*s.limits.Load())[l]; ok {
 		return c, nil
 	}
 	p, err := algo.Compile(l)
@@ -275,13 +274,16 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, v, 16)
 	}
-	c = compiled{p: p, params: any(string(b)), name: limitName(l)}
+	c := compiled{p: p, params: any(string(b)), name: limitName(l)}
 	if p.Calendar() {
 		c.cal = &calendarArg{}
 	}
 	s.limitsMu.Lock()
-	if len(s.limits) < maxCompiled {
-		s.limits[l] = c
+	if old := *s.limits.Load(); len(old) < maxCompiled {
+		m := make(map[sluice.Limit]compiled, len(old)+1)
+		maps.Copy(m, old)
+		m[l] = c
+		s.limits.Store(&m)
 	}
 	s.limitsMu.Unlock()
 	return c, nil

@@ -249,7 +249,7 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := apiAnswer(&res)
 	if res.Late() {
-		resp.SettleToken = s.settle.issue(settleEntries(&res))
+		resp.SettleToken = s.settle.issue(settleEntries(&res, len(req.Checks) > 0))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(resp)
@@ -346,6 +346,8 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 		planned[i].Cost = c
 		if hits == 0 {
 			planned[i].Late = nil // a peek reserves nothing to settle
+		} else if hits > 1 && planned[i].Late != nil {
+			planned[i].Late = hitsLate(planned[i].Late, hits, c, planned[i].Limit)
 		}
 	}
 	return planned, nil
@@ -499,7 +501,7 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 				errs = append(errs, fmt.Errorf("%s: the same key as check %q under a limit that shares its state (the same algorithm and version); merge the two into one check with the summed hits, or give one limit another version", field, p.Name))
 			}
 		}
-		late, err := settleMax(field, c.SettleMax, cost)
+		late, err := settleMax(field, c.SettleMax, cost, lim)
 		if err != nil {
 			errs = append(errs, err)
 			continue

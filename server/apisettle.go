@@ -43,23 +43,24 @@ type apiSettled struct {
 // settleMax reads an explicit check's settle_max: nil when absent (its
 // cost is final), else a LateCost with that bound, which must be at least
 // the reservation.
-func settleMax(field string, v *int64, reserved int64) (*decide.LateCost, error) {
+func settleMax(field string, v *int64, reserved int64, lim sluice.Limit) (*decide.LateCost, error) {
 	if v == nil {
 		return nil, nil
 	}
-	if *v < max(1, reserved) || *v > maxSettleCost {
-		return nil, fmt.Errorf("%s.settle_max: must be between the reservation (hits, %d) and %d (got %d)", field, max(1, reserved), int64(maxSettleCost), *v)
+	most := min(maxSettleCost, reserved+lim.MaxAdjust()) // the deepest debt one settle may leave
+	if *v < max(1, reserved) || *v > most {
+		return nil, fmt.Errorf("%s.settle_max: must be between the reservation (hits, %d) and %d (hits and four times the limit's capacity) (got %d)", field, max(1, reserved), most, *v)
 	}
 	return &decide.LateCost{Max: *v}, nil
 }
 
 // settleEntries lists what a token of res settles: its checks with a late
 // cost that were charged.
-func settleEntries(res *decide.Result) []settleEntry {
+func settleEntries(res *decide.Result, explicit bool) []settleEntry {
 	var es []settleEntry
 	for i, c := range res.Enforced {
 		if c.Late != nil && res.Each[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit})
 		}
 	}
 	for i, c := range res.Shadow {
@@ -111,6 +112,11 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 	resp := settleResponse{Settled: []apiSettled{}}
 	for i, e := range entries {
 		a, err := s.settleEntry(r, &e, req.Cost)
+		label := e.name
+		if e.explicit {
+			label = "explicit" // names chosen by callers: unbounded
+		}
+		s.metrics.settled("api", label, a.Charged, req.Cost != nil, a.Capped, err)
 		if err != nil {
 			if i == 0 {
 				s.unspend(r.Context(), id) // nothing settled: the token may be tried again
@@ -182,4 +188,25 @@ func (s *Server) unspend(ctx context.Context, id uint64) {
 		}
 	}
 	s.settle.unspend(id)
+}
+
+// hitsLate is a policy limit's late cost for a check of hits requests at
+// once, which reserved reserved: its max (and a fixed on_missing cost)
+// count per request too, bounded by what one settle may charge. Without
+// it, a settle of the batch's actual cost would be capped at one
+// request's max, and refund what the batch used.
+func hitsLate(lc *decide.LateCost, hits, reserved int64, lim sluice.Limit) *decide.LateCost {
+	most := reserved + lim.MaxAdjust()
+	scaled := *lc
+	scaled.Max, scaled.MissingCost = scaledCost(lc.Max, hits, most), scaledCost(lc.MissingCost, hits, most)
+	scaled.Max = max(scaled.Max, reserved)
+	return &scaled
+}
+
+// scaledCost is n × hits, at most most (and without overflow).
+func scaledCost(n, hits, most int64) int64 {
+	if n > most/hits {
+		return most
+	}
+	return min(n*hits, most)
 }

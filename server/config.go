@@ -100,7 +100,8 @@ type Config struct {
 	Auth AuthConfig `yaml:"auth"`
 
 	// SettleTTL is how long a settle token of the decision API can be
-	// redeemed (POST /v1/settle) after its /v1/check. Default 5m.
+	// redeemed (POST /v1/settle) after its /v1/check. Default 5m; at
+	// most 24h.
 	SettleTTL Duration `yaml:"settle_ttl"`
 
 	// SettleSecretFile holds the secret that signs settle tokens (at least
@@ -360,6 +361,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_RLS_STOP_INCREMENT", "rls-stop-increment", "envoy.stop_increment_when_over_limit"},
 	{"SLUICE_RLS_HEALTHY_WITH_CONFIG", "rls-healthy-with-config", "envoy.healthy_with_config"},
 	{"SLUICE_RLS_SHADOW_MODE", "rls-shadow-mode", "envoy.shadow_mode"},
+	{"SLUICE_RLS_QUOTA_MODE", "rls-quota-mode", "envoy.quota_mode"},
 	{"SLUICE_STORE", "store", "store.type"},
 	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
 	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},
@@ -420,186 +422,157 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 // Set sets one setting by its name (Env's Setting), as the flags and
 // ApplyEnv do; from names the origin in errors ("--store", "SLUICE_STORE").
 func (c *Config) Set(name, from, v string) error {
-	bad := func(err error) error { return fmt.Errorf("%s=%q: %v", from, v, err) }
-	switch name {
-	case "gateway":
-		c.Gateway = v
-	case "api":
-		c.API = v
-	case "grpc":
-		c.GRPC = v
-	case "admin":
-		c.Admin = v
-	case "upstream":
-		c.Upstream = v
-	case "policy":
-		c.Policy = v
-	case "rls":
-		c.RLS = splitList(v)
-	case "watch":
+	set, ok := settings[name]
+	if !ok {
+		return fmt.Errorf("%s: unknown setting", from)
+	}
+	if err := set(c, v); err != nil {
+		return fmt.Errorf("%s=%q: %v", from, v, err)
+	}
+	return nil
+}
+
+// setter parses one setting's value into the field it stands for.
+type setter func(c *Config, v string) error
+
+// settings are the setters of every setting by name: the one table the
+// flags and SLUICE_* variables go through (Env names the same settings).
+var settings = map[string]setter{
+	"gateway":               text(func(c *Config) *string { return &c.Gateway }),
+	"api":                   text(func(c *Config) *string { return &c.API }),
+	"grpc":                  text(func(c *Config) *string { return &c.GRPC }),
+	"admin":                 text(func(c *Config) *string { return &c.Admin }),
+	"upstream":              text(func(c *Config) *string { return &c.Upstream }),
+	"policy":                text(func(c *Config) *string { return &c.Policy }),
+	"rls":                   list(func(c *Config) *[]string { return &c.RLS }, false),
+	"watch":                 setWatch,
+	"show-keys":             boolean(func(c *Config) *bool { return &c.ShowKeys }),
+	"store":                 text(func(c *Config) *string { return &c.Store.Type }),
+	"max-keys":              whole(func(c *Config) *int { return &c.Store.MaxKeys }, "want a whole number"),
+	"redis-addrs":           list(func(c *Config) *[]string { return &c.Store.Redis.Addrs }, false),
+	"redis-mode":            setRedisMode,
+	"redis-username":        text(func(c *Config) *string { return &c.Store.Redis.Username }),
+	"redis-password":        text(func(c *Config) *string { return &c.Store.Redis.Password }),
+	"redis-password-file":   text(func(c *Config) *string { return &c.Store.Redis.PasswordFile }),
+	"redis-tls":             boolean(func(c *Config) *bool { return &c.Store.Redis.TLS.Enabled }),
+	"redis-tls-ca":          text(func(c *Config) *string { return &c.Store.Redis.TLS.CAFile }),
+	"redis-tls-cert":        text(func(c *Config) *string { return &c.Store.Redis.TLS.CertFile }),
+	"redis-tls-key":         text(func(c *Config) *string { return &c.Store.Redis.TLS.KeyFile }),
+	"redis-tls-server-name": text(func(c *Config) *string { return &c.Store.Redis.TLS.ServerName }),
+	"redis-db":              whole(func(c *Config) *int { return &c.Store.Redis.DB }, "want a whole number"),
+	"redis-prefix":          text(func(c *Config) *string { return &c.Store.Redis.Prefix }),
+	"redis-timeout":         duration(func(c *Config) *Duration { return &c.Store.Redis.Timeout }),
+	"redis-on-error":        text(func(c *Config) *string { return &c.Store.Redis.OnError }),
+	"fallback-scale":        setFallbackScale,
+	"redis-require":         boolean(func(c *Config) *bool { return &c.Store.Redis.Require }),
+	"redis-leases":          boolean(func(c *Config) *bool { return &c.Store.Redis.Leases.Enabled }),
+	"shutdown-timeout":      duration(func(c *Config) *Duration { return &c.ShutdownTimeout }),
+	"degraded-header":       text(func(c *Config) *string { return &c.DegradedHeader }),
+	"read-header-timeout":   duration(func(c *Config) *Duration { return &c.Timeouts.ReadHeader }),
+	"read-timeout":          duration(func(c *Config) *Duration { return &c.Timeouts.Read }),
+	"idle-timeout":          duration(func(c *Config) *Duration { return &c.Timeouts.Idle }),
+	"max-conns":             whole(func(c *Config) *int { return &c.MaxConns }, connsWant),
+	"admin-max-conns":       whole(func(c *Config) *int { return &c.AdminMaxConns }, connsWant),
+	"tls-cert":              text(func(c *Config) *string { return &c.TLS.CertFile }),
+	"tls-key":               text(func(c *Config) *string { return &c.TLS.KeyFile }),
+	"tls-client-ca":         text(func(c *Config) *string { return &c.TLS.ClientCAFile }),
+	"tls-listeners":         list(func(c *Config) *[]string { return &c.TLS.Listeners }, true),
+	"tls-client-auth":       list(func(c *Config) *[]string { return &c.TLS.ClientAuth }, true),
+	"auth-tokens":           text(func(c *Config) *string { return &c.Auth.TokensFile }),
+	"auth-listeners":        list(func(c *Config) *[]string { return &c.Auth.Listeners }, true),
+	"pprof":                 boolean(func(c *Config) *bool { return &c.Pprof }),
+	"log-level":             text(func(c *Config) *string { return &c.Log.Level }),
+	"log-format":            text(func(c *Config) *string { return &c.Log.Format }),
+}
+
+func init() {
+	for _, name := range envoySettings {
+		settings[name] = func(c *Config, v string) error { return c.Envoy.set(name, v) }
+	}
+}
+
+const connsWant = "want a whole number, or -1 for no bound"
+
+func text(field func(*Config) *string) setter {
+	return func(c *Config, v string) error { *field(c) = v; return nil }
+}
+
+func boolean(field func(*Config) *bool) setter {
+	return func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return bad(errors.New("want true or false"))
+			return errors.New("want true or false")
 		}
-		c.Watch = &b
-	case "show-keys":
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad(errors.New("want true or false"))
-		}
-		c.ShowKeys = b
-	case "store":
-		c.Store.Type = v
-	case "max-keys":
+		*field(c) = b
+		return nil
+	}
+}
+
+func whole(field func(*Config) *int, want string) setter {
+	return func(c *Config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return bad(errors.New("want a whole number"))
+			return errors.New(want)
 		}
-		c.Store.MaxKeys = n
-	case "redis-addrs":
-		c.Store.Redis.Addrs = splitList(v)
-	case "redis-mode":
-		switch {
-		case v == "standalone":
-			c.Store.Redis.Cluster, c.Store.Redis.MasterName = false, ""
-		case v == "cluster":
-			c.Store.Redis.Cluster, c.Store.Redis.MasterName = true, ""
-		case strings.HasPrefix(v, "sentinel:") && len(v) > len("sentinel:"):
-			c.Store.Redis.Cluster, c.Store.Redis.MasterName = false, strings.TrimPrefix(v, "sentinel:")
-		default:
-			return bad(errors.New("want standalone, cluster or sentinel:MASTER"))
-		}
-	case "redis-username":
-		c.Store.Redis.Username = v
-	case "redis-password":
-		c.Store.Redis.Password = v
-	case "redis-password-file":
-		c.Store.Redis.PasswordFile = v
-	case "redis-tls":
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad(errors.New("want true or false"))
-		}
-		c.Store.Redis.TLS.Enabled = b
-	case "redis-tls-ca":
-		c.Store.Redis.TLS.CAFile = v
-	case "redis-tls-cert":
-		c.Store.Redis.TLS.CertFile = v
-	case "redis-tls-key":
-		c.Store.Redis.TLS.KeyFile = v
-	case "redis-tls-server-name":
-		c.Store.Redis.TLS.ServerName = v
-	case "redis-db":
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return bad(errors.New("want a whole number"))
-		}
-		c.Store.Redis.DB = n
-	case "redis-prefix":
-		c.Store.Redis.Prefix = v
-	case "redis-timeout":
+		*field(c) = n
+		return nil
+	}
+}
+
+func duration(field func(*Config) *Duration) setter {
+	return func(c *Config, v string) error {
 		d, err := policy.ParseDuration(v)
 		if err != nil {
-			return bad(err)
+			return err
 		}
-		c.Store.Redis.Timeout = Duration(d)
-	case "shutdown-timeout":
-		d, err := policy.ParseDuration(v)
-		if err != nil {
-			return bad(err)
+		*field(c) = Duration(d)
+		return nil
+	}
+}
+
+// list sets a comma-separated list; with keepEmpty, an empty value means
+// none rather than the default.
+func list(field func(*Config) *[]string, keepEmpty bool) setter {
+	return func(c *Config, v string) error {
+		l := splitList(v)
+		if l == nil && keepEmpty {
+			l = []string{}
 		}
-		c.ShutdownTimeout = Duration(d)
-	case "redis-on-error":
-		c.Store.Redis.OnError = v
-	case "fallback-scale":
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return bad(errors.New("want a number, such as 0.25"))
-		}
-		c.Store.Redis.FallbackScale = f
-	case "redis-require":
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad(errors.New("want true or false"))
-		}
-		c.Store.Redis.Require = b
-	case "redis-leases":
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad(errors.New("want true or false"))
-		}
-		c.Store.Redis.Leases.Enabled = b
-	case "degraded-header":
-		c.DegradedHeader = v
-	case "read-header-timeout":
-		return setDuration(&c.Timeouts.ReadHeader, v, bad)
-	case "read-timeout":
-		return setDuration(&c.Timeouts.Read, v, bad)
-	case "idle-timeout":
-		return setDuration(&c.Timeouts.Idle, v, bad)
-	case "max-conns":
-		return setConns(&c.MaxConns, v, bad)
-	case "admin-max-conns":
-		return setConns(&c.AdminMaxConns, v, bad)
-	case "tls-cert":
-		c.TLS.CertFile = v
-	case "tls-key":
-		c.TLS.KeyFile = v
-	case "tls-client-ca":
-		c.TLS.ClientCAFile = v
-	case "tls-listeners":
-		c.TLS.Listeners = splitList(v)
-		if c.TLS.Listeners == nil {
-			c.TLS.Listeners = []string{} // none, not the default
-		}
-	case "tls-client-auth":
-		c.TLS.ClientAuth = splitList(v)
-		if c.TLS.ClientAuth == nil {
-			c.TLS.ClientAuth = []string{}
-		}
-	case "auth-tokens":
-		c.Auth.TokensFile = v
-	case "auth-listeners":
-		c.Auth.Listeners = splitList(v)
-		if c.Auth.Listeners == nil {
-			c.Auth.Listeners = []string{}
-		}
-	case "pprof":
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad(errors.New("want true or false"))
-		}
-		c.Pprof = b
-	case "log-level":
-		c.Log.Level = v
-	case "log-format":
-		c.Log.Format = v
+		*field(c) = l
+		return nil
+	}
+}
+
+func setWatch(c *Config, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	c.Watch = &b
+	return nil
+}
+
+func setRedisMode(c *Config, v string) error {
+	r := &c.Store.Redis
+	switch {
+	case v == "standalone":
+		r.Cluster, r.MasterName = false, ""
+	case v == "cluster":
+		r.Cluster, r.MasterName = true, ""
+	case strings.HasPrefix(v, "sentinel:") && len(v) > len("sentinel:"):
+		r.Cluster, r.MasterName = false, strings.TrimPrefix(v, "sentinel:")
 	default:
-		if !slices.Contains(envoySettings, name) {
-			return fmt.Errorf("%s: unknown setting", from)
-		}
-		if err := c.Envoy.set(name, v); err != nil {
-			return bad(err)
-		}
+		return errors.New("want standalone, cluster or sentinel:MASTER")
 	}
 	return nil
 }
 
-func setDuration(dst *Duration, v string, bad func(error) error) error {
-	d, err := policy.ParseDuration(v)
+func setFallbackScale(c *Config, v string) error {
+	f, err := strconv.ParseFloat(v, 64)
 	if err != nil {
-		return bad(err)
+		return errors.New("want a number, such as 0.25")
 	}
-	*dst = Duration(d)
-	return nil
-}
-
-func setConns(dst *int, v string, bad func(error) error) error {
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return bad(errors.New("want a whole number, or -1 for no bound"))
-	}
-	*dst = n
+	c.Store.Redis.FallbackScale = f
 	return nil
 }
 
@@ -619,16 +592,7 @@ func (c *Config) Validate() error {
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}, {"envoy.http", c.Envoy.HTTP}} {
-		if l.addr == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(l.addr); err != nil {
-			fail(l.field, "%q: want host:port, such as 127.0.0.1:8080 or :8080", l.addr)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
-		}
-	}
+	c.validateListeners(fail)
 	if _, err := c.Envoy.counting(); err != nil {
 		fail("envoy.counting", "%q: want all-or-nothing or peer", c.Envoy.Counting)
 	}
@@ -644,46 +608,42 @@ func (c *Config) Validate() error {
 	switch c.Store.Type {
 	case "memory":
 	case "redis":
-		r := c.Store.Redis
-		if len(r.Addrs) == 0 {
-			fail("store.redis.addrs", "missing: redis needs at least one host:port")
-		}
-		addrs, _ := redisAddrs(r.Addrs)
-		for i, a := range addrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				fail("store.redis.addrs", "%q: want host:port, redis://host:port or rediss://host:port (TLS)", r.Addrs[i])
-			}
-		}
-		if r.Password != "" && r.PasswordFile != "" {
-			fail("store.redis.password_file", "password and password_file exclude each other")
-		}
-		r.TLS.validate(fail)
-		if r.Cluster && r.MasterName != "" {
-			fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
-		}
-		if strings.ContainsAny(r.Prefix, "{}") {
-			fail("store.redis.prefix", "%q must not contain { or }", r.Prefix)
-		}
-		if r.Timeout < 0 {
-			fail("store.redis.timeout", "must not be negative")
-		}
-		if r.OnError != "" {
-			if _, err := failover.ParseMode(r.OnError); err != nil {
-				fail("store.redis.on_error", "%q: want open, closed or fallback", r.OnError)
-			}
-		}
-		if r.FallbackScale < 0 {
-			fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
-		}
-		if l := r.Leases; l.Traffic < 0 || l.Share < 0 || l.Hold < 0 || l.Keys < 0 {
-			fail("store.redis.leases", "no setting is negative")
-		}
-		if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
-			fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
-		}
+		c.Store.Redis.validate(fail)
 	default:
 		fail("store.type", "%q: want memory or redis", c.Store.Type)
 	}
+	c.validateBounds(fail)
+	c.TLS.validate(fail)
+	c.Auth.validate(fail)
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		fail("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		fail("log.format", "%q: want text or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// validateListeners checks the listen addresses.
+func (c *Config) validateListeners(fail func(field, format string, args ...any)) {
+	for _, l := range []struct{ field, addr string }{{"gateway", c.Gateway}, {"api", c.API}, {"grpc", c.GRPC}, {"admin", c.Admin}, {"envoy.http", c.Envoy.HTTP}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(l.addr); err != nil {
+			fail(l.field, "%q: want host:port, such as 127.0.0.1:8080 or :8080", l.addr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			fail(l.field, "%q: port must be a number from 0 to 65535", l.addr)
+		}
+	}
+}
+
+// validateBounds checks the settings that must be within a range.
+func (c *Config) validateBounds(fail func(field, format string, args ...any)) {
 	if c.Store.MaxKeys < 0 {
 		fail("store.max_keys", "must not be negative (got %d)", c.Store.MaxKeys)
 	}
@@ -707,22 +667,51 @@ func (c *Config) Validate() error {
 	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
 		fail("max_delay", "must be between 0 and 1m")
 	}
+	if c.SettleTTL < 0 || time.Duration(c.SettleTTL) > 24*time.Hour {
+		fail("settle_ttl", "must be between 0 (the default, 5m) and 24h (got %s)", time.Duration(c.SettleTTL))
+	}
 	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
 	}
-	c.TLS.validate(fail)
-	c.Auth.validate(fail)
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		fail("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+}
+
+func (r RedisConfig) validate(fail func(field, format string, args ...any)) {
+	if len(r.Addrs) == 0 {
+		fail("store.redis.addrs", "missing: redis needs at least one host:port")
 	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		fail("log.format", "%q: want text or json", c.Log.Format)
+	addrs, _ := redisAddrs(r.Addrs)
+	for i, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			fail("store.redis.addrs", "%q: want host:port, redis://host:port or rediss://host:port (TLS)", r.Addrs[i])
+		}
 	}
-	return errors.Join(errs...)
+	if r.Password != "" && r.PasswordFile != "" {
+		fail("store.redis.password_file", "password and password_file exclude each other")
+	}
+	r.TLS.validate(fail)
+	if r.Cluster && r.MasterName != "" {
+		fail("store.redis.cluster", "cluster and master_name (Sentinel) exclude each other")
+	}
+	if strings.ContainsAny(r.Prefix, "{}") {
+		fail("store.redis.prefix", "%q must not contain { or }", r.Prefix)
+	}
+	if r.Timeout < 0 {
+		fail("store.redis.timeout", "must not be negative")
+	}
+	if r.OnError != "" {
+		if _, err := failover.ParseMode(r.OnError); err != nil {
+			fail("store.redis.on_error", "%q: want open, closed or fallback", r.OnError)
+		}
+	}
+	if r.FallbackScale < 0 {
+		fail("store.redis.fallback_scale", "must be above 0 (got %v)", r.FallbackScale)
+	}
+	if l := r.Leases; l.Traffic < 0 || l.Share < 0 || l.Hold < 0 || l.Keys < 0 {
+		fail("store.redis.leases", "no setting is negative")
+	}
+	if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
+		fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
+	}
 }
 
 func (t TLSConfig) validate(fail func(field, format string, args ...any)) {

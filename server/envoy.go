@@ -57,10 +57,15 @@ type EnvoyConfig struct {
 	// SHADOW_MODE=true: run sluice beside it, compare, then enforce.
 	// Default false.
 	ShadowMode bool `yaml:"shadow_mode"`
+
+	// QuotaMode makes every RLS limit a quota_mode one, as
+	// envoyproxy/ratelimit's QUOTA_MODE=true: a request is over only when
+	// every descriptor of it but the unlimited ones is over. Default false.
+	QuotaMode bool `yaml:"quota_mode"`
 }
 
 // envoySettings are the rls-* settings EnvoyConfig.set reads.
-var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode"}
+var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode", "rls-quota-mode"}
 
 // counting returns the Counting e names (0 when empty).
 func (e *EnvoyConfig) counting() (rls.Counting, error) {
@@ -96,6 +101,8 @@ func (e *EnvoyConfig) set(name, v string) error {
 		e.HealthyWithConfig = b
 	case "rls-shadow-mode":
 		e.ShadowMode = b
+	case "rls-quota-mode":
+		e.QuotaMode = b
 	default:
 		e.ResponseHeaders = &b
 	}

@@ -32,6 +32,8 @@ type metrics struct {
 	refused    *prometheus.CounterVec
 	// unauthorized counts requests refused for want of a token.
 	unauthorized *prometheus.CounterVec
+	// settles and settledCost count costs known after the response.
+	settles, settledCost *prometheus.CounterVec
 	// responses, upstreamTime and upstreamErrs describe the gateway's
 	// answers and its upstream.
 	responses    *prometheus.CounterVec
@@ -78,6 +80,14 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_unauthorized_total",
 		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
 	}, []string{"listener"})
+	m.settles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_settles_total",
+		Help: "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).",
+	}, []string{"source", "limit", "result"})
+	m.settledCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_settled_cost_total",
+		Help: "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.",
+	}, []string{"source", "limit"})
 	m.newGatewayMetrics()
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
@@ -87,7 +97,7 @@ func newMetrics(version string) *metrics {
 	for _, code := range []string{"200", "400", "429", "502", "503"} {
 		m.responses.WithLabelValues(code) // the codes alerts watch, from zero
 	}
-	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, info,
+	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, m.settles, m.settledCost, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -155,6 +165,12 @@ func (m *metrics) knownLimits(source string, limits []knownLimit) {
 		for _, o := range outs {
 			m.decisions.WithLabelValues(source, l.name, o, "false")
 		}
+		if l.late {
+			for _, r := range settleResults {
+				m.settles.WithLabelValues(source, l.name, r)
+			}
+			m.settledCost.WithLabelValues(source, l.name)
+		}
 	}
 }
 
@@ -162,7 +178,11 @@ func (m *metrics) knownLimits(source string, limits []knownLimit) {
 type knownLimit struct {
 	name   string
 	shadow bool
+	late   bool // its cost is settled after the response
 }
+
+// settleResults are the results sluice_settles_total counts.
+var settleResults = []string{"reported", "capped", "missing", "failed"}
 
 // observe counts one decision.
 func (m *metrics) observe(source string, o decide.Observation) {
@@ -290,4 +310,21 @@ func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, 
 		s.releaseErr.Inc()
 	}
 	return err
+}
+
+// settled counts one settle of a cost known after the response.
+func (m *metrics) settled(source, limit string, actual int64, found, capped bool, err error) {
+	result := "reported"
+	switch {
+	case err != nil:
+		result = "failed"
+	case capped:
+		result = "capped"
+	case !found:
+		result = "missing"
+	}
+	m.settles.WithLabelValues(source, limit, result).Inc()
+	if err == nil {
+		m.settledCost.WithLabelValues(source, limit).Add(float64(actual))
+	}
 }

@@ -57,14 +57,14 @@ func (s *Server) knownLimits() {
 	var ls []knownLimit
 	for _, r := range s.currentPolicy().Rules {
 		for _, l := range r.Limits {
-			ls = append(ls, knownLimit{name: l.Name, shadow: r.Shadow})
+			ls = append(ls, knownLimit{name: l.Name, shadow: r.Shadow, late: l.Late() != nil})
 		}
 	}
 	if s.cfg.Gateway != "" {
 		s.metrics.knownLimits("gateway", ls)
 	}
 	if s.cfg.API != "" { // the policy's limits, and explicit checks
-		s.metrics.knownLimits("api", append(ls, knownLimit{name: "explicit"}))
+		s.metrics.knownLimits("api", append(ls, knownLimit{name: "explicit", late: true}))
 	}
 	if s.rls != nil {
 		s.metrics.knownLimits("rls", s.rls.limits())

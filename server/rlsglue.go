@@ -56,6 +56,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
 		ShadowMode:                 s.cfg.Envoy.ShadowMode,
+		QuotaMode:                  s.cfg.Envoy.QuotaMode,
 		Observe:                    newRLSObserver(s).observe,
 	})
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
@@ -122,13 +123,18 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 			c.hits[j].Add(float64(n))
 		}
 	}
-	// What the status page shows of the key: the value of the descriptor's
-	// last entry, which the service reports only for detailed_metric limits.
-	key := decide.AppendKey(nil, "", "rls", o.Rule)
-	if o.Value != "" {
-		key = decide.AppendKeyPart(key, o.Value)
+	ob := decide.Observation{Limit: c.limit, Outcome: rlsOutcomes[i], Decision: sluice.Decision{Degraded: o.Degraded}}
+	if ob.Outcome == decide.Refused {
+		// What the status page lists of a refused key: the value of the
+		// descriptor's last entry, which the service reports only for
+		// detailed_metric limits.
+		key := decide.AppendKey(nil, "", "rls", o.Rule)
+		if o.Value != "" {
+			key = decide.AppendKeyPart(key, o.Value)
+		}
+		ob.Key = string(key)
 	}
-	r.s.stats.add("rls", decide.Observation{Limit: c.limit, Key: string(key), Outcome: rlsOutcomes[i], Decision: sluice.Decision{Degraded: o.Degraded}})
+	r.s.stats.add("rls", ob)
 }
 
 // counters returns the label and counters of a limit.

@@ -381,7 +381,10 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
 		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
-		OnWaiting:      func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
+		Settled: func(_ *http.Request, st decide.Settled) {
+			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
+		},
+		OnWaiting: func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
 	})
 	if err != nil {
 		return nil, err

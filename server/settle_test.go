@@ -33,16 +33,22 @@ rules:
         cost: {reserve: 100, response_header: X-Tokens-Used, max: 5000}
 `
 
-// startSettleAPI runs a Server with only the decision API, on a memory
-// store, under policy, and returns its base URL.
+// startSettleAPI runs a Server with only the decision API and the admin
+// listener, on a memory store, under policy, and returns the API's base
+// URL; adminURL is the admin listener's.
 func startSettleAPI(t *testing.T, policy string, ttl time.Duration) string {
+	base, _ := startSettleAdmin(t, policy, ttl)
+	return base
+}
+
+func startSettleAdmin(t *testing.T, policy string, ttl time.Duration) (base, adminURL string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := server.Defaults()
-	cfg.Gateway, cfg.API, cfg.GRPC, cfg.Admin, cfg.Policy = "", "127.0.0.1:0", "", "", path
+	cfg.Gateway, cfg.API, cfg.GRPC, cfg.Admin, cfg.Policy = "", "127.0.0.1:0", "", "127.0.0.1:0", path
 	cfg.SettleTTL = server.Duration(ttl)
 	srv, err := server.New(cfg, server.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -56,7 +62,7 @@ func startSettleAPI(t *testing.T, policy string, ttl time.Duration) string {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return "http://" + srv.Addr("api")
+	return "http://" + srv.Addr("api"), "http://" + srv.Addr("admin")
 }
 
 // apiCall is what the tests read of an answer.
@@ -216,7 +222,7 @@ func TestAPISettleExpired(t *testing.T) {
 // TestAPISettleExplicit: explicit checks reserve their hits and settle up
 // to settle_max; without it there is no token; a refused check gets none.
 func TestAPISettleExplicit(t *testing.T) {
-	base := startSettleAPI(t, settlePolicy, 0)
+	base, admin := startSettleAdmin(t, settlePolicy, 0)
 	limit := `"limit": {"algorithm": "fixed_window", "limit": 1000, "window": "30d"}`
 	check := func(extra string) apiCall {
 		return post(t, base+"/v1/check", `{"checks": [{"key": "k", `+limit+`, "hits": 400`+extra+`}]}`)
@@ -236,5 +242,49 @@ func TestAPISettleExplicit(t *testing.T) {
 	}
 	if a := check(`, "settle_max": 300`); a.status != 400 {
 		t.Errorf("settle_max below hits: %d %s", a.status, a.body)
+	}
+	// Explicit checks name themselves: their settles are counted under
+	// one label, so that callers cannot create metric series at will.
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `sluice_settles_total{limit="explicit",result="capped",source="api"} 1`; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// TestSettleTTLValidated: a negative or day-long settle_ttl is a
+// configuration error naming the field.
+func TestSettleTTLValidated(t *testing.T) {
+	for _, ttl := range []time.Duration{-time.Second, 25 * time.Hour} {
+		cfg := server.Defaults()
+		cfg.SettleTTL = server.Duration(ttl)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "settle_ttl: must be between 0 (the default, 5m) and 24h") {
+			t.Errorf("settle_ttl %s: %v", ttl, err)
+		}
+	}
+}
+
+// TestAPISettleHits: a check of several requests at once (hits) reserves
+// hits × reserve, and its settle may charge up to hits × max: the batch's
+// actual cost is not capped at one request's max (which would refund what
+// the batch used).
+func TestAPISettleHits(t *testing.T) {
+	base := startSettleAPI(t, settlePolicy, 0)
+	a := post(t, base+"/v1/check", `{"request": {"path": "/v1/chat", "headers": {"X-User": "batch"}}, "hits": 3}`)
+	if a.status != 200 || a.check.SettleToken == "" {
+		t.Fatalf("check: %d %s", a.status, a.body)
+	}
+	if got := left(t, base, "batch"); got != 10000-300 {
+		t.Fatalf("after a check of 3: %d left, want 9700", got)
+	}
+	if s := settle(t, base, a.check.SettleToken, "9000"); s.status != 200 || !strings.Contains(s.body, `"charged":9000`) {
+		t.Fatalf("settle 9,000 for 3 (max 5,000 each): %d %s", s.status, s.body)
+	}
+	if got := left(t, base, "batch"); got != 1000 {
+		t.Errorf("%d left, want 1000", got)
 	}
 }

@@ -26,7 +26,7 @@ import (
 //
 //	base64url( payload | HMAC-SHA256(secret, payload) )
 //	payload = version, id, expiry, then per check: name, key, limit,
-//	          reserved, max, missing, missing cost
+//	          reserved, max, missing, missing cost, explicit
 //
 // A token of version 1 (an instance of an earlier sluice, during a
 // rollout) is read too: its limits have no calendar, zone or version.
@@ -61,6 +61,7 @@ type settleEntry struct {
 	limit     sluice.Limit
 	reserved  int64
 	late      decide.LateCost
+	explicit  bool // an explicit check of the API: its name is the caller's
 }
 
 // settleTokens issues and redeems settle tokens. It is safe for concurrent
@@ -138,6 +139,11 @@ func (st *settleTokens) issue(entries []settleEntry) string {
 		for _, v := range []int64{e.reserved, e.late.Max, int64(e.late.Missing), e.late.MissingCost} {
 			b = binary.AppendVarint(b, v)
 		}
+		explicit := uint64(0)
+		if e.explicit {
+			explicit = 1
+		}
+		b = binary.AppendUvarint(b, explicit)
 	}
 	mac := hmac.New(sha256.New, st.secret)
 	mac.Write(b)
@@ -291,6 +297,7 @@ func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry,
 	for range n {
 		e := settleEntry{name: r.string(), key: r.string(), limit: r.limit(), reserved: r.varint()}
 		e.late.Max, e.late.Missing, e.late.MissingCost = r.varint(), decide.Missing(r.varint()), r.varint()
+		e.explicit = r.uvarint() == 1
 		entries = append(entries, e)
 	}
 	if r.err != nil || len(r.b) != 0 {

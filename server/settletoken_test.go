@@ -22,7 +22,7 @@ func TestTokenLimitFields(t *testing.T) {
 	in := []settleEntry{
 		{name: "a", key: "k\x00ey", limit: sluice.Limit{Algorithm: 3, Count: 1, Period: 2, Burst: 3, NoDelay: 4, Warmup: 5, LeaseTTL: 6},
 			reserved: 7, late: decide.LateCost{Max: 8, Missing: decide.MissingFixed, MissingCost: 9}},
-		{name: "b", key: "", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000), reserved: 0, late: decide.LateCost{Max: 1 << 50}},
+		{name: "b", key: "", limit: sluice.TokenBucket(sluice.PerMinute(10000), 10000), reserved: 0, late: decide.LateCost{Max: 1 << 50}, explicit: true},
 		{name: "c", key: "k", limit: sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 5, Calendar: sluice.Month, Zone: "Europe/Paris", Version: 1<<32 - 1},
 			reserved: 1},
 	}
@@ -117,8 +117,9 @@ func TestTokenVersion1(t *testing.T) {
 	for _, v := range []int64{l.Count, int64(l.Period), 0, 0, 0, 0, 3, 0, 0, 0} {
 		b = binary.AppendVarint(b, v)
 	}
+	b = binary.AppendUvarint(b, 1) // explicit
 	id, _, es, err := parseToken(b)
-	if err != nil || id != 7 || len(es) != 1 || es[0].limit != l || es[0].reserved != 3 {
+	if err != nil || id != 7 || len(es) != 1 || es[0].limit != l || es[0].reserved != 3 || !es[0].explicit {
 		t.Fatalf("a version 1 token: id %d, %+v, %v; want id 7, %s reserving 3", id, es, err, l)
 	}
 }

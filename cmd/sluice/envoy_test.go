@@ -194,6 +194,35 @@ func TestEnvoyPeerCounting(t *testing.T) {
 	}
 }
 
+// TestEnvoyQuotaMode: --rls-quota-mode makes every limit a quota limit,
+// as envoyproxy/ratelimit's QUOTA_MODE=true: a request with one of its two
+// descriptors over is admitted (429 without the flag), and refused once
+// both are over.
+func TestEnvoyQuotaMode(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n  - key: b\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
+	one := `{"domain": "edge", "descriptors": [{"entries": [{"key": "a", "value": "1"}]}]}`
+	both := `{"domain": "edge", "descriptors": [{"entries": [{"key": "a", "value": "1"}]}, {"entries": [{"key": "b", "value": "1"}]}]}`
+	for _, c := range []struct {
+		args []string
+		want []int // both descriptors, after a has been spent: twice
+	}{
+		{nil, []int{429, 429}},
+		{[]string{"--rls-quota-mode"}, []int{200, 429}},
+	} {
+		p := start(t, nil, append([]string{"--rls", dir, "--rls-http", "127.0.0.1:0"}, c.args...)...)
+		base := "http://" + p.addrs["envoy-http"]
+		if r := do(t, "POST", base+"/json", one); r.status != 200 {
+			t.Fatalf("%v: the first request: %d %s", c.args, r.status, r.body)
+		}
+		for i, want := range c.want {
+			if r := do(t, "POST", base+"/json", both); r.status != want {
+				t.Errorf("%v: request %d with both descriptors: %d, want %d (%s)", c.args, i+1, r.status, want, r.body)
+			}
+		}
+	}
+}
+
 // TestEnvoyJSONStoreFailure: /json answers 400 when the store cannot
 // decide, as envoyproxy/ratelimit's handler answers every error of the
 // call, with the reason in the body.

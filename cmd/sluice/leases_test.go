@@ -80,7 +80,7 @@ rules:
 				t.Errorf("%d admitted, %d refused of 1200: want at most 600 admitted, at least %d", n, refused.Load(), 600-3*37)
 			}
 			switch {
-			case tc.oneSlot && perRequest > 0.5:
+			case tc.oneSlot && perRequest > 0.8: // 0.30-0.51 measured; without leases 1.9
 				t.Errorf("%.3f script calls per admitted request, want a fraction (leases)", perRequest)
 			case !tc.oneSlot && perRequest < 1:
 				t.Errorf("%.3f script calls per admitted request across slots, want at least one (no leases)", perRequest)

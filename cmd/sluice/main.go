@@ -156,6 +156,7 @@ var settingFlags = []struct{ name, help string }{
 	{"rls-counting", "how the RLS counts: all-or-nothing (default; a refused request charges nothing) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)"},
 	{"rls-stop-increment", "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)"},
 	{"rls-shadow-mode", "answer every RLS request OK overall, descriptor statuses and counting unchanged (envoyproxy/ratelimit's SHADOW_MODE): compare before enforcing"},
+	{"rls-quota-mode", "make every RLS limit a quota_mode one (envoyproxy/ratelimit's QUOTA_MODE): a request is over only when all its limited descriptors are"},
 	{"rls-healthy-with-config", "/healthcheck and gRPC health of \"ratelimit\" fail while no RLS domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"},
 	{"store", "where limit state lives: memory or redis"},
 	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
@@ -196,7 +197,7 @@ var settingFlags = []struct{ name, help string }{
 
 // boolFlags are the settingFlags that may be given alone (--show-keys) as
 // well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true, "rls-stop-increment": true, "rls-healthy-with-config": true, "rls-shadow-mode": true}
+var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true, "rls-stop-increment": true, "rls-healthy-with-config": true, "rls-shadow-mode": true, "rls-quota-mode": true}
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)

@@ -111,6 +111,12 @@ rules:
 	if used < 10000-500 || used > 10000+refill+4000-500 {
 		t.Errorf("alice used %d tokens in %d calls before a refusal; want 10,000 within one call's overrun (at most %d more)", used, admitted, refill+3500)
 	}
+	if n := metric(t, p, `sluice_settles_total{limit="tokens",result="reported",source="gateway"}`); n != float64(admitted) {
+		t.Errorf("sluice_settles_total: %v reported, want %d", n, admitted)
+	}
+	if n := metric(t, p, `sluice_settled_cost_total{limit="tokens",source="gateway"}`); n != float64(used) {
+		t.Errorf("sluice_settled_cost_total: %v, want %d", n, used)
+	}
 	// Bob stays under the budget: what is left is 10,000 less what the
 	// upstream reported, give or take the refill.
 	start = time.Now()
@@ -230,10 +236,15 @@ rules:
 		}
 		return a.Decisions[0].Remaining
 	}
-	// The settle lands once the gateway sees the client gone: wait for it.
+	// The settle lands once the gateway sees the client gone: wait for it
+	// to be counted (after it is charged).
+	missing := `sluice_settles_total{limit="tokens",result="missing",source="gateway"}`
 	deadline := time.Now().Add(20 * time.Second)
-	for peek() == 9500 && time.Now().Before(deadline) {
+	for metric(t, p, missing) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
+	}
+	if n := metric(t, p, missing); n != 1 {
+		t.Errorf("%s: %v, want 1", missing, n)
 	}
 	if got := peek(); got != 6000 {
 		t.Errorf("after hanging up: %d left, want 6000 (max 4,000 charged)", got)

@@ -221,7 +221,10 @@
 // their descriptor is OVER_LIMIT, but overall_code is OVER_LIMIT only when
 // every quota_mode limit of the request is over (or an enforced one is), as
 // in envoyproxy/ratelimit. The enforced limits of such a request are
-// charged: the quota limits are decided after them.
+// charged: the quota limits are decided after them. Options.QuotaMode (its
+// QUOTA_MODE) makes every limit a quota_mode one: the request is then over
+// only when every descriptor but the unlimited ones is OVER_LIMIT (one no
+// limit matched counts as within, as there).
 //
 // # Bad requests
 //

@@ -180,9 +180,10 @@ func contains(names []string, name string) bool {
 	return false
 }
 
-// current is the limit reported in a descriptor status.
-func (r *rule) current() *rlspb.RateLimitResponse_RateLimit {
-	c := &rlspb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+// currentIn writes into c the limit reported in a descriptor status, and
+// returns c.
+func (r *rule) currentIn(c *rlspb.RateLimitResponse_RateLimit) *rlspb.RateLimitResponse_RateLimit {
+	c.Name, c.RequestsPerUnit, c.Unit = r.name, r.rpu, r.unit
 	if r.mult != 1 {
 		c.UnitMultiplier = wrapperspb.UInt32(r.mult)
 	}

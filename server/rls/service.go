@@ -76,6 +76,13 @@ type Options struct {
 	// Default false.
 	ShadowMode bool
 
+	// QuotaMode makes every limit a quota_mode one, as
+	// envoyproxy/ratelimit's QUOTA_MODE=true: each descriptor is decided
+	// on its own, and the request is over only when every descriptor but
+	// the unlimited ones is OVER_LIMIT (one that no limit matched counts
+	// as within). Default false.
+	QuotaMode bool
+
 	// Now replaces the clock used for limits that refuse everything
 	// (requests_per_unit: 0), which never reach the store, to compute
 	// their duration_until_reset. For tests. Default time.Now.
@@ -251,6 +258,7 @@ type request struct {
 	enforced []decide.Check
 	shadow   []decide.Check
 	refused  bool // an enforced limit refuses without asking the store
+	quotas   bool // Options.QuotaMode: every limit is a quota_mode one
 	res      decide.Result
 }
 
@@ -259,9 +267,9 @@ type request struct {
 var requests = sync.Pool{New: func() any { return new(request) }}
 
 // newRequest returns a request for req from the pool, reset.
-func newRequest(req *rlspb.RateLimitRequest) *request {
+func newRequest(req *rlspb.RateLimitRequest, quotas bool) *request {
 	r := requests.Get().(*request)
-	r.req, r.refused = req, false
+	r.req, r.refused, r.quotas = req, false, quotas
 	r.items = slices.Grow(r.items[:0], len(req.Descriptors))[:len(req.Descriptors)]
 	clear(r.items)
 	r.enforced, r.shadow = r.enforced[:0], r.shadow[:0]
@@ -280,7 +288,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if dom == nil {
 		return s.unknownDomain(req), nil
 	}
-	r := newRequest(req)
+	r := newRequest(req, s.opts.QuotaMode)
 	defer requests.Put(r)
 	if err := r.match(dom); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -375,7 +383,7 @@ func (r *request) plan() {
 		}
 		if ru.rpu == 0 || it.cost > uint64(ru.limit.Capacity()) {
 			it.over = true
-			r.refused = r.refused || !ru.apart()
+			r.refused = r.refused || !r.apart(ru)
 			if ru.rpu == 0 {
 				continue
 			}
@@ -390,7 +398,7 @@ func (r *request) plan() {
 		if r.enforced[j].Cost > r.enforced[j].Limit.Capacity() { // the sum of duplicates
 			r.refused = true
 			for i := range r.items {
-				if it := &r.items[i]; it.check == j && !it.rule.apart() {
+				if it := &r.items[i]; it.check == j && !r.apart(it.rule) {
 					it.over = true
 				}
 			}
@@ -409,7 +417,7 @@ func (r *request) plan() {
 // add plans the check of one item, merging it with an enforced check of
 // the same counter.
 func (r *request) add(it *item, cost int64) {
-	c := decide.Check{Name: it.rule.path, Key: it.key, Limit: it.rule.limit, Cost: cost, Shadow: it.rule.apart()}
+	c := decide.Check{Name: it.rule.path, Key: it.key, Limit: it.rule.limit, Cost: cost, Shadow: r.apart(it.rule)}
 	if c.Shadow {
 		it.check, r.shadow = len(r.shadow), append(r.shadow, c)
 		return
@@ -445,9 +453,9 @@ func (s *Service) run(ctx context.Context, r *request) error {
 		if it.result != 0 {
 			continue
 		}
-		if it.rule.apart() {
+		if r.apart(it.rule) {
 			it.result = shadowResult(it, &r.res, admitted)
-			if it.rule.quota && !it.rule.shadow && it.result == ResultShadowOverLimit {
+			if r.quota(it.rule) && !it.rule.shadow && it.result == ResultShadowOverLimit {
 				it.result = ResultOverLimit
 			}
 			continue
@@ -492,27 +500,27 @@ func shadowResult(it *item, res *decide.Result, admitted bool) Result {
 // answer builds the response: a status per descriptor, the overall code,
 // and the RateLimit header fields when asked for.
 func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
-	resp := &rlspb.RateLimitResponse{
-		OverallCode: rlspb.RateLimitResponse_OK,
-		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(r.items)),
-	}
+	resp, mem := newResponse(len(r.items))
 	var now time.Time
 	for i := range r.items {
 		it := &r.items[i]
 		if it.result == ResultShadowOverLimit {
 			s.logs.shadow(r.req.Domain, it.rule.path)
 		}
-		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		m := &mem[i]
+		st := &m.st
+		st.Code = rlspb.RateLimitResponse_OK
 		switch it.result {
 		case ResultUnlimited:
 			st.LimitRemaining = math.MaxUint32
 		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit:
-			st.CurrentLimit = it.rule.current()
+			st.CurrentLimit = it.rule.currentIn(&m.cur)
 			it.reset = s.reset(it, &now)
-			st.DurationUntilReset = durationpb.New(ceilSecond(it.reset))
+			m.dur.Seconds = seconds(it.reset)
+			st.DurationUntilReset = &m.dur
 			if it.result == ResultOverLimit {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
-				if !it.rule.quota {
+				if !r.quota(it.rule) {
 					resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 				}
 			}
@@ -520,7 +528,6 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 				st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
 			}
 		}
-		resp.Statuses[i] = st
 		s.observe(r.req.Domain, it)
 	}
 	if quotasSpent(r) {
@@ -536,10 +543,50 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 	return resp
 }
 
+// statusMem is one descriptor's status and the messages it points to,
+// allocated together.
+type statusMem struct {
+	st  rlspb.RateLimitResponse_DescriptorStatus
+	cur rlspb.RateLimitResponse_RateLimit
+	dur durationpb.Duration
+}
+
+// answerMem is a response to a request of one descriptor, the usual
+// kind, in one allocation.
+type answerMem struct {
+	resp rlspb.RateLimitResponse
+	sts  [1]*rlspb.RateLimitResponse_DescriptorStatus
+	mem  [1]statusMem
+}
+
+// newResponse returns an OK response with room for n statuses, each
+// already pointing to its statusMem: one allocation for one descriptor,
+// three for more.
+func newResponse(n int) (*rlspb.RateLimitResponse, []statusMem) {
+	var resp *rlspb.RateLimitResponse
+	var mem []statusMem
+	if n == 1 {
+		a := new(answerMem)
+		resp, mem = &a.resp, a.mem[:]
+		resp.Statuses = a.sts[:]
+	} else {
+		resp, mem = new(rlspb.RateLimitResponse), make([]statusMem, n)
+		resp.Statuses = make([]*rlspb.RateLimitResponse_DescriptorStatus, n)
+	}
+	for i := range mem {
+		resp.Statuses[i] = &mem[i].st
+	}
+	resp.OverallCode = rlspb.RateLimitResponse_OK
+	return resp, mem
+}
+
 // quotasSpent reports whether the request has quota_mode limits and every
 // one of them is over: then the request is refused, as in
 // envoyproxy/ratelimit.
 func quotasSpent(r *request) bool {
+	if r.quotas {
+		return allSpent(r)
+	}
 	quotas := 0
 	for i := range r.items {
 		it := &r.items[i]
@@ -553,6 +600,33 @@ func quotasSpent(r *request) bool {
 	}
 	return quotas > 0
 }
+
+// allSpent is quotasSpent under Options.QuotaMode, as
+// envoyproxy/ratelimit's QUOTA_MODE=true decides: every descriptor but the
+// unlimited ones is a quota descriptor, one that no limit matched or whose
+// limit was replaced included (OK, as a shadow_mode limit's is); the
+// request is over when it has one and every one is OVER_LIMIT.
+func allSpent(r *request) bool {
+	quotas := 0
+	for i := range r.items {
+		switch r.items[i].result {
+		case ResultUnlimited:
+			continue
+		case ResultOverLimit:
+			quotas++
+		default:
+			return false
+		}
+	}
+	return quotas > 0
+}
+
+// quota reports whether ru counts as a quota_mode limit in r.
+func (r *request) quota(ru *rule) bool { return ru.quota || r.quotas }
+
+// apart reports whether ru is checked apart from the enforced limits of r
+// (see rule.apart).
+func (r *request) apart(ru *rule) bool { return ru.apart() || r.quotas }
 
 // reset is an item's duration_until_reset: the store's answer, or, with
 // none to go by (a limit that refuses all, or a window nothing was charged
