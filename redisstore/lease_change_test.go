@@ -24,6 +24,7 @@ func TestLeaseLimitChange(t *testing.T) {
 		{sluice.GCRA(sluice.PerHour(1), 100), sluice.GCRA(sluice.PerHour(1), 25)},
 		{sluice.FixedWindow(100, time.Hour), sluice.FixedWindow(25, time.Hour)},
 		{sluice.FixedWindow(100, time.Hour), sluice.FixedWindow(25, 2*time.Hour)},
+		{sluice.FixedWindow(100, time.Hour), sluice.CalendarWindow(25, sluice.Day, "Europe/Berlin")},
 	} {
 		t.Run(c.after.String(), func(t *testing.T) {
 			var us atomic.Int64 // read by the leases' background calls too
