@@ -106,3 +106,30 @@ func TestLeaseReset(t *testing.T) {
 		t.Errorf("admitted %d after the reset, want the limit's 30", n)
 	}
 }
+
+// TestTakeHeldUnderAChangedLimit: while Redis cannot be reached (package
+// failover), a lease taken under the key's previous limit is not spent
+// for a request under the new one: it could not be given back first, and
+// its units would be spent beyond the new limit's room.
+func TestTakeHeldUnderAChangedLimit(t *testing.T) {
+	at := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{Now: func() time.Time { return at },
+		Leases: redisstore.LeaseConfig{Enabled: true, Share: 1, Traffic: time.Hour, Hold: time.Hour}})
+	before, after := sluice.FixedWindow(100, time.Hour), sluice.FixedWindow(25, time.Hour)
+	for range 20 {
+		if d, err := s.Take(ctx, sluice.Request{Key: "k", Limit: before, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	redisstore.SettleLeases(s)
+	if redisstore.HeldFor(s, "k", before) == 0 {
+		t.Fatal("the instance holds no lease: the test checks nothing")
+	}
+	ds := make([]sluice.Decision, 1)
+	if s.TakeHeld([]sluice.Request{{Key: "k", Limit: after, Cost: 1}}, ds) {
+		t.Error("a lease taken under the previous limit was spent under the new one")
+	}
+	if !s.TakeHeld([]sluice.Request{{Key: "k", Limit: before, Cost: 1}}, ds) {
+		t.Error("the lease was not spent under the limit it was taken under")
+	}
+}
