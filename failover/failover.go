@@ -554,13 +554,12 @@ func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, pr
 		}
 		err = &storeFailure{err}
 	}
-	if !probe && s.ignored(o, start) {
-		return err
+	if probe || !s.ignored(o, start) {
+		s.mu.Lock()
+		t := s.br.record(time.Now(), start, o, probe)
+		s.setGate()
+		s.changed(t) // unlocks s.mu
 	}
-	s.mu.Lock()
-	t := s.br.record(time.Now(), start, o, probe)
-	s.setGate()
-	s.changed(t) // unlocks s.mu
 	if o == success {
 		s.settle() // after the breaker has closed, if this was its probe
 	}
