@@ -16,10 +16,15 @@ import (
 // admissions count once, in the fallback and then in the primary. Safe for
 // concurrent use.
 type debts struct {
-	mu      sync.Mutex
-	owed    map[debtKey]int64 // at most maxDebts
-	pending atomic.Bool       // owed is not empty
-	running atomic.Bool       // a goroutine is charging them
+	// mu guards the map; a key's debt is updated under its read lock,
+	// which every caller admitted by the fallback takes at once (a lock
+	// they all queued on made each of them wait a pass of the scheduler's
+	// run queue on a saturated machine; see Store.setGate). The write lock
+	// adds a key and takes the debts.
+	mu      sync.RWMutex
+	owed    map[debtKey]*atomic.Int64 // at most maxDebts; 0: nothing owed
+	pending atomic.Bool               // owed is not empty
+	running atomic.Bool               // a goroutine is charging them
 	wg      sync.WaitGroup
 	closing chan struct{}
 	once    sync.Once
@@ -43,33 +48,58 @@ func (d *debts) add(r sluice.Request) {
 		return
 	}
 	k := debtKey{r.Key, r.Limit}
+	d.mu.RLock()
+	owed := d.owed[k]
+	if owed != nil {
+		owe(owed, r.Cost, r.Limit.MaxAdjust())
+	}
+	d.mu.RUnlock()
+	if owed != nil || r.Cost < 0 {
+		if r.Cost > 0 {
+			d.pending.Store(true)
+		}
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	owed, ok := d.owed[k]
-	switch {
-	case r.Cost < 0 && ok:
-		if owed += r.Cost; owed > 0 {
-			d.owed[k] = owed
-		} else {
-			delete(d.owed, k)
+	if owed = d.owed[k]; owed == nil {
+		if len(d.owed) >= maxDebts {
+			return
 		}
-	case r.Cost > 0 && (ok || len(d.owed) < maxDebts):
 		if d.owed == nil {
-			d.owed = map[debtKey]int64{}
+			d.owed = map[debtKey]*atomic.Int64{}
 		}
-		// one adjustment can charge no more (sluice.Limiter.Adjust)
-		d.owed[k] = min(owed+r.Cost, r.Limit.MaxAdjust())
-		d.pending.Store(true)
+		owed = new(atomic.Int64)
+		d.owed[k] = owed
+	}
+	owe(owed, r.Cost, r.Limit.MaxAdjust())
+	d.pending.Store(true)
+}
+
+// owe adds cost to a debt, keeping it within 0 and most: one adjustment
+// can charge no more (sluice.Limiter.Adjust).
+func owe(owed *atomic.Int64, cost, most int64) {
+	for {
+		o := owed.Load()
+		if owed.CompareAndSwap(o, min(max(o+cost, 0), most)) {
+			return
+		}
 	}
 }
 
 // take returns the debts and forgets them.
 func (d *debts) take() map[debtKey]int64 {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	m := d.owed
+	owed := d.owed
 	d.owed = nil
 	d.pending.Store(false)
+	d.mu.Unlock()
+	m := make(map[debtKey]int64, len(owed))
+	for k, v := range owed {
+		if c := v.Load(); c > 0 {
+			m[k] = c
+		}
+	}
 	return m
 }
 
