@@ -296,7 +296,9 @@ func pct(ls []time.Duration, p float64) time.Duration {
 	return ls[min(len(ls)-1, int(float64(len(ls))*p))]
 }
 
-func usText(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+func usText(d time.Duration) string {
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
 
 // TestServeLoad measures the gateway's added latency.
 func TestServeLoadGateway(t *testing.T) {

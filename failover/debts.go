@@ -18,10 +18,15 @@ import (
 // admissions count once, in the fallback and then in the primary. Safe for
 // concurrent use.
 type debts struct {
-	mu      sync.Mutex
-	owed    map[debtKey]debt // at most maxDebts
-	pending atomic.Bool      // owed is not empty
-	running atomic.Bool      // a goroutine is charging them
+	// mu guards the map; a key's debt is updated under its read lock,
+	// which every caller admitted by the fallback takes at once (a lock
+	// they all queued on made each of them wait a pass of the scheduler's
+	// run queue on a saturated machine; see Store.setGate). The write lock
+	// adds a key and takes the debts.
+	mu      sync.RWMutex
+	owed    map[debtKey]*owing // at most maxDebts
+	pending atomic.Bool        // owed is not empty
+	running atomic.Bool        // a goroutine is charging them
 	wg      sync.WaitGroup
 	closing chan struct{}
 	once    sync.Once
@@ -35,7 +40,21 @@ type debtKey struct {
 	version uint32
 }
 
-// debt is what is owed for one debtKey, and the limit to charge it under.
+// owing is what one debtKey owes (0: nothing) and the latest limit it was
+// admitted under, to charge it under.
+type owing struct {
+	cost  atomic.Int64
+	limit atomic.Pointer[sluice.Limit]
+}
+
+// under makes l the limit o is charged under.
+func (o *owing) under(l sluice.Limit) {
+	if p := o.limit.Load(); p == nil || *p != l {
+		o.limit.Store(&l)
+	}
+}
+
+// debt is what take returns for one debtKey.
 type debt struct {
 	limit sluice.Limit
 	cost  int64
@@ -54,33 +73,62 @@ func (d *debts) add(r sluice.Request) {
 		return
 	}
 	k := debtKey{r.Key, r.Limit.Algorithm, r.Limit.Version}
+	d.mu.RLock()
+	owed := d.owed[k]
+	if owed != nil {
+		owe(&owed.cost, r.Cost, r.Limit.MaxAdjust())
+		if r.Cost > 0 {
+			owed.under(r.Limit)
+		}
+	}
+	d.mu.RUnlock()
+	if owed != nil || r.Cost < 0 {
+		if r.Cost > 0 {
+			d.pending.Store(true)
+		}
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	owed, ok := d.owed[k]
-	switch {
-	case r.Cost < 0 && ok:
-		if owed.cost += r.Cost; owed.cost > 0 {
-			d.owed[k] = owed
-		} else {
-			delete(d.owed, k)
+	if owed = d.owed[k]; owed == nil {
+		if len(d.owed) >= maxDebts {
+			return
 		}
-	case r.Cost > 0 && (ok || len(d.owed) < maxDebts):
 		if d.owed == nil {
-			d.owed = map[debtKey]debt{}
+			d.owed = map[debtKey]*owing{}
 		}
-		// one adjustment can charge no more (sluice.Limiter.Adjust)
-		d.owed[k] = debt{r.Limit, min(owed.cost+r.Cost, r.Limit.MaxAdjust())}
-		d.pending.Store(true)
+		owed = new(owing)
+		d.owed[k] = owed
+	}
+	owe(&owed.cost, r.Cost, r.Limit.MaxAdjust())
+	owed.under(r.Limit)
+	d.pending.Store(true)
+}
+
+// owe adds cost to a debt, keeping it within 0 and most: one adjustment
+// can charge no more (sluice.Limiter.Adjust).
+func owe(owed *atomic.Int64, cost, most int64) {
+	for {
+		o := owed.Load()
+		if owed.CompareAndSwap(o, min(max(o+cost, 0), most)) {
+			return
+		}
 	}
 }
 
 // take returns the debts and forgets them.
 func (d *debts) take() map[debtKey]debt {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	m := d.owed
+	owed := d.owed
 	d.owed = nil
 	d.pending.Store(false)
+	d.mu.Unlock()
+	m := make(map[debtKey]debt, len(owed))
+	for k, v := range owed {
+		if c := v.cost.Load(); c > 0 {
+			m[k] = debt{*v.limit.Load(), c}
+		}
+	}
 	return m
 }
 
@@ -126,8 +174,8 @@ func (d *debts) restore(owed map[debtKey]debt) {
 // outage pay for what the fallback admitted; another is charged all of it
 // if the limit has room, else all the room it has.
 func (s *Store) charge(key string, o debt) bool {
-	r := sluice.Request{Key: key, Limit: o.limit, Cost: o.cost}
 	cost := o.cost
+	r := sluice.Request{Key: key, Limit: o.limit, Cost: cost}
 	if pa, ok := s.primary.(sluice.Adjuster); ok {
 		ctx, cancel := s.deadline(context.Background())
 		_, err := pa.Adjust(ctx, r)

@@ -243,6 +243,11 @@ type Store struct {
 	br     breaker
 	hookMu sync.Mutex // keeps OnStateChange calls in the order of the changes
 	state  atomic.Uint32
+	// gate and lastFail mirror the breaker for the calls that need not
+	// take mu (see setGate), as times in ns since born (see mono);
+	// lastFail 0 for none.
+	gate, lastFail atomic.Int64
+	born           time.Time
 
 	debts debts         // what the fallback admitted, owed to the primary
 	scale atomic.Uint64 // the fallback scale's float64 bits
@@ -306,7 +311,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg}
+	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg, born: time.Now()}
 	s.debts.closing = make(chan struct{})
 	s.scale.Store(math.Float64bits(cfg.FallbackScale))
 	if s.fallback == nil {
@@ -481,11 +486,23 @@ func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error
 }
 
 // admit asks the breaker whether a call may go to the primary, and returns
-// when it asked.
+// when it asked. While the breaker is closed, or open before its next
+// probe, or half-open with its probe in flight, the gate answers without
+// the breaker's lock (see gate).
 func (s *Store) admit() (start time.Time, probe, ok bool) {
+	start = time.Now()
+	switch g := s.gate.Load(); {
+	case g == gateClosed:
+		s.calls.Add(1)
+		return start, false, true
+	case g > 0 && s.mono(start) < g:
+		s.shorted.Add(1)
+		return start, false, false
+	}
 	s.mu.Lock()
 	start = time.Now()
 	ok, probe, t := s.br.allow(start)
+	s.setGate()
 	if !ok {
 		s.mu.Unlock()
 		s.shorted.Add(1)
@@ -495,6 +512,40 @@ func (s *Store) admit() (start time.Time, probe, ok bool) {
 	s.calls.Add(1)
 	return start, probe, true
 }
+
+// gateClosed is the gate of a closed breaker.
+const gateClosed = 0
+
+// setGate publishes what admit and finish may decide without s.mu, which
+// the caller holds: gateClosed while the breaker is closed; while it is
+// open, the time of its next probe (see mono), before which every call is
+// short-circuited; while half-open with a probe in flight, the end of
+// time; otherwise -1, which sends admit to the breaker. Under load, every
+// caller queued on the breaker's lock costs each holder a pass of the
+// scheduler's run queue when it hands the lock on (a Go mutex in
+// starvation mode yields to the waiter), so a lock taken by every call
+// made callers wait seconds beyond their deadline on a saturated machine.
+func (s *Store) setGate() {
+	b := &s.br
+	switch {
+	case b.state == StateClosed:
+		s.gate.Store(gateClosed)
+	case b.state == StateOpen:
+		s.gate.Store(max(1, s.mono(b.nextProbe)))
+	case b.probing:
+		s.gate.Store(math.MaxInt64)
+	default:
+		s.gate.Store(-1)
+	}
+	if b.lastFail.IsZero() {
+		s.lastFail.Store(0)
+	} else {
+		s.lastFail.Store(s.mono(b.lastFail))
+	}
+}
+
+// mono is t in ns since New, on the monotonic clock.
+func (s *Store) mono(t time.Time) int64 { return int64(t.Sub(s.born)) }
 
 // deadline is ctx bounded by Config.Timeout from now. Its timer starts only
 // when the primary waits on it (see lazyDeadline): a near-cache answer
@@ -529,13 +580,27 @@ func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, pr
 		}
 		err = &storeFailure{err}
 	}
-	s.mu.Lock()
-	t := s.br.record(time.Now(), start, o, probe)
-	s.changed(t) // unlocks s.mu
+	if probe || !s.ignored(o, start) {
+		s.mu.Lock()
+		t := s.br.record(time.Now(), start, o, probe)
+		s.setGate()
+		s.changed(t) // unlocks s.mu
+	}
 	if o == success {
 		s.settle() // after the breaker has closed, if this was its probe
 	}
 	return err
+}
+
+// ignored reports, without s.mu, whether the breaker would ignore outcome
+// o of a call (not a probe) that started at start (see breaker.record): a
+// neutral one, any while the breaker is not closed, and a failure of a
+// call in flight when the last failure that counted was seen, as are most
+// of a stall's. The gate and lastFail may be a moment old: a call that
+// ends as the breaker changes is one record neither gains nor loses from.
+func (s *Store) ignored(o outcome, start time.Time) bool {
+	return o == neutral || s.gate.Load() != gateClosed ||
+		o == failure && s.mono(start) < s.lastFail.Load()
 }
 
 // classify says whether err is the store's failure. The caller's own

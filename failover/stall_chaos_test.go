@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -32,20 +33,83 @@ type call struct {
 	start, end        time.Time
 	witness           time.Duration
 	allowed, degraded bool
+	lay               *layers
+}
+
+// layers are when a request entered and left each store under failover
+// (zero: it did not reach it), recorded by timedPrimary and timedFallback
+// through the request's context, to show where a slow caller waited.
+type layers struct {
+	primaryIn, primaryOut, fallbackIn, fallbackOut time.Time
+}
+
+type layersKey struct{}
+
+func layersOf(ctx context.Context) *layers {
+	l, _ := ctx.Value(layersKey{}).(*layers)
+	if l == nil {
+		return &layers{} // a debt's charge: no caller to report to
+	}
+	return l
+}
+
+// timedPrimary is the Redis store, recording when each request entered and
+// left it.
+type timedPrimary struct{ *redisstore.Store }
+
+func (p timedPrimary) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	l := layersOf(ctx)
+	l.primaryIn = time.Now()
+	defer func() { l.primaryOut = time.Now() }()
+	return p.Store.Take(ctx, r)
+}
+
+// timedFallback is the fallback memstore, recording as timedPrimary does.
+type timedFallback struct{ *memstore.Store }
+
+func (f timedFallback) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	l := layersOf(ctx)
+	l.fallbackIn = time.Now()
+	defer func() { l.fallbackOut = time.Now() }()
+	return f.Store.Take(ctx, r)
+}
+
+// String shows, from the request's start, when it entered and left each
+// store and when its caller saw the decision.
+func (c call) String() string {
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Sub(c.start).Round(time.Millisecond).String()
+	}
+	l := c.lay
+	return fmt.Sprintf("primary %s..%s, fallback %s..%s, returned %s, witness %s", at(l.primaryIn), at(l.primaryOut),
+		at(l.fallbackIn), at(l.fallbackOut), at(c.end), c.witness.Round(time.Millisecond))
 }
 
 // openLoad sends rate requests a second to fn, each on its own goroutine
 // (an open loop: a stalled store does not slow the arrivals), until stop,
 // which waits for every request and returns them. Each request has a
 // witness: a timer of deadline started with it, its wake-up recorded by a
-// goroutine of its own.
-func openLoad(rate int, deadline time.Duration, fn func() (sluice.Decision, error)) (stop func() []call) {
+// goroutine of its own. A request's outcome goes to one collector on a
+// channel, not under a lock all requests share: handing such a lock on
+// costs a pass of the scheduler's queue on a saturated machine, which the
+// load would add to what it measures.
+func openLoad(rate int, deadline time.Duration, fn func(context.Context) (sluice.Decision, error)) (stop func() []call) {
 	var (
-		mu   sync.Mutex
-		all  []call
-		wg   sync.WaitGroup
-		done = make(chan struct{})
+		all       []call
+		wg        sync.WaitGroup
+		done      = make(chan struct{})
+		out       = make(chan call, rate)
+		collected = make(chan struct{})
 	)
+	go func() {
+		for c := range out {
+			all = append(all, c)
+		}
+		close(collected)
+	}()
 	wg.Go(func() {
 		t0, sent := time.Now(), 0
 		tick := time.NewTicker(time.Millisecond)
@@ -58,16 +122,14 @@ func openLoad(rate int, deadline time.Duration, fn func() (sluice.Decision, erro
 			}
 			for due := int(time.Since(t0).Seconds() * float64(rate)); sent < due; sent++ {
 				wg.Go(func() {
-					c := call{start: time.Now()}
+					c := call{start: time.Now(), lay: &layers{}}
 					woke := make(chan time.Time, 1)
 					witness := time.NewTimer(deadline)
 					go func() { <-witness.C; woke <- time.Now() }()
-					d, err := fn()
+					d, err := fn(context.WithValue(context.Background(), layersKey{}, c.lay))
 					c.end, c.allowed, c.degraded = time.Now(), err == nil && d.Allowed, d.Degraded
 					c.witness = (<-woke).Sub(c.start)
-					mu.Lock()
-					all = append(all, c)
-					mu.Unlock()
+					out <- c
 				})
 			}
 		}
@@ -75,6 +137,8 @@ func openLoad(rate int, deadline time.Duration, fn func() (sluice.Decision, erro
 	return sync.OnceValue(func() []call {
 		close(done)
 		wg.Wait()
+		close(out)
+		<-collected
 		return all
 	})
 }
@@ -92,13 +156,31 @@ type stallResult struct {
 	// deadline during the run; own, the slowest caller's own witness.
 	witness, own time.Duration
 	opens        int64
+	slowestCall  call
+	// most is, per stretch of a call (see stretches), the longest any
+	// call spent in it.
+	most [5]time.Duration
+}
+
+// stretches splits a call's time: before it reached the primary, in the
+// primary, from there to the fallback, in the fallback, and from the last
+// store it left until its caller had the decision.
+func (c call) stretches() (s [5]time.Duration) {
+	l, mark := c.lay, c.start
+	for i, t := range []time.Time{l.primaryIn, l.primaryOut, l.fallbackIn, l.fallbackOut, c.end} {
+		if !t.IsZero() {
+			s[i], mark = t.Sub(mark), t
+		}
+	}
+	return s
 }
 
 func (r stallResult) String() string {
-	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (its own witness %v, the slowest witness %v; timers late by up to %v); breaker opened %d times",
+	return fmt.Sprintf("%d calls, %d admitted (bound %.0f, %+.1f%%); degraded %d over %v, %d admitted (fallback bound %.0f); latency p99 %v, slowest %v (its own witness %v, the slowest witness %v; timers late by up to %v); breaker opened %d times; the slowest: %v; the longest stretches: before the primary %v, in it %v, to the fallback %v, in it %v, after %v",
 		r.calls, r.admitted, r.bound, 100*(float64(r.admitted)/r.bound-1), r.degraded, r.span.Round(time.Millisecond), r.degradedAdmit, r.fallbackBound,
 		r.p99.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.own.Round(time.Millisecond), r.witness.Round(time.Millisecond),
-		r.noise.Round(time.Millisecond), r.opens)
+		r.noise.Round(time.Millisecond), r.opens, r.slowestCall,
+		r.most[0].Round(time.Millisecond), r.most[1].Round(time.Millisecond), r.most[2].Round(time.Millisecond), r.most[3].Round(time.Millisecond), r.most[4].Round(time.Millisecond))
 }
 
 // stallChaos runs instances failover stores with their defaults (but
@@ -117,14 +199,19 @@ func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		s := newStore(t, rs, failover.Config{FallbackScale: scale, Logger: slog.New(slog.DiscardHandler)})
+		ms, err := memstore.New(memstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ms.Close() })
+		s := newStore(t, timedPrimary{rs}, failover.Config{FallbackScale: scale, FallbackStore: timedFallback{ms}, Logger: slog.New(slog.DiscardHandler)})
 		stores = append(stores, s)
 	}
 	late := redistest.Lateness(50, 50*time.Millisecond)
 	for _, s := range stores {
 		limiter := sluice.New(s)
-		stops = append(stops, openLoad(rate/instances, 50*time.Millisecond, func() (sluice.Decision, error) {
-			return limiter.Allow(context.Background(), "stall", lim)
+		stops = append(stops, openLoad(rate/instances, 50*time.Millisecond, func(ctx context.Context) (sluice.Decision, error) {
+			return limiter.Allow(ctx, "stall", lim)
 		}))
 	}
 	time.Sleep(stallAt)
@@ -148,9 +235,12 @@ func stallChaos(t *testing.T, instances, rate int, scale float64, stallAt, stall
 		d := c.end.Sub(c.start)
 		took = append(took, d)
 		if d > r.slowest {
-			r.slowest, r.own = d, c.witness
+			r.slowest, r.own, r.slowestCall = d, c.witness, c
 		}
 		r.witness = max(r.witness, c.witness)
+		for i, d := range c.stretches() {
+			r.most[i] = max(r.most[i], d)
+		}
 		if c.allowed {
 			r.admitted++
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -185,6 +186,7 @@ func redisClient(r RedisConfig, timeout time.Duration, logger *slog.Logger) (cli
 			// A dead master answers no MOVED: reread the slot map
 			// often so a promoted replica is found soon.
 			ClusterStateReloadInterval: time.Second,
+			MaintNotificationsConfig:   noMaintNotifications(),
 		})
 		return cluster, cluster, fmt.Sprintf("%s cluster %v", scheme, addrs), nil
 	case r.MasterName != "":
@@ -199,7 +201,18 @@ func redisClient(r RedisConfig, timeout time.Duration, logger *slog.Logger) (cli
 	return redis.NewClient(&redis.Options{
 		Addr: addrs[0], Username: r.Username, Password: r.Password, DB: r.DB, CredentialsProvider: creds, Dialer: dialer,
 		DialTimeout: sock, ReadTimeout: sock, WriteTimeout: sock, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: dials,
+		MaintNotificationsConfig: noMaintNotifications(),
 	}), nil, fmt.Sprintf("%s %s", scheme, addrs[0]), nil
+}
+
+// noMaintNotifications turns off go-redis's maintenance notifications
+// (a managed-Redis feature sluice does not use). Left on "auto", every new
+// connection first sends CLIENT MAINT_NOTIFICATIONS, which open-source Redis
+// refuses, and the client then disables the feature under a lock: after a
+// stall has closed the pool's connections, the redial storm queued callers
+// on that lock for up to 0.9 s (mutex profile of failover's stall test).
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // probe connects to the store before the first request needs it (a
