@@ -121,4 +121,3 @@ type Adjuster interface {
 	// Limiter.Adjust for the rules).
 	Adjust(ctx context.Context, r Request) (Decision, error)
 }
-
