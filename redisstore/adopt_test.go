@@ -38,6 +38,15 @@ func TestAdoptSameOnBothStores(t *testing.T) {
 			{sluice.CalendarWindow(6, sluice.Day, "Europe/Berlin"), 20 * m, 2}, {sluice.FixedWindow(5, h), 30 * m, 1},
 			{sluice.CalendarWindow(3, sluice.Month, "America/New_York"), 40 * m, 1},
 		},
+		// An instance whose clock is back across midnight sends the day
+		// before's bounds: the same calendar, not a changed limit, so the
+		// state stays in the newest day it has seen, even with nothing
+		// counted in it yet (found by TestConformanceCalendar, seed
+		// 14091128992495239262).
+		"calendar day, clock back across midnight": {
+			{sluice.CalendarWindow(1, sluice.Day, "Europe/Berlin"), -h, 1}, {sluice.CalendarWindow(1, sluice.Day, "Europe/Berlin"), 0, 0},
+			{sluice.CalendarWindow(1, sluice.Day, "Europe/Berlin"), -31 * m, 1}, {sluice.CalendarWindow(1, sluice.Day, "Europe/Berlin"), -29 * m, 1},
+		},
 		"token bucket mid-refill": {
 			{sluice.TokenBucket(sluice.Per(3, 7*time.Second), 5), 0, 5}, {sluice.TokenBucket(sluice.Per(3, 7*time.Second), 5), 3 * time.Second, 1},
 			{sluice.TokenBucket(sluice.Per(2, 3*time.Second), 3), 4 * time.Second, 1}, {sluice.TokenBucket(sluice.Per(5, 11*time.Second), 9), 6 * time.Second, 4},

@@ -35,8 +35,7 @@ var calendarTraces = traces{
 		}
 		return at.UnixMicro() + rapid.Int64Range(0, 4*3600_000_000).Draw(t, "offset")
 	},
-	gap:     func(t *rapid.T) int64 { return rapid.Int64Range(0, 3*3600_000_000).Draw(t, "gap_us") },
-	forward: true,
+	gap: func(t *rapid.T) int64 { return rapid.Int64Range(0, 3*3600_000_000).Draw(t, "gap_us") },
 }
 
 // TestConformanceCalendar: calendar windows decide identically on memstore,

@@ -95,12 +95,6 @@ type traces struct {
 	gap   func(*rapid.T) int64
 	// limits, if set, draws the trace's three limits instead of limit.
 	limits func(*rapid.T) []sluice.Limit
-	// forward keeps the clock from going back. Calendar traces set it:
-	// a clock that goes back across a calendar boundary after a settle
-	// has emptied the new period is decided in the new period by memstore
-	// (its entry's high-water mark) and in the old one by Redis, an open
-	// divergence (seed 14091128992495239262 of TestConformanceCalendar).
-	forward bool
 }
 
 // plain traces: every algorithm, steps up to 1.5 s apart.
@@ -203,7 +197,7 @@ func conformanceOf(t *testing.T, client redis.UniversalClient, scripts bool, tr 
 		}
 		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			gap := tr.gap(rt)
-			if rapid.IntRange(0, 15).Draw(rt, "backwards") == 0 && !tr.forward {
+			if rapid.IntRange(0, 15).Draw(rt, "backwards") == 0 {
 				gap = -gap / 4
 			}
 			clk.us.Add(gap)

@@ -217,6 +217,26 @@ local function read_state(alg, key)
   return (v[1] or 0) + 0, y, 0, v[4] == false and (v[3] or 0) + 0 or 0, v[1] ~= false, v[5]
 end
 
+-- same_periods tells whether o and p are one calendar window's arguments
+-- (same N) sent from different periods: their bounds share a period (a
+-- consecutive pair). An argument carries no unit or zone, so shared bounds
+-- are what identify the calendar; two zones with the same midnights are
+-- the same periods.
+local function same_periods(o, p)
+  if not (o.bounds and p.bounds) or o.N ~= p.N then
+    return false
+  end
+  local a, b = o.bounds, p.bounds
+  for i = 1, 3 do
+    for j = 1, 3 do
+      if a[i] == b[j] and a[i + 1] == b[j + 1] then
+        return true
+      end
+    end
+  end
+  return false
+end
+
 -- state reads the state of a request under parameters p (read_state) and
 -- carries it over to p if it was written under others (adopt.lua): the
 -- state, e, whether the key existed, and what write_state must store in
@@ -233,7 +253,16 @@ local function state(p, key, now)
     return x, y, z, e, existed, p.canon
   end
   if ps and ps ~= p.canon then
-    x, y, z = adopt(params(ps), p, x, y, z, now)
+    local o = params(ps)
+    if same_periods(o, p) then
+      -- the same calendar limit, sent by an instance in another period:
+      -- no change to carry over; the stored bounds follow the later one
+      if p.bounds[1] > o.bounds[1] then
+        return x, y, z, e, existed, p.canon
+      end
+      return x, y, z, e, existed, false
+    end
+    x, y, z = adopt(o, p, x, y, z, now)
     return x, y, z, e, existed, p.canon
   end
   return x, y, z, e, existed, false
