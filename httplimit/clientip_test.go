@@ -243,3 +243,13 @@ func TestForwardedGarbageCost(t *testing.T) {
 		t.Fatalf("client %v; %d bytes allocated reading a header of %d", got, alloc, len(garbage))
 	}
 }
+
+// TestByIPNil: ByIP(nil) keys by the TCP peer and ignores a forwarding
+// header, as the zero ClientIP does, rather than panicking on the first
+// request.
+func TestByIPNil(t *testing.T) {
+	got, err := ByIP(nil)(req("198.51.100.9:4711", "X-Forwarded-For", "203.0.113.1"))
+	if err != nil || got != "198.51.100.9" {
+		t.Fatalf("ByIP(nil) = %q, %v; want the peer 198.51.100.9", got, err)
+	}
+}

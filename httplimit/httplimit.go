@@ -117,8 +117,14 @@ func SameHeader(a, b string) bool {
 	return true
 }
 
-// ByIP keys requests by client address, as c resolves it.
-func ByIP(c *ClientIP) KeyFunc { return c.Key }
+// ByIP keys requests by client address, as c resolves it. A nil c is the
+// zero ClientIP: the TCP peer's address, no proxy trusted.
+func ByIP(c *ClientIP) KeyFunc {
+	if c == nil {
+		c = &ClientIP{}
+	}
+	return c.Key
+}
 
 // Source decides which limits apply to a request: a fixed list
 // (Config.Limits), or a policy (package policy) that matches rules.
