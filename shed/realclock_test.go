@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/sched"
 )
 
 // TestOverloadRealClock is TestOverload on the real clock, over real HTTP
@@ -44,7 +44,7 @@ func TestOverloadRealClock(t *testing.T) {
 		return resp.StatusCode
 	}
 	calm := summarize(offer(do, svc.capacity()/2, 4*time.Second, 1), time.Second, 4*time.Second)
-	stop := lateness()
+	stop := sched.Lateness()
 	svc.meant.Store(0)
 	svc.slept.Store(0)
 	load := summarize(offer(do, 3*svc.capacity(), 6*time.Second, 2), 2*time.Second, 6*time.Second)
@@ -64,26 +64,4 @@ func TestOverloadRealClock(t *testing.T) {
 	if load.success[Sheddable] >= load.success[Default] {
 		t.Errorf("sheddable success %.2f%% not under default %.2f%%", 100*load.success[Sheddable], 100*load.success[Default])
 	}
-}
-
-// lateness measures, until the returned function is called, how late a
-// 10ms sleep wakes, and returns the most it was late.
-func lateness() func() time.Duration {
-	done := make(chan struct{})
-	res := make(chan time.Duration)
-	go func() {
-		var ls []time.Duration
-		for {
-			select {
-			case <-done:
-				res <- slices.Max(ls)
-				return
-			default:
-			}
-			t0 := time.Now()
-			time.Sleep(10 * time.Millisecond)
-			ls = append(ls, time.Since(t0)-10*time.Millisecond)
-		}
-	}()
-	return func() time.Duration { close(done); return <-res }
 }
