@@ -199,11 +199,14 @@ var settingFlags = []struct{ name, help string }{
 // well as with a value (--show-keys=false).
 var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true, "rls-stop-increment": true, "rls-healthy-with-config": true, "rls-shadow-mode": true, "rls-quota-mode": true}
 
+// setting is one --name=value of sluice serve, applied in order after the
+// config file and the environment.
+type setting struct{ name, value string }
+
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "server config file (YAML; env SLUICE_CONFIG)")
 	showSample := fs.Bool("sample-policy", false, "print the embedded sample policy and exit")
-	type setting struct{ name, value string }
 	var set []setting
 	for _, f := range settingFlags {
 		add := func(v string) error {
@@ -224,29 +227,44 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(server.SamplePolicy())
 		return exitOK
 	}
+	cfg, code := serveConfig(*configPath, set, stderr)
+	if code != exitOK {
+		return code
+	}
+	return runServer(cfg, stderr)
+}
 
+// serveConfig builds sluice serve's configuration: the defaults, the
+// config file, the environment, then the flags, validated.
+func serveConfig(path string, set []setting, stderr io.Writer) (server.Config, int) {
 	cfg := server.Defaults()
-	if *configPath != "" {
+	if path != "" {
 		var err error
-		if cfg, err = server.LoadConfig(*configPath, cfg); err != nil {
+		if cfg, err = server.LoadConfig(path, cfg); err != nil {
 			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-			return exitInvalid
+			return cfg, exitInvalid
 		}
 	}
 	if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "sluice serve: environment: %v\n", err)
-		return exitUsage
+		return cfg, exitUsage
 	}
 	for _, s := range set {
 		if err := cfg.Set(s.name, "--"+s.name, s.value); err != nil {
 			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-			return exitUsage
+			return cfg, exitUsage
 		}
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "sluice serve: invalid configuration:\n%v\n", indent(err.Error()))
-		return exitInvalid
+		return cfg, exitInvalid
 	}
+	return cfg, exitOK
+}
+
+// runServer runs the server until SIGTERM or SIGINT, reloading its
+// configs on SIGHUP.
+func runServer(cfg server.Config, stderr io.Writer) int {
 	logger := newLogger(cfg.Log, stderr)
 	redis.SetLogger(newRedisLog(logger, time.Now))
 	if _, set := os.LookupEnv("GOGC"); !set {
@@ -256,7 +274,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		// MB of heap for far fewer collections; GOGC overrides it.
 		debug.SetGCPercent(400)
 	}
-
 	srv, err := server.New(cfg, server.Options{Logger: logger, Version: strings.TrimSuffix(versionString(), " "+runtime.Version())})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
