@@ -223,6 +223,8 @@ func (s *Service) Register(r grpc.ServiceRegistrar) {
 	r.RegisterService(&serviceDesc, s)
 }
 
+var wireRequests = sync.Pool{New: func() any { return new(wireRequest) }}
+
 // serviceDesc is rlspb.RateLimitService_ServiceDesc with a handler that
 // decodes the request into a wireRequest (see ServerCodec).
 var serviceDesc = grpc.ServiceDesc{
@@ -232,8 +234,13 @@ var serviceDesc = grpc.ServiceDesc{
 	Metadata:    rlspb.RateLimitService_ServiceDesc.Metadata,
 }
 
+// shouldRateLimitHandler decodes and decides a request. Without an
+// interceptor, which might keep the request, the wireRequest goes back to
+// its pool once decided: nothing of a request outlives its answer but its
+// strings, which are a copy of the message of their own.
 func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
-	in := new(wireRequest)
+	in := wireRequests.Get().(*wireRequest)
+	*in = wireRequest{}
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -242,6 +249,7 @@ func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, i
 	}
 	s := srv.(*Service)
 	if intercept == nil {
+		defer wireRequests.Put(in)
 		return s.ShouldRateLimit(ctx, &in.RateLimitRequest)
 	}
 	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: rlspb.RateLimitService_ShouldRateLimit_FullMethodName}
