@@ -19,13 +19,13 @@ import (
 
 // ServerCodec is a grpc.ServerOption that gives a server the service's own
 // protobuf codec: it decodes a RateLimitRequest and encodes a
-// RateLimitResponse by hand (the same wire format, no reflection, the
-// usual request in two allocations), and
-// leaves every other message, such as the health service's, to grpc's
-// standard codec. With it, a malformed request is answered
-// InvalidArgument (grpc answers Internal for what its codec cannot
-// decode), and a request beyond MaxDescriptors or MaxEntries is refused
-// before its descriptors are allocated. Register works without it.
+// RateLimitResponse by hand (the same wire format, no reflection; the
+// usual request costs one allocation, the copy of its strings), and leaves
+// every other message, such as the health service's, to grpc's standard
+// codec. With it, a malformed request is answered InvalidArgument (grpc
+// answers Internal for what its codec cannot decode), and a request beyond
+// MaxDescriptors or MaxEntries is refused having decoded no more than
+// those. Register works without it.
 func ServerCodec() grpc.ServerOption { return grpc.ForceServerCodecV2(codec{}) }
 
 // codec is the encoding.CodecV2 of ServerCodec.
