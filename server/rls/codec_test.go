@@ -117,7 +117,7 @@ func appendUnknown(r *rand.Rand, b []byte) []byte {
 
 func TestCodecDecodesAsProto(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for range 3000 {
+	for range 1000 {
 		req := randRequest(r, r.IntN(4) > 0)
 		b, err := proto.Marshal(req)
 		if err != nil {
@@ -238,7 +238,7 @@ func randResponse(r *rand.Rand, plain bool) *rlspb.RateLimitResponse {
 
 func TestCodecEncodesAsProto(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for i := range 3000 {
+	for i := range 1000 {
 		resp := randResponse(r, i%2 == 0)
 		want, err := proto.Marshal(resp)
 		if err != nil {
