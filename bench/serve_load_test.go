@@ -63,9 +63,9 @@ func init() {
 // The floor: when this test binary runs with SLUICE_LOAD_RLS_FLOOR set,
 // it only serves the rate limit service on that address with a handler
 // that decides nothing and answers one constant OK status, on grpc-go with
-// sluice serve's server options (and GOGC=400 from the environment, as
-// sluice sets it): what the gRPC transport and protobuf cost per call
-// before any service does any work.
+// sluice serve's server options but grpc's standard protobuf codec (and
+// GOGC=400 from the environment, as sluice sets it): what the gRPC
+// transport and protobuf cost per call before any service does any work.
 func init() {
 	addr := os.Getenv("SLUICE_LOAD_RLS_FLOOR")
 	if addr == "" {

@@ -79,6 +79,7 @@ type rlsLimit struct{ domain, rule string }
 // refused, shadow refused) and degraded (false, true).
 type rlsCounters struct {
 	limit string
+	key   string // the status page's key of a refusal, but for the value
 	c     [4][2]prometheus.Counter
 	hits  [3]prometheus.Counter // within, near, over
 }
@@ -128,11 +129,10 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 		// What the status page lists of a refused key: the value of the
 		// descriptor's last entry, which the service reports only for
 		// detailed_metric limits.
-		key := decide.AppendKey(nil, "", "rls", o.Rule)
+		ob.Key = c.key
 		if o.Value != "" {
-			key = decide.AppendKeyPart(key, o.Value)
+			ob.Key = string(decide.AppendKeyPart([]byte(c.key), o.Value))
 		}
-		ob.Key = string(key)
 	}
 	r.s.stats.add("rls", ob)
 }
@@ -143,7 +143,7 @@ func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
 	if c, ok := r.limits.Load(id); ok {
 		return c.(*rlsCounters)
 	}
-	c := &rlsCounters{limit: domain + "/" + rule}
+	c := &rlsCounters{limit: domain + "/" + rule, key: string(decide.AppendKey(nil, "", "rls", rule))}
 	for i, o := range rlsOutcomes {
 		for d, degraded := range []string{"false", "true"} {
 			c.c[i][d] = r.s.metrics.decisions.WithLabelValues("rls", c.limit, o.String(), degraded)

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/rls"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -315,6 +316,7 @@ func (s *Server) listenGRPC() error {
 		// as many as the concurrent calls an Envoy fleet makes)
 		grpc.NumStreamWorkers(uint32(max(256, 32*runtime.GOMAXPROCS(0)))),
 		grpc.SharedWriteBuffer(true),
+		rls.ServerCodec(),
 	)
 	s.registerGRPC(s.grpc)
 	return nil

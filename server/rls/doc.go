@@ -231,8 +231,10 @@
 // An empty domain, no descriptors, more than MaxDescriptors descriptors,
 // more than MaxEntries entries in one, a domain, key or value longer than
 // MaxLength bytes, or a limit override with an unknown unit is refused with
-// InvalidArgument. A store failure is Unavailable, so Envoy applies its
-// failure_mode_deny setting.
+// InvalidArgument; on a server with ServerCodec, so is a message that is not
+// a RateLimitRequest in protobuf wire format, or has a string that is not
+// UTF-8 (grpc's own codec answers those Internal). A store failure is
+// Unavailable, so Envoy applies its failure_mode_deny setting.
 //
 // # Response headers
 //
@@ -247,6 +249,7 @@
 //
 //	cfg, err := rls.LoadConfig("/etc/sluice/ratelimit")
 //	svc := rls.New(sluice.New(store), cfg, rls.Options{Observe: metrics})
+//	grpcServer := grpc.NewServer(rls.ServerCodec()) // the service's own protobuf codec
 //	svc.Register(grpcServer)
 //	...
 //	svc.Swap(newCfg) // on reload; a config that fails to load keeps the old one

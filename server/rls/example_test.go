@@ -29,7 +29,8 @@ descriptors:
 	defer store.Close()
 	svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler)})
 	defer svc.Close()
-	// In a server: svc.Register(grpcServer). Here, called directly.
+	// In a server: svc.Register(grpc.NewServer(rls.ServerCodec())). Here,
+	// called directly.
 	req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{{
 		Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "203.0.113.7"}},
 	}}}

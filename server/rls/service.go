@@ -217,18 +217,45 @@ func (s *Service) Config() *Config { return s.cfg.Load() }
 func (s *Service) Close() { s.logs.close() }
 
 // Register registers the service on a gRPC server as
-// envoy.service.ratelimit.v3.RateLimitService.
+// envoy.service.ratelimit.v3.RateLimitService. Give the server
+// ServerCodec, for the service's own codec.
 func (s *Service) Register(r grpc.ServiceRegistrar) {
-	rlspb.RegisterRateLimitServiceServer(r, server{s: s})
+	r.RegisterService(&serviceDesc, s)
 }
 
-type server struct {
-	rlspb.UnimplementedRateLimitServiceServer
-	s *Service
+var wireRequests = sync.Pool{New: func() any { return new(wireRequest) }}
+
+// serviceDesc is rlspb.RateLimitService_ServiceDesc with a handler that
+// decodes the request into a wireRequest (see ServerCodec).
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: rlspb.RateLimitService_ServiceDesc.ServiceName,
+	HandlerType: (*rlspb.RateLimitServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "ShouldRateLimit", Handler: shouldRateLimitHandler}},
+	Metadata:    rlspb.RateLimitService_ServiceDesc.Metadata,
 }
 
-func (g server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	return g.s.ShouldRateLimit(ctx, req)
+// shouldRateLimitHandler decodes and decides a request. Without an
+// interceptor, which might keep the request, the wireRequest goes back to
+// its pool once decided: nothing of a request outlives its answer but its
+// strings, which are a copy of the message of their own.
+func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+	in := wireRequests.Get().(*wireRequest)
+	*in = wireRequest{}
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if in.err != nil {
+		return nil, status.Error(codes.InvalidArgument, in.err.Error())
+	}
+	s := srv.(*Service)
+	if intercept == nil {
+		defer wireRequests.Put(in)
+		return s.ShouldRateLimit(ctx, &in.RateLimitRequest)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: rlspb.RateLimitService_ShouldRateLimit_FullMethodName}
+	return intercept(ctx, &in.RateLimitRequest, info, func(ctx context.Context, req any) (any, error) {
+		return s.ShouldRateLimit(ctx, req.(*rlspb.RateLimitRequest))
+	})
 }
 
 // item is the plan and the answer for one descriptor.

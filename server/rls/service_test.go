@@ -116,7 +116,7 @@ func startConfig(t *testing.T, b backend, cfg *rls.Config, opts rls.Options) *ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(rls.ServerCodec())
 	svc.Register(srv)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
