@@ -304,27 +304,33 @@ func TestSameLimitCoversLimit(t *testing.T) {
 	}
 }
 
-// TestInlineEqual: keys of every inline length equal the bytes they were
-// stored as and differ from any key one byte off, at every position.
+// TestInlineEqual: keys of every length up to past the inline ones equal
+// the entry they were stored in, give it back as its key, and differ from
+// any key one byte off, at every position, and from a key one byte longer
+// or shorter.
 func TestInlineEqual(t *testing.T) {
-	for n := 0; n <= inlineKey; n++ {
-		key := []byte(strings.Repeat("abcdefghij", 3)[:n])
-		var b [inlineKey]byte
-		copy(b[:], key)
-		if !inlineEqual(&b, string(key)) {
-			t.Fatalf("%d-byte key differs from itself", n)
+	c := &compiled{}
+	all := strings.Repeat("abcdefghij", 4)
+	for n := 0; n <= inlineKey+2; n++ {
+		key := all[:n]
+		e := newEntry(strings.Clone(key), c)
+		if !e.hasKey(key) || e.key() != key {
+			t.Fatalf("%d-byte key differs from itself (stored as %q)", n, e.key())
 		}
-		for i := range key {
-			other := append([]byte(nil), key...)
+		if e.hasKey(all[:n+1]) || n > 0 && e.hasKey(key[:n-1]) {
+			t.Fatalf("%d-byte key equals a key one byte longer or shorter", n)
+		}
+		for i := range n {
+			other := []byte(key)
 			other[i] ^= 0x20
-			if inlineEqual(&b, string(other)) {
+			if e.hasKey(string(other)) {
 				t.Fatalf("%d-byte keys that differ at byte %d compare equal", n, i)
 			}
 		}
 	}
 }
 
-// TestShortKeyHash: keys of 8 to 16 bytes, hashed from two words, differ
+// TestShortKeyHash: keys of 8 to 32 bytes, hashed from words, differ
 // from keys one bit off at any position and from the same bytes at another
 // length; 100,000 keys spread over the shards and over a table's slots as
 // uniformly as chance allows; and two stores hash the same key apart.
@@ -342,8 +348,8 @@ func TestShortKeyHash(t *testing.T) {
 		}
 		seen[h] = k
 	}
-	base := "0123456789abcdef"
-	for n := 8; n <= 16; n++ {
+	base := "0123456789abcdefghijklmnopqrstuvw" // 33 bytes: maphash's lengths around the words'
+	for n := 7; n <= len(base); n++ {
 		add(base[:n])
 		add(strings.Repeat("\x00", n))
 		for i := range n {

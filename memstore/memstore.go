@@ -104,7 +104,7 @@ type Store struct {
 	shift    uint // a key's shard is its hash >> shift
 	perShard int
 	seed     maphash.Seed
-	keys     [3]uint64 // hash's keys for short keys
+	keys     [5]uint64 // hash's keys for keys of 8 to 32 bytes
 	given    bool      // the clock is Config.Now: its readings are used as they are
 	base     time.Time
 	baseUS   int64
@@ -156,7 +156,7 @@ func New(cfg Config) (*Store, error) {
 		shift:    uint(64 - shardBits),
 		perShard: (cfg.MaxKeys + n - 1) / n,
 		seed:     maphash.MakeSeed(),
-		keys:     [3]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64()},
+		keys:     [5]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()},
 		base:     time.Now(),
 		clock:    cfg.Now,
 		given:    cfg.Now != nil,
@@ -221,21 +221,29 @@ func (s *Store) readClock() int64 {
 }
 
 // hash returns key's hash: its top bits choose the shard, its low bits the
-// slot. It is never 0, which marks an empty slot. A key of 8 to 16 bytes
-// (an IPv4 address, most user IDs) is two words mixed with the store's
-// random keys by two 64×64→128-bit multiplications, as the Go runtime's
-// own hash does where the CPU has no AES instructions: a third of the
-// instructions of maphash.String, which hashes every other key. Both are
-// keyed per store, so a client cannot choose keys that collide.
+// slot. It is never 0, which marks an empty slot. A key of 8 to 32 bytes
+// (an IPv4 address, most user IDs, a policy's key of a rule, a limit and
+// an address) is two or four words mixed with the store's random keys by
+// 64×64→128-bit multiplications, as the Go runtime's own hash does where
+// the CPU has no AES instructions: a third of the instructions of
+// maphash.String, which hashes every other key. Both are keyed per store,
+// so a client cannot choose keys that collide.
 func (s *Store) hash(key string) uint64 {
-	var h uint64
-	if n := len(key); n >= 8 && n <= 16 {
-		b := unsafe.Slice(unsafe.StringData(key), n) // read only
-		lo, hi := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
-		h = mix(s.keys[0]^uint64(n), mix(lo^s.keys[1], hi^s.keys[2]))
-	} else {
-		h = maphash.String(s.seed, key)
+	n := len(key)
+	if n < 8 || n > 32 {
+		return nonZero(maphash.String(s.seed, key))
 	}
+	b := unsafe.Slice(unsafe.StringData(key), n) // read only
+	le := binary.LittleEndian
+	h := mix(le.Uint64(b)^s.keys[1], le.Uint64(b[n-8:])^s.keys[2])
+	if n > 16 {
+		h ^= mix(le.Uint64(b[8:])^s.keys[3], le.Uint64(b[n-16:])^s.keys[4])
+	}
+	return nonZero(mix(s.keys[0]^uint64(n), h))
+}
+
+// nonZero is h, or 1 for 0.
+func nonZero(h uint64) uint64 {
 	if h == 0 {
 		return 1
 	}
