@@ -12,14 +12,25 @@
 // per decision) or sethvargo; KEYS is 1 or 100000; PATH is allowed or
 // refused. sluice runs without its sweeper, so that only decisions run
 // while the count is taken.
+//
+//	instr pair KEYS N PATH ROUNDS
+//
+// times sluice and sethvargo in alternating batches of N decisions in one
+// process, ROUNDS times, by the CPU time of the thread (getrusage
+// RUSAGE_THREAD), so that time the thread spent waiting for a core on a
+// loaded machine is not counted; it prints each round's ns per decision
+// and their ratio, and the median ratio.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	sethvargomem "github.com/sethvargo/go-limiter/memorystore"
@@ -28,8 +39,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: instr sluice|sluice-exact|sethvargo KEYS N allowed|refused")
+	if len(os.Args) < 5 {
+		fmt.Fprintln(os.Stderr, "usage: instr sluice|sluice-exact|sethvargo KEYS N allowed|refused, or instr pair KEYS N allowed|refused [ROUNDS]")
 		os.Exit(2)
 	}
 	nk, err1 := strconv.Atoi(os.Args[2])
@@ -38,19 +49,78 @@ func main() {
 		fmt.Fprintln(os.Stderr, "instr: KEYS and N are numbers")
 		os.Exit(2)
 	}
-	keys := make([]string, nk)
-	for i := range keys {
-		keys[i] = "user:" + strconv.Itoa(100_000+i)
+	if os.Args[1] == "pair" {
+		pair(nk, n, os.Args[4])
+		return
 	}
+	keys := makeKeys(nk)
 	allow, err := library(os.Args[1], os.Args[4] == "refused")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "instr:", err)
 		os.Exit(2)
 	}
-	for _, k := range keys { // warm-up, each key a copy, as in BenchmarkAllow
+	warm(allow, keys)
+	fmt.Println(loop(allow, keys, n), "admitted")
+}
+
+func makeKeys(nk int) []string {
+	keys := make([]string, nk)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(100_000+i)
+	}
+	return keys
+}
+
+// warm uses every key once, each a copy, as BenchmarkAllow does.
+func warm(allow func(string) bool, keys []string) {
+	for _, k := range keys {
 		allow(strings.Clone(k))
 	}
-	fmt.Println(loop(allow, keys, n), "admitted")
+}
+
+// pair prints the CPU time per decision of sluice and sethvargo in
+// alternating batches of n, and the median ratio.
+func pair(nk, n int, path string) {
+	rounds := 20
+	if len(os.Args) > 5 {
+		rounds, _ = strconv.Atoi(os.Args[5])
+	}
+	runtime.LockOSThread()
+	keys := makeKeys(nk)
+	var libs [2]func(string) bool
+	for i, lib := range []string{"sluice", "sethvargo"} {
+		allow, err := library(lib, path == "refused")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "instr:", err)
+			os.Exit(2)
+		}
+		warm(allow, keys)
+		libs[i] = allow
+	}
+	runtime.GC()
+	var ratios []float64
+	for r := range rounds {
+		var ns [2]float64
+		for i, allow := range libs {
+			t := threadCPU()
+			loop(allow, keys, n)
+			ns[i] = float64(threadCPU()-t) / float64(n)
+		}
+		ratios = append(ratios, ns[0]/ns[1])
+		fmt.Printf("round %d: sluice %.1f ns, sethvargo %.1f ns, ratio %.2f\n", r+1, ns[0], ns[1], ns[0]/ns[1])
+	}
+	slices.Sort(ratios)
+	fmt.Printf("keys=%d %s: median sluice/sethvargo %.2f over %d rounds of %d decisions\n", nk, path, ratios[len(ratios)/2], rounds, n)
+}
+
+// threadCPU returns the CPU time (ns) the calling thread has used.
+func threadCPU() int64 {
+	const rusageThread = 1 // RUSAGE_THREAD, Linux
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		panic(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // library returns one decision of lib, under the benchmark's generous
