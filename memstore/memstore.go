@@ -39,12 +39,15 @@ package memstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -101,7 +104,8 @@ type Store struct {
 	shift    uint // a key's shard is its hash >> shift
 	perShard int
 	seed     maphash.Seed
-	given    bool // the clock is Config.Now: its readings are used as they are
+	keys     [5]uint64 // hash's keys for keys of 8 to 32 bytes
+	given    bool      // the clock is Config.Now: its readings are used as they are
 	base     time.Time
 	baseUS   int64
 	clock    func() time.Time
@@ -152,6 +156,7 @@ func New(cfg Config) (*Store, error) {
 		shift:    uint(64 - shardBits),
 		perShard: (cfg.MaxKeys + n - 1) / n,
 		seed:     maphash.MakeSeed(),
+		keys:     [5]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()},
 		base:     time.Now(),
 		clock:    cfg.Now,
 		given:    cfg.Now != nil,
@@ -216,12 +221,39 @@ func (s *Store) readClock() int64 {
 }
 
 // hash returns key's hash: its top bits choose the shard, its low bits the
-// slot. It is never 0, which marks an empty slot.
+// slot. It is never 0, which marks an empty slot. A key of 8 to 32 bytes
+// (an IPv4 address, most user IDs, a policy's key of a rule, a limit and
+// an address) is two or four words mixed with the store's random keys by
+// 64×64→128-bit multiplications, as the Go runtime's own hash does where
+// the CPU has no AES instructions: a third of the instructions of
+// maphash.String, which hashes every other key. Both are keyed per store,
+// so a client cannot choose keys that collide.
 func (s *Store) hash(key string) uint64 {
-	if h := maphash.String(s.seed, key); h != 0 {
-		return h
+	n := len(key)
+	if n < 8 || n > 32 {
+		return nonZero(maphash.String(s.seed, key))
 	}
-	return 1
+	b := unsafe.Slice(unsafe.StringData(key), n) // read only
+	le := binary.LittleEndian
+	h := mix(le.Uint64(b)^s.keys[1], le.Uint64(b[n-8:])^s.keys[2])
+	if n > 16 {
+		h ^= mix(le.Uint64(b[8:])^s.keys[3], le.Uint64(b[n-16:])^s.keys[4])
+	}
+	return nonZero(mix(s.keys[0]^uint64(n), h))
+}
+
+// nonZero is h, or 1 for 0.
+func nonZero(h uint64) uint64 {
+	if h == 0 {
+		return 1
+	}
+	return h
+}
+
+// mix folds the 128-bit product of a and b into 64 bits.
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 // at returns the time to decide at on e, whose lock is held, given a
@@ -243,9 +275,9 @@ func (s *Store) at(e *entry, reading int64) int64 {
 }
 
 // Take applies one request. It allocates only when it first sees a key.
-func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, error) {
+func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, err error) {
 	if s.closed.Load() {
-		return sluice.Decision{}, sluice.ErrClosed
+		return d, sluice.ErrClosed
 	}
 	// The clock is read before anything waits: the reading may be stale
 	// once the entry's lock is taken, which s.at corrects.
@@ -253,28 +285,34 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (sluice.Decision, erro
 	h := s.hash(r.Key)
 	sh := &s.shards[h>>s.shift]
 	e, exact := sh.tab.Load().find(h, r.Key, &r.Limit)
-	if e == nil {
-		return s.takeLocked(sh, h, &r, reading)
-	}
-	if !exact { // kept under another limit of its identity
-		d, err := s.takeChanged(e, &r, reading)
-		e.mu.Unlock()
-		return d, err
+	if !exact {
+		return s.takeSlow(sh, h, e, &r, reading)
 	}
 	// What decide does, written out: this is the path of nearly every
-	// decision, and a call returning a Decision copies it once more.
+	// decision.
 	p := &e.c.Load().p
 	if uint64(r.Cost) > uint64(p.Cap) || r.MaxDelay < 0 { // a negative cost too
 		e.mu.Unlock()
-		return sluice.Decision{}, p.Check(r)
+		return d, p.Check(r)
 	}
 	e.used = true
-	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
+	algo.StepTo(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, &d)
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		d = s.recheck(e, &r)
+		s.recheck(e, r.Cost, r.MaxDelay, &d)
 	}
 	e.mu.Unlock()
 	return d, nil
+}
+
+// takeSlow is Take for a key the lookup without the shard's lock did not
+// find (e nil), or found, locked, kept under another limit of its
+// identity.
+func (s *Store) takeSlow(sh *shard, h uint64, e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
+	if e == nil {
+		return s.takeLocked(sh, h, r, reading)
+	}
+	defer e.mu.Unlock()
+	return s.takeChanged(e, r, reading)
 }
 
 // takeLocked is Take under the shard's lock, for a key the lookup without
@@ -305,7 +343,8 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 	}
 	// e is not in the table yet: nobody else can see it. It is not marked
 	// used: a key seen once is the first the eviction hand takes.
-	d := s.decide(e, r, reading)
+	var d sluice.Decision
+	s.decide(e, r, reading, &d)
 	sh.insert(h, e, s.perShard)
 	return d, nil
 }
@@ -322,7 +361,9 @@ func (s *Store) takeChanged(e *entry, r *sluice.Request, reading int64) (sluice.
 		return sluice.Decision{}, err
 	}
 	e.used = true
-	return s.decide(e, r, reading), nil
+	var d sluice.Decision
+	s.decide(e, r, reading, &d)
+	return d, nil
 }
 
 // params returns the parameters of lim for e, whose lock is held: those
@@ -351,21 +392,20 @@ func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, er
 const recheckBelow = time.Second
 
 // decide applies r, whose cost has been checked, to e, which is locked or
-// not yet in the table.
-func (s *Store) decide(e *entry, r *sluice.Request, reading int64) sluice.Decision {
+// not yet in the table, writing the decision into d.
+func (s *Store) decide(e *entry, r *sluice.Request, reading int64, d *sluice.Decision) {
 	p := &e.c.Load().p
-	d := algo.Step(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
+	algo.StepTo(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		d = s.recheck(e, r)
+		s.recheck(e, r.Cost, r.MaxDelay, d)
 	}
-	return d
 }
 
-// recheck decides r on e, which is locked, again at the exact time, after
-// a refusal as of a coarse reading.
-func (s *Store) recheck(e *entry, r *sluice.Request) sluice.Decision {
+// recheck decides a request of cost and maxDelay on e, which is locked,
+// again at the exact time, after a refusal d as of a coarse reading.
+func (s *Store) recheck(e *entry, cost int64, maxDelay time.Duration, d *sluice.Decision) {
 	p := &e.c.Load().p
-	return algo.Step(p, &e.st, s.at(e, s.readClock()), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true)
+	algo.StepTo(p, &e.st, s.at(e, s.readClock()), cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
 }
 
 func (s *Store) lease(p *algo.Params, cost int64) uint64 {

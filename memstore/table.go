@@ -11,14 +11,24 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// inlineKey is the longest key an entry holds in its own first cache line;
-// a longer key is held in a string of its own.
-const inlineKey = 28
+// inlineKey is the longest key an entry holds in itself: its first
+// headKey bytes on the entry's first cache line, the rest on the second.
+// A longer key is held in a string of its own.
+const (
+	headKey   = 13
+	inlineKey = headKey + 15
+)
 
 // entry is the state of one (key, limit), 128 bytes: two whole cache lines
 // (the allocator places objects of that size class on multiples of 128
-// bytes). The first holds the entry's lock and what finding it compares,
-// the second the algorithm's state.
+// bytes). The first holds what nearly every decision reads and writes: the
+// entry's lock, what finding it compares (a key of up to headKey bytes)
+// and the state of the buckets and the fixed window (st.X, st.Y,
+// st.Idle). The second holds the rest of the state (the sliding window's
+// st.Z, the logs) and of a longer key, and what only insertions, evictions
+// and sweeps read. A token bucket, GCRA, leaky bucket or fixed window
+// decision on a key such as an IPv4 address or "user:123456" touches one
+// line; TestEntryLayout holds the offsets.
 type entry struct {
 	mu sync.Mutex // guards last, used, dead and st
 
@@ -31,15 +41,17 @@ type entry struct {
 	// only). It changes, under mu, when a request brings another limit of
 	// the same identity (Store.params); its identity, which lookups
 	// compare without mu, never does.
-	c      atomic.Pointer[compiled]
-	long   *string // the key, if longer than inlineKey
-	klen   int8    // length of the key in kbuf, or -1: the key is in long
-	used   bool    // used since the eviction hand or the sweeper last passed it
-	dead   bool    // removed from the table: a caller that found it looks again
-	pinned bool    // held by a TakeAll; not evictable (guarded by the shard lock)
-	kbuf   [inlineKey]byte
+	c    atomic.Pointer[compiled]
+	klen int8 // length of the key in head and tail, or -1: the key is in long
+	used bool // used since the eviction hand or the sweeper last passed it
+	dead bool // removed from the table: a caller that found it looks again
+	head [headKey]byte
 
-	st algo.State
+	st algo.State // X, Y and Idle on the first line, the rest on the second
+
+	long   *string // the key, if longer than inlineKey
+	tail   [inlineKey - headKey]byte
+	pinned bool // held by a TakeAll; not evictable (guarded by the shard lock)
 }
 
 // is reports whether e is the state of key under lim: of key, with the
@@ -48,11 +60,7 @@ type entry struct {
 // change, never its identity), so it needs no lock, but exact is only
 // stable under e's lock.
 func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
-	if int(e.klen) == len(key) {
-		if !inlineEqual(&e.kbuf, key) {
-			return false, false
-		}
-	} else if e.klen >= 0 || *e.long != key {
+	if !e.hasKey(key) {
 		return false, false
 	}
 	c := e.c.Load()
@@ -62,13 +70,26 @@ func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
 	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
 }
 
-// inlineEqual reports whether the first len(key) bytes of b are key, which
-// is at most inlineKey long, comparing 8 bytes at a time (the last word
-// overlapping the one before): an 11-byte key is two loads of each, not a
-// call to the general comparison.
-func inlineEqual(b *[inlineKey]byte, key string) bool {
+// hasKey reports whether e's key is key. What it reads never changes once
+// e is in a table.
+func (e *entry) hasKey(key string) bool {
 	n := len(key)
-	if n < 8 || n > inlineKey {
+	switch {
+	case int(e.klen) != n:
+		return e.klen < 0 && *e.long == key
+	case n <= headKey:
+		return inlineEqual(e.head[:], key)
+	}
+	return inlineEqual(e.head[:], key[:headKey]) && string(e.tail[:n-headKey]) == key[headKey:]
+}
+
+// inlineEqual reports whether the first len(key) bytes of b are key,
+// comparing 8 bytes at a time (the last word overlapping the one before)
+// when key is 8 to 16 bytes long: an 11-byte key is two loads of each, not
+// a call to the general comparison.
+func inlineEqual(b []byte, key string) bool {
+	n := len(key)
+	if n < 8 || n > 16 || n > len(b) {
 		return string(b[:n]) == key
 	}
 	k := unsafe.Slice(unsafe.StringData(key), n) // read only
@@ -76,12 +97,6 @@ func inlineEqual(b *[inlineKey]byte, key string) bool {
 	x := le.Uint64(b[n-8:]) ^ le.Uint64(k[n-8:])
 	if n > 8 {
 		x |= le.Uint64(b[0:]) ^ le.Uint64(k[0:])
-	}
-	if n > 16 {
-		x |= le.Uint64(b[8:]) ^ le.Uint64(k[8:])
-	}
-	if n > 24 {
-		x |= le.Uint64(b[16:]) ^ le.Uint64(k[16:])
 	}
 	return x == 0
 }
@@ -104,17 +119,22 @@ func sameZone(a, b string) bool {
 
 // key returns the entry's key.
 func (e *entry) key() string {
-	if e.klen < 0 {
+	n := int(e.klen)
+	switch {
+	case n < 0:
 		return *e.long
+	case n <= headKey:
+		return string(e.head[:n])
 	}
-	return string(e.kbuf[:e.klen])
+	return string(e.head[:]) + string(e.tail[:n-headKey])
 }
 
 func newEntry(key string, c *compiled) *entry {
 	e := &entry{klen: int8(len(key))}
 	e.c.Store(c)
 	if len(key) <= inlineKey {
-		copy(e.kbuf[:], key)
+		n := copy(e.head[:], key)
+		copy(e.tail[:], key[n:])
 	} else {
 		long := strings.Clone(key)
 		e.klen, e.long = -1, &long

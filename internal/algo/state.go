@@ -6,13 +6,17 @@ package algo
 // The meaning of X, Y and Z depends on the algorithm (see each step). The log
 // (sliding_log, concurrency) is a queue of entries in time order: live
 // entries are Log[Head:].
+//
+// The fields the buckets and the fixed window use (X, Y, Idle) come first,
+// so that a store can keep them on one cache line with the key's lock.
 type State struct {
-	X, Y, Z int64
-	Log     []Entry
-	Head    int
+	X, Y int64
 	// Idle is the time (µs) from which this state is equivalent to a fresh
 	// one; a store may forget the key after it.
 	Idle int64
+	Z    int64
+	Log  []Entry
+	Head int
 }
 
 // Entry is one record of a log: admitted requests for sliding_log (T is the

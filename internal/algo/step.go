@@ -66,6 +66,14 @@ func MaxDelay(d time.Duration) int64 {
 //
 // The request must have passed Check.
 func Step(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit bool) sluice.Decision {
+	var d sluice.Decision
+	StepTo(p, s, now, cost, maxDelay, lease, commit, &d)
+	return d
+}
+
+// StepTo is Step writing its decision into d, which is all written: a
+// store's Take returns it without another copy.
+func StepTo(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit bool, d *sluice.Decision) {
 	// Results are written through a pointer: returning them by value from
 	// every layer copied more than the arithmetic cost.
 	var r result
@@ -77,7 +85,7 @@ func Step(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit b
 	} else {
 		step(p, s, now, cost, maxDelay, lease, commit, &r)
 	}
-	return sluice.Decision{
+	*d = sluice.Decision{
 		Allowed:    r.allowed,
 		Limit:      r.limit,
 		Remaining:  max(0, r.remaining), // a window in debt (Adjust) holds more than its count
