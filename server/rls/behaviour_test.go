@@ -348,3 +348,45 @@ descriptors:
 		}
 	})
 }
+
+// TestVersionOnSwap: a new configuration that raises a limit keeps each
+// counter's usage, as the YAML policy does; one that changes the sluice
+// block's version starts every counter afresh, counted as sluice does or
+// as envoyproxy/ratelimit does.
+func TestVersionOnSwap(t *testing.T) {
+	for _, c := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(c.String(), func(t *testing.T) { testVersionOnSwap(t, c) })
+	}
+}
+
+func testVersionOnSwap(t *testing.T, counting rls.Counting) {
+	cfg := func(n int, version string) *rls.Config {
+		src := fmt.Sprintf("domain: v\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %d%s}\n", n, version)
+		c, err := rls.ParseConfig("v.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := startConfig(t, b, cfg(3, ""), rls.Options{Counting: counting})
+		var got []string
+		step := func() { got = append(got, brief(h.ask(t, "v", 0, desc("user=ann")))) }
+		step()
+		step()
+		step()
+		h.svc.Swap(cfg(4, ", sluice: {version: 0}")) // 0 is the default: the same counter
+		step()
+		step()
+		h.svc.Swap(cfg(4, ", sluice: {version: 1}"))
+		step()
+		want := []string{
+			"OK [OK 2/3h 59m45s]", "OK [OK 1/3h 59m45s]", "OK [OK 0/3h 59m45s]",
+			"OK [OK 0/4h 59m45s]", "OVER_LIMIT [OVER_LIMIT 0/4h 59m45s]",
+			"OK [OK 3/4h 59m45s]",
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
