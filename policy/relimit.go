@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"bytes"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 )
@@ -54,12 +52,17 @@ func (p *Policy) limitOf(c *decide.Check) *Limit {
 	var buf [128]byte
 	for _, r := range p.Rules {
 		for _, l := range r.Limits {
-			if l.Name == c.Name && bytes.HasPrefix([]byte(c.Key), decide.AppendKey(buf[:0], r.Name, l.Name)) {
+			if l.Name == c.Name && hasPrefix(c.Key, decide.AppendKey(buf[:0], r.Name, l.Name)) {
 				return l
 			}
 		}
 	}
 	return nil
+}
+
+// hasPrefix is strings.HasPrefix(s, string(prefix)) without a copy.
+func hasPrefix(s string, prefix []byte) bool {
+	return len(s) >= len(prefix) && s[:len(prefix)] == string(prefix)
 }
 
 // Relimit is Policy.Relimit under the current policy.

@@ -79,6 +79,9 @@ rules:
 			}
 		})
 	}
+	if n := testing.AllocsPerRun(100, func() { old.Relimit(&gold) }); n != 0 {
+		t.Errorf("Relimit allocates %v times", n)
+	}
 	var none *policy.Policy
 	if lim, ok := none.Relimit(&ann); ok || lim != ann.Limit {
 		t.Errorf("a nil policy: %s %v", lim, ok)
