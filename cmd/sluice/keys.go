@@ -52,7 +52,10 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice keys", flag.ContinueOnError)
 	admin := fs.String("admin", envOr("SLUICE_ADMIN", "127.0.0.1:8082"), "the admin listener: `ADDR` as HOST:PORT, or https://HOST:PORT when it serves TLS (env SLUICE_ADMIN, as sluice serve reads it)")
 	tokenFile := fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "a `FILE` holding the admin token (its first line that is not blank or a # comment; sluice serve's auth.tokens_file will do); env SLUICE_ADMIN_TOKEN_FILE, or SLUICE_ADMIN_TOKEN for the token itself")
-	caFile := fs.String("ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
+	var tc tlsFiles
+	fs.StringVar(&tc.ca, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
+	fs.StringVar(&tc.cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
+	fs.StringVar(&tc.key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
 	asJSON := fs.Bool("json", false, "print the server's JSON answer as it is")
 	fs.Usage = func() {
@@ -70,7 +73,7 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	if code, ok := keysArgs(op, rest, stderr); !ok {
 		return code
 	}
-	kc, err := newKeysClient(*admin, *tokenFile, *caFile, *timeout)
+	kc, err := newKeysClient(*admin, *tokenFile, tc, *timeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice keys: %v\n", err)
 		return exitUsage
@@ -139,8 +142,37 @@ func envOr(name, def string) string {
 	return def
 }
 
+// tlsFiles are the files of --ca-file, --cert-file and --key-file.
+type tlsFiles struct{ ca, cert, key string }
+
+// config returns the TLS client configuration of the files.
+func (tf tlsFiles) config() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if tf.ca != "" {
+		pem, err := os.ReadFile(tf.ca)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", tf.ca)
+		}
+	}
+	if (tf.cert == "") != (tf.key == "") {
+		return nil, errors.New("--cert-file and --key-file go together: give both or neither")
+	}
+	if tf.cert != "" {
+		pair, err := tls.LoadX509KeyPair(tf.cert, tf.key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-file, --key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
+
 // newKeysClient returns a client of the admin listener at addr.
-func newKeysClient(addr, tokenFile, caFile string, timeout time.Duration) (*keysClient, error) {
+func newKeysClient(addr, tokenFile string, tf tlsFiles, timeout time.Duration) (*keysClient, error) {
 	base, err := adminURL(addr)
 	if err != nil {
 		return nil, err
@@ -151,18 +183,11 @@ func newKeysClient(addr, tokenFile, caFile string, timeout time.Duration) (*keys
 			return nil, err
 		}
 	}
-	tr := &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--ca-file: %w", err)
-		}
-		tr.TLSClientConfig.RootCAs = x509.NewCertPool()
-		if !tr.TLSClientConfig.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
-		}
+	tc, err := tf.config()
+	if err != nil {
+		return nil, err
 	}
-	kc.client = &http.Client{Timeout: timeout, Transport: tr}
+	kc.client = &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil, TLSClientConfig: tc}}
 	return kc, nil
 }
 
@@ -353,6 +378,10 @@ func (kc *keysClient) connError(err error) error {
 		return fmt.Errorf("%s did not answer in time (--timeout): %v", kc.base.Host, err)
 	case kc.base.Scheme == "http" && strings.Contains(err.Error(), "malformed HTTP response"):
 		return fmt.Errorf("%s speaks TLS: pass --admin https://%s", kc.base.Host, kc.base.Host)
+	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)):
+		return fmt.Errorf("%s's certificate is not trusted: pass --ca-file with the CA that signs it (%v)", kc.base.Host, err)
+	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
+		return fmt.Errorf("%s asks for a client certificate (tls.client_auth) and refused this one or its absence: pass --cert-file and --key-file (%v)", kc.base.Host, err)
 	}
 	return fmt.Errorf("asking %s: %w", kc.base.Host, err)
 }
@@ -378,6 +407,9 @@ func (kc *keysClient) statusError(status int, path, msg string) error {
 		}
 		return fmt.Errorf("404: %s has no %s: is --admin sluice serve's admin listener (not its gateway or decision API), of a sluice that has this endpoint?", kc.base.Host, path)
 	case http.StatusBadRequest:
+		if strings.Contains(msg, "HTTP request to an HTTPS server") {
+			return fmt.Errorf("%s speaks TLS: pass --admin https://%s", kc.base.Host, kc.base.Host)
+		}
 		return fmt.Errorf("400: %s", msg)
 	case http.StatusNotImplemented:
 		return fmt.Errorf("501: %s", msg)

@@ -118,3 +118,39 @@ func closedPort(t *testing.T) string {
 	l.Close()
 	return addr
 }
+
+// TestKeysCommandTLS: an admin listener on TLS that asks for client
+// certificates is reached with --ca-file, --cert-file and --key-file; each
+// missing piece is named.
+func TestKeysCommandTLS(t *testing.T) {
+	ca := newPKI(t, "keys")
+	certFile, keyFile, _ := ca.issue("sluice")
+	opCert, opKey, _ := ca.issue("operator")
+	p := start(t, nil, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.caFile,
+		"--tls-listeners", "admin", "--tls-client-auth", "admin")
+	admin := p.addrs["admin"]
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout when code is 0, else in stderr
+	}{
+		{"every piece", []string{"--ca-file", ca.caFile, "--cert-file", opCert, "--key-file", opKey}, 0, "RULE"},
+		{"plain HTTP", []string{"--admin", admin}, 1, admin + " speaks TLS: pass --admin https://" + admin},
+		{"no CA", []string{"--cert-file", opCert, "--key-file", opKey}, 1, "certificate is not trusted: pass --ca-file"},
+		{"no client certificate", []string{"--ca-file", ca.caFile}, 1, "asks for a client certificate (tls.client_auth) and refused this one or its absence: pass --cert-file and --key-file"},
+		{"a certificate without its key", []string{"--ca-file", ca.caFile, "--cert-file", opCert}, 2, "--cert-file and --key-file go together"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"list", "--admin", "https://" + admin}, c.args...)
+			code, out, errs := sluiceKeys(args...)
+			got := out
+			if c.code != 0 {
+				got = errs
+			}
+			if code != c.code || !strings.Contains(got, c.want) {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s\nwant: %s", code, c.code, out, errs, c.want)
+			}
+		})
+	}
+}
