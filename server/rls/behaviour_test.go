@@ -317,6 +317,12 @@ func TestStoreFailure(t *testing.T) {
 // duration_until_reset runs to midnight of the 1st, Berlin time, on every
 // store.
 func TestCalendarMonth(t *testing.T) {
+	for _, c := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(c.String(), func(t *testing.T) { testCalendarMonth(t, c) })
+	}
+}
+
+func testCalendarMonth(t *testing.T, counting rls.Counting) {
 	cfg := `
 domain: cal
 descriptors:
@@ -327,7 +333,7 @@ descriptors:
       sluice: {timezone: Europe/Berlin}
 `
 	forEachBackend(t, func(t *testing.T, b backend) {
-		h := start(t, b, cfg, rls.Options{})
+		h := start(t, b, cfg, rls.Options{Counting: counting})
 		// t0 is 2 March 2026, 10:00:15 UTC, 11:00:15 in Berlin; April
 		// starts at 22:00 UTC on 31 March, after the change to summer time.
 		untilApril := time.Date(2026, 3, 31, 22, 0, 0, 0, time.UTC).Sub(t0)
