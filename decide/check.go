@@ -44,6 +44,10 @@ type Check struct {
 	// Limit and Cost are what is charged. Cost 0 peeks.
 	Limit sluice.Limit
 	Cost  int64
+	// Override names the override of the source's limit that set Limit
+	// ("" for the limit's own), so that a settle after a reload can find
+	// the same one (Relimiter).
+	Override string
 	// Late, if set, makes Cost a reservation: the actual cost comes with
 	// the response, and Result.Settle charges the difference.
 	Late *LateCost

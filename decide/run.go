@@ -56,6 +56,23 @@ type Config struct {
 	// when it stops: a gauge of waiting requests. It must be fast and safe
 	// for concurrent use. Default none.
 	OnWaiting func(limit string, delta int)
+
+	// Relimit, if set, gives the limit Result.Settle charges a check
+	// under: the one its source would plan it under now, which differs
+	// from Check.Limit after a reload changed it. Without it (or when it
+	// reports none), a check settles under its own Limit, which carries
+	// the key's state back to that limit for the one call.
+	Relimit Relimiter
+}
+
+// A Relimiter finds the limit a check planned earlier is charged under
+// now: the limit of the same name and Override in its source's current
+// configuration, when that limit keeps the check's state (the same
+// algorithm and Version: sluice.Limit.Shares). ok is false when there is
+// none. It must be safe for concurrent use. policy.Policy and
+// policy.Holder are Relimiters.
+type Relimiter interface {
+	Relimit(c *Check) (limit sluice.Limit, ok bool)
 }
 
 // Decider runs planned checks: the one path of every front-end. It is safe

@@ -191,21 +191,33 @@ func (r *Result) Late() bool {
 	return false
 }
 
+// limitNow is the limit a settle of c charges under: Config.Relimit's,
+// else c's own.
+func (dc *Decider) limitNow(c *Check) sluice.Limit {
+	if dc.cfg.Relimit != nil {
+		if lim, ok := dc.cfg.Relimit.Relimit(c); ok {
+			return lim
+		}
+	}
+	return c.Limit
+}
+
 func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, values func(string) []string, dst []Settled) []Settled {
 	if c.Late == nil || !charged {
 		return dst
 	}
-	capacity := c.Limit.Capacity()
-	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, capacity)
+	lim := r.dc.limitNow(c)
+	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, lim.Capacity())
 	// One settle charges at most Limit.MaxAdjust: a key's debt never
 	// goes deeper (sluice.Limiter.Adjust). Only a limit smaller than the
-	// one Max was checked against (an override's scale below 1) gets here.
-	if most := reserved + c.Limit.MaxAdjust(); actual > most {
+	// one Max was checked against (an override's scale below 1, a reload
+	// that lowered it) gets here.
+	if most := reserved + lim.MaxAdjust(); actual > most {
 		actual, capped = most, true
 	}
 	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
 	if actual != reserved {
-		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, c.Limit, reserved, actual)
+		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, lim, reserved, actual)
 	}
 	switch {
 	case s.Err != nil:

@@ -127,7 +127,9 @@ func ByIP(c *ClientIP) KeyFunc {
 }
 
 // Source decides which limits apply to a request: a fixed list
-// (Config.Limits), or a policy (package policy) that matches rules.
+// (Config.Limits), or a policy (package policy) that matches rules. A
+// Source that is also a decide.Relimiter (policy.Holder) has a cost
+// settled after a reload charged under the limit as it is now.
 type Source interface {
 	// Plan appends to dst the checks of r. An error in what the client
 	// sent is a *decide.ClientError, answered with a 4xx; a limit that
@@ -236,7 +238,7 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, MaxWaiting: cfg.MaxWaiting, OnError: cfg.OnError,
 		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys,
-		OnWaiting: cfg.OnWaiting,
+		OnWaiting: cfg.OnWaiting, Relimit: relimiter(cfg.Source),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
@@ -244,6 +246,15 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	m := &middleware{dc: dc, cfg: cfg}
 	m.pool.New = func() any { return &scratch{} }
 	return m.wrap, nil
+}
+
+// relimiter is src as a decide.Relimiter, if it is one (a policy.Holder:
+// a settle after a reload charges the limit as it is now), else nil.
+func relimiter(src Source) decide.Relimiter {
+	if rl, ok := src.(decide.Relimiter); ok {
+		return rl
+	}
+	return nil
 }
 
 // static is the Source of Config.Limits.

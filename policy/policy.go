@@ -178,6 +178,15 @@ type override struct {
 	anyone         bool         // a header override honoured from any peer
 }
 
+// id names o among its limit's overrides, as decide.Check.Override:
+// what it matches, which a reload that keeps the override keeps.
+func (o *override) id() string {
+	if o.key != "" {
+		return "key=" + o.key
+	}
+	return "header:" + o.header + "=" + o.equals
+}
+
 // grant describes what an override grants, for warnings.
 func (o override) grant() string {
 	if o.unlimited {
@@ -426,7 +435,7 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			if o.unlimited {
 				return c, false, nil
 			}
-			c.Limit = o.limit
+			c.Limit, c.Override = o.limit, o.id()
 			break
 		}
 	}

@@ -60,12 +60,12 @@ func settleEntries(res *decide.Result, explicit bool) []settleEntry {
 	var es []settleEntry
 	for i, c := range res.Enforced {
 		if c.Late != nil && res.Each[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit, override: c.Override})
 		}
 	}
 	for i, c := range res.Shadow {
 		if c.Late != nil && res.ShadowEach[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, override: c.Override})
 		}
 	}
 	return es
@@ -133,9 +133,15 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 }
 
 // settleEntry charges one check of a token its actual cost: cost, bounded
-// by the check's max, or what its on_missing says when cost is nil.
+// by the check's max, or what its on_missing says when cost is nil. A
+// policy check is charged under its limit as the current policy has it
+// (policy.Policy.Relimit), an explicit one under the limit it gave.
 func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSettled, error) {
-	capacity := e.limit.Capacity()
+	lim := e.limit
+	if !e.explicit {
+		lim, _ = s.currentPolicy().Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
+	}
+	capacity := lim.Capacity()
 	var actual int64
 	var capped bool
 	if cost != nil {
@@ -143,9 +149,9 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 	} else {
 		actual, _, _ = e.late.Actual(nil, e.reserved, capacity)
 	}
-	actual = min(actual, e.reserved+e.limit.MaxAdjust()) // a key's debt goes no deeper
+	actual = min(actual, e.reserved+lim.MaxAdjust()) // a key's debt goes no deeper
 	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
-	d, err := s.limiter.Settle(context.WithoutCancel(r.Context()), e.key, e.limit, e.reserved, actual)
+	d, err := s.limiter.Settle(context.WithoutCancel(r.Context()), e.key, lim, e.reserved, actual)
 	if err != nil {
 		return a, err
 	}

@@ -26,10 +26,13 @@ import (
 //
 //	base64url( payload | HMAC-SHA256(secret, payload) )
 //	payload = version, id, expiry, then per check: name, key, limit,
-//	          reserved, max, missing, missing cost, explicit
+//	          reserved, max, missing, missing cost, explicit[, override]
 //
-// A token of version 1 (an instance of an earlier sluice, during a
-// rollout) is read too: its limits have no calendar, zone or version.
+// A token is of version 3 when a check of it had an override of its
+// policy limit (the override's name follows each check), else of version
+// 2, which an instance of the previous sluice reads during a rollout.
+// Tokens of version 1 (the sluice before) are read too: their limits
+// have no calendar, zone or version.
 //
 // The MAC makes it unforgeable by anyone without the secret (a random one
 // per process, or settle_secret_file); the expiry bounds its life; the id
@@ -38,7 +41,7 @@ import (
 // and with a shared secret also in the store (markSpent), which every
 // instance sees.
 const (
-	tokenVersion   = 2 // 1: limits without Calendar, Zone and Version, still read
+	tokenVersion   = 3 // 2: no overrides; 1: limits without Calendar, Zone and Version; both still read
 	tokenMACSize   = sha256.Size
 	maxTokenLen    = 48 << 10 // encoded
 	maxSpentWords  = 1 << 16  // 4,194,304 tokens spent within their lifetime
@@ -61,7 +64,8 @@ type settleEntry struct {
 	limit     sluice.Limit
 	reserved  int64
 	late      decide.LateCost
-	explicit  bool // an explicit check of the API: its name is the caller's
+	explicit  bool   // an explicit check of the API: its name is the caller's
+	override  string // decide.Check.Override
 }
 
 // settleTokens issues and redeems settle tokens. It is safe for concurrent
@@ -128,7 +132,13 @@ func readSecret(path string) ([]byte, error) {
 
 // issue returns a token for entries.
 func (st *settleTokens) issue(entries []settleEntry) string {
-	b := []byte{tokenVersion}
+	version := byte(2)
+	for _, e := range entries {
+		if e.override != "" {
+			version = tokenVersion
+		}
+	}
+	b := []byte{version}
 	b = binary.AppendUvarint(b, st.base|st.next.Add(1)&(1<<32-1))
 	b = binary.AppendVarint(b, st.now().Add(st.ttl).UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(entries)))
@@ -144,6 +154,9 @@ func (st *settleTokens) issue(entries []settleEntry) string {
 			explicit = 1
 		}
 		b = binary.AppendUvarint(b, explicit)
+		if version >= 3 {
+			b = appendString(b, e.override)
+		}
 	}
 	mac := hmac.New(sha256.New, st.secret)
 	mac.Write(b)
@@ -285,7 +298,7 @@ func (r *tokenReader) limit() sluice.Limit {
 
 // parseToken reads a verified payload.
 func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry, err error) {
-	if payload[0] != tokenVersion && payload[0] != 1 {
+	if payload[0] < 1 || payload[0] > tokenVersion {
 		return 0, 0, nil, fmt.Errorf("%w (version %d)", errTokenMalformed, payload[0])
 	}
 	r := &tokenReader{b: payload[1:], version: payload[0]}
@@ -298,6 +311,9 @@ func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry,
 		e := settleEntry{name: r.string(), key: r.string(), limit: r.limit(), reserved: r.varint()}
 		e.late.Max, e.late.Missing, e.late.MissingCost = r.varint(), decide.Missing(r.varint()), r.varint()
 		e.explicit = r.uvarint() == 1
+		if r.version >= 3 {
+			e.override = r.string()
+		}
 		entries = append(entries, e)
 	}
 	if r.err != nil || len(r.b) != 0 {

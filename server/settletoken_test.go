@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"reflect"
@@ -26,9 +27,19 @@ func TestTokenLimitFields(t *testing.T) {
 		{name: "c", key: "k", limit: sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 5, Calendar: sluice.Month, Zone: "Europe/Paris", Version: 1<<32 - 1},
 			reserved: 1},
 	}
-	out, _, err := st.redeem(st.issue(in))
-	if err != nil || !reflect.DeepEqual(in, out) {
-		t.Fatalf("round trip: %v\n in %+v\nout %+v", err, in, out)
+	for _, override := range []string{"", "key=acme"} {
+		in[2].override = override
+		token := st.issue(in)
+		out, _, err := st.redeem(token)
+		if err != nil || !reflect.DeepEqual(in, out) {
+			t.Fatalf("round trip: %v\n in %+v\nout %+v", err, in, out)
+		}
+		// Without an override the token stays of version 2, which the
+		// previous sluice reads during a rollout.
+		raw, _ := base64.RawURLEncoding.DecodeString(token)
+		if want := map[string]byte{"": 2, "key=acme": 3}[override]; raw[0] != want {
+			t.Errorf("override %q: version %d, want %d", override, raw[0], want)
+		}
 	}
 }
 

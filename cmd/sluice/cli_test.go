@@ -18,6 +18,7 @@ func TestHelpOnStdout(t *testing.T) {
 		{[]string{"simulate", "--help"}, []string{"--slot STRING", "(default 500ms)", "(default 10/s)", "--width INT"}},
 		{[]string{"replay", "--help"}, []string{"--log STRING", "--policy STRING", "(default auto)", "(default 100000)", "(default 5)"}},
 		{[]string{"suggest", "--help"}, []string{"--percentile FLOAT", "(default 99)", "(default 0.8)", "(default sliding_window)"}},
+		{[]string{"keys", "--help"}, []string{"sluice keys inspect [flags] RULE LIMIT VALUE...", "--admin ADDR", "(default 127.0.0.1:8082)", "--token-file FILE"}},
 		{[]string{"help", "simulate"}, []string{"Usage: sluice simulate"}},
 		{[]string{"help"}, []string{"sluice simulate [flags]", "sluice replay [flags]", "sluice suggest [flags]"}},
 	} {
@@ -49,6 +50,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"replay", "--polcy", "x"}, "did you mean --policy?"},
 		{[]string{"suggest", "--safe_rate", "5/s"}, "did you mean --safe-rate?"},
 		{[]string{"sugest"}, "did you mean suggest?"},
+		{[]string{"key", "list"}, "did you mean keys?"},
+		{[]string{"keys", "list", "--tokenfile", "x"}, "did you mean --token-file?"},
 		{[]string{"check", "--zzzzzz"}, "unknown flag --zzzzzz\nRun 'sluice check --help'"},
 		{[]string{"simulat"}, "sluice: unknown command \"simulat\"; did you mean simulate?\nRun 'sluice help' for the commands.\n"},
 	} {

@@ -5,6 +5,7 @@
 //	sluice simulate [flags]   draw how each algorithm treats a traffic pattern
 //	sluice replay [flags]     replay an access log through a policy
 //	sluice suggest [flags]    propose limits from an access log and a safe rate
+//	sluice keys OP [flags]    list, inspect or reset one key's state on a running server
 //	sluice version            print the version
 //
 // `sluice serve` with no flags starts on the memory store with a sample
@@ -59,6 +60,8 @@ Usage:
   sluice simulate [flags]  draw how each algorithm treats a traffic pattern
   sluice replay [flags]    replay an access log through a policy: who would have been refused, when
   sluice suggest [flags]   propose limits from an access log and a measured safe rate
+  sluice keys list|inspect|reset [flags] [RULE LIMIT VALUE...]
+                           a running server's limits, and one key's state: inspect it or start it afresh
   sluice version           print the version
   sluice help [command]    show help
 
@@ -86,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return replay(rest, stdout, stderr)
 	case "suggest":
 		return suggest(rest, stdout, stderr)
+	case "keys":
+		return keys(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "sluice", versionString())
 		return exitOK
@@ -102,13 +107,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are sluice's commands, for "did you mean".
-var commands = []string{"serve", "check", "simulate", "replay", "suggest", "version", "help"}
+var commands = []string{"serve", "check", "simulate", "replay", "suggest", "keys", "version", "help"}
 
 // nearestCommand returns "; did you mean X?" for the command closest to
 // cmd, or "" when none is close.
-func nearestCommand(cmd string) string {
+func nearestCommand(cmd string) string { return nearest(cmd, commands) }
+
+// nearest returns "; did you mean X?" for the word of words closest to
+// w, or "" when none is close.
+func nearest(cmd string, words []string) string {
 	best, bestD := "", 3
-	for _, c := range commands {
+	for _, c := range words {
 		if d := editDistance(cmd, c); d < bestD {
 			best, bestD = c, d
 		}

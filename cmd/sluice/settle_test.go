@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -248,5 +249,112 @@ rules:
 	}
 	if got := peek(); got != 6000 {
 		t.Errorf("after hanging up: %d left, want 6000 (max 4,000 charged)", got)
+	}
+}
+
+// reloadPolicy is a token_bucket of 10 tokens an hour, whose burst a
+// reload changes; each call reserves 1 and settles what the upstream
+// reports in X-Tokens-Used.
+func reloadPolicy(burst int) string {
+	return sprintf(`
+rules:
+  - name: llm
+    limits:
+      - {name: tokens, key: header:X-User, algorithm: token_bucket, rate: 10/h, burst: %d,
+         cost: {reserve: 1, response_header: X-Tokens-Used, max: 4}}
+`, burst)
+}
+
+// reload writes content to the policy at path and has p load it (SIGHUP),
+// its n-th successful load.
+func reload(t *testing.T, p *proc, path, content string, n float64) {
+	t.Helper()
+	writeFile(t, path, content)
+	p.signal(syscall.SIGHUP)
+	waitFor(t, "the reload", func() bool {
+		return metric(t, p, `sluice_config_reloads_total{config="policy",result="ok"}`) >= n
+	})
+}
+
+// apiCheck decides a call of user through the decision API (hits 0 peeks)
+// and returns whether it was admitted, what is left and its settle token.
+func apiCheck(t *testing.T, p *proc, user string, hits int) (allowed bool, remaining int64, token string) {
+	t.Helper()
+	r := do(t, "POST", p.url("api", "/v1/check"), sprintf(`{"request": {"path": "/v1/chat", "headers": {"X-User": %q}}, "hits": %d}`, user, hits))
+	var a struct {
+		Allowed   bool
+		Decisions []struct{ Remaining int64 }
+		Token     string `json:"settle_token"`
+	}
+	if json.Unmarshal([]byte(r.body), &a); r.status != 200 || len(a.Decisions) != 1 {
+		t.Fatalf("check: %d %s", r.status, r.body)
+	}
+	return a.Allowed, a.Decisions[0].Remaining, a.Token
+}
+
+// TestSettleAfterReload: a call is admitted under a burst of 4, the policy
+// is reloaded with a burst of 10, other calls use 7 more, and then the
+// first call settles 2 (1 more than it reserved). The settle charges the
+// key under the limit it has now: 1 is left, the next call is admitted
+// and the one after refused. Settled under the limit the call was
+// admitted under, the bucket's usage was capped at 4 on the way back: 5
+// were left, and 4 more calls admitted.
+// The decision API's settle and the gateway's alike, on memory and Redis.
+func TestSettleAfterReload(t *testing.T) {
+	for _, st := range []string{"memory", "redis"} {
+		for _, via := range []string{"api", "gateway"} {
+			t.Run(st+"/"+via, func(t *testing.T) { settleAfterReload(t, st, via) })
+		}
+	}
+}
+
+func settleAfterReload(t *testing.T, st, via string) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release // the reload happens while the call runs
+		w.Header().Set("X-Tokens-Used", "2")
+		io.WriteString(w, "The answer is 42.\n")
+	}))
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, path, reloadPolicy(4))
+	p := start(t, nil, append(storeArgs(t, st), "--upstream", up.URL, "--policy", path, "--watch=false")...)
+
+	var token string
+	done := make(chan response, 1)
+	if via == "api" {
+		_, _, token = apiCheck(t, p, "ann", 1)
+	} else {
+		go func() { done <- get(t, p.url("gateway", "/v1/chat"), "X-User", "ann") }()
+		<-arrived
+	}
+	reload(t, p, path, reloadPolicy(10), 2)
+	for i := range 7 {
+		if ok, _, _ := apiCheck(t, p, "ann", 1); !ok {
+			t.Fatalf("call %d after the reload refused", i)
+		}
+	}
+	if via == "api" {
+		r := do(t, "POST", p.url("api", "/v1/settle"), `{"token": "`+token+`", "cost": 2}`)
+		if r.status != 200 || !strings.Contains(r.body, `"charged":2,"remaining":1`) {
+			t.Errorf("settle: %d %s", r.status, r.body)
+		}
+	} else {
+		close(release)
+		if r := <-done; r.status != 200 {
+			t.Fatalf("gateway call: %d %s", r.status, r.body)
+		}
+		waitFor(t, "the gateway's settle", func() bool {
+			return metric(t, p, `sluice_settles_total{limit="tokens",result="reported",source="gateway"}`) == 1
+		})
+	}
+	var got []string
+	for _, hits := range []int{0, 1, 1, 1} {
+		ok, left, _ := apiCheck(t, p, "ann", hits)
+		got = append(got, sprintf("%v %d", ok, left))
+	}
+	if want := "true 1,true 0,false 0,false 0"; joinComma(got) != want {
+		t.Errorf("after the settle: %s, want %s", joinComma(got), want)
 	}
 }

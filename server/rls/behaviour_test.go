@@ -317,6 +317,12 @@ func TestStoreFailure(t *testing.T) {
 // duration_until_reset runs to midnight of the 1st, Berlin time, on every
 // store.
 func TestCalendarMonth(t *testing.T) {
+	for _, c := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(c.String(), func(t *testing.T) { testCalendarMonth(t, c) })
+	}
+}
+
+func testCalendarMonth(t *testing.T, counting rls.Counting) {
 	cfg := `
 domain: cal
 descriptors:
@@ -327,7 +333,7 @@ descriptors:
       sluice: {timezone: Europe/Berlin}
 `
 	forEachBackend(t, func(t *testing.T, b backend) {
-		h := start(t, b, cfg, rls.Options{})
+		h := start(t, b, cfg, rls.Options{Counting: counting})
 		// t0 is 2 March 2026, 10:00:15 UTC, 11:00:15 in Berlin; April
 		// starts at 22:00 UTC on 31 March, after the change to summer time.
 		untilApril := time.Date(2026, 3, 31, 22, 0, 0, 0, time.UTC).Sub(t0)
@@ -342,6 +348,48 @@ descriptors:
 		want := []string{
 			fmt.Sprintf("OK 1 %s", untilApril), fmt.Sprintf("OK 0 %s", untilApril), fmt.Sprintf("OVER_LIMIT 0 %s", untilApril),
 			fmt.Sprintf("OK 1 %s", 30*24*time.Hour),
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// TestVersionOnSwap: a new configuration that raises a limit keeps each
+// counter's usage, as the YAML policy does; one that changes the sluice
+// block's version starts every counter afresh, counted as sluice does or
+// as envoyproxy/ratelimit does.
+func TestVersionOnSwap(t *testing.T) {
+	for _, c := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(c.String(), func(t *testing.T) { testVersionOnSwap(t, c) })
+	}
+}
+
+func testVersionOnSwap(t *testing.T, counting rls.Counting) {
+	cfg := func(n int, version string) *rls.Config {
+		src := fmt.Sprintf("domain: v\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %d%s}\n", n, version)
+		c, err := rls.ParseConfig("v.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := startConfig(t, b, cfg(3, ""), rls.Options{Counting: counting})
+		var got []string
+		step := func() { got = append(got, brief(h.ask(t, "v", 0, desc("user=ann")))) }
+		step()
+		step()
+		step()
+		h.svc.Swap(cfg(4, ", sluice: {version: 0}")) // 0 is the default: the same counter
+		step()
+		step()
+		h.svc.Swap(cfg(4, ", sluice: {version: 1}"))
+		step()
+		want := []string{
+			"OK [OK 2/3h 59m45s]", "OK [OK 1/3h 59m45s]", "OK [OK 0/3h 59m45s]",
+			"OK [OK 0/4h 59m45s]", "OVER_LIMIT [OVER_LIMIT 0/4h 59m45s]",
+			"OK [OK 3/4h 59m45s]",
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

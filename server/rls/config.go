@@ -777,9 +777,12 @@ type extension struct {
 	// year unit a calendar period of zone.
 	calendar bool
 	zone     string
-	unit     rlspb.RateLimitResponse_RateLimit_Unit // the rate_limit's, set by rule
-	mult     uint32
-	f        map[string]*yaml.Node // the block's fields, for errors
+	// version is the limit's sluice.Limit.Version: changing it starts
+	// every counter afresh, where a change of anything else keeps them.
+	version uint32
+	unit    rlspb.RateLimitResponse_RateLimit_Unit // the rate_limit's, set by rule
+	mult    uint32
+	f       map[string]*yaml.Node // the block's fields, for errors
 }
 
 // calendarUnits are the units that can be calendar periods.
@@ -812,7 +815,7 @@ func algorithmNames() string {
 
 func (l *loader) extension(n *yaml.Node, w where) extension {
 	ext := extension{alg: sluice.AlgorithmFixedWindow, burst: -1, queue: -1}
-	f := l.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup", "calendar", "timezone")
+	f := l.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup", "calendar", "timezone", "version")
 	ext.f = f
 	if v := f["algorithm"]; v != nil {
 		s, ok := l.Str(v, w, "rate_limit.sluice.algorithm")
@@ -831,7 +834,7 @@ func (l *loader) extension(n *yaml.Node, w where) extension {
 	}
 	takes := extFields(ext.alg)
 	for k, v := range f {
-		if k != "algorithm" && !slices.Contains(takes, k) {
+		if k != "algorithm" && k != "version" && !slices.Contains(takes, k) {
 			what := "nothing else"
 			if len(takes) > 0 {
 				what = strings.Join(takes, ", ")
@@ -873,6 +876,10 @@ func (l *loader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *
 		ext.zone, _ = l.Str(v, w, "rate_limit.sluice.timezone")
 		ext.calendar = ext.calendar || f["calendar"] == nil
 	}
+	if v := f["version"]; v != nil {
+		ver, _ := l.Int(v, w, "rate_limit.sluice.version", 0, math.MaxUint32)
+		ext.version = uint32(ver)
+	}
 }
 
 // calendarLimit makes lim, a fixed window of ext's unit, a calendar window
@@ -900,7 +907,7 @@ func (ext extension) limit(n int64, period time.Duration) (sluice.Limit, error) 
 	if ext.alg == 0 {
 		ext.alg = sluice.AlgorithmFixedWindow
 	}
-	lim := sluice.Limit{Algorithm: ext.alg, Count: n, Period: period}
+	lim := sluice.Limit{Algorithm: ext.alg, Count: n, Period: period, Version: ext.version}
 	for _, field := range extFields(ext.alg) {
 		switch field {
 		case "burst":

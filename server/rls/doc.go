@@ -109,8 +109,12 @@
 // timezone (an IANA name such as Europe/Berlin, default UTC), which make the
 // units day, week, month and year calendar periods of that zone (a month
 // from the 1st at local midnight, a week from Monday) instead of 1, 7, 30
-// and 365 days from the epoch. The rate is requests_per_unit per unit ×
-// unit_multiplier. concurrency is refused: it needs a release when each
+// and 365 days from the epoch. Every algorithm also takes version (a whole
+// number from 0, the default, to 4294967295; sluice.Limit.Version): a
+// configuration that changes a limit's rate, unit or parameters keeps
+// each counter's usage, carried over as for a policy's limit, and one that
+// changes version starts every counter of that limit afresh. The rate is
+// requests_per_unit per unit × unit_multiplier. concurrency is refused: it needs a release when each
 // request ends, which this protocol cannot carry.
 //
 // Every file envoyproxy/ratelimit loads loads here with the same meaning,

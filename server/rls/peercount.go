@@ -71,10 +71,16 @@ func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
 // goes past the limit L; sluice's count m stays at min(n, L+1), which
 // answers alike: over when m > L, remaining L-m otherwise. A rule with
 // another algorithm (a sluice block) is counted under its own limit,
-// each descriptor on its own, refused requests not counted.
+// each descriptor on its own, refused requests not counted. Either keeps
+// lim's calendar period and Version.
 func peerLimit(lim sluice.Limit, rpu uint32, period time.Duration) sluice.Limit {
 	if rpu == 0 || lim.Algorithm == sluice.AlgorithmFixedWindow {
-		return sluice.FixedWindow(int64(rpu)+1, period)
+		p := sluice.FixedWindow(int64(rpu)+1, period)
+		p.Calendar, p.Zone, p.Version = lim.Calendar, lim.Zone, lim.Version
+		if p.Calendar != 0 {
+			p.Period = 0
+		}
+		return p
 	}
 	return lim
 }
