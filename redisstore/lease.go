@@ -38,8 +38,10 @@ import (
 // cost it asked for in the last Traffic, at least the request's cost, at
 // most Capacity/Share. A quiet key (one request per Traffic) takes exactly
 // its cost and holds nothing, a decision per call as without leases. When
-// a lease runs below a quarter of that, a background call asks for the
-// rest, so requests seldom wait for Redis. A token_bucket or gcra lease
+// a lease runs below half of that, a background call asks for as much
+// again (never for more than Capacity/Share with what is held), so that
+// requests seldom wait for Redis: the call has half a lease's traffic to
+// return before the units run out. A token_bucket or gcra lease
 // call that cannot get half of what it asks is refused, with the time
 // until all of it fits: an instance short of units then answers its
 // requests from the near cache until a lease is worth a call, rather than
@@ -299,6 +301,7 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 		}
 	}
 	spent := make([]bool, len(qs))
+	waited := false
 	for first := true; ; first = false {
 		now := l.s.localNow()
 		if !first && l.nearRefusal(qs, ds, now) {
@@ -314,6 +317,10 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 		}
 		if wait != nil {
 			l.unspend(ls, qs, spent)
+			if !waited {
+				l.n.waits.Add(1)
+				waited = true
+			}
 			select {
 			case <-wait:
 				continue
@@ -468,16 +475,16 @@ func (l *leaser) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) 
 }
 
 // prefetch starts, in the background, a lease call for e when what it
-// holds has fallen below a quarter of what it wants, for what it lacks, so
-// that requests seldom wait for a round trip; it never holds more than a
-// lease asked for at once would. Called with e.mu held.
+// holds has fallen below half of what it wants, for what it wants again
+// (at most Capacity/Share with what it holds), so that requests seldom
+// wait for a round trip. Called with e.mu held.
 func (l *leaser) prefetch(e *lease, now time.Time) {
 	w := e.want(1, l.cfg.Share)
-	if e.refill != nil || e.tokens*4 >= w || now.Before(e.quiet) {
+	if e.refill != nil || e.tokens*2 >= w || now.Before(e.quiet) {
 		return
 	}
 	q := e.q
-	ask := w - e.tokens
+	ask := min(w, max(1, q.p.Cap/l.cfg.Share)-e.tokens)
 	q.Cost, q.lease = 1, strconv.FormatInt(ask, 10)
 	if q.p.Alg != sluice.AlgorithmFixedWindow {
 		q.Cost = max(1, ask/2) // as least does

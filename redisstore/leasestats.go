@@ -34,6 +34,11 @@ type LeaseStats struct {
 	// admitted from units their leases already held, with no Redis call
 	// of their own: each is a script call saved.
 	Local int64
+	// Waits counts the checks that waited for a lease call made for other
+	// requests: a lease ran dry before the call refilling it returned.
+	// A share of checks that grows means the calls take longer than the
+	// traffic the leases cover (see LeaseConfig.Traffic).
+	Waits int64
 	// Spent counts the units admitted requests took from leases; Returned
 	// those given back to Redis (unspent after Hold, under a limit that
 	// changed, or at Close); Expired those dropped without a give-back
@@ -57,7 +62,7 @@ type leaseCounts struct {
 	calls, refused, failed   atomic.Int64
 	leases, units            atomic.Int64
 	sizes                    [LeaseSizeBuckets]atomic.Int64
-	local                    atomic.Int64
+	local, waits             atomic.Int64
 	spent, returned, expired atomic.Int64
 	lost                     atomic.Int64
 }
@@ -108,7 +113,7 @@ func (s *Store) LeaseStats() LeaseStats {
 	c := &l.n
 	st := LeaseStats{
 		Calls: c.calls.Load(), Refused: c.refused.Load(), Failed: c.failed.Load(),
-		Leases: c.leases.Load(), Units: c.units.Load(), Local: c.local.Load(),
+		Leases: c.leases.Load(), Units: c.units.Load(), Local: c.local.Load(), Waits: c.waits.Load(),
 		Spent: c.spent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(), Lost: c.lost.Load(),
 	}
 	for i := range st.Sizes {

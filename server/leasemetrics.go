@@ -11,9 +11,9 @@ import (
 // leaseCollector exports the Redis store's quota leases
 // (redisstore.LeaseStats), one snapshot per scrape.
 type leaseCollector struct {
-	stats                    func() redisstore.LeaseStats
-	calls, units, local      *prometheus.Desc
-	sizes, held, bound, keys *prometheus.Desc
+	stats                      func() redisstore.LeaseStats
+	calls, units, local, waits *prometheus.Desc
+	sizes, held, bound, keys   *prometheus.Desc
 }
 
 func newLeaseCollector(stats func() redisstore.LeaseStats) *leaseCollector {
@@ -25,6 +25,7 @@ func newLeaseCollector(stats func() redisstore.LeaseStats) *leaseCollector {
 		calls: d("sluice_lease_calls_total", "Lease calls to Redis by result: granted, refused (Redis had too little left), failed.", "result"),
 		units: d("sluice_lease_units_total", "Units that left the leases by fate: spent (admitted), returned (given back to Redis), expired (their fixed window ended, or their key was reset), lost (a give-back failed).", "fate"),
 		local: d("sluice_lease_local_requests_total", "Checks (a request under every limit it is checked against) admitted from units their leases held, without a Redis call of their own: the script calls leases saved."),
+		waits: d("sluice_lease_waits_total", "Checks that waited for a lease call made for other requests: a lease ran dry before the call refilling it returned."),
 		sizes: d("sluice_lease_size_units", "Leases granted by how many units each held; the sum is every unit Redis handed out."),
 		held:  d("sluice_lease_held_units", "Units the leases hold now, unspent: what this instance would lose if it died now."),
 		bound: d("sluice_lease_bound_units", "The most the leases may hold at once now: Capacity/Share for each key with a lease, the bound on what this instance can lose."),
@@ -33,7 +34,7 @@ func newLeaseCollector(stats func() redisstore.LeaseStats) *leaseCollector {
 }
 
 func (c *leaseCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.calls, c.units, c.local, c.sizes, c.held, c.bound, c.keys} {
+	for _, d := range []*prometheus.Desc{c.calls, c.units, c.local, c.waits, c.sizes, c.held, c.bound, c.keys} {
 		ch <- d
 	}
 }
@@ -54,6 +55,7 @@ func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.units, st.Expired, "expired")
 	counter(c.units, st.Lost, "lost")
 	counter(c.local, st.Local)
+	counter(c.waits, st.Waits)
 	gauge(c.held, st.Held)
 	gauge(c.bound, st.Bound)
 	gauge(c.keys, int64(st.Keys))
