@@ -87,6 +87,9 @@ rules:
 				t.Errorf("%.3f script calls per admitted request across slots, want at least one (no leases)", perRequest)
 			}
 			checkLeaseMetrics(t, ps, admitted.Load(), tc.oneSlot)
+			if mode == "standalone" { // the status page's store panel
+				wantInDOM(t, renderStatus(t, ps[0], ""), "<th>quota leases</th>", "units held</span> on ", "requests admitted without a call")
+			}
 		})
 	}
 }
