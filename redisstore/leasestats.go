@@ -20,8 +20,8 @@ type LeaseStats struct {
 	// Calls counts the lease calls (scripts/lease.lua) that were
 	// answered or failed, those made ahead of need in the background
 	// included; Refused those Redis refused (it had too little left) and
-	// Failed those that failed (an error; units a failed call was granted
-	// regardless are lost to the fleet, as Lost).
+	// Failed those that failed (an error: what Redis may have granted such
+	// a call regardless is lost to the fleet, counted nowhere).
 	Calls, Refused, Failed int64
 	// Leases counts the leases Redis granted (one per request of a lease
 	// call) and Units the units they held in all.
