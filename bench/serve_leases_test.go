@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,7 +25,7 @@ import (
 // command INFO commandstats counts but INFO, those scripts run included.
 // Run it with
 //
-//	cd bench && go test -tags servebench -run TestServeLoadLeases -v -count=1 -timeout 10m .
+//	cd bench && go test -tags servebench -run TestServeLoadLeases -v -count=1 -timeout 14m .
 //
 // SLUICE_LOAD_ROUNDS sets the rounds of each case (default 3), alternated
 // with direct calls so that noise falls on both alike.
@@ -46,7 +47,7 @@ func TestServeLoadLeases(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	for _, store := range []string{"memory", "redis", "redis+leases"} {
-		gateway := startSluiceGlobal(t, "http://"+upAddr, redisAddr, store)
+		gateway, admin := startSluiceGlobal(t, "http://"+upAddr, redisAddr, store)
 		latencies(t, "http://"+upAddr+"/", 1000, c, rate)
 		latencies(t, "http://"+gateway+"/", 1000, c, rate)
 		var direct, via []time.Duration
@@ -59,23 +60,24 @@ func TestServeLoadLeases(t *testing.T) {
 			direct, via = append(direct, d...), append(via, v...)
 		}
 		after, afterBy := commands(t, rdb)
+		waits, take := adminView(t, admin)
 		slices.Sort(direct)
 		slices.Sort(via)
 		slices.Sort(ratios)
-		t.Logf("hot global token_bucket, store=%s, clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%; per round, median +%.0f%%, range %+.0f%% to %+.0f%%) | script calls per request %.4f | Redis commands per request, scripts' own included, %.4f (%d: %s)",
+		t.Logf("hot global token_bucket, store=%s, clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%; per round, median +%.0f%%, range %+.0f%% to %+.0f%%) | script calls per request %.4f | Redis commands per request, scripts' own included, %.4f (%d: %s) | requests that waited for a lease call made for others, since start: %s | the store's take, since start: %s",
 			store, c, rate, len(via), usText(pct(direct, .5)), usText(pct(direct, .99)), usText(pct(via, .5)), usText(pct(via, .99)),
 			usText(pct(via, .5)-pct(direct, .5)), usText(pct(via, .99)-pct(direct, .99)),
 			100*(float64(pct(via, .99))/float64(pct(direct, .99))-1),
 			100*(ratios[len(ratios)/2]-1), 100*(ratios[0]-1), 100*(ratios[len(ratios)-1]-1),
 			float64(serveScriptCalls(afterBy)-serveScriptCalls(beforeBy))/float64(len(via)),
-			float64(after-before)/float64(len(via)), after-before, diff(beforeBy, afterBy))
+			float64(after-before)/float64(len(via)), after-before, diff(beforeBy, afterBy), waits, take)
 	}
 }
 
 // startSluiceGlobal starts sluice serve with one rule, a global token
 // bucket no request exhausts, so every request checks one hot key; store
 // is memory, redis or redis+leases.
-func startSluiceGlobal(t *testing.T, upstream, redisAddr, store string) (gateway string) {
+func startSluiceGlobal(t *testing.T, upstream, redisAddr, store string) (gateway, admin string) {
 	t.Helper()
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
@@ -92,12 +94,42 @@ rules:
 			redisAddr, store == "redis+leases")
 	}
 	os.WriteFile(config, []byte(cfg), 0o644)
-	gateway = freeAddr(t)
+	gateway, admin = freeAddr(t), freeAddr(t)
 	startProc(t, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, sluiceBinary(t),
-		"serve", "--config", config, "--gateway", gateway, "--api", "", "--grpc", "", "--admin", "",
+		"serve", "--config", config, "--gateway", gateway, "--api", "", "--grpc", "", "--admin", admin,
 		"--upstream", upstream, "--policy", policy, "--log-level", "warn")
 	waitDial(t, gateway)
-	return gateway
+	return gateway, admin
+}
+
+// adminView reads the metrics of the admin listener admin: the requests
+// that waited for a lease call (sluice_lease_waits_total, "-" without
+// leases), and the tail of the store's take (sluice_store_duration_seconds):
+// the share of calls over 250 µs, 1 ms and 5 ms, so that what the store
+// adds shows apart from the HTTP path and the machine's noise.
+func adminView(t *testing.T, admin string) (waits, take string) {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waits = "-"
+	le := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "sluice_lease_waits_total "); ok {
+			waits = v
+		}
+		if rest, ok := strings.CutPrefix(line, `sluice_store_duration_seconds_bucket{op="take",le="`); ok {
+			bound, v, _ := strings.Cut(rest, `"} `)
+			le[bound], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	n := le["+Inf"]
+	over := func(b string) float64 { return 100 * (n - le[b]) / n }
+	return waits, fmt.Sprintf("%.0f calls, %.2f%% over 250 µs, %.2f%% over 1 ms, %.2f%% over 5 ms", n, over("0.00025"), over("0.001"), over("0.005"))
 }
 
 // commands returns how many commands Redis has run, INFO aside, in all

@@ -38,8 +38,10 @@ import (
 // cost it asked for in the last Traffic, at least the request's cost, at
 // most Capacity/Share. A quiet key (one request per Traffic) takes exactly
 // its cost and holds nothing, a decision per call as without leases. When
-// a lease runs below a quarter of that, a background call asks for the
-// rest, so requests seldom wait for Redis. A token_bucket or gcra lease
+// a lease runs below half of that, a background call asks for as much
+// again (never for more than Capacity/Share with what is held), so that
+// requests seldom wait for Redis: the call has half a lease's traffic to
+// return before the units run out. A token_bucket or gcra lease
 // call that cannot get half of what it asks is refused, with the time
 // until all of it fits: an instance short of units then answers its
 // requests from the near cache until a lease is worth a call, rather than
@@ -49,6 +51,7 @@ import (
 // Costs: no round trip for a request its lease covers (a few small
 // allocations and a lock per key); one script call (scripts/lease.lua) per
 // lease, through the same workers and pipelines as every call.
+// Store.LeaseStats reports what the leases saved and hold.
 //
 // Only fixed_window, token_bucket and gcra lease. The other algorithms
 // keep one script call per decision: a sliding log records every request
@@ -117,6 +120,11 @@ type leaser struct {
 	stop    chan struct{}
 	swept   chan struct{}
 	returns inflight // give-backs and prefetches in flight
+
+	n leaseCounts // what LeaseStats reports
+	// granted, if set (by tests, before any traffic), is called by add
+	// with e.mu held once a grant's units are in e
+	granted func(e *lease)
 }
 
 // lease is what one instance holds of one (key, limit).
@@ -207,6 +215,7 @@ func (l *leaser) forget(state string) {
 	l.mu.Unlock()
 	if e != nil {
 		e.mu.Lock()
+		l.n.expired.Add(e.tokens)
 		e.tokens = 0
 		e.mu.Unlock()
 	}
@@ -241,6 +250,7 @@ func (e *lease) expire(now time.Time, l *leaser) {
 	n := e.tokens
 	e.tokens = 0
 	if e.q.p.Alg == sluice.AlgorithmFixedWindow && !now.Before(e.end) {
+		l.n.expired.Add(n)
 		return // the window they belong to is over: nothing to give back
 	}
 	l.giveBack(e.q, n, e.start)
@@ -264,8 +274,10 @@ func (l *leaser) giveBack(q request, n, start int64) {
 	go func() {
 		defer l.returns.done()
 		// no deadline of its own: one that ended while the call was in
-		// flight would not unsend it (the client's timeouts bound it)
-		l.s.run(context.Background(), c) //nolint:errcheck // a unit not given back is capacity lost, within the documented bound
+		// flight would not unsend it (the client's timeouts bound it); a
+		// unit not given back is capacity lost, within the documented bound
+		_, err := l.s.run(context.Background(), c)
+		l.n.gaveBack(n, err)
 	}()
 }
 
@@ -289,6 +301,7 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 		}
 	}
 	spent := make([]bool, len(qs))
+	waited := false
 	for first := true; ; first = false {
 		now := l.s.localNow()
 		if !first && l.nearRefusal(qs, ds, now) {
@@ -296,13 +309,18 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 		}
 		miss, wait := l.spend(ls, qs, ds, spent, now, first)
 		if len(miss) == 0 && wait == nil {
+			l.n.local.Add(1)
 			return true, nil
 		}
 		if wait == nil {
 			wait = l.claim(ls, miss)
 		}
 		if wait != nil {
-			unspend(ls, qs, spent)
+			l.unspend(ls, qs, spent)
+			if !waited {
+				l.n.waits.Add(1)
+				waited = true
+			}
 			select {
 			case <-wait:
 				continue
@@ -337,6 +355,7 @@ func (l *leaser) rebase(ctx context.Context, ls []*lease, qs []request, now time
 		}
 		old, n, start := e.q, e.tokens, e.start
 		if old.p.Alg == sluice.AlgorithmFixedWindow && !now.Before(e.end) {
+			l.n.expired.Add(n)
 			n = 0 // their window is over: nothing to give back
 		}
 		e.q, e.tokens, e.start, e.room, e.end, e.resetAt = q, 0, 0, 0, time.Time{}, time.Time{}
@@ -350,7 +369,8 @@ func (l *leaser) rebase(ctx context.Context, ls []*lease, qs []request, now time
 		e.mu.Unlock()
 		old.Cost = n
 		// a give-back that fails loses the units: capacity, never excess
-		l.s.run(ctx, l.s.call(scripts().refund, []request{old}, []string{"||" + strconv.FormatInt(start, 10)})) //nolint:errcheck
+		_, err := l.s.run(ctx, l.s.call(scripts().refund, []request{old}, []string{"||" + strconv.FormatInt(start, 10)}))
+		l.n.gaveBack(n, err)
 		release(ls[i:i+1], []int{0})
 	}
 	return nil
@@ -370,6 +390,7 @@ func (l *leaser) spend(ls []*lease, qs []request, ds []sluice.Decision, spent []
 		switch {
 		case e.tokens >= c:
 			e.tokens -= c
+			l.n.spent.Add(c)
 			spent[i] = true
 			ds[i] = e.decision(now)
 			l.prefetch(e, now)
@@ -385,12 +406,13 @@ func (l *leaser) spend(ls []*lease, qs []request, ds []sluice.Decision, spent []
 
 // unspend gives the units spent for a check that is not admitted back to
 // their leases.
-func unspend(ls []*lease, qs []request, spent []bool) {
+func (l *leaser) unspend(ls []*lease, qs []request, spent []bool) {
 	for i, e := range ls {
 		if spent[i] {
 			e.mu.Lock()
 			e.tokens += qs[i].Cost
 			e.mu.Unlock()
+			l.n.spent.Add(-qs[i].Cost)
 			spent[i] = false
 		}
 	}
@@ -453,16 +475,16 @@ func (l *leaser) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) 
 }
 
 // prefetch starts, in the background, a lease call for e when what it
-// holds has fallen below a quarter of what it wants, for what it lacks, so
-// that requests seldom wait for a round trip; it never holds more than a
-// lease asked for at once would. Called with e.mu held.
+// holds has fallen below half of what it wants, for what it wants again
+// (at most Capacity/Share with what it holds), so that requests seldom
+// wait for a round trip. Called with e.mu held.
 func (l *leaser) prefetch(e *lease, now time.Time) {
 	w := e.want(1, l.cfg.Share)
-	if e.refill != nil || e.tokens*4 >= w || now.Before(e.quiet) {
+	if e.refill != nil || e.tokens*2 >= w || now.Before(e.quiet) {
 		return
 	}
 	q := e.q
-	ask := w - e.tokens
+	ask := min(w, max(1, q.p.Cap/l.cfg.Share)-e.tokens)
 	q.Cost, q.lease = 1, strconv.FormatInt(ask, 10)
 	if q.p.Alg != sluice.AlgorithmFixedWindow {
 		q.Cost = max(1, ask/2) // as least does
@@ -483,8 +505,9 @@ func (l *leaser) prefetched(e *lease, q request, sent time.Time, ch chan struct{
 	if err == nil {
 		gs, err = decodeLease(reply, 1)
 	}
+	l.n.answered(gs, err)
 	if err == nil && gs[0].d.Allowed {
-		e.add(gs[0], 0, sent, l.cfg.Hold)
+		l.add(e, gs[0], 0, sent)
 	}
 	e.mu.Lock()
 	switch {
@@ -526,7 +549,7 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 		case <-c.done:
 			err = c.err
 		case <-ctx.Done():
-			unspend(ls, qs, spent)
+			l.unspend(ls, qs, spent)
 			l.returns.add()
 			go l.orphaned(ls, miss, c, now)
 			return l.s.wrap(ctx.Err(), "lease", rs[0])
@@ -536,9 +559,10 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 	if err == nil {
 		gs, err = decodeLease(c.reply, len(rs))
 	}
+	l.n.answered(gs, err)
 	if err != nil {
 		release(ls, miss)
-		unspend(ls, qs, spent)
+		l.unspend(ls, qs, spent)
 		return l.s.wrap(err, "lease", rs[0])
 	}
 	if !gs[0].d.Allowed {
@@ -546,7 +570,7 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 		return nil
 	}
 	for k, i := range miss {
-		ls[i].add(gs[k], qs[i].Cost, now, l.cfg.Hold)
+		l.add(ls[i], gs[k], qs[i].Cost, now)
 		ls[i].mu.Lock()
 		ds[i] = ls[i].decision(now)
 		ls[i].mu.Unlock()
@@ -573,26 +597,35 @@ func least(q request, w int64) int64 {
 func (l *leaser) orphaned(ls []*lease, miss []int, c *call, sent time.Time) {
 	defer l.returns.done()
 	<-c.done
-	if c.err == nil {
-		if gs, err := decodeLease(c.reply, len(miss)); err == nil && gs[0].d.Allowed {
-			for k, i := range miss {
-				ls[i].add(gs[k], 0, sent, l.cfg.Hold)
-			}
+	var gs []grant
+	err := c.err
+	if err == nil {
+		gs, err = decodeLease(c.reply, len(miss))
+	}
+	l.n.answered(gs, err)
+	if err == nil && gs[0].d.Allowed {
+		for k, i := range miss {
+			l.add(ls[i], gs[k], 0, sent)
 		}
 	}
 	release(ls, miss)
 }
 
-// add puts the units of g, less cost (spent at once), in the lease, which
-// asked for them at sent.
-func (e *lease) add(g grant, cost int64, sent time.Time, hold time.Duration) {
+// add puts the units of g, less cost (spent at once), in the lease e,
+// which asked for them at sent.
+func (l *leaser) add(e *lease, g grant, cost int64, sent time.Time) {
+	l.n.spent.Add(cost)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.q.p.Alg == sluice.AlgorithmFixedWindow && g.start != e.start {
+		l.n.expired.Add(e.tokens)
 		e.tokens = 0 // of a window that is over
 	}
 	e.tokens += g.granted - cost
-	e.expires, e.start = sent.Add(hold), g.start
+	if l.granted != nil {
+		l.granted(e)
+	}
+	e.expires, e.start = sent.Add(l.cfg.Hold), g.start
 	// Redis decided at or after sent: its window ends, and its bucket is
 	// full, no sooner than this
 	e.end = sent.Add(g.d.ResetAfter)
@@ -604,7 +637,7 @@ func (e *lease) add(g grant, cost int64, sent time.Time, hold time.Duration) {
 // waiting on this call), the others refused with what they hold once the
 // units spent for them are back in their leases.
 func (l *leaser) refused(ls []*lease, qs []request, ds []sluice.Decision, spent []bool, miss []int, gs []grant) {
-	unspend(ls, qs, spent)
+	l.unspend(ls, qs, spent)
 	for i, e := range ls {
 		if !contains(miss, i) {
 			e.mu.Lock()
@@ -751,9 +784,10 @@ func (s *Store) TakeHeld(rs []sluice.Request, ds []sluice.Decision) bool {
 	}
 	spent := make([]bool, len(qs))
 	if miss, wait := l.spend(ls, qs, ds, spent, s.localNow(), true); len(miss) > 0 || wait != nil {
-		unspend(ls, qs, spent)
+		l.unspend(ls, qs, spent)
 		return false
 	}
+	l.n.local.Add(1)
 	return true
 }
 

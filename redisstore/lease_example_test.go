@@ -50,3 +50,15 @@ func ExampleStore_TakeHeld() {
 		fmt.Println("not covered by what this instance holds")
 	}
 }
+
+// An operator's view of the leases: what they saved, and what this
+// instance would lose if it died now beside the bound on it. sluice serve
+// exports the same as the sluice_lease_* metrics.
+func ExampleStore_LeaseStats() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	store, _ := redisstore.New(client, redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
+	defer store.Close()
+	st := store.LeaseStats()
+	fmt.Printf("%d checks without a call, %d lease calls; holding %d units (bound %d) on %d keys\n",
+		st.Local, st.Calls, st.Held, st.Bound, st.Keys)
+}

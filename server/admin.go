@@ -123,6 +123,26 @@ type statusStore struct {
 	DegradedOpen   int64 `json:"degraded_open"`
 	DegradedClosed int64 `json:"degraded_closed"`
 	DegradedLocal  int64 `json:"degraded_fallback"`
+	// Leases are the Redis store's quota leases; nil without them.
+	Leases *statusLeases `json:"leases,omitempty"`
+}
+
+// statusLeases is what the status page shows of quota leases (see
+// redisstore.LeaseStats): what they hold now and the bound on it, and
+// their counts since start.
+type statusLeases struct {
+	Held     int64 `json:"held"`
+	Bound    int64 `json:"bound"`
+	Keys     int   `json:"keys"`
+	Leases   int64 `json:"leases"`
+	Units    int64 `json:"units"`
+	Calls    int64 `json:"calls"`
+	Refused  int64 `json:"refused"`
+	Failed   int64 `json:"failed"`
+	Local    int64 `json:"local"`
+	Returned int64 `json:"returned"`
+	Expired  int64 `json:"expired"`
+	Lost     int64 `json:"lost"`
 }
 
 type statusDoc struct {
@@ -214,6 +234,11 @@ func (s *Server) storeState(probeErr error) statusStore {
 		st.Breaker = fs.State().String()
 		st.Calls, st.Failures, st.ShortCircuited, st.Opens = fst.Calls, fst.Failures, fst.ShortCircuited, fst.Opens
 		st.DegradedOpen, st.DegradedClosed, st.DegradedLocal = fst.DegradedOpen, fst.DegradedClosed, fst.DegradedFallback
+	}
+	if s.backend.leases != nil {
+		l := s.backend.leases()
+		st.Leases = &statusLeases{Held: l.Held, Bound: l.Bound, Keys: l.Keys, Leases: l.Leases, Units: l.Units,
+			Calls: l.Calls, Refused: l.Refused, Failed: l.Failed, Local: l.Local, Returned: l.Returned, Expired: l.Expired, Lost: l.Lost}
 	}
 	return st
 }

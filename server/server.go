@@ -143,6 +143,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if b.failover != nil {
 		s.metrics.watchFailover(b.failover)
 	}
+	if b.leases != nil {
+		s.metrics.reg.MustRegister(newLeaseCollector(b.leases))
+	}
 	if cfg.Policy != "" {
 		s.metrics.knownConfig("policy")
 		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)

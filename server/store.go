@@ -32,8 +32,10 @@ type backend struct {
 	keys func() int
 	// failover is the breaker in front of Redis (nil for memory).
 	failover *failover.Store
-	close    func() error
-	desc     string
+	// leases reports the Redis store's quota leases (nil without them).
+	leases func() redisstore.LeaseStats
+	close  func() error
+	desc   string
 	// policy returns the policy in force, for slotKey; set once the
 	// server has loaded it.
 	policy atomic.Pointer[func() *policy.Policy]
@@ -135,6 +137,9 @@ func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		return nil, err
 	}
 	b.store, b.failover = fs, fs
+	if r.Leases.Enabled {
+		b.leases = primary.LeaseStats
+	}
 	var cs *census
 	if r.FallbackScale == 0 {
 		cs = startCensus(client, cmp.Or(r.Prefix, "sluice:"), fs, logger, censusInterval)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,8 +86,68 @@ rules:
 			case !tc.oneSlot && perRequest < 1:
 				t.Errorf("%.3f script calls per admitted request across slots, want at least one (no leases)", perRequest)
 			}
+			checkLeaseMetrics(t, ps, admitted.Load(), tc.oneSlot)
+			if mode == "standalone" { // the status page's store panel
+				wantInDOM(t, renderStatus(t, ps[0], ""), "<th>quota leases</th>", "units held</span> on ", "requests admitted without a call")
+			}
 		})
 	}
+}
+
+// checkLeaseMetrics checks what the sluice serve processes ps export of
+// their quota leases once admitted requests went through them, each
+// spending a unit of two limits: spent units add up to that if their
+// checks could lease (leased), to nothing otherwise; each instance holds
+// no more than its bound, and its units are accounted for. Then promtool
+// lints one exposition and docs/metrics.md must name its series.
+func checkLeaseMetrics(t *testing.T, ps []*proc, admitted int64, leased bool) {
+	t.Helper()
+	var spent, local float64
+	var body string
+	for _, p := range ps {
+		body = get(t, p.url("admin", "/metrics")).body
+		v := func(prefix string) float64 { return sampleValue(body, prefix) }
+		spent += v(`sluice_lease_units_total{fate="spent"}`)
+		local += v("sluice_lease_local_requests_total ")
+		held, bound, units := v("sluice_lease_held_units "), v("sluice_lease_bound_units "), v("sluice_lease_size_units_sum ")
+		gone := v(`sluice_lease_units_total{fate="spent"}`) + v(`sluice_lease_units_total{fate="returned"}`) +
+			v(`sluice_lease_units_total{fate="expired"}`) + v(`sluice_lease_units_total{fate="lost"}`)
+		t.Logf("%s: %.0f units granted in %.0f leases, %.0f gone, %.0f held (bound %.0f), %.0f requests without a call",
+			p.addrs["admin"], units, v("sluice_lease_size_units_count "), gone, held, bound, v("sluice_lease_local_requests_total "))
+		// a give-back in flight has left held and not yet reached returned
+		if held > bound || gone+held > units {
+			t.Errorf("%s: %.0f units held, bound %.0f; %.0f granted, %.0f gone: want held within the bound, no more gone than granted",
+				p.addrs["admin"], held, bound, units, gone)
+		}
+	}
+	switch {
+	case leased && (spent != float64(2*admitted) || local == 0):
+		t.Errorf("%.0f units spent from leases, %.0f requests admitted without a call: want 2 × %d admitted, and some", spent, local, admitted)
+	case !leased && (spent != 0 || local != 0):
+		t.Errorf("%.0f units spent from leases, %.0f requests without a call, by checks across slots: want none", spent, local)
+	}
+	var st struct {
+		StoreState struct {
+			Leases *struct{ Held, Bound int64 } `json:"leases"`
+		} `json:"store_state"`
+	}
+	if err := json.Unmarshal([]byte(get(t, ps[0].url("admin", "/status.json")).body), &st); err != nil || st.StoreState.Leases == nil {
+		t.Errorf("status.json has no store_state.leases (%v)", err)
+	}
+	documentedMetrics(t, body)
+	promtoolCheck(t, body)
+}
+
+// sampleValue is the value of the first sample of an exposition whose
+// line starts with prefix, or 0.
+func sampleValue(body, prefix string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			return v
+		}
+	}
+	return 0
 }
 
 // scriptCalls is how many script and function calls Redis has run, over

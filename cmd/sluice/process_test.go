@@ -229,15 +229,7 @@ func get(t *testing.T, url string, headers ...string) response {
 // starts with prefix (name and labels as Prometheus prints them), or 0.
 func metric(t *testing.T, p *proc, prefix string) float64 {
 	t.Helper()
-	body := get(t, p.url("admin", "/metrics")).body
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, prefix) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			return v
-		}
-	}
-	return 0
+	return sampleValue(get(t, p.url("admin", "/metrics")).body, prefix)
 }
 
 func writeFile(t *testing.T, path, content string) {
