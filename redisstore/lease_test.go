@@ -104,32 +104,88 @@ func checkLeaseStats(t *testing.T, st redisstore.LeaseStats, admitted, held int6
 }
 
 // floodCase is a limit for the flood test and the bounds of what a flood
-// between two Redis times (µs) admits: at most hi, and lo if it
-// saturates the limit throughout.
+// between two Redis times (µs) admits: at most hi, and at least lo of
+// what the limit held where the flood saturated it (refused tells where:
+// see refusals).
 type floodCase struct {
 	lim    sluice.Limit
-	bounds func(t0, t1 int64) (lo, hi int64)
+	bounds func(t0, t1 int64, refused *refusals) (lo, hi int64)
 }
 
 var floodCases = []floodCase{
 	{sluice.TokenBucket(sluice.PerSecond(5000), 5000), bucketBounds(5000, 5000)},
 	{sluice.GCRA(sluice.PerSecond(5000), 5000), bucketBounds(5000, 5000)},
-	{sluice.FixedWindow(2500, 500*time.Millisecond), func(t0, t1 int64) (lo, hi int64) {
-		// every window the flood touched, at most; at least those it
-		// covered whole (the first and last may have been too short to
-		// fill)
+	{sluice.FixedWindow(2500, 500*time.Millisecond), func(t0, t1 int64, refused *refusals) (lo, hi int64) {
+		// at most every window the flood touched; at least every window
+		// it covered whole and exhausted (a refusal in it)
 		const p = 500_000
-		return 2500 * max(0, t1/p-(t0+p-1)/p), 2500 * (t1/p - t0/p + 1)
+		for w := (t0 + p - 1) / p; w < t1/p; w++ {
+			if refused.within(w*p, (w+1)*p) {
+				lo += 2500
+			}
+		}
+		return lo, 2500 * (t1/p - t0/p + 1)
 	}},
 }
 
 // bucketBounds is what a bucket of rate per second and burst, full at t0,
-// admits until t1.
-func bucketBounds(rate, burst int64) func(t0, t1 int64) (int64, int64) {
-	return func(t0, t1 int64) (int64, int64) {
+// admits until t1: at most all of it, at least all but the refill of the
+// stretches in which the flood was refused nothing (a machine that kept
+// the flood's goroutines from running may have let the bucket overflow
+// then; reckoned as if it had, without the burst's slack).
+func bucketBounds(rate, burst int64) func(t0, t1 int64, refused *refusals) (int64, int64) {
+	return func(t0, t1 int64, refused *refusals) (int64, int64) {
 		b := burst + (t1-t0)*rate/1_000_000
-		return b, b
+		return b - refused.idle(t0, t1)*rate/1_000_000, b
 	}
+}
+
+// refusals marks the 10 ms slices of the flood (on Redis's clock, which is
+// this machine's) in which a request was refused: the limit was exhausted
+// in that slice. A refusal is marked only when the call began and ended in
+// one slice, so that its mark is certain.
+type refusals struct {
+	t0 int64 // µs, the start of slice 0
+	s  [4096]atomic.Bool
+}
+
+const refusalSlice = 10_000 // µs
+
+func (r *refusals) mark(before, after time.Time) {
+	i, j := (before.UnixMicro()-r.t0)/refusalSlice, (after.UnixMicro()-r.t0)/refusalSlice
+	if i == j && i >= 0 && i < int64(len(r.s)) {
+		r.s[i].Store(true)
+	}
+}
+
+// slices returns the slices wholly within [from, to).
+func (r *refusals) slices(from, to int64) (lo, hi int64) {
+	lo = max(0, (from-r.t0+refusalSlice-1)/refusalSlice)
+	hi = min(int64(len(r.s)), (to-r.t0)/refusalSlice)
+	return lo, hi
+}
+
+// within reports whether a refusal was marked in a slice within [from, to).
+func (r *refusals) within(from, to int64) bool {
+	lo, hi := r.slices(from, to)
+	for i := lo; i < hi; i++ {
+		if r.s[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// idle returns how long (µs) of [from, to) is not covered by marked slices.
+func (r *refusals) idle(from, to int64) int64 {
+	lo, hi := r.slices(from, to)
+	n := (to - from) - (hi-lo)*refusalSlice // the partial slices at the ends
+	for i := lo; i < hi; i++ {
+		if !r.s[i].Load() {
+			n += refusalSlice
+		}
+	}
+	return max(0, n)
 }
 
 func redisTime(t *testing.T, c redis.UniversalClient) int64 {
@@ -145,6 +201,7 @@ func redisTime(t *testing.T, c redis.UniversalClient) int64 {
 // instance took with it.
 type floodResult struct {
 	admitted, lo, hi, calls, lost, held, unclaimed int64
+	idle                                           time.Duration // of the flood, with no refusal (not saturated)
 }
 
 // floodShare caps the flood's leases at 1/32 of the capacity: a bucket
@@ -187,6 +244,7 @@ func flood(t *testing.T, deploy string, fc floodCase, d time.Duration, kill bool
 	var stop [3]atomic.Bool
 	t0 := redisTime(t, clients[0])
 	start := time.Now()
+	refused := &refusals{t0: t0}
 	var first sync.Once
 	flowing := make(chan struct{}) // closed at the first admission
 	var wg sync.WaitGroup
@@ -194,6 +252,7 @@ func flood(t *testing.T, deploy string, fc floodCase, d time.Duration, kill bool
 		for range 64 {
 			wg.Go(func() {
 				for !stop[i].Load() {
+					before := time.Now()
 					dec, err := s.Take(ctx, sluice.Request{Key: "hot", Limit: fc.lim, Cost: 1})
 					if err != nil {
 						if !stop[i].Load() {
@@ -204,6 +263,8 @@ func flood(t *testing.T, deploy string, fc floodCase, d time.Duration, kill bool
 					if dec.Allowed {
 						admitted.Add(1)
 						first.Do(func() { close(flowing) })
+					} else {
+						refused.mark(before, time.Now())
 					}
 				}
 			})
@@ -244,8 +305,9 @@ func flood(t *testing.T, deploy string, fc floodCase, d time.Duration, kill bool
 	// until it was told to stop (a loaded machine may start 192
 	// goroutines late), at most what it held from before the flood
 	// until every instance had stopped
-	res.lo, _ = fc.bounds(tFlow, tStop)
-	_, res.hi = fc.bounds(t0, t1)
+	res.lo, _ = fc.bounds(tFlow, tStop, refused)
+	_, res.hi = fc.bounds(t0, t1, refused)
+	res.idle = time.Duration(refused.idle(tFlow, tStop)) * time.Microsecond
 	res.admitted, res.calls = admitted.Load(), calls.n.Load()
 	return res
 }
@@ -269,8 +331,8 @@ func TestLeaseFlood(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					r := flood(t, deploy, fc, d, kill)
 					perAdmitted := float64(r.calls) / float64(r.admitted)
-					t.Logf("admitted %d of bound %d..%d (%.2f%% of the least), %d calls (%.4f per admitted), lost %d, held at the end %d, unclaimed %d",
-						r.admitted, r.lo, r.hi, 100*float64(r.admitted)/float64(r.lo), r.calls, perAdmitted, r.lost, r.held, r.unclaimed)
+					t.Logf("admitted %d of bound %d..%d (%.2f%% of the least), %d calls (%.4f per admitted), lost %d, held at the end %d, unclaimed %d, not saturated for %v",
+						r.admitted, r.lo, r.hi, 100*float64(r.admitted)/float64(r.lo), r.calls, perAdmitted, r.lost, r.held, r.unclaimed, r.idle)
 					if r.admitted > r.hi {
 						t.Errorf("admitted %d, above the bound %d", r.admitted, r.hi)
 					}
