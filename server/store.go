@@ -106,7 +106,11 @@ func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		client.Close()
 		return nil, err
 	}
-	local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
+	// The fallback decides at the pace of Redis round trips (it is shown
+	// every decision the primary makes, see failover.Config.FallbackStore):
+	// there, reading the clock per decision costs less than a coarse
+	// clock's goroutine waking every millisecond, and is exact.
+	local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys, Resolution: -1})
 	if err != nil {
 		client.Close()
 		return nil, err

@@ -1,4 +1,4 @@
-package failover
+package deadline
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-// TestLazyDeadline: the context ends at its deadline when waited on,
+// TestLazy: the context ends at its deadline when waited on,
 // reports its deadline without being waited on, follows its parent, and
 // keeps the error it ended with.
-func TestLazyDeadline(t *testing.T) {
+func TestLazy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		c := newLazyDeadline(context.Background(), start.Add(50*time.Millisecond))
+		c := New(context.Background(), start.Add(50*time.Millisecond))
 		if d, ok := c.Deadline(); !ok || !d.Equal(start.Add(50*time.Millisecond)) {
 			t.Fatalf("Deadline() = %v, %v", d, ok)
 		}
@@ -28,22 +28,22 @@ func TestLazyDeadline(t *testing.T) {
 		if !errors.Is(c.Err(), context.DeadlineExceeded) {
 			t.Fatalf("Err() = %v, want DeadlineExceeded", c.Err())
 		}
-		c.stop()
+		c.Stop()
 		if !errors.Is(c.Err(), context.DeadlineExceeded) {
 			t.Fatalf("Err() after stop = %v, want it kept", c.Err())
 		}
 	})
 }
 
-func TestLazyDeadlineNeverWaited(t *testing.T) {
+func TestLazyNeverWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newLazyDeadline(context.Background(), time.Now().Add(50*time.Millisecond))
+		c := New(context.Background(), time.Now().Add(50*time.Millisecond))
 		time.Sleep(60 * time.Millisecond)
 		if !errors.Is(c.Err(), context.DeadlineExceeded) {
 			t.Fatalf("Err() past the deadline, never waited on = %v", c.Err())
 		}
-		c2 := newLazyDeadline(context.Background(), time.Now().Add(50*time.Millisecond))
-		c2.stop()
+		c2 := New(context.Background(), time.Now().Add(50*time.Millisecond))
+		c2.Stop()
 		time.Sleep(60 * time.Millisecond)
 		if !errors.Is(c2.Err(), context.Canceled) {
 			t.Fatalf("Err() of a stopped context = %v, want Canceled, kept", c2.Err())
@@ -56,11 +56,11 @@ func TestLazyDeadlineNeverWaited(t *testing.T) {
 	})
 }
 
-func TestLazyDeadlineParent(t *testing.T) {
+func TestLazyParent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		type key struct{}
 		parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
-		c := newLazyDeadline(parent, time.Now().Add(time.Hour))
+		c := New(parent, time.Now().Add(time.Hour))
 		if c.Value(key{}) != "v" {
 			t.Fatal("Value not the parent's")
 		}
@@ -72,11 +72,49 @@ func TestLazyDeadlineParent(t *testing.T) {
 		}
 		early, cancel2 := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel2()
-		c3 := newLazyDeadline(early, time.Now().Add(time.Hour))
+		c3 := New(early, time.Now().Add(time.Hour))
 		if d, _ := c3.Deadline(); time.Until(d) > time.Millisecond {
 			t.Fatalf("Deadline() %v is not the parent's earlier one", d)
 		}
-		c.stop()
-		c3.stop()
+		c.Stop()
+		c3.Stop()
+	})
+}
+
+// TestParentDone: for a Lazy context, the parent's Done, which starts no
+// timer; for a stopped one or any other context, its own Done; and a
+// caller woken by the parent finds Err set, whether or not Done was
+// started.
+func TestParentDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		c := New(parent, time.Now().Add(time.Hour))
+		if ParentDone(c) != parent.Done() {
+			t.Fatal("ParentDone of a Lazy context is not its parent's Done")
+		}
+		if c.inner != nil {
+			t.Fatal("ParentDone started the deadline's timer")
+		}
+		c2 := New(parent, time.Now().Add(time.Hour))
+		c2.Done()
+		cancel()
+		<-ParentDone(c)
+		for _, c := range []*Lazy{c, c2} {
+			if !errors.Is(c.Err(), context.Canceled) {
+				t.Fatalf("Err() once the parent ended = %v, want Canceled", c.Err())
+			}
+		}
+		other, cancel2 := context.WithCancel(context.Background())
+		defer cancel2()
+		if ParentDone(other) != other.Done() {
+			t.Fatal("ParentDone of another context is not its Done")
+		}
+		c3 := New(other, time.Now().Add(time.Hour))
+		c3.Stop()
+		select {
+		case <-ParentDone(c3):
+		default:
+			t.Fatal("ParentDone of a stopped Lazy context is open")
+		}
 	})
 }
