@@ -801,8 +801,12 @@ func admitted(r sluice.Request) sluice.Decision {
 }
 
 // scaleLimit is l scaled by f under sluice's one rule (sluice.Limit.Scale),
-// or l itself when the scaled limit is not valid.
+// or l itself when the scaled limit is not valid, or when f is 1 (a lone
+// instance's share: no validation on every decision the fallback is shown).
 func scaleLimit(l sluice.Limit, f float64) sluice.Limit {
+	if f == 1 {
+		return l
+	}
 	if s, err := l.Scale(f); err == nil {
 		return s
 	}

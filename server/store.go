@@ -106,11 +106,7 @@ func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), log
 		client.Close()
 		return nil, err
 	}
-	// The fallback decides at the pace of Redis round trips (it is shown
-	// every decision the primary makes, see failover.Config.FallbackStore):
-	// there, reading the clock per decision costs less than a coarse
-	// clock's goroutine waking every millisecond, and is exact.
-	local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys, Resolution: -1})
+	local, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
 	if err != nil {
 		client.Close()
 		return nil, err

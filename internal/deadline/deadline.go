@@ -23,7 +23,7 @@ type Lazy struct {
 	mu     sync.Mutex
 	inner  context.Context // made by the first Done
 	cancel context.CancelFunc
-	err    error // set by Stop before any Done: inner is never made
+	err    error // without inner: the error it ended with (Err, Stop); inner is then never made
 }
 
 var _ context.Context = (*Lazy)(nil)
@@ -41,24 +41,33 @@ func (c *Lazy) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-// Done starts the deadline's timer, once, and returns its channel.
+// Done starts the deadline's timer, once, and returns its channel: a
+// closed one if the context has already ended without it.
 func (c *Lazy) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.inner == nil {
-		c.inner, c.cancel = context.WithDeadline(c.parent, c.deadline)
 		if c.err != nil {
-			c.cancel()
+			return closed
 		}
+		c.inner, c.cancel = context.WithDeadline(c.parent, c.deadline)
 	}
 	return c.inner.Done()
 }
 
+// closed is the Done of a context that ended before anything waited on it.
+var closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 // Err is the parent's error, context.DeadlineExceeded once the deadline
 // has passed, or context.Canceled once Stop was called, as for a context
-// of context.WithDeadline. It is the parent's error as soon as the parent's
-// Done is closed (a context's children learn of its end after its Done
-// closes), so that a caller woken by ParentDone finds it set.
+// of context.WithDeadline; once it has returned an error it returns that
+// one. It is the parent's error as soon as the parent's Done is closed (a
+// context's children learn of its end after its Done closes), so that a
+// caller woken by ParentDone finds it set.
 func (c *Lazy) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -66,10 +75,12 @@ func (c *Lazy) Err() error {
 		if err := c.inner.Err(); err != nil {
 			return err
 		}
-	} else if c.err != nil {
-		return c.err
+		return c.now() // the parent ended, and inner has yet to learn of it
 	}
-	return c.now() // also when inner has yet to learn that the parent ended
+	if c.err == nil {
+		c.err = c.now()
+	}
+	return c.err
 }
 
 // now is the error the context has at this moment, Done or not.
@@ -86,13 +97,15 @@ func (c *Lazy) now() error {
 // Value is the parent's.
 func (c *Lazy) Value(key any) any { return c.parent.Value(key) }
 
-// Stop ends the context and releases its timer, if one was started.
+// Stop ends the context and releases its timer, if one was started. It
+// reads no clock: a context that ended by Stop before anything waited on
+// it or read its error reports context.Canceled, even past its deadline,
+// as a context of context.WithDeadline cancelled before its timer fired
+// does.
 func (c *Lazy) Stop() {
 	c.mu.Lock()
 	if c.inner == nil && c.err == nil {
-		if c.err = c.now(); c.err == nil {
-			c.err = context.Canceled
-		}
+		c.err = context.Canceled
 	}
 	cancel := c.cancel
 	c.mu.Unlock()

@@ -42,6 +42,15 @@ func TestLazyNeverWaited(t *testing.T) {
 		if !errors.Is(c.Err(), context.DeadlineExceeded) {
 			t.Fatalf("Err() past the deadline, never waited on = %v", c.Err())
 		}
+		c.Stop()
+		if !errors.Is(c.Err(), context.DeadlineExceeded) {
+			t.Fatalf("Err() after Stop = %v, want the DeadlineExceeded it reported, kept", c.Err())
+		}
+		select {
+		case <-c.Done():
+		default:
+			t.Fatal("Done of a context past its deadline is open")
+		}
 		c2 := New(context.Background(), time.Now().Add(50*time.Millisecond))
 		c2.Stop()
 		time.Sleep(60 * time.Millisecond)
