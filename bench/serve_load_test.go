@@ -491,7 +491,8 @@ var rlsSeq atomic.Int64
 // them alike; it logs every round and the medians, and the ratios of the
 // medians. SLUICE_LOAD_BASE_BIN, if set, names another sluice binary (an
 // older commit's) measured in the same rounds as "sluice base", for an A/B
-// of a change.
+// of a change; several, separated by commas, are "sluice base", "sluice
+// base 2" and on.
 func TestServeLoadRLSSideBySide(t *testing.T) {
 	bin := os.Getenv("RLS_PEER_BIN")
 	if bin == "" {
@@ -518,9 +519,17 @@ func TestServeLoadRLSSideBySide(t *testing.T) {
 		{label: "envoyproxy/ratelimit", clients: rlsClients(t, peerAddr), pid: peerPid, redisPid: peerRedis},
 		{label: "grpc-go floor", clients: rlsClients(t, floorAddr), pid: floorPid},
 	}
-	if base := os.Getenv("SLUICE_LOAD_BASE_BIN"); base != "" {
-		b := startSluiceBin(t, base, "http://127.0.0.1:1", "redis")
-		svcs = append(svcs, &svc{label: "sluice base", clients: rlsClients(t, b.grpc), pid: b.cmd.Process.Pid, redisPid: b.redisPid})
+	var bases []string // "sluice base", then "sluice base 2" and on
+	if env := os.Getenv("SLUICE_LOAD_BASE_BIN"); env != "" {
+		for i, base := range strings.Split(env, ",") {
+			label := "sluice base"
+			if i > 0 {
+				label += " " + strconv.Itoa(i+1)
+			}
+			bases = append(bases, label)
+			b := startSluiceBin(t, base, "http://127.0.0.1:1", "redis")
+			svcs = append(svcs, &svc{label: label, clients: rlsClients(t, b.grpc), pid: b.cmd.Process.Pid, redisPid: b.redisPid})
+		}
 	}
 	kinds := []string{"many keys", "over-limit key"}
 	for _, s := range svcs {
@@ -556,8 +565,9 @@ func TestServeLoadRLSSideBySide(t *testing.T) {
 		}
 		sl, pe, fl := m["sluice"], m["envoyproxy/ratelimit"], m["grpc-go floor"]
 		t.Logf("%s: sluice/peer decisions/s %.2fx, CPU per decision %.2fx; floor/peer CPU %.2fx", kind, sl[0]/pe[0], sl[1]/pe[1], fl[1]/pe[1])
-		if b, ok := m["sluice base"]; ok {
-			t.Logf("%s: sluice base/peer decisions/s %.2fx, CPU per decision %.2fx; sluice/sluice base CPU %.2fx", kind, b[0]/pe[0], b[1]/pe[1], sl[1]/b[1])
+		for _, label := range bases {
+			b := m[label]
+			t.Logf("%s: %s/peer decisions/s %.2fx, CPU per decision %.2fx; sluice/%s CPU %.2fx", kind, label, b[0]/pe[0], b[1]/pe[1], label, sl[1]/b[1])
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (s *Store) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, 
 	if !ok {
 		return s.degradedAdjust(ctx, r, nil)
 	}
-	cctx, cancel := s.deadline(ctx)
+	cctx, cancel := s.deadline(ctx, start)
 	d, err := pa.Adjust(cctx, r)
 	cancel()
 	switch err = s.finish(ctx, cctx, err, start, probe); {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -177,20 +178,20 @@ func (s *Store) charge(key string, o debt) bool {
 	cost := o.cost
 	r := sluice.Request{Key: key, Limit: o.limit, Cost: cost}
 	if pa, ok := s.primary.(sluice.Adjuster); ok {
-		ctx, cancel := s.deadline(context.Background())
+		ctx, cancel := s.deadline(context.Background(), time.Now())
 		_, err := pa.Adjust(ctx, r)
 		cancel()
 		return err == nil
 	}
 	r.Cost = min(cost, o.limit.Capacity()) // a Take can charge no more
-	ctx, cancel := s.deadline(context.Background())
+	ctx, cancel := s.deadline(context.Background(), time.Now())
 	d, err := s.primary.Take(ctx, r)
 	cancel()
 	if err != nil || d.Allowed || d.Remaining <= 0 {
 		return err == nil
 	}
 	r.Cost = min(d.Remaining, cost)
-	ctx, cancel = s.deadline(context.Background())
+	ctx, cancel = s.deadline(context.Background(), time.Now())
 	_, err = s.primary.Take(ctx, r)
 	cancel()
 	return err == nil

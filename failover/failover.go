@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -389,7 +390,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if !ok {
 		return s.degradedOne(ctx, r, nil)
 	}
-	cctx, cancel := s.deadline(ctx)
+	cctx, cancel := s.deadline(ctx, start)
 	d, err := s.primary.Take(cctx, r)
 	cancel()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
@@ -419,7 +420,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	if !ok {
 		return s.degradedAll(ctx, rs, ds, nil)
 	}
-	cctx, cancel := s.deadline(ctx)
+	cctx, cancel := s.deadline(ctx, start)
 	err := s.primary.TakeAll(cctx, rs, ds)
 	cancel()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
@@ -454,7 +455,7 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	if !ok {
 		return s.unavailable(nil)
 	}
-	cctx, cancel := s.deadline(ctx)
+	cctx, cancel := s.deadline(ctx, start)
 	err := s.primary.Release(cctx, key, limit, lease)
 	cancel()
 	if err = s.finish(ctx, cctx, err, start, probe); err != nil && isFailure(err) {
@@ -477,7 +478,7 @@ func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error
 	if !ok {
 		return errors.Join(append(errs, fmt.Errorf("failover: reset %q: the primary store cannot reset a key", key))...)
 	}
-	cctx, cancel := s.deadline(ctx)
+	cctx, cancel := s.deadline(ctx, time.Now())
 	defer cancel()
 	if err := r.Reset(cctx, key, limit); err != nil {
 		errs = append(errs, fmt.Errorf("failover: reset %q: %w", key, err))
@@ -547,15 +548,16 @@ func (s *Store) setGate() {
 // mono is t in ns since New, on the monotonic clock.
 func (s *Store) mono(t time.Time) int64 { return int64(t.Sub(s.born)) }
 
-// deadline is ctx bounded by Config.Timeout from now. Its timer starts only
-// when the primary waits on it (see lazyDeadline): a near-cache answer
-// starts none.
-func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// deadline is ctx bounded by Config.Timeout from start, the time admit
+// read (a call is timed from there: one clock reading for both). Its timer
+// starts only when the primary waits on it (see internal/deadline): a
+// near-cache answer starts none.
+func (s *Store) deadline(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
 	if s.cfg.Timeout < 0 {
 		return ctx, func() {}
 	}
-	c := newLazyDeadline(ctx, time.Now().Add(s.cfg.Timeout))
-	return c, c.stop
+	c := deadline.New(ctx, start.Add(s.cfg.Timeout))
+	return c, c.Stop
 }
 
 // storeFailure marks an error the breaker counted as a failure.
@@ -799,8 +801,12 @@ func admitted(r sluice.Request) sluice.Decision {
 }
 
 // scaleLimit is l scaled by f under sluice's one rule (sluice.Limit.Scale),
-// or l itself when the scaled limit is not valid.
+// or l itself when the scaled limit is not valid, or when f is 1 (a lone
+// instance's share: no validation on every decision the fallback is shown).
 func scaleLimit(l sluice.Limit, f float64) sluice.Limit {
+	if f == 1 {
+		return l
+	}
 	if s, err := l.Scale(f); err == nil {
 		return s
 	}

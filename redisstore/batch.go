@@ -126,6 +126,11 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 		b.exec(ctx, []*call{c})
 		return nil
 	}
+	select { // the queue has room but when Redis falls behind: ctx.Done (a timer for failover's deadline) only then
+	case b.queue <- c:
+		return nil
+	default:
+	}
 	select {
 	case b.queue <- c:
 		return nil

@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -103,6 +106,46 @@ func TestDeadlineBoundsEveryCaller(t *testing.T) {
 				t.Errorf("a caller waited %v, past %v (its deadline, 50 ms and twice the timers' lateness)", slowest, bound)
 			}
 		})
+	}
+}
+
+// TestQueuedCallFollowsItsCaller: a call queued behind another on a frozen
+// server, under failover's per-call deadline (deadline.Lazy, an hour away
+// here), returns its caller's Canceled as soon as the caller gives up: it
+// waits on the caller's Done and a timer of its own, not on the Lazy
+// context's Done (which it no longer starts), nor on the pipeline, which
+// the client's 5 s socket timeout would end.
+func TestQueuedCallFollowsItsCaller(t *testing.T) {
+	p := redistest.StartProcess(t)
+	c := p.Client(&redis.Options{
+		DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		ContextTimeoutEnabled: true, MaxRetries: -1,
+	})
+	s := newStore(t, c, redisstore.Config{})
+	lim := sluice.GCRA(sluice.PerSecond(1_000_000), 1000)
+	if _, err := s.Take(context.Background(), sluice.Request{Key: "warm", Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p.Freeze()
+	defer p.Thaw()
+	first, cancelFirst := context.WithCancel(context.Background())
+	defer cancelFirst()
+	go s.Take(first, sluice.Request{Key: "first", Limit: lim, Cost: 1}) // on its own goroutine, stuck
+	for redisstore.InFlight(s) == 0 {                                   // the next call queues behind it
+		runtime.Gosched()
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	ctx := deadline.New(parent, time.Now().Add(time.Hour))
+	defer ctx.Stop()
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := s.Take(ctx, sluice.Request{Key: "queued", Limit: lim, Cost: 1})
+	took := time.Since(start)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take = %v, want the caller's context.Canceled", err)
+	}
+	if took > 2*time.Second { // the socket timeout is 5 s, the deadline an hour
+		t.Fatalf("Take returned after %v, its caller gave up after 50ms", took)
 	}
 }
 

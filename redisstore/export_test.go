@@ -12,6 +12,9 @@ import (
 // wrong by that much (it is monotonic, so only a jump moves it).
 func SkewLocalClock(s *Store, d time.Duration) { s.skew.Store(int64(d)) }
 
+// InFlight is how many of s's calls are submitted and not yet answered.
+func InFlight(s *Store) int64 { return s.batch.active.Load() }
+
 // SameSlot reports whether every request of rs lies in one Redis Cluster
 // slot (always, on a standalone server).
 func SameSlot(s *Store, rs []sluice.Request) bool {

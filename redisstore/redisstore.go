@@ -61,6 +61,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 // Client is the part of a go-redis client the store uses.
@@ -388,20 +389,23 @@ func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
 		return c.reply, c.err
 	default:
 	}
-	expired, stop := expiry(ctx)
+	ended, expired, stop := expiry(ctx)
 	defer stop()
 	select {
 	case <-c.done:
 		return c.reply, c.err
-	case <-ctx.Done():
+	case <-ended:
 		return nil, ctx.Err()
 	case <-expired:
 		return nil, context.DeadlineExceeded
 	}
 }
 
-// expiry returns a channel that receives at ctx's deadline (nil without
-// one) and a function to release its timer. A caller waits on it besides
+// expiry returns what a caller waiting on ctx watches: a channel that
+// receives at ctx's deadline (nil without one), a function to release its
+// timer, and a channel closed when ctx ends otherwise (deadline.ParentDone:
+// for failover's per-call deadline, its caller's Done, so that the
+// deadline costs one timer, not two). A caller waits on the timer besides
 // ctx.Done: a timer wakes the goroutine waiting on its channel itself,
 // where a context's deadline runs a function on a goroutine of its own
 // that then wakes the waiter, and on a loaded machine each goroutine woken
@@ -409,13 +413,13 @@ func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
 // such waits of 0.4 s after a 50 ms deadline, whose bare timer fired 64 ms
 // late). At the timer it returns context.DeadlineExceeded, as ctx is about
 // to.
-func expiry(ctx context.Context) (<-chan time.Time, func()) {
-	deadline, ok := ctx.Deadline()
+func expiry(ctx context.Context) (ended <-chan struct{}, expired <-chan time.Time, stop func()) {
+	d, ok := ctx.Deadline()
 	if !ok {
-		return nil, func() {}
+		return ctx.Done(), nil, func() {}
 	}
-	t := time.NewTimer(time.Until(deadline))
-	return t.C, func() { t.Stop() }
+	t := time.NewTimer(time.Until(d))
+	return deadline.ParentDone(ctx), t.C, func() { t.Stop() }
 }
 
 // Take decides one request in one round trip, or none when the near cache
@@ -533,12 +537,12 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 // wait waits for every call's reply, or until ctx ends: then it returns
 // ctx's error and the caller hands the calls to settleLater.
 func (s *Store) wait(ctx context.Context, calls []*call) error {
-	expired, stop := expiry(ctx)
+	ended, expired, stop := expiry(ctx)
 	defer stop()
 	for _, c := range calls {
 		select {
 		case <-c.done:
-		case <-ctx.Done():
+		case <-ended:
 			return ctx.Err()
 		case <-expired:
 			return context.DeadlineExceeded
