@@ -249,27 +249,36 @@ func (kc *keysClient) key(w io.Writer, method, path string, args []string) error
 	if err != nil {
 		return err
 	}
-	if method == "GET" {
-		req.URL.RawQuery = form.Encode()
+	if q := form.Encode(); method == "GET" {
+		req.URL.RawQuery = q
 	} else {
-		req.Body = io.NopCloser(strings.NewReader(form.Encode()))
-		req.ContentLength = int64(len(form.Encode()))
+		req.Body = io.NopCloser(strings.NewReader(q))
+		req.ContentLength = int64(len(q))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	body, err := kc.do(req)
-	if err != nil {
-		return err
-	}
-	if kc.json {
-		_, err = w.Write(body)
-		return err
-	}
 	var ka keyAnswer
-	if err := json.Unmarshal(body, &ka); err != nil {
-		return kc.notAdmin(body)
+	if printed, err := kc.fetch(req, w, &ka); printed || err != nil {
+		return err
 	}
 	ka.print(w)
 	return nil
+}
+
+// fetch sends req and reads its answer into v, or, with --json, writes
+// the answer to w as it came (printed).
+func (kc *keysClient) fetch(req *http.Request, w io.Writer, v any) (printed bool, err error) {
+	body, err := kc.do(req)
+	if err != nil {
+		return false, err
+	}
+	if kc.json {
+		_, err = w.Write(body)
+		return true, err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return false, kc.notAdmin(body)
+	}
+	return false, nil
 }
 
 func (ka keyAnswer) print(w io.Writer) {
@@ -313,17 +322,9 @@ func (kc *keysClient) list(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	body, err := kc.do(req)
-	if err != nil {
-		return err
-	}
-	if kc.json {
-		_, err = w.Write(body)
-		return err
-	}
 	var st statusAnswer
-	if err := json.Unmarshal(body, &st); err != nil {
-		return kc.notAdmin(body)
+	if printed, err := kc.fetch(req, w, &st); printed || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "RULE\tLIMIT\tKEY (one VALUE per part)\tLIMIT SPEC\n")
