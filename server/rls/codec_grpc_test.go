@@ -2,14 +2,12 @@ package rls_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -47,18 +45,7 @@ func serveCodec(t *testing.T, opts ...grpc.ServerOption) *grpc.ClientConn {
 	srv := grpc.NewServer(append(opts, rls.ServerCodec())...)
 	svc.Register(srv)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return serveGRPC(t, srv)
 }
 
 // A message that is not a RateLimitRequest is answered InvalidArgument,

@@ -112,19 +112,9 @@ func startConfig(t *testing.T, b backend, cfg *rls.Config, opts rls.Options) *ha
 	}
 	svc := rls.New(sluice.New(b.store(t, c)), cfg, opts)
 	t.Cleanup(svc.Close)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := grpc.NewServer(rls.ServerCodec())
 	svc.Register(srv)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := serveGRPC(t, srv)
 	return &harness{svc: svc, client: rlspb.NewRateLimitServiceClient(conn), clock: c}
 }
 
@@ -481,4 +471,22 @@ func TestBadRequests(t *testing.T) {
 	if got := brief(h.ask(t, "nowhere", 0, desc("remote_address=a"))); got != "OK [OK]" {
 		t.Fatal(got)
 	}
+}
+
+// serveGRPC serves srv on a loopback port until t ends and returns a
+// client connection to it.
+func serveGRPC(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
