@@ -296,7 +296,10 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 		return d, p.Check(r)
 	}
 	e.used = true
-	algo.StepTo(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, &d)
+	at := s.at(e, reading)
+	if !algo.BucketTo(p, &e.st, at, r.Cost, true, &d) {
+		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, &d)
+	}
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
 		s.recheck(e, r.Cost, r.MaxDelay, &d)
 	}
