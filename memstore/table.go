@@ -60,7 +60,12 @@ type entry struct {
 // change, never its identity), so it needs no lock, but exact is only
 // stable under e's lock.
 func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
-	if !e.hasKey(key) {
+	// hasKey, with the usual case, a key on the first line, inlined.
+	if n := len(key); int(e.klen) == n && n <= headKey {
+		if !inlineEqual(e.head[:], key) {
+			return false, false
+		}
+	} else if !e.hasKey(key) {
 		return false, false
 	}
 	c := e.c.Load()
