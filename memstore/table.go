@@ -60,12 +60,7 @@ type entry struct {
 // change, never its identity), so it needs no lock, but exact is only
 // stable under e's lock.
 func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
-	// hasKey, with the usual case, a key on the first line, inlined.
-	if n := len(key); int(e.klen) == n && n <= headKey {
-		if !inlineEqual(e.head[:], key) {
-			return false, false
-		}
-	} else if !e.hasKey(key) {
+	if !e.hasKey(key) {
 		return false, false
 	}
 	c := e.c.Load()
@@ -285,6 +280,12 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact b
 				// A dead entry was removed after it was found; the key's
 				// state, if any, is further on or only under the lock.
 				if !e.dead {
+					// is's usual case written out (inlineEqual and
+					// sameLimit inline here, is itself does not): a
+					// key on the entry's first line, under lim itself.
+					if n := len(key); n <= headKey && int(e.klen) == n && inlineEqual(e.head[:], key) && sameLimit(&e.c.Load().lim, lim) {
+						return e, true
+					}
 					if found, exact := e.is(key, lim); found {
 						return e, exact
 					}
