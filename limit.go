@@ -78,6 +78,14 @@ func (r Rate) String() string {
 type Limit struct {
 	// Algorithm selects the arithmetic.
 	Algorithm Algorithm
+	// Calendar, for fixed_window, aligns the window to a calendar period
+	// of Zone instead of a Period since the epoch (see CalendarWindow);
+	// Period is then zero.
+	Calendar Calendar
+	// Version is part of the identity of a key's state: a limit with
+	// another Version starts every key afresh, where changing any other
+	// parameter carries the state over (see above). Zero by default.
+	Version uint32
 	// Count is the number of requests: per Period for the window and rate
 	// algorithms, the number in flight for concurrency.
 	Count int64
@@ -98,16 +106,8 @@ type Limit struct {
 	// LeaseTTL is, for concurrency, how long a lease lives when it is not
 	// released, so that a holder that dies cannot leak capacity.
 	LeaseTTL time.Duration
-	// Calendar, for fixed_window, aligns the window to a calendar period
-	// of Zone instead of a Period since the epoch (see CalendarWindow);
-	// Period is then zero.
-	Calendar Calendar
 	// Zone is the IANA time zone name of a Calendar window ("" is UTC).
 	Zone string
-	// Version is part of the identity of a key's state: a limit with
-	// another Version starts every key afresh, where changing any other
-	// parameter carries the state over (see above). Zero by default.
-	Version uint32
 }
 
 // Shares reports whether l and m keep one state for a key: they have the

@@ -22,7 +22,7 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 	}
 	reading := s.now()
 	h := s.hash(r.Key)
-	sh := &s.shards[h>>s.shift]
+	sh := &s.shards[s.shardOf(h)]
 	if e, _ := sh.tab.Load().find(h, r.Key, &r.Limit); e != nil {
 		defer e.mu.Unlock()
 		return s.adjust(e, &r, reading)

@@ -101,7 +101,7 @@ type Config struct {
 // it to stop its background goroutine (the sweeper and the coarse clock).
 type Store struct {
 	shards   []shard
-	shift    uint // a key's shard is its hash >> shift
+	shift    uint // a key's shard is its hash >> 1 >> shift (see shardOf)
 	perShard int
 	seed     maphash.Seed
 	keys     [5]uint64 // hash's keys for keys of 8 to 32 bytes
@@ -153,7 +153,7 @@ func New(cfg Config) (*Store, error) {
 	n := 1 << shardBits
 	s := &Store{
 		shards:   make([]shard, n),
-		shift:    uint(64 - shardBits),
+		shift:    uint(63 - shardBits),
 		perShard: (cfg.MaxKeys + n - 1) / n,
 		seed:     maphash.MakeSeed(),
 		keys:     [5]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()},
@@ -242,6 +242,13 @@ func (s *Store) hash(key string) uint64 {
 	return nonZero(mix(s.keys[0]^uint64(n), h))
 }
 
+// shardOf returns the index of the shard of hash h: its top bits. Shifting
+// by 1 and then by 63 - bits keeps both amounts under 64 (one shard takes
+// no bits), so the compiler needs no guard for larger ones.
+func (s *Store) shardOf(h uint64) int {
+	return int(h >> 1 >> (s.shift & 63))
+}
+
 // nonZero is h, or 1 for 0.
 func nonZero(h uint64) uint64 {
 	if h == 0 {
@@ -283,7 +290,7 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 	// once the entry's lock is taken, which s.at corrects.
 	reading := s.now()
 	h := s.hash(r.Key)
-	sh := &s.shards[h>>s.shift]
+	sh := &s.shards[s.shardOf(h)]
 	e, exact := sh.tab.Load().find(h, r.Key, &r.Limit)
 	if !exact {
 		return s.takeSlow(sh, h, e, &r, reading)
@@ -296,7 +303,10 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 		return d, p.Check(r)
 	}
 	e.used = true
-	algo.StepTo(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, &d)
+	at := s.at(e, reading)
+	if !algo.BucketTo(p, &e.st, at, r.Cost, true, &d) {
+		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, &d)
+	}
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
 		s.recheck(e, r.Cost, r.MaxDelay, &d)
 	}
@@ -456,7 +466,7 @@ func (s *Store) lockShards(rs []sluice.Request, hs []uint64, locked []int) ([]ui
 	for _, r := range rs {
 		h := s.hash(r.Key)
 		hs = append(hs, h)
-		locked = insertSorted(locked, int(h>>s.shift))
+		locked = insertSorted(locked, s.shardOf(h))
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Lock()
@@ -468,7 +478,7 @@ func (s *Store) lockShards(rs []sluice.Request, hs []uint64, locked []int) ([]ui
 // locked, and to created whether the check created it; it checks every cost.
 func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created []bool) ([]*entry, []bool, error) {
 	for i, r := range rs {
-		sh := &s.shards[hs[i]>>s.shift]
+		sh := &s.shards[s.shardOf(hs[i])]
 		e := sh.lookup(hs[i], r.Key, &r.Limit)
 		isNew := e == nil
 		if isNew {
@@ -548,7 +558,7 @@ func (s *Store) finish(rs []sluice.Request, hs []uint64, es []*entry, created []
 	for i, e := range es {
 		e.pinned = false
 		if created[i] && !(admitted && rs[i].Cost > 0) {
-			s.shards[hs[i]>>s.shift].remove(hs[i], e)
+			s.shards[s.shardOf(hs[i])].remove(hs[i], e)
 		}
 		e.mu.Unlock()
 	}
@@ -575,7 +585,7 @@ func insertSorted(xs []int, v int) []int {
 // Release gives back a concurrency lease. Unknown leases are ignored.
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
 	h := s.hash(key)
-	sh := &s.shards[h>>s.shift]
+	sh := &s.shards[s.shardOf(h)]
 	e, _ := sh.tab.Load().find(h, key, &limit)
 	if e == nil {
 		sh.mu.Lock()
@@ -599,7 +609,7 @@ func (s *Store) Reset(_ context.Context, key string, limit sluice.Limit) error {
 		return sluice.ErrClosed
 	}
 	h := s.hash(key)
-	sh := &s.shards[h>>s.shift]
+	sh := &s.shards[s.shardOf(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.lookup(h, key, &limit); e != nil && !e.pinned {

@@ -280,6 +280,12 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact b
 				// A dead entry was removed after it was found; the key's
 				// state, if any, is further on or only under the lock.
 				if !e.dead {
+					// is's usual case written out (inlineEqual and
+					// sameLimit inline here, is itself does not): a
+					// key on the entry's first line, under lim itself.
+					if n := len(key); n <= headKey && int(e.klen) == n && inlineEqual(e.head[:], key) && sameLimit(&e.c.Load().lim, lim) {
+						return e, true
+					}
 					if found, exact := e.is(key, lim); found {
 						return e, exact
 					}

@@ -39,10 +39,12 @@ func newDivisor(d int64) divisor {
 // div returns ⌊n/d⌋ for 0 ≤ n < 2^53.
 func (v divisor) div(n int64) int64 {
 	hi, lo := bits.Mul64(uint64(n), v.m)
+	// shift is 53 to 117: the masks change no amount, and spare the
+	// compiler's guard for amounts of 64 and more.
 	if v.shift >= 64 {
-		return int64(hi >> (v.shift - 64))
+		return int64(hi >> ((v.shift - 64) & 63))
 	}
-	return int64(hi<<(64-v.shift) | lo>>v.shift)
+	return int64(hi<<((64-v.shift)&63) | lo>>(v.shift&63))
 }
 
 // ceil returns ⌈n/d⌉ for 0 ≤ n < 2^53 - d.

@@ -2,6 +2,7 @@ package algo
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -74,6 +75,14 @@ func Step(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit b
 // StepTo is Step writing its decision into d, which is all written: a
 // store's Take returns it without another copy.
 func StepTo(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit bool, d *sluice.Decision) {
+	if !BucketTo(p, s, now, cost, commit, d) {
+		stepTo(p, s, now, cost, maxDelay, lease, commit, d)
+	}
+}
+
+// stepTo is StepTo through the general step, which every algorithm and
+// peek takes.
+func stepTo(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit bool, d *sluice.Decision) {
 	// Results are written through a pointer: returning them by value from
 	// every layer copied more than the arithmetic cost.
 	var r result
@@ -307,13 +316,12 @@ func tokenUsed(p *Params, s *State, now int64) (at, used int64) {
 	if e := at - s.Y; e < 0 {
 		used -= e * p.A
 	} else if used > 0 {
-		// Refill: used falls by A per µs, to 0 at the latest. Comparing
-		// e with used/A first keeps e·A from overflowing after a long
-		// idle time.
-		if e >= p.byA.ceil(used) {
+		// Refill: used falls by A per µs, to 0 at the latest. e·A is
+		// taken in 128 bits: it overflows 64 after a long idle time.
+		if hi, lo := bits.Mul64(uint64(e), uint64(p.A)); hi != 0 || lo >= uint64(used) {
 			used = 0
 		} else {
-			used -= e * p.A
+			used -= int64(lo)
 		}
 	}
 	return at, used
