@@ -4,8 +4,10 @@ package bench_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,15 +22,24 @@ import (
 )
 
 // TestServeLoadLeases measures the latency the gateway adds on a hot
-// global limit with Redis, without and with quota leases, and the Redis
-// calls each request costs: script calls (FCALL, EVALSHA), and every
-// command INFO commandstats counts but INFO, those scripts run included.
-// Run it with
+// global limit with the memory store, with Redis, and with Redis and
+// quota leases, and the Redis calls each request costs: script calls
+// (FCALL, EVALSHA), and every command INFO commandstats counts but INFO,
+// those scripts run included. Run it with
 //
 //	cd bench && go test -tags servebench -run TestServeLoadLeases -v -count=1 -timeout 14m .
 //
-// SLUICE_LOAD_ROUNDS sets the rounds of each case (default 3), alternated
-// with direct calls so that noise falls on both alike.
+// The three gateways run side by side. Each round sends its requests
+// directly and through each gateway in turn, starting the turn one place
+// further every round, so that noise falls on all alike; SLUICE_LOAD_ROUNDS
+// sets the rounds (default 5). Besides each gateway's added p99 over the
+// direct call of the same round, it reports what Redis adds over the
+// memory store through the same HTTP hop: the added p99 with Redis or with
+// leases over the memory store's (whole run, and the median of the rounds).
+// SLUICE_LOAD_PROFILE=DIR saves a CPU profile of each gateway over the
+// rounds, SLUICE_LOAD_TRACE=DIR an execution trace of each gateway's first
+// second in each round (go tool trace -pprof=sched shows where its
+// goroutines waited to run).
 func TestServeLoadLeases(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -46,32 +57,113 @@ func TestServeLoadLeases(t *testing.T) {
 	redisAddr, _ := startRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
+	direct := &gatewayCase{store: "direct", url: "http://" + upAddr + "/"}
+	cases := []*gatewayCase{direct}
 	for _, store := range []string{"memory", "redis", "redis+leases"} {
 		gateway, admin := startSluiceGlobal(t, "http://"+upAddr, redisAddr, store)
-		latencies(t, "http://"+upAddr+"/", 1000, c, rate)
-		latencies(t, "http://"+gateway+"/", 1000, c, rate)
-		var direct, via []time.Duration
-		var ratios []float64 // per round: p99 via / p99 direct
-		before, beforeBy := commands(t, rdb)
-		for range rounds {
-			d := latencies(t, "http://"+upAddr+"/", per, c, rate)
-			v := latencies(t, "http://"+gateway+"/", per, c, rate)
-			ratios = append(ratios, float64(pct(v, .99))/float64(pct(d, .99)))
-			direct, via = append(direct, d...), append(via, v...)
-		}
-		after, afterBy := commands(t, rdb)
-		waits, take := adminView(t, admin)
-		slices.Sort(direct)
-		slices.Sort(via)
-		slices.Sort(ratios)
-		t.Logf("hot global token_bucket, store=%s, clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s | added p50 %s p99 %s (p99 +%.0f%%; per round, median +%.0f%%, range %+.0f%% to %+.0f%%) | script calls per request %.4f | Redis commands per request, scripts' own included, %.4f (%d: %s) | requests that waited for a lease call made for others, since start: %s | the store's take, since start: %s",
-			store, c, rate, len(via), usText(pct(direct, .5)), usText(pct(direct, .99)), usText(pct(via, .5)), usText(pct(via, .99)),
-			usText(pct(via, .5)-pct(direct, .5)), usText(pct(via, .99)-pct(direct, .99)),
-			100*(float64(pct(via, .99))/float64(pct(direct, .99))-1),
-			100*(ratios[len(ratios)/2]-1), 100*(ratios[0]-1), 100*(ratios[len(ratios)-1]-1),
-			float64(serveScriptCalls(afterBy)-serveScriptCalls(beforeBy))/float64(len(via)),
-			float64(after-before)/float64(len(via)), after-before, diff(beforeBy, afterBy), waits, take)
+		cases = append(cases, &gatewayCase{store: store, url: "http://" + gateway + "/", admin: admin, by: map[string]int64{}})
 	}
+	for _, g := range cases {
+		latencies(t, g.url, 1000, c, rate) // warm up
+	}
+	for _, g := range cases[1:] {
+		g.rt0 = runtimeView(t, g.admin)
+		if dir := os.Getenv("SLUICE_LOAD_PROFILE"); dir != "" {
+			d := time.Duration(rounds*len(cases)) * per * time.Second / rate
+			go fetch(t, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", g.admin, int(d.Seconds())), filepath.Join(dir, "gateway-"+g.store+".pprof"))
+		}
+	}
+	for r := range rounds {
+		for k := range cases {
+			cases[(r+k)%len(cases)].round(t, rdb, per, c, rate)
+		}
+		for _, g := range cases[1:] {
+			g.compare(direct, cases[1])
+		}
+	}
+	for _, g := range cases[1:] {
+		g.report(t, direct, cases[1], c, rate)
+	}
+}
+
+// gatewayCase is one way of calling the upstream (directly, or through a
+// gateway with one store) and what its rounds measured.
+type gatewayCase struct {
+	store      string
+	url, admin string // admin is "" for direct calls
+	rt0        gatewayRuntime
+
+	last, all []time.Duration // the latest round's latencies; every round's
+	cmds      int64           // Redis commands during its rounds
+	by        map[string]int64
+	// per round: p99 over direct's; added p99 (over direct's) over the
+	// memory store's, in rounds where the memory store's was above 0; p99
+	// over the memory store's (the same HTTP hop, whatever direct did)
+	vsDirect, vsMemory, viaMemory []float64
+}
+
+// round sends per requests through g at rate from c clients, counting the
+// Redis commands run meanwhile.
+func (g *gatewayCase) round(t *testing.T, rdb *redis.Client, per, c int, rate float64) {
+	before, beforeBy := commands(t, rdb)
+	if dir := os.Getenv("SLUICE_LOAD_TRACE"); dir != "" && g.admin != "" {
+		go fetch(t, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=1", g.admin), filepath.Join(dir, fmt.Sprintf("gateway-%s-%d.trace", g.store, len(g.all)/per)))
+	}
+	g.last = latencies(t, g.url, per, c, rate)
+	after, afterBy := commands(t, rdb)
+	g.all = append(g.all, g.last...)
+	if g.by != nil {
+		g.cmds += after - before
+		for name, v := range afterBy {
+			g.by[name] += v - beforeBy[name]
+		}
+	}
+}
+
+// compare records the latest round's ratios against direct calls and the
+// memory store.
+func (g *gatewayCase) compare(direct, memory *gatewayCase) {
+	d99 := pct(direct.last, .99)
+	g.vsDirect = append(g.vsDirect, float64(pct(g.last, .99))/float64(d99))
+	g.viaMemory = append(g.viaMemory, float64(pct(g.last, .99))/float64(pct(memory.last, .99)))
+	if m := pct(memory.last, .99) - d99; m > 0 {
+		g.vsMemory = append(g.vsMemory, float64(pct(g.last, .99)-d99)/float64(m))
+	}
+}
+
+// report logs what g's rounds measured.
+func (g *gatewayCase) report(t *testing.T, direct, memory *gatewayCase, c int, rate float64) {
+	t.Helper()
+	d, v, m := sorted(direct.all), sorted(g.all), sorted(memory.all)
+	waits, take := adminView(t, g.admin)
+	rt := runtimeView(t, g.admin).since(g.rt0, len(v))
+	added99, memAdded99 := pct(v, .99)-pct(d, .99), pct(m, .99)-pct(d, .99)
+	t.Logf("hot global token_bucket, store=%s, clients=%d rate=%.0f/s requests=%d: direct p50 %s p99 %s | via sluice p50 %s p99 %s p99.9 %s | added p50 %s p99 %s (p99 +%.0f%% over direct; per round %s) | added p99 over the memory store's %.2fx (%s over its %s; per round %s) | p99 over the memory store's %.2fx (per round %s) | script calls per request %.4f | Redis commands per request, scripts' own included, %.4f (%d: %s) | requests that waited for a lease call made for others, since start: %s | the store's take, since start: %s | the gateway process over the rounds: %s",
+		g.store, c, rate, len(v), usText(pct(d, .5)), usText(pct(d, .99)), usText(pct(v, .5)), usText(pct(v, .99)), usText(pct(v, .999)),
+		usText(pct(v, .5)-pct(d, .5)), usText(added99), 100*(float64(pct(v, .99))/float64(pct(d, .99))-1), spread(g.vsDirect, true),
+		float64(added99)/float64(memAdded99), usText(added99), usText(memAdded99), spread(g.vsMemory, false),
+		float64(pct(v, .99))/float64(pct(m, .99)), spread(g.viaMemory, false),
+		float64(serveScriptCalls(g.by))/float64(len(v)), float64(g.cmds)/float64(len(v)), g.cmds, diff(nil, g.by), waits, take, rt)
+}
+
+// sorted returns a sorted copy of xs.
+func sorted[T cmp.Ordered](xs []T) []T {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs
+}
+
+// spread describes ratios: their median and range, as percentages over 1
+// if pct, else as factors.
+func spread(ratios []float64, pct bool) string {
+	if len(ratios) == 0 {
+		return "none"
+	}
+	r := sorted(ratios)
+	if pct {
+		return fmt.Sprintf("median %+.0f%%, range %+.0f%% to %+.0f%%", 100*(r[len(r)/2]-1), 100*(r[0]-1), 100*(r[len(r)-1]-1))
+	}
+	return fmt.Sprintf("median %.2fx, range %.2fx to %.2fx, %d rounds", r[len(r)/2], r[0], r[len(r)-1], len(r))
 }
 
 // startSluiceGlobal starts sluice serve with one rule, a global token
@@ -96,7 +188,7 @@ rules:
 	os.WriteFile(config, []byte(cfg), 0o644)
 	gateway, admin = freeAddr(t), freeAddr(t)
 	startProc(t, []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}, sluiceBinary(t),
-		"serve", "--config", config, "--gateway", gateway, "--api", "", "--grpc", "", "--admin", admin,
+		"serve", "--config", config, "--gateway", gateway, "--api", "", "--grpc", "", "--admin", admin, "--pprof",
 		"--upstream", upstream, "--policy", policy, "--log-level", "warn")
 	waitDial(t, gateway)
 	return gateway, admin
@@ -172,4 +264,64 @@ func diff(before, after map[string]int64) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ", ")
+}
+
+// gatewayRuntime is what the gateway's Go runtime reports on /metrics:
+// the GC cycles and the sum of their stop-the-world pauses, allocations,
+// CPU time and goroutines, so that a tail from the process around the
+// store (collections, allocation, background goroutines) shows apart
+// from the store's own time.
+type gatewayRuntime struct {
+	gcs, pause, mallocs, bytes, cpu, goroutines float64
+}
+
+// runtimeView scrapes the gateway's runtime metrics from admin.
+func runtimeView(t *testing.T, admin string) gatewayRuntime {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r gatewayRuntime
+	fields := map[string]*float64{
+		"go_gc_duration_seconds_count": &r.gcs, "go_gc_duration_seconds_sum": &r.pause,
+		"go_memstats_mallocs_total": &r.mallocs, "go_memstats_alloc_bytes_total": &r.bytes,
+		"process_cpu_seconds_total": &r.cpu, "go_goroutines": &r.goroutines,
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if p := fields[name]; ok && p != nil {
+			*p, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return r
+}
+
+// since describes what the gateway did between before and r, over n
+// requests: GC cycles and pauses, allocations and CPU per request, and
+// the goroutines it ended with.
+func (r gatewayRuntime) since(before gatewayRuntime, n int) string {
+	gcs := r.gcs - before.gcs
+	return fmt.Sprintf("%.0f GCs (one per %.0f requests), STW pauses %.2f ms in all, %.1f allocations and %.0f bytes per request, CPU %.1f µs per request, %.0f goroutines",
+		gcs, float64(n)/max(gcs, 1), 1000*(r.pause-before.pause), (r.mallocs-before.mallocs)/float64(n),
+		(r.bytes-before.bytes)/float64(n), 1e6*(r.cpu-before.cpu)/float64(n), r.goroutines)
+}
+
+// fetch saves what url answers in path (a profile or a trace).
+func fetch(t *testing.T, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer f.Close()
+	io.Copy(f, resp.Body)
 }

@@ -33,9 +33,9 @@ func (s *Store) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, 
 	if !ok {
 		return s.degradedAdjust(ctx, r, nil)
 	}
-	cctx, cancel := s.deadline(ctx, start)
+	cctx, stop := s.deadline(ctx, start)
 	d, err := pa.Adjust(cctx, r)
-	cancel()
+	stop.Stop()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
 		if fa, ok := s.fallback.(sluice.Adjuster); ok && s.shadows(r) {

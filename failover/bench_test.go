@@ -2,6 +2,9 @@ package failover_test
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -30,6 +33,52 @@ func BenchmarkTakeAnsweredAtOnce(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if d, err := s.Take(ctx, r); err != nil || d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}
+
+// BenchmarkTakeLeased is the gateway's store with quota leases on a hot
+// key (failover in front of redisstore with leases, a warm memstore
+// fallback), beside the memory store alone: what a request that its lease
+// covers costs over one the memory store decides. It starts a
+// redis-server.
+func BenchmarkTakeLeased(b *testing.B) {
+	hot := sluice.Request{Key: "hot", Limit: sluice.TokenBucket(sluice.PerSecond(1_000_000), 1_000_000), Cost: 1}
+	b.Run("memory", func(b *testing.B) {
+		m, err := memstore.New(memstore.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		benchTake(b, m, hot)
+	})
+	b.Run("leases", func(b *testing.B) {
+		rs, err := redisstore.New(redistest.StartProcess(b).Client(clientOptions()), redisstore.Config{
+			Leases: redisstore.LeaseConfig{Enabled: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rs.Close()
+		local, err := memstore.New(memstore.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer local.Close()
+		s, err := failover.New(rs, failover.Config{FallbackStore: local, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		benchTake(b, s, hot)
+	})
+}
+
+func benchTake(b *testing.B, s sluice.Store, r sluice.Request) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := s.Take(ctx, r); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
 	}

@@ -178,22 +178,22 @@ func (s *Store) charge(key string, o debt) bool {
 	cost := o.cost
 	r := sluice.Request{Key: key, Limit: o.limit, Cost: cost}
 	if pa, ok := s.primary.(sluice.Adjuster); ok {
-		ctx, cancel := s.deadline(context.Background(), time.Now())
+		ctx, stop := s.deadline(context.Background(), time.Now())
 		_, err := pa.Adjust(ctx, r)
-		cancel()
+		stop.Stop()
 		return err == nil
 	}
 	r.Cost = min(cost, o.limit.Capacity()) // a Take can charge no more
-	ctx, cancel := s.deadline(context.Background(), time.Now())
+	ctx, stop := s.deadline(context.Background(), time.Now())
 	d, err := s.primary.Take(ctx, r)
-	cancel()
+	stop.Stop()
 	if err != nil || d.Allowed || d.Remaining <= 0 {
 		return err == nil
 	}
 	r.Cost = min(d.Remaining, cost)
-	ctx, cancel = s.deadline(context.Background(), time.Now())
+	ctx, stop = s.deadline(context.Background(), time.Now())
 	_, err = s.primary.Take(ctx, r)
-	cancel()
+	stop.Stop()
 	return err == nil
 }
 

@@ -390,9 +390,9 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if !ok {
 		return s.degradedOne(ctx, r, nil)
 	}
-	cctx, cancel := s.deadline(ctx, start)
+	cctx, stop := s.deadline(ctx, start)
 	d, err := s.primary.Take(cctx, r)
-	cancel()
+	stop.Stop()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
 		if s.shadows(r) {
@@ -420,9 +420,9 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	if !ok {
 		return s.degradedAll(ctx, rs, ds, nil)
 	}
-	cctx, cancel := s.deadline(ctx, start)
+	cctx, stop := s.deadline(ctx, start)
 	err := s.primary.TakeAll(cctx, rs, ds)
-	cancel()
+	stop.Stop()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
 		s.shadow(ctx, rs)
@@ -455,9 +455,9 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	if !ok {
 		return s.unavailable(nil)
 	}
-	cctx, cancel := s.deadline(ctx, start)
+	cctx, stop := s.deadline(ctx, start)
 	err := s.primary.Release(cctx, key, limit, lease)
-	cancel()
+	stop.Stop()
 	if err = s.finish(ctx, cctx, err, start, probe); err != nil && isFailure(err) {
 		return fmt.Errorf("failover: release %q: the lease ends by its TTL: %w", key, err)
 	}
@@ -478,8 +478,8 @@ func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error
 	if !ok {
 		return errors.Join(append(errs, fmt.Errorf("failover: reset %q: the primary store cannot reset a key", key))...)
 	}
-	cctx, cancel := s.deadline(ctx, time.Now())
-	defer cancel()
+	cctx, stop := s.deadline(ctx, time.Now())
+	defer stop.Stop()
 	if err := r.Reset(cctx, key, limit); err != nil {
 		errs = append(errs, fmt.Errorf("failover: reset %q: %w", key, err))
 	}
@@ -551,14 +551,24 @@ func (s *Store) mono(t time.Time) int64 { return int64(t.Sub(s.born)) }
 // deadline is ctx bounded by Config.Timeout from start, the time admit
 // read (a call is timed from there: one clock reading for both). Its timer
 // starts only when the primary waits on it (see internal/deadline): a
-// near-cache answer starts none.
-func (s *Store) deadline(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
+// near-cache answer or a quota lease starts none. Its Stop is a method of
+// the context itself, not a func value, so that a call allocates the
+// context alone.
+func (s *Store) deadline(ctx context.Context, start time.Time) (context.Context, stopper) {
 	if s.cfg.Timeout < 0 {
-		return ctx, func() {}
+		return ctx, noDeadline{}
 	}
 	c := deadline.New(ctx, start.Add(s.cfg.Timeout))
-	return c, c.Stop
+	return c, c
 }
+
+// stopper ends a call's deadline.
+type stopper interface{ Stop() }
+
+// noDeadline is the stopper of a call without a deadline (Timeout < 0).
+type noDeadline struct{}
+
+func (noDeadline) Stop() {}
 
 // storeFailure marks an error the breaker counted as a failure.
 type storeFailure struct{ err error }

@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"github.com/sluicehq/sluice/memstore"
 	"testing"
 	"time"
 
@@ -55,4 +56,41 @@ func TestLeaseIsFallbackBudget(t *testing.T) {
 		t.Errorf("admitted %d while Redis was down, want what the lease held: 1 to 100", admitted)
 	}
 	t.Logf("admitted %d from the lease while Redis was down", admitted)
+}
+
+// TestLeasedTakeAllocs: a request its quota lease covers, decided through
+// failover as sluice serve does (deadline, breaker, warm fallback),
+// allocates its state key and its deadline and nothing else: no slice of
+// leases, no func value to stop the deadline. Allocations are what the
+// gateway's collections are made of.
+func TestLeasedTakeAllocs(t *testing.T) {
+	rs, err := redisstore.New(redistest.StartProcess(t).Client(clientOptions()), redisstore.Config{
+		Leases: redisstore.LeaseConfig{Enabled: true, Hold: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	local, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	s := newStore(t, rs, failover.Config{FallbackStore: local, Timeout: time.Minute})
+	hot := sluice.Request{Key: "hot", Limit: sluice.TokenBucket(sluice.PerSecond(1_000_000), 1_000_000), Cost: 1}
+	for range 100 { // the lease grows to cover what follows
+		if d, err := s.Take(ctx, hot); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	before := rs.LeaseStats()
+	allocs := testing.AllocsPerRun(1000, func() {
+		if d, err := s.Take(ctx, hot); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	after := rs.LeaseStats()
+	t.Logf("%.1f allocations per decision; %d of %d decided from the lease", allocs, after.Local-before.Local, 1001)
+	if allocs > 2.5 { // a refill now and then allocates more
+		t.Errorf("%.1f allocations per decision from a lease, want 2", allocs)
+	}
 }

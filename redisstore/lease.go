@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -37,7 +39,12 @@ import (
 // The lease size follows the instance's own traffic under that limit: the
 // cost it asked for in the last Traffic, at least the request's cost, at
 // most Capacity/Share. A quiet key (one request per Traffic) takes exactly
-// its cost and holds nothing, a decision per call as without leases. When
+// its cost and holds nothing, a decision per call as without leases. A
+// key whose traffic has just begun (nothing asked in the previous Traffic)
+// and has seen more than one request asks for what they come to over a
+// Traffic at their rate (measured over at least Traffic/16), so that it
+// reaches its lease size in its second call instead of growing by a
+// request or so per call, each a round trip for its requests. When
 // a lease runs below half of that, a background call asks for as much
 // again (never for more than Capacity/Share with what is held), so that
 // requests seldom wait for Redis: the call has half a lease's traffic to
@@ -161,28 +168,25 @@ func newLeaser(s *Store, cfg LeaseConfig) *leaser {
 	return l
 }
 
-// leases returns the lease of every request, made if need be, or nil when
-// the check cannot lease: an algorithm that cannot, a peek, keys on
-// several Cluster slots, or no room for another key.
-func (l *leaser) leases(qs []request) []*lease {
-	if l == nil {
-		return nil
-	}
+// leases puts in ls the lease of every request, made if need be, and
+// reports whether it could: false when the check cannot lease (an
+// algorithm that cannot, a peek, keys on several Cluster slots, or no room
+// for another key).
+func (l *leaser) leases(qs []request, ls []*lease) bool {
 	for _, q := range qs {
 		if !leasable(q.p.Alg) || q.Cost == 0 {
-			return nil
+			return false
 		}
 	}
 	if len(qs) > 1 && len(l.s.groups(qs)) > 1 {
-		return nil
+		return false
 	}
-	ls := make([]*lease, len(qs))
 	for i, q := range qs {
 		if ls[i] = l.find(q); ls[i] == nil {
-			return nil
+			return false
 		}
 	}
-	return ls
+	return true
 }
 
 // find returns q's lease, made if there is room, or nil.
@@ -236,8 +240,20 @@ func (e *lease) note(cost int64, now time.Time, traffic time.Duration) {
 
 // want is the lease to ask for when need more units are needed: the
 // demand of the last Traffic, within [need, cap/share] (need may be more).
-func (e *lease) want(need int64, share int64) int64 {
-	w := min(max(e.prev, e.cur), max(1, e.q.p.Cap/share))
+// When traffic has just begun (no demand in the previous Traffic) and the
+// current window has seen more than one request, the demand is what they
+// would come to over a whole Traffic at their rate, counted over at least
+// a sixteenth of it (so at most 16 times what was seen): a key that turns
+// hot after a pause reaches the lease its rate needs in one call, where a
+// lease of what was seen so far grew by a request or so per call, each a
+// round trip its requests waited for.
+func (e *lease) want(need int64, share int64, traffic time.Duration) int64 {
+	d := max(e.prev, e.cur)
+	if e.prev == 0 && e.cur > 1 {
+		elapsed := max(e.last.Sub(e.win), traffic/16)
+		d = int64(min(float64(e.cur)*float64(traffic)/float64(elapsed), math.MaxInt64/2))
+	}
+	w := min(d, max(1, e.q.p.Cap/share))
 	return max(w, need)
 }
 
@@ -282,15 +298,19 @@ func (l *leaser) giveBack(q request, n, start int64) {
 }
 
 // take decides qs from their leases, asking Redis for new ones where they
-// fall short, all-or-nothing. ok is false when the check cannot lease: the
-// caller then decides it without leases.
-func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (ok bool, err error) {
-	ls := l.leases(qs)
-	if ls == nil {
+// fall short, all-or-nothing; now is the caller's reading of localNow, so
+// that a request its lease covers reads the clock once. ok is false when
+// the check cannot lease: the caller then decides it without leases.
+func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision, now time.Time) (ok bool, err error) {
+	if l == nil {
+		return false, nil
+	}
+	ls := make([]*lease, len(qs)) // on the stack when small
+	if !l.leases(qs, ls) {
 		return false, nil
 	}
 	for {
-		wait := l.rebase(ctx, ls, qs, l.s.localNow())
+		wait := l.rebase(ctx, ls, qs, now)
 		if wait == nil {
 			break
 		}
@@ -299,13 +319,16 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision) (
 		case <-ctx.Done():
 			return true, ctx.Err()
 		}
+		now = l.s.localNow()
 	}
 	spent := make([]bool, len(qs))
 	waited := false
 	for first := true; ; first = false {
-		now := l.s.localNow()
-		if !first && l.nearRefusal(qs, ds, now) {
-			return true, nil
+		if !first {
+			now = l.s.localNow()
+			if l.nearRefusal(qs, ds, now) {
+				return true, nil
+			}
 		}
 		miss, wait := l.spend(ls, qs, ds, spent, now, first)
 		if len(miss) == 0 && wait == nil {
@@ -479,7 +502,7 @@ func (l *leaser) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) 
 // (at most Capacity/Share with what it holds), so that requests seldom
 // wait for a round trip. Called with e.mu held.
 func (l *leaser) prefetch(e *lease, now time.Time) {
-	w := e.want(1, l.cfg.Share)
+	w := e.want(1, l.cfg.Share, l.cfg.Traffic)
 	if e.refill != nil || e.tokens*2 >= w || now.Before(e.quiet) {
 		return
 	}
@@ -536,7 +559,7 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 	for k, i := range miss {
 		e := ls[i]
 		e.mu.Lock()
-		w := e.want(qs[i].Cost, l.cfg.Share)
+		w := e.want(qs[i].Cost, l.cfg.Share, l.cfg.Traffic)
 		e.mu.Unlock()
 		rs[k] = qs[i]
 		rs[k].Cost, rs[k].lease = least(qs[i], w), strconv.FormatInt(w, 10)
@@ -551,7 +574,8 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 		case <-ctx.Done():
 			l.unspend(ls, qs, spent)
 			l.returns.add()
-			go l.orphaned(ls, miss, c, now)
+			// copies: ls may live on the caller's stack
+			go l.orphaned(slices.Clone(ls), miss, c, now)
 			return l.s.wrap(ctx.Err(), "lease", rs[0])
 		}
 	}

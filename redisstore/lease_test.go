@@ -495,3 +495,31 @@ func TestLeaseCallerLeaves(t *testing.T) {
 		t.Errorf("Redis handed out %d units that are not held, %d were admitted: %d lost", total, admitted, total-admitted)
 	}
 }
+
+// TestLeaseRampAfterPause: a key that turns hot (at first, or after a
+// pause that gave its lease back and emptied its demand windows) reaches
+// the lease its rate needs in its second call, where a lease of what had
+// been seen grew by about a request per call, each a round trip its
+// requests waited for: 1,000 requests a second make at most 3 lease calls
+// in their first 20 ms (a unit, then 32, then one ahead of need), where
+// they made 6.
+func TestLeaseRampAfterPause(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(1_800_000_000_000_000)
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{Prefix: redistest.Prefix(t), Now: clock.now,
+		Leases: redisstore.LeaseConfig{Enabled: true}})
+	hot := sluice.Request{Key: "hot", Limit: sluice.TokenBucket(sluice.PerSecond(1_000_000), 1_000_000), Cost: 1}
+	for range 2 {
+		for range 20 {
+			if d, err := s.Take(ctx, hot); err != nil || !d.Allowed {
+				t.Fatalf("%+v, %v", d, err)
+			}
+			clock.us.Add(time.Millisecond.Microseconds())
+		}
+		clock.us.Add(time.Second.Microseconds()) // a pause: the next decision gives the lease back
+	}
+	s.Close() // waits for the calls made ahead of need
+	if st := s.LeaseStats(); st.Calls > 6 {
+		t.Errorf("%d lease calls for two bursts of 20 requests 1 ms apart, want at most 3 each", st.Calls)
+	}
+}

@@ -430,11 +430,12 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, s.localNow()); ok {
+	now := s.localNow()
+	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, now); ok {
 		return d, nil
 	}
 	var d [1]sluice.Decision
-	if ok, err := s.leases.take(ctx, []request{q}, d[:]); ok {
+	if ok, err := s.leases.take(ctx, []request{q}, d[:], now); ok {
 		if err != nil {
 			return sluice.Decision{}, err
 		}
@@ -500,7 +501,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 			return nil
 		}
 	}
-	if ok, err := s.leases.take(ctx, qs, ds); ok {
+	if ok, err := s.leases.take(ctx, qs, ds, now); ok {
 		return err
 	}
 	groups := s.groups(qs)
