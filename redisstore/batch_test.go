@@ -3,11 +3,17 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // A batch reply is split by the strides it carries; every malformed reply
@@ -124,5 +130,82 @@ func BenchmarkGoSideCheck(b *testing.B) {
 		if err := s.TakeAll(ctx, rs, ds); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// heldTrips is a go-redis hook that holds the first n commands and
+// pipelines sent (round trips) until release is closed, and reports each
+// one it holds on held.
+type heldTrips struct {
+	n       atomic.Int64
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *heldTrips) hold() {
+	if h.n.Add(-1) >= 0 {
+		h.held <- struct{}{}
+		<-h.release
+	}
+}
+
+func (h *heldTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *heldTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "fcall" || cmd.Name() == "evalsha" {
+			h.hold()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *heldTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold()
+		return next(ctx, cmds)
+	}
+}
+
+// Calls that queue while a worker's round trip is in flight wait for it
+// and then share one round trip, rather than each going out alone with a
+// worker of its own: a round trip costs far more than a call merged into
+// one.
+func TestQueuedCallsShareARoundTrip(t *testing.T) {
+	rdb := redistest.Standalone(t)
+	h := &heldTrips{held: make(chan struct{}, 2), release: make(chan struct{})}
+	h.n.Store(2)
+	rdb.AddHook(h)
+	s, err := New(rdb, Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.TokenBucket(sluice.PerHour(1000), 1000)
+	var wg sync.WaitGroup
+	take := func(i int) {
+		wg.Go(func() {
+			if _, err := s.Take(context.Background(), sluice.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	take(0) // alone: runs on its caller's goroutine, held
+	<-h.held
+	take(1) // queued: a worker sends it, held
+	<-h.held
+	const queued = 20
+	for i := range queued {
+		take(2 + i)
+	}
+	// every one queued while the worker's trip is held (unless other
+	// workers take them, which the count of round trips then shows)
+	for start := time.Now(); len(s.batch.queue) < queued && time.Since(start) < 10*time.Second; {
+		runtime.Gosched()
+	}
+	close(h.release)
+	wg.Wait()
+	if n := s.batch.trips.Load(); n != 3 {
+		t.Errorf("%d round trips, want 3: one alone, one held, one for the %d calls queued meanwhile", n, queued)
 	}
 }

@@ -20,7 +20,8 @@
 //
 // Concurrent decisions share round trips and scripts: requests from many
 // goroutines are gathered by a few workers, without waiting for a batch to
-// fill, and those of one Cluster slot (all of them, on a standalone server)
+// fill but with one small pipeline in flight at a time (requests that come
+// meanwhile go in the next, at most a round trip later), and those of one Cluster slot (all of them, on a standalone server)
 // are decided by one batch script, one check after another, each exactly
 // as it would be alone. A lone request still costs one round trip and one
 // script; a crowd costs the server one script call per batch instead of one
@@ -93,6 +94,9 @@ type Config struct {
 	NearCache int
 
 	// Workers is how many pipelines may be in flight at once. Default 4.
+	// One pipeline of fewer than 64 calls is in flight at a time: the
+	// others go out in parallel only under a backlog, when a worker takes
+	// 64 calls or more at once.
 	Workers int
 
 	// MaxBatch is the most calls a worker takes at once. Default 128. The
