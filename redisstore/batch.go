@@ -166,13 +166,14 @@ func (b *batcher) close() {
 
 // work sends the calls queued. One worker at a time, the one holding the
 // turn, takes calls from the queue: a waiting call and every other call
-// already queued (up to max). It keeps the turn through its round trip
-// unless the batch reached maxMerge calls (a batch script's worth): then
-// calls are coming faster than one round trip at a time carries them, and
-// the next worker may take its batch while this one is in flight. A round
-// trip costs sluice and Redis far more CPU than a call merged into one,
-// and idle workers each taking the first call to come would send most
-// calls alone.
+// already queued (up to max). A batch of several calls keeps the turn
+// through its round trip, so that the calls coming meanwhile go together in
+// the next: calls are coming faster than the workers take them one by one,
+// and a round trip costs sluice and Redis far more CPU than a call merged
+// into one (idle workers each taking the first call to come sent most
+// calls alone). A lone call lets the next worker take the next call at
+// once, as does a backlog (maxMerge calls or more: a batch script's worth),
+// so that light traffic waits for no other call's round trip.
 func (b *batcher) work() {
 	batch := make([]*call, 0, b.max)
 	for {
@@ -188,14 +189,14 @@ func (b *batcher) work() {
 			<-b.turn
 			return
 		}
-		if len(batch) >= maxMerge {
+		if len(batch) < 2 || len(batch) >= maxMerge {
 			<-b.turn
-			b.exec(context.Background(), batch)
+			if len(batch) > 0 {
+				b.exec(context.Background(), batch)
+			}
 			continue
 		}
-		if len(batch) > 0 {
-			b.exec(context.Background(), batch)
-		}
+		b.exec(context.Background(), batch)
 		<-b.turn
 	}
 }

@@ -133,19 +133,20 @@ func BenchmarkGoSideCheck(b *testing.B) {
 	}
 }
 
-// heldTrips is a go-redis hook that holds the first n commands and
-// pipelines sent (round trips) until release is closed, and reports each
-// one it holds on held.
+// heldTrips is a go-redis hook that holds the round trips (commands and
+// pipelines) it sees, numbered from 0, until the channel of release that
+// the number indexes is closed; the trips past release go through. It
+// reports each trip it holds on held.
 type heldTrips struct {
 	n       atomic.Int64
 	held    chan struct{}
-	release chan struct{}
+	release []chan struct{}
 }
 
 func (h *heldTrips) hold() {
-	if h.n.Add(-1) >= 0 {
+	if i := h.n.Add(1) - 1; i < int64(len(h.release)) {
 		h.held <- struct{}{}
-		<-h.release
+		<-h.release[i]
 	}
 }
 
@@ -162,26 +163,40 @@ func (h *heldTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *heldTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.hold()
+		if len(cmds) > 0 && (cmds[0].Name() == "fcall" || cmds[0].Name() == "evalsha") {
+			h.hold() // not a new connection's HELLO
+		}
 		return next(ctx, cmds)
 	}
 }
 
-// Calls that queue while a worker's round trip is in flight wait for it
-// and then share one round trip, rather than each going out alone with a
+// Calls that queue while a round trip of several calls is in flight share
+// the next round trip, rather than each going out alone with an idle
 // worker of its own: a round trip costs far more than a call merged into
-// one.
+// one. Lone calls do not hold the others back.
 func TestQueuedCallsShareARoundTrip(t *testing.T) {
+	const workers, queued = 4, 20
 	rdb := redistest.Standalone(t)
-	h := &heldTrips{held: make(chan struct{}, 2), release: make(chan struct{})}
-	h.n.Store(2)
-	rdb.AddHook(h)
-	s, err := New(rdb, Config{Prefix: redistest.Prefix(t)})
+	// trips 0 to workers are lone calls, trip workers+1 the calls queued
+	// meanwhile
+	first, then := make(chan struct{}), make(chan struct{})
+	h := &heldTrips{held: make(chan struct{}, 2+workers)}
+	for range 1 + workers {
+		h.release = append(h.release, first)
+	}
+	h.release = append(h.release, then)
+	s, err := New(rdb, Config{Prefix: redistest.Prefix(t), Workers: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	lim := sluice.TokenBucket(sluice.PerHour(1000), 1000)
+	// first load the function library, whose loading is a round trip more
+	if _, err := s.Take(context.Background(), sluice.Request{Key: "first", Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(h)
+	before := s.batch.trips.Load()
 	var wg sync.WaitGroup
 	take := func(i int) {
 		wg.Go(func() {
@@ -190,22 +205,35 @@ func TestQueuedCallsShareARoundTrip(t *testing.T) {
 			}
 		})
 	}
-	take(0) // alone: runs on its caller's goroutine, held
-	<-h.held
-	take(1) // queued: a worker sends it, held
-	<-h.held
-	const queued = 20
-	for i := range queued {
-		take(2 + i)
+	held := func() {
+		select {
+		case <-h.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a call was not sent: a worker waits for the turn behind a lone call")
+		}
 	}
-	// every one queued while the worker's trip is held (unless other
-	// workers take them, which the count of round trips then shows)
-	for start := time.Now(); len(s.batch.queue) < queued && time.Since(start) < 10*time.Second; {
-		runtime.Gosched()
+	queue := func(from int) { // one by one: each is queued, or a worker sends it
+		for i := range queued {
+			trips := s.batch.trips.Load()
+			take(from + i)
+			for start := time.Now(); len(s.batch.queue) <= i && s.batch.trips.Load() == trips && time.Since(start) < 10*time.Second; {
+				runtime.Gosched()
+			}
+		}
 	}
-	close(h.release)
+	// One call alone runs on its caller's goroutine; then each worker takes
+	// one lone call, which does not hold the turn. All are held.
+	for i := range 1 + workers {
+		take(i)
+		held()
+	}
+	queue(1 + workers) // every worker busy
+	close(first)
+	held()                      // the queued calls, in one round trip
+	queue(1 + workers + queued) // the workers are idle, but one round trip of several is in flight
+	close(then)
 	wg.Wait()
-	if n := s.batch.trips.Load(); n != 3 {
-		t.Errorf("%d round trips, want 3: one alone, one held, one for the %d calls queued meanwhile", n, queued)
+	if n, want := s.batch.trips.Load()-before, int64(1+workers+2); n != want {
+		t.Errorf("%d round trips, want %d: %d lone calls, then one for each %d calls queued", n, want, 1+workers, queued)
 	}
 }

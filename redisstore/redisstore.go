@@ -20,10 +20,10 @@
 //
 // Concurrent decisions share round trips and scripts: requests from many
 // goroutines are gathered by a few workers, without waiting for a batch to
-// fill but with one small pipeline in flight at a time (requests that come
-// meanwhile go in the next, at most a round trip later), and those of one Cluster slot (all of them, on a standalone server)
-// are decided by one batch script, one check after another, each exactly
-// as it would be alone. A lone request still costs one round trip and one
+// fill; while a pipeline of several requests is in flight, those that come
+// go together in the next, at most a round trip later. Those of one Cluster
+// slot (all of them, on a standalone server) are decided by one batch
+// script, one check after another, each exactly as it would be alone. A lone request still costs one round trip and one
 // script; a crowd costs the server one script call per batch instead of one
 // per decision. Keys refused until a known time are answered locally
 // until then (the near cache), so a retry storm against refused keys costs
@@ -94,9 +94,9 @@ type Config struct {
 	NearCache int
 
 	// Workers is how many pipelines may be in flight at once. Default 4.
-	// One pipeline of fewer than 64 calls is in flight at a time: the
-	// others go out in parallel only under a backlog, when a worker takes
-	// 64 calls or more at once.
+	// While a pipeline of 2 to 63 calls is in flight, the calls that come
+	// wait for it and go together in the next; lone calls and a backlog
+	// (64 calls or more at once) go out in parallel.
 	Workers int
 
 	// MaxBatch is the most calls a worker takes at once. Default 128. The
