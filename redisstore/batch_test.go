@@ -198,6 +198,7 @@ func TestQueuedCallsShareARoundTrip(t *testing.T) {
 	rdb.AddHook(h)
 	before := s.batch.trips.Load()
 	var wg sync.WaitGroup
+	defer wg.Wait() // after the trips held are let go
 	take := func(i int) {
 		wg.Go(func() {
 			if _, err := s.Take(context.Background(), sluice.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1}); err != nil {
@@ -205,6 +206,10 @@ func TestQueuedCallsShareARoundTrip(t *testing.T) {
 			}
 		})
 	}
+	var once [2]sync.Once
+	let := func(i int, c chan struct{}) { once[i].Do(func() { close(c) }) }
+	defer let(0, first) // so that Close, which waits for the workers, returns on a failure
+	defer let(1, then)
 	held := func() {
 		select {
 		case <-h.held:
@@ -228,10 +233,10 @@ func TestQueuedCallsShareARoundTrip(t *testing.T) {
 		held()
 	}
 	queue(1 + workers) // every worker busy
-	close(first)
+	let(0, first)
 	held()                      // the queued calls, in one round trip
 	queue(1 + workers + queued) // the workers are idle, but one round trip of several is in flight
-	close(then)
+	let(1, then)
 	wg.Wait()
 	if n, want := s.batch.trips.Load()-before, int64(1+workers+2); n != want {
 		t.Errorf("%d round trips, want %d: %d lone calls, then one for each %d calls queued", n, want, 1+workers, queued)
