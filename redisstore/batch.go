@@ -23,6 +23,9 @@ type call struct {
 	reply  []any
 	err    error
 	done   chan struct{} // closed when reply or err is set
+
+	keyBuf [2]string // keys and args of a lone request: its state and log keys
+	argBuf [3]any    // the clock, a count, its limit
 }
 
 // maxMerge is the most checks one batch script decides. A script blocks the
@@ -95,7 +98,9 @@ type batcher struct {
 	client  Client
 	scripts atomic.Bool  // send scripts (EVALSHA) rather than call functions
 	active  atomic.Int64 // calls submitted and not yet answered
+	trips   atomic.Int64 // round trips the workers made (a pipeline, or a lone command)
 	queue   chan *call
+	turn    chan struct{} // held by the worker whose small batch is in flight (see work)
 	max     int
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -103,7 +108,7 @@ type batcher struct {
 }
 
 func newBatcher(client Client, workers, max int) *batcher {
-	b := &batcher{client: client, queue: make(chan *call, 4*max), max: max, stop: make(chan struct{})}
+	b := &batcher{client: client, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}
 	for range workers {
 		b.wg.Go(b.work)
 	}
@@ -159,28 +164,54 @@ func (b *batcher) close() {
 	}
 }
 
+// work sends the calls queued. One worker at a time, the one holding the
+// turn, takes calls from the queue: a waiting call and every other call
+// already queued (up to max). A batch of several calls keeps the turn
+// through its round trip, so that the calls coming meanwhile go together in
+// the next: calls are coming faster than the workers take them one by one,
+// and a round trip costs sluice and Redis far more CPU than a call merged
+// into one (idle workers each taking the first call to come sent most
+// calls alone). A lone call lets the next worker take the next call at
+// once, as does a backlog (maxMerge calls or more: a batch script's worth),
+// so that light traffic waits for no other call's round trip.
 func (b *batcher) work() {
 	batch := make([]*call, 0, b.max)
 	for {
 		select {
+		case b.turn <- struct{}{}:
 		case <-b.stop:
 			return
+		}
+		select {
 		case c := <-b.queue:
-			batch = b.add(batch[:0], c)
+			batch = b.fill(b.add(batch[:0], c))
+		case <-b.stop:
+			<-b.turn
+			return
 		}
-	fill:
-		for len(batch) < b.max {
-			select {
-			case c := <-b.queue:
-				batch = b.add(batch, c)
-			default:
-				break fill
+		if len(batch) < 2 || len(batch) >= maxMerge {
+			<-b.turn
+			if len(batch) > 0 {
+				b.exec(context.Background(), batch)
 			}
+			continue
 		}
-		if len(batch) > 0 {
-			b.exec(context.Background(), batch)
+		b.exec(context.Background(), batch)
+		<-b.turn
+	}
+}
+
+// fill adds the calls already queued to batch, up to max.
+func (b *batcher) fill(batch []*call) []*call {
+	for len(batch) < b.max {
+		select {
+		case c := <-b.queue:
+			batch = b.add(batch, c)
+		default:
+			return batch
 		}
 	}
+	return batch
 }
 
 // add appends c to batch unless its caller has given up on it (its context
@@ -204,6 +235,7 @@ func (b *batcher) add(batch []*call, c *call) []*call {
 // callers wait no longer than their own contexts allow (Store.run and
 // Store.wait select on them).
 func (b *batcher) exec(ctx context.Context, batch []*call) {
+	b.trips.Add(1)
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
 		reply, err := b.one(ctx, c.script, c.keys, c.args).Slice()

@@ -3,11 +3,17 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // A batch reply is split by the strides it carries; every malformed reply
@@ -124,5 +130,115 @@ func BenchmarkGoSideCheck(b *testing.B) {
 		if err := s.TakeAll(ctx, rs, ds); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// heldTrips is a go-redis hook that holds the round trips (commands and
+// pipelines) it sees, numbered from 0, until the channel of release that
+// the number indexes is closed; the trips past release go through. It
+// reports each trip it holds on held.
+type heldTrips struct {
+	n       atomic.Int64
+	held    chan struct{}
+	release []chan struct{}
+}
+
+func (h *heldTrips) hold() {
+	if i := h.n.Add(1) - 1; i < int64(len(h.release)) {
+		h.held <- struct{}{}
+		<-h.release[i]
+	}
+}
+
+func (h *heldTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *heldTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "fcall" || cmd.Name() == "evalsha" {
+			h.hold()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *heldTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && (cmds[0].Name() == "fcall" || cmds[0].Name() == "evalsha") {
+			h.hold() // not a new connection's HELLO
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Calls that queue while a round trip of several calls is in flight share
+// the next round trip, rather than each going out alone with an idle
+// worker of its own: a round trip costs far more than a call merged into
+// one. Lone calls do not hold the others back.
+func TestQueuedCallsShareARoundTrip(t *testing.T) {
+	const workers, queued = 4, 20
+	rdb := redistest.Standalone(t)
+	// trips 0 to workers are lone calls, trip workers+1 the calls queued
+	// meanwhile
+	first, then := make(chan struct{}), make(chan struct{})
+	h := &heldTrips{held: make(chan struct{}, 2+workers)}
+	for range 1 + workers {
+		h.release = append(h.release, first)
+	}
+	h.release = append(h.release, then)
+	s, err := New(rdb, Config{Prefix: redistest.Prefix(t), Workers: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.TokenBucket(sluice.PerHour(1000), 1000)
+	// first load the function library, whose loading is a round trip more
+	if _, err := s.Take(context.Background(), sluice.Request{Key: "first", Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(h)
+	before := s.batch.trips.Load()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after the trips held are let go
+	take := func(i int) {
+		wg.Go(func() {
+			if _, err := s.Take(context.Background(), sluice.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var once [2]sync.Once
+	let := func(i int, c chan struct{}) { once[i].Do(func() { close(c) }) }
+	defer let(0, first) // so that Close, which waits for the workers, returns on a failure
+	defer let(1, then)
+	held := func() {
+		select {
+		case <-h.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a call was not sent: a worker waits for the turn behind a lone call")
+		}
+	}
+	queue := func(from int) { // one by one: each is queued, or a worker sends it
+		for i := range queued {
+			trips := s.batch.trips.Load()
+			take(from + i)
+			for start := time.Now(); len(s.batch.queue) <= i && s.batch.trips.Load() == trips && time.Since(start) < 10*time.Second; {
+				runtime.Gosched()
+			}
+		}
+	}
+	// One call alone runs on its caller's goroutine; then each worker takes
+	// one lone call, which does not hold the turn. All are held.
+	for i := range 1 + workers {
+		take(i)
+		held()
+	}
+	queue(1 + workers) // every worker busy
+	let(0, first)
+	held()                      // the queued calls, in one round trip
+	queue(1 + workers + queued) // the workers are idle, but one round trip of several is in flight
+	let(1, then)
+	wg.Wait()
+	if n, want := s.batch.trips.Load()-before, int64(1+workers+2); n != want {
+		t.Errorf("%d round trips, want %d: %d lone calls, then one for each %d calls queued", n, want, 1+workers, queued)
 	}
 }

@@ -20,9 +20,10 @@
 //
 // Concurrent decisions share round trips and scripts: requests from many
 // goroutines are gathered by a few workers, without waiting for a batch to
-// fill, and those of one Cluster slot (all of them, on a standalone server)
-// are decided by one batch script, one check after another, each exactly
-// as it would be alone. A lone request still costs one round trip and one
+// fill; while a pipeline of several requests is in flight, those that come
+// go together in the next, at most a round trip later. Those of one Cluster
+// slot (all of them, on a standalone server) are decided by one batch
+// script, one check after another, each exactly as it would be alone. A lone request still costs one round trip and one
 // script; a crowd costs the server one script call per batch instead of one
 // per decision. Keys refused until a known time are answered locally
 // until then (the near cache), so a retry storm against refused keys costs
@@ -93,6 +94,9 @@ type Config struct {
 	NearCache int
 
 	// Workers is how many pipelines may be in flight at once. Default 4.
+	// While a pipeline of 2 to 63 calls is in flight, the calls that come
+	// wait for it and go together in the next; lone calls and a backlog
+	// (64 calls or more at once) go out in parallel.
 	Workers int
 
 	// MaxBatch is the most calls a worker takes at once. Default 128. The
@@ -135,8 +139,17 @@ type Store struct {
 	leaseID atomic.Uint64
 	skew    atomic.Int64 // added to the local clock, by tests that skew instances
 
-	limitsMu sync.Mutex                                // held by writers of limits
-	limits   atomic.Pointer[map[sluice.Limit]compiled] // copied on write, at most maxCompiled
+	limitsMu sync.Mutex                                     // held by writers of limits
+	limits   atomic.Pointer[map[sluice.Limit]*lastCompiled] // copied on write, at most maxCompiled
+	last     atomic.Pointer[lastCompiled]                   // the limit compile returned last, from limits
+}
+
+// lastCompiled is a limit and its compiled form, as Store.limits holds
+// them. Store.last is the one used last: comparing a limit with it costs
+// less than hashing the limit, and much traffic decides under one limit.
+type lastCompiled struct {
+	l sluice.Limit
+	c compiled
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -170,7 +183,7 @@ func New(client Client, cfg Config) (*Store, error) {
 		slotKey: cfg.SlotKey,
 		now:     cfg.Now,
 	}
-	s.limits.Store(&map[sluice.Limit]compiled{})
+	s.limits.Store(&map[sluice.Limit]*lastCompiled{})
 	if cfg.NearCache > 0 {
 		s.near = newNearCache(cfg.NearCache)
 	}
@@ -245,8 +258,12 @@ const maxCompiled = 1024
 // compile returns l compiled, from the cache when it can. The cache is
 // read without a lock (every decision reads it; a new limit copies it).
 func (s *Store) compile(l sluice.Limit) (compiled, error) {
-	if c, ok := (*s.limits.Load())[l]; ok {
-		return c, nil
+	if last := s.last.Load(); last != nil && last.l == l {
+		return last.c, nil
+	}
+	if lc, ok := (*s.limits.Load())[l]; ok {
+		s.last.Store(lc)
+		return lc.c, nil
 	}
 	p, err := algo.Compile(l)
 	if err != nil {
@@ -281,9 +298,9 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 	}
 	s.limitsMu.Lock()
 	if old := *s.limits.Load(); len(old) < maxCompiled {
-		m := make(map[sluice.Limit]compiled, len(old)+1)
+		m := make(map[sluice.Limit]*lastCompiled, len(old)+1)
 		maps.Copy(m, old)
-		m[l] = c
+		m[l] = &lastCompiled{l, c}
 		s.limits.Store(&m)
 	}
 	s.limitsMu.Unlock()
@@ -347,8 +364,8 @@ func (s *Store) localNow() time.Time {
 // and argument costs the server time: a batch script spends about as much
 // on them as on the decision itself.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
-	keys := make([]string, 0, len(rs))
-	args := make([]any, 0, 2+len(rs))
+	c := &call{script: sc, n: len(rs), done: make(chan struct{})}
+	keys, args := c.keyBuf[:0], c.argBuf[:0] // room for a lone request's
 	args = append(args, s.clock())
 	if len(rs) > 1 || sc.batch == nil {
 		// the count; a take call of one request sends none (state.lua)
@@ -372,7 +389,7 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 			args = append(args, r.params.(string)+"|"+strconv.FormatInt(r.Cost, 10)+","+r.lease+","+u)
 		}
 	}
-	c := &call{script: sc, keys: keys, args: args, n: len(rs), done: make(chan struct{})}
+	c.keys, c.args = keys, args
 	if s.cluster {
 		c.slot = slot(keys[0])
 	}
@@ -384,26 +401,24 @@ func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
 	if err := s.batch.submit(ctx, c); err != nil {
 		return nil, err
 	}
-	select {
-	case <-c.done: // run on the caller's goroutine, or answered already
+	if answered(c) {
 		return c.reply, c.err
-	default:
 	}
-	ended, expired, stop := expiry(ctx)
-	defer stop()
+	ended, t := expiry(ctx)
+	defer releaseTimer(t)
 	select {
 	case <-c.done:
 		return c.reply, c.err
 	case <-ended:
 		return nil, ctx.Err()
-	case <-expired:
+	case <-expiredC(t):
 		return nil, context.DeadlineExceeded
 	}
 }
 
-// expiry returns what a caller waiting on ctx watches: a channel that
-// receives at ctx's deadline (nil without one), a function to release its
-// timer, and a channel closed when ctx ends otherwise (deadline.ParentDone:
+// expiry returns what a caller waiting on ctx watches: a timer at ctx's
+// deadline (nil without one; expiredC is its channel, releaseTimer gives it
+// back), and a channel closed when ctx ends otherwise (deadline.ParentDone:
 // for failover's per-call deadline, its caller's Done, so that the
 // deadline costs one timer, not two). A caller waits on the timer besides
 // ctx.Done: a timer wakes the goroutine waiting on its channel itself,
@@ -413,13 +428,39 @@ func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
 // such waits of 0.4 s after a 50 ms deadline, whose bare timer fired 64 ms
 // late). At the timer it returns context.DeadlineExceeded, as ctx is about
 // to.
-func expiry(ctx context.Context) (ended <-chan struct{}, expired <-chan time.Time, stop func()) {
+func expiry(ctx context.Context) (ended <-chan struct{}, t *time.Timer) {
 	d, ok := ctx.Deadline()
 	if !ok {
-		return ctx.Done(), nil, func() {}
+		return ctx.Done(), nil
 	}
-	t := time.NewTimer(time.Until(d))
-	return deadline.ParentDone(ctx), t.C, func() { t.Stop() }
+	if t, ok = timers.Get().(*time.Timer); ok {
+		t.Reset(time.Until(d))
+	} else {
+		t = time.NewTimer(time.Until(d))
+	}
+	return deadline.ParentDone(ctx), t
+}
+
+// timers holds stopped timers for expiry to reuse: a timer each call
+// waiting on Redis. Once Stop or Reset returns, a timer's channel holds no
+// value from before (Go 1.23 timers), so a reused timer fires only at its
+// new deadline.
+var timers sync.Pool
+
+// expiredC is t's channel: nil, which never receives, without a timer.
+func expiredC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// releaseTimer stops t, if any, and keeps it for reuse.
+func releaseTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+		timers.Put(t)
+	}
 }
 
 // Take decides one request in one round trip, or none when the near cache
@@ -538,18 +579,35 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 // wait waits for every call's reply, or until ctx ends: then it returns
 // ctx's error and the caller hands the calls to settleLater.
 func (s *Store) wait(ctx context.Context, calls []*call) error {
-	ended, expired, stop := expiry(ctx)
-	defer stop()
+	for len(calls) > 0 && answered(calls[0]) {
+		calls = calls[1:]
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	ended, t := expiry(ctx)
+	defer releaseTimer(t)
 	for _, c := range calls {
 		select {
 		case <-c.done:
 		case <-ended:
 			return ctx.Err()
-		case <-expired:
+		case <-expiredC(t):
 			return context.DeadlineExceeded
 		}
 	}
 	return nil
+}
+
+// answered reports whether c has its reply: it ran on the caller's
+// goroutine, or its round trip was quick.
+func answered(c *call) bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // settleLater settles calls whose caller has gone (its context ended, or a
