@@ -656,17 +656,5 @@ func TestServeLoadAPI(t *testing.T) {
 
 // profile saves a CPU profile of sluice taken over d.
 func profile(t *testing.T, admin, path string, d time.Duration) {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, int(d.Seconds())))
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	defer resp.Body.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	defer f.Close()
-	io.Copy(f, resp.Body)
+	fetch(t, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, int(d.Seconds())), path)
 }
