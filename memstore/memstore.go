@@ -312,9 +312,22 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 		h = s.hash(r.Key)
 	}
 	sh := &s.shards[s.shardOf(h)]
-	e, exact := sh.tab.Load().find(h, r.Key, &r.Limit)
+	t := sh.tab.Load()
+	// find's usual case, written out: a key on the first line of the
+	// entry in its home slot, under r.Limit itself. The lock comes first,
+	// as in find.
+	e, exact := t.home(h), false
+	if n := len(r.Key); e != nil && n <= headKey {
+		e.mu.Lock()
+		exact = !e.dead && int(e.klen) == n && inlineEqual(e.head[:], r.Key) && sameLimit(&e.c.Load().lim, &r.Limit)
+		if !exact {
+			e.mu.Unlock()
+		}
+	}
 	if !exact {
-		return s.takeSlow(sh, h, e, &r, reading)
+		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
+			return s.takeSlow(sh, h, e, &r, reading)
+		}
 	}
 	// What decide does, written out: this is the path of nearly every
 	// decision.

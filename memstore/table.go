@@ -263,6 +263,16 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 	return nil
 }
 
+// home returns the entry in the home slot of hash h if that slot holds h,
+// or nil: where Take looks first, inline.
+func (t *table) home(h uint64) *entry {
+	sl := &t.slots[h&uint64(len(t.slots)-1)]
+	if sl.h.Load() != h {
+		return nil
+	}
+	return sl.e.Load()
+}
+
 // find returns the live entry of key under lim, locked, or nil if it did
 // not find one without the shard's lock (the caller then looks again
 // under it); exact if its state is kept under lim itself (otherwise under
