@@ -89,7 +89,7 @@ func (e *entry) hasKey(key string) bool {
 // a call to the general comparison.
 func inlineEqual(b []byte, key string) bool {
 	n := len(key)
-	if n < 8 || n > 16 || n > len(b) {
+	if uint(n-8) > 8 || n > len(b) { // n < 8 too
 		return string(b[:n]) == key
 	}
 	k := unsafe.Slice(unsafe.StringData(key), n) // read only
