@@ -230,16 +230,34 @@ func (s *Store) readClock() int64 {
 // so a client cannot choose keys that collide.
 func (s *Store) hash(key string) uint64 {
 	n := len(key)
-	if n < 8 || n > 32 {
+	switch {
+	case n >= 8 && n <= 16:
+		return nonZero(s.hashShort(key))
+	case n < 8 || n > 32:
 		return nonZero(maphash.String(s.seed, key))
 	}
 	b := unsafe.Slice(unsafe.StringData(key), n) // read only
 	le := binary.LittleEndian
 	h := mix(le.Uint64(b)^s.keys[1], le.Uint64(b[n-8:])^s.keys[2])
-	if n > 16 {
-		h ^= mix(le.Uint64(b[8:])^s.keys[3], le.Uint64(b[n-16:])^s.keys[4])
-	}
+	h ^= mix(le.Uint64(b[8:])^s.keys[3], le.Uint64(b[n-16:])^s.keys[4])
 	return nonZero(mix(s.keys[0]^uint64(n), h))
+}
+
+// hashShort is hash for a key of 8 to 16 bytes, but 0 for every other
+// length (and, once in 2^64 keys, for one of those lengths: hash makes it
+// 1). It is small enough to inline into Take, which calls hash when it
+// gets 0: the usual key costs no call. The two words' mix plus a multiple
+// of the length instead of a second mix keeps it under the inliner's
+// budget; keys of other lengths than each other differ by a multiple of
+// a random key, so they collide no more often than keys of one length.
+func (s *Store) hashShort(key string) uint64 {
+	n := len(key)
+	if n < 8 || n > 16 {
+		return 0
+	}
+	b := unsafe.Slice(unsafe.StringData(key), n) // read only
+	le := binary.LittleEndian
+	return mix(le.Uint64(b)^s.keys[1], le.Uint64(b[n-8:])^s.keys[2]) + uint64(n)*s.keys[0]
 }
 
 // shardOf returns the index of the shard of hash h: its top bits. Shifting
@@ -289,11 +307,27 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 	// The clock is read before anything waits: the reading may be stale
 	// once the entry's lock is taken, which s.at corrects.
 	reading := s.now()
-	h := s.hash(r.Key)
+	h := s.hashShort(r.Key)
+	if h == 0 {
+		h = s.hash(r.Key)
+	}
 	sh := &s.shards[s.shardOf(h)]
-	e, exact := sh.tab.Load().find(h, r.Key, &r.Limit)
+	t := sh.tab.Load()
+	// find's usual case, written out: a key on the first line of the
+	// entry in its home slot, under r.Limit itself. The lock comes first,
+	// as in find.
+	e, exact := t.home(h), false
+	if n := len(r.Key); e != nil && n <= headKey {
+		e.mu.Lock()
+		exact = !e.dead && int(e.klen) == n && inlineEqual(e.head[:], r.Key) && sameLimit(&e.c.Load().lim, &r.Limit)
+		if !exact {
+			e.mu.Unlock()
+		}
+	}
 	if !exact {
-		return s.takeSlow(sh, h, e, &r, reading)
+		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
+			return s.takeSlow(sh, h, e, &r, reading)
+		}
 	}
 	// What decide does, written out: this is the path of nearly every
 	// decision.

@@ -89,7 +89,7 @@ func (e *entry) hasKey(key string) bool {
 // a call to the general comparison.
 func inlineEqual(b []byte, key string) bool {
 	n := len(key)
-	if n < 8 || n > 16 || n > len(b) {
+	if uint(n-8) > 8 || n > len(b) { // n < 8 too
 		return string(b[:n]) == key
 	}
 	k := unsafe.Slice(unsafe.StringData(key), n) // read only
@@ -261,6 +261,16 @@ func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
 		}
 	}
 	return nil
+}
+
+// home returns the entry in the home slot of hash h if that slot holds h,
+// or nil: where Take looks first, inline.
+func (t *table) home(h uint64) *entry {
+	sl := &t.slots[h&uint64(len(t.slots)-1)]
+	if sl.h.Load() != h {
+		return nil
+	}
+	return sl.e.Load()
 }
 
 // find returns the live entry of key under lim, locked, or nil if it did
