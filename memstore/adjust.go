@@ -34,7 +34,7 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 		defer e.mu.Unlock()
 		return s.adjust(e, &r, reading)
 	}
-	c, err := sh.compile(r.Limit)
+	c, err := sh.compile(&r.Limit)
 	if err == nil {
 		err = c.p.CheckAdjust(r)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -59,4 +60,74 @@ func benchTake(b *testing.B, n int, parallel bool) {
 	}
 	i := 0
 	loop(func() bool { i++; return i <= b.N })
+}
+
+// BenchmarkTakeNewKeys times a decision on a key the store has never
+// seen, with its share of the sweeps, the load of a fallback store shown
+// a spray of distinct keys: 20,000 new keys a second on a fake clock, a
+// sweep every second (as Config.SweepInterval's default), each removing
+// the keys back to fresh.
+func BenchmarkTakeNewKeys(b *testing.B) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(b, Config{SweepInterval: -1, Now: func() time.Time { return now }})
+	lim := sluice.TokenBucket(sluice.PerSecond(100), 100)
+	key := make([]byte, 0, 32)
+	take := func(i int) {
+		key = strconv.AppendInt(append(key[:0], "rls:many:k_"...), int64(i), 10)
+		if _, err := s.Take(ctx, sluice.Request{Key: string(key), Limit: lim, Cost: 1}); err != nil {
+			b.Fatal(err)
+		}
+		now = now.Add(50 * time.Microsecond)
+		if i%20_000 == 0 {
+			s.sweep()
+		}
+	}
+	for i := range 200_000 {
+		take(-i - 1)
+	}
+	runtime.GC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		take(i)
+	}
+}
+
+// BenchmarkSweep times the sweeper per entry it examines, on a full store
+// of keys that are fresh and unused since the previous pass (each is
+// removed) or used since (each is kept): ns/op is per entry examined.
+func BenchmarkSweep(b *testing.B) {
+	for _, used := range []bool{false, true} {
+		b.Run("used="+strconv.FormatBool(used), func(b *testing.B) { benchSweep(b, used) })
+	}
+}
+
+func benchSweep(b *testing.B, used bool) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(b, Config{SweepInterval: -1, Now: func() time.Time { return now }})
+	lim := sluice.TokenBucket(sluice.PerSecond(1000), 1)
+	fill := func(base int) {
+		for i := range 100_000 {
+			k := "rls:many:k_" + strconv.Itoa(base+i)
+			s.Take(ctx, sluice.Request{Key: k, Limit: lim, Cost: 1})
+			if used { // a second decision marks it used
+				s.Take(ctx, sluice.Request{Key: k, Limit: lim, Cost: 0})
+			}
+		}
+		now = now.Add(time.Second)
+	}
+	fill(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	seen := 0
+	for i := 0; seen < b.N; i++ {
+		b.StopTimer()
+		if s.Len() < 50_000 {
+			fill((i + 1) * 100_000)
+		}
+		b.StartTimer()
+		s.sweep()
+		seen += sweepBudget * len(s.shards)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(seen), "ns/entry")
 }

@@ -89,7 +89,7 @@ func TestLookupUnderOneHash(t *testing.T) {
 			if sh.lookup(h, key, &lim) != nil {
 				t.Fatalf("key of %d bytes under %s found before it was inserted", len(key), lim)
 			}
-			c, err := sh.compile(lim)
+			c, err := sh.compile(&lim)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -370,9 +370,9 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 		defer e.mu.Unlock()
 		return s.takeChanged(e, r, reading)
 	}
-	c, err := sh.compile(r.Limit)
-	if err == nil {
-		err = c.p.Check(*r)
+	c, err := sh.compile(&r.Limit)
+	if err == nil && (uint64(r.Cost) > uint64(c.p.Cap) || r.MaxDelay < 0) { // a negative cost too
+		err = c.p.Check(*r) // the error; copying r costs more than the test
 	}
 	if err != nil {
 		return sluice.Decision{}, err
@@ -516,7 +516,7 @@ func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created [
 		e := sh.lookup(hs[i], r.Key, &r.Limit)
 		isNew := e == nil
 		if isNew {
-			c, err := sh.compile(r.Limit)
+			c, err := sh.compile(&r.Limit)
 			if err != nil {
 				return es, created, err
 			}

@@ -187,7 +187,10 @@ type shard struct {
 	// its own): entries stay small, and the parameters every decision
 	// reads stay in cache however many keys there are.
 	limits map[sluice.Limit]*compiled
-	_      [64]byte // keep shards' locks on separate cache lines
+	// last is the shared limit compile returned last: a spray of new keys
+	// under one limit finds it without hashing the limit.
+	last *compiled
+	_    [64]byte // keep shards' locks on separate cache lines
 }
 
 // maxShared bounds a shard's shared limits. An application has a few
@@ -197,17 +200,22 @@ const maxShared = 64
 
 // compile returns lim compiled: the shard's shared copy, or a new one
 // (shared from now on while there is room). The shard's lock is held.
-func (sh *shard) compile(lim sluice.Limit) (*compiled, error) {
-	if c := sh.limits[lim]; c != nil {
+func (sh *shard) compile(lim *sluice.Limit) (*compiled, error) {
+	if c := sh.last; c != nil && sameLimit(&c.lim, lim) {
 		return c, nil
 	}
-	p, err := algo.Compile(lim)
+	if c := sh.limits[*lim]; c != nil {
+		sh.last = c
+		return c, nil
+	}
+	p, err := algo.Compile(*lim)
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{lim: lim, p: p}
+	c := &compiled{lim: *lim, p: p}
 	if len(sh.limits) < maxShared {
-		sh.limits[lim] = c
+		sh.limits[*lim] = c
+		sh.last = c
 	}
 	return c, nil
 }

@@ -19,7 +19,7 @@ var _ sluice.Adjuster = (*Store)(nil)
 // If ctx ends while the script is in flight, Adjust returns ctx's error,
 // and the adjustment may have been made.
 func (s *Store) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	c, err := s.compile(r.Limit)
+	c, err := s.compile(&r.Limit)
 	if err == nil {
 		err = c.p.CheckAdjust(r)
 	}

@@ -54,19 +54,20 @@ func TestCompileCacheBounded(t *testing.T) {
 	defer s.Close()
 	for i := range 2 * maxCompiled {
 		l := sluice.GCRA(sluice.PerSecond(int64(i+1)), 10)
-		c, err := s.compile(l)
+		c, err := s.compile(&l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := s.compile(l)
-		if p, _ := c.params.(string); c != again || !strings.HasPrefix(p, "5:") {
+		again, _ := s.compile(&l)
+		if p, _ := c.params.(string); *c != *again || !strings.HasPrefix(p, "5:") {
 			t.Fatalf("limit %d: %+v then %+v", i, c, again)
 		}
 	}
 	if n := len(*s.limits.Load()); n != maxCompiled {
 		t.Errorf("%d limits cached, want the bound %d", n, maxCompiled)
 	}
-	if _, err := s.compile(sluice.GCRA(sluice.PerSecond(0), 0)); err == nil {
+	bad := sluice.GCRA(sluice.PerSecond(0), 0)
+	if _, err := s.compile(&bad); err == nil {
 		t.Error("an invalid limit compiled")
 	}
 }

@@ -255,19 +255,25 @@ func (c *compiled) calendar(now int64) any {
 // them grow memory: past this many, limits are compiled on every use.
 const maxCompiled = 1024
 
-// compile returns l compiled, from the cache when it can. The cache is
-// read without a lock (every decision reads it; a new limit copies it).
-func (s *Store) compile(l sluice.Limit) (compiled, error) {
-	if last := s.last.Load(); last != nil && last.l == l {
-		return last.c, nil
+// compile returns l compiled, from the cache when it can: shared, read
+// only. The cache is read without a lock (every decision reads it; a new
+// limit copies it).
+func (s *Store) compile(l *sluice.Limit) (*compiled, error) {
+	if last := s.last.Load(); last != nil && last.l == *l {
+		return &last.c, nil
 	}
-	if lc, ok := (*s.limits.Load())[l]; ok {
+	if lc, ok := (*s.limits.Load())[*l]; ok {
 		s.last.Store(lc)
-		return lc.c, nil
+		return &lc.c, nil
 	}
+	return s.compileNew(*l)
+}
+
+// compileNew compiles l and caches it while the cache has room.
+func (s *Store) compileNew(l sluice.Limit) (*compiled, error) {
 	p, err := algo.Compile(l)
 	if err != nil {
-		return compiled{}, err
+		return nil, err
 	}
 	b := strconv.AppendInt(nil, int64(p.Alg), 10)
 	var vs []int64
@@ -292,31 +298,31 @@ func (s *Store) compile(l sluice.Limit) (compiled, error) {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, v, 16)
 	}
-	c := compiled{p: p, params: any(string(b)), name: limitName(l)}
+	lc := &lastCompiled{l, compiled{p: p, params: any(string(b)), name: limitName(l)}}
 	if p.Calendar() {
-		c.cal = &calendarArg{}
+		lc.c.cal = &calendarArg{}
 	}
 	s.limitsMu.Lock()
 	if old := *s.limits.Load(); len(old) < maxCompiled {
 		m := make(map[sluice.Limit]*lastCompiled, len(old)+1)
 		maps.Copy(m, old)
-		m[l] = &lastCompiled{l, c}
+		m[l] = lc
 		s.limits.Store(&m)
 	}
 	s.limitsMu.Unlock()
-	return c, nil
+	return &lc.c, nil
 }
 
 func (s *Store) prepare(r sluice.Request) (request, error) {
-	c, err := s.compile(r.Limit)
-	if err == nil {
-		err = c.p.Check(r)
+	c, err := s.compile(&r.Limit)
+	if err == nil && (uint64(r.Cost) > uint64(c.p.Cap) || r.MaxDelay < 0) { // a negative cost too
+		err = c.p.Check(r) // the error
 	}
 	if err != nil {
 		return request{}, err
 	}
-	p := c.p
-	q := request{Request: r, p: p, params: c.params}
+	p := &c.p
+	q := request{Request: r, p: *p, params: c.params}
 	if c.cal != nil {
 		q.params = c.calendar(s.localNow().UnixMicro())
 	}
