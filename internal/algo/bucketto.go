@@ -46,13 +46,16 @@ func BucketTo(p *Params, s *State, now, c int64, commit bool, d *sluice.Decision
 		retry += late
 		reset += late
 	}
-	*d = sluice.Decision{
-		Allowed:    allowed,
-		Limit:      p.Cap,
-		Remaining:  p.byB.div(max(0, p.Full-used)),
-		RetryAfter: time.Duration(retry) * time.Microsecond,
-		ResetAfter: time.Duration(reset) * time.Microsecond,
-	}
+	// Field by field: a composite literal is built on the stack and then
+	// copied 16 bytes at a time, and each of those loads waits for the
+	// two 8-byte stores it spans (a failed store-to-load forward, 40% of
+	// this function's time, held under the entry's lock).
+	d.Allowed = allowed
+	d.Limit = p.Cap
+	d.Remaining = p.byB.div(max(0, p.Full-used))
+	d.RetryAfter = time.Duration(retry) * time.Microsecond
+	d.ResetAfter = time.Duration(reset) * time.Microsecond
+	d.Delay, d.Lease, d.Degraded = 0, 0, false
 	return true
 }
 

@@ -94,15 +94,15 @@ func stepTo(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit
 	} else {
 		step(p, s, now, cost, maxDelay, lease, commit, &r)
 	}
-	*d = sluice.Decision{
-		Allowed:    r.allowed,
-		Limit:      r.limit,
-		Remaining:  max(0, r.remaining), // a window in debt (Adjust) holds more than its count
-		RetryAfter: time.Duration(r.retry) * time.Microsecond,
-		ResetAfter: time.Duration(r.reset) * time.Microsecond,
-		Delay:      time.Duration(r.delay) * time.Microsecond,
-		Lease:      r.lease,
-	}
+	// Field by field, as in BucketTo: a literal's copy stalls on its own
+	// stores.
+	d.Allowed = r.allowed
+	d.Limit = r.limit
+	d.Remaining = max(0, r.remaining) // a window in debt (Adjust) holds more than its count
+	d.RetryAfter = time.Duration(r.retry) * time.Microsecond
+	d.ResetAfter = time.Duration(r.reset) * time.Microsecond
+	d.Delay = time.Duration(r.delay) * time.Microsecond
+	d.Lease, d.Degraded = r.lease, false
 }
 
 func step(p *Params, s *State, now, c, maxDelay int64, lease uint64, commit bool, r *result) {
