@@ -301,8 +301,18 @@ func (s *Store) at(e *entry, reading int64) int64 {
 
 // Take applies one request. It allocates only when it first sees a key.
 func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, err error) {
+	err = s.take(&r, &d)
+	return d, err
+}
+
+// take is Take, writing the decision into d. Take is a thin wrapper over
+// it because that measured faster than the body in Take itself: one key,
+// CPU per decision against sethvargo/go-limiter 0.70x -> 0.66x (bench/instr
+// pair). Take's result now leaves in registers loaded from d field by
+// field.
+func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	if s.closed.Load() {
-		return d, sluice.ErrClosed
+		return sluice.ErrClosed
 	}
 	// The clock is read before anything waits: the reading may be stale
 	// once the entry's lock is taken, which s.at corrects.
@@ -326,7 +336,9 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 	}
 	if !exact {
 		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
-			return s.takeSlow(sh, h, e, &r, reading)
+			var err error
+			*d, err = s.takeSlow(sh, h, e, r, reading)
+			return err
 		}
 	}
 	// What decide does, written out: this is the path of nearly every
@@ -334,18 +346,18 @@ func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, er
 	p := &e.c.Load().p
 	if uint64(r.Cost) > uint64(p.Cap) || r.MaxDelay < 0 { // a negative cost too
 		e.mu.Unlock()
-		return d, p.Check(r)
+		return p.Check(*r)
 	}
 	e.used = true
 	at := s.at(e, reading)
-	if !algo.BucketTo(p, &e.st, at, r.Cost, true, &d) {
-		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, &d)
+	if !algo.BucketTo(p, &e.st, at, r.Cost, true, d) {
+		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	}
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		s.recheck(e, r.Cost, r.MaxDelay, &d)
+		s.recheck(e, r.Cost, r.MaxDelay, d)
 	}
 	e.mu.Unlock()
-	return d, nil
+	return nil
 }
 
 // takeSlow is Take for a key the lookup without the shard's lock did not
