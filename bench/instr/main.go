@@ -16,13 +16,17 @@
 // while the count is taken.
 //
 //	instr pair KEYS N PATH ROUNDS
+//	instr ppair KEYS N PATH ROUNDS
 //
 // times sluice (or the LIB in $INSTR_A) and sethvargo in alternating
 // batches of N decisions in one process, ROUNDS times, by the CPU time of
 // the thread (clock_gettime CLOCK_THREAD_CPUTIME_ID), so that time the
 // thread spent waiting for a core on a loaded machine is not counted; it
 // prints each round's ns per decision and their ratio, and the median
-// ratio.
+// ratio. ppair is pair with each batch made by GOMAXPROCS goroutines at
+// once, timed by the wall clock (BenchmarkAllow's parallel cases): both
+// libraries' batches alternate, so a change of the machine's speed falls
+// on both.
 package main
 
 import (
@@ -33,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -53,8 +58,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "instr: KEYS and N are numbers")
 		os.Exit(2)
 	}
-	if os.Args[1] == "pair" {
-		pair(nk, n, os.Args[4])
+	switch os.Args[1] {
+	case "pair":
+		pair(nk, n, os.Args[4], false)
+		return
+	case "ppair":
+		pair(nk, n, os.Args[4], true)
 		return
 	}
 	keys := makeKeys(nk)
@@ -83,13 +92,16 @@ func warm(allow func(string) bool, keys []string) {
 }
 
 // pair prints the CPU time per decision of sluice and sethvargo in
-// alternating batches of n, and the median ratio.
-func pair(nk, n int, path string) {
+// alternating batches of n, and the median ratio; parallel, the wall time
+// of batches made by GOMAXPROCS goroutines at once.
+func pair(nk, n int, path string, parallel bool) {
 	rounds := 20
 	if len(os.Args) > 5 {
 		rounds, _ = strconv.Atoi(os.Args[5])
 	}
-	runtime.LockOSThread()
+	if !parallel {
+		runtime.LockOSThread()
+	}
 	keys := makeKeys(nk)
 	var libs [2]func(string) bool
 	first := "sluice"
@@ -110,6 +122,10 @@ func pair(nk, n int, path string) {
 	for r := range rounds {
 		var ns [2]float64
 		for i, allow := range libs {
+			if parallel {
+				ns[i] = float64(parallelBatch(allow, keys, n)) / float64(n)
+				continue
+			}
 			t := threadCPU()
 			loop(allow, keys, n)
 			ns[i] = float64(threadCPU()-t) / float64(n)
@@ -118,7 +134,25 @@ func pair(nk, n int, path string) {
 		fmt.Printf("round %d: sluice %.1f ns, sethvargo %.1f ns, ratio %.2f\n", r+1, ns[0], ns[1], ns[0]/ns[1])
 	}
 	slices.Sort(ratios)
-	fmt.Printf("keys=%d %s: median sluice/sethvargo %.2f over %d rounds of %d decisions\n", nk, path, ratios[len(ratios)/2], rounds, n)
+	mode := "serial"
+	if parallel {
+		mode = "parallel"
+	}
+	fmt.Printf("keys=%d %s %s: median sluice/sethvargo %.2f over %d rounds of %d decisions\n", nk, path, mode, ratios[len(ratios)/2], rounds, n)
+}
+
+// parallelBatch makes n decisions from GOMAXPROCS goroutines, each drawing
+// its own keys, and returns the wall time (ns) from the first start to the
+// last finish.
+func parallelBatch(allow func(string) bool, keys []string, n int) int64 {
+	g := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range g {
+		wg.Go(func() { loopFrom(allow, keys, n/g, 0x9e3779b97f4a7c15+uint64(i)*0x2545f4914f6cdd1d) })
+	}
+	wg.Wait()
+	return time.Since(start).Nanoseconds()
 }
 
 // threadCPU returns the CPU time (ns) the calling thread has used, by
@@ -175,8 +209,12 @@ func library(lib string, strict bool) (func(string) bool, error) {
 // loop makes n decisions on keys drawn as BenchmarkAllow's serial loop
 // draws them, and returns how many were admitted.
 func loop(allow func(string) bool, keys []string, n int) int {
+	return loopFrom(allow, keys, n, 0x9e3779b97f4a7c15)
+}
+
+// loopFrom is loop from the xorshift state x (not 0).
+func loopFrom(allow func(string) bool, keys []string, n int, x uint64) int {
 	admitted := 0
-	x := uint64(0x9e3779b97f4a7c15)
 	for range n {
 		x ^= x << 13
 		x ^= x >> 7
