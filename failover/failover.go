@@ -28,12 +28,18 @@
 // SCRIPT FLUSH), and go-redis's ClusterClient follows MOVED and ASK, so
 // neither reaches the breaker.
 //
-// A request the primary could not decide, because the breaker is open or
-// its call failed, is first offered to the quota leases the primary holds
-// (redisstore with Config.Leases): units Redis counted when it handed them
-// out, so a request they cover gets an exact decision, not a degraded one,
-// and the instance spends what it holds before falling back. Otherwise it
-// is decided by its Mode (Config.Mode):
+// What the primary can decide in the process, without I/O, it decides
+// first, outside the breaker and the deadline: a request its quota lease
+// covers (redisstore with Config.Leases: units Redis counted when it
+// handed them out, so the decision is exact, not degraded), or a refusal
+// its near cache remembers. Such an answer is not a call: it costs no
+// clock reading and no deadline, and the breaker judges Redis by the calls
+// that reach it, so a lease that covers most requests cannot keep a failing
+// Redis's breaker closed. While the breaker is open, an instance thus
+// spends what it holds before falling back. A request the primary could
+// not decide, because the breaker is open or its call failed, is offered
+// to the leases once more (another caller may have refilled them), and
+// is otherwise decided by its Mode (Config.Mode):
 //
 //	Fallback    decide it with a local memstore, its limit scaled by
 //	            Config.FallbackScale (Decision.Degraded); the default. The
@@ -215,6 +221,9 @@ type Config struct {
 // Stats are a Store's counters since New, for metrics.
 type Stats struct {
 	// Calls is how many calls (Take, TakeAll, Release) reached the primary.
+	// A request the primary decided from what it holds in the process (a
+	// quota lease, its near cache) is not one: redisstore's LeaseStats
+	// counts those.
 	Calls int64
 	// Failures is how many of those failed, as the breaker classifies
 	// failures; the calls that failed together are each counted here,
@@ -237,6 +246,7 @@ type Stats struct {
 // one mutex-guarded breaker, taken twice per call; it starts no goroutines.
 type Store struct {
 	primary, fallback sluice.Store
+	local             localTaker      // primary, if it is one
 	own               *memstore.Store // the default fallback, closed by Close
 	cfg               Config
 
@@ -313,6 +323,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg, born: time.Now()}
+	s.local, _ = primary.(localTaker)
 	s.debts.closing = make(chan struct{})
 	s.scale.Store(math.Float64bits(cfg.FallbackScale))
 	if s.fallback == nil {
@@ -385,7 +396,18 @@ func (s *Store) Stats() Stats {
 }
 
 // Take decides r on the primary, or by r's Mode when the primary cannot.
+// What the primary decides from what it holds in the process (redisstore's
+// quota leases and near cache) is decided first, outside the breaker and
+// the deadline (see localTaker).
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	if s.local != nil {
+		if d, ok := s.local.TakeLocal(r); ok {
+			if s.gate.Load() == gateClosed && s.shadows(r) {
+				s.fallback.Take(ctx, s.fallbackRequest(r)) // see shadow
+			}
+			return d, nil
+		}
+	}
 	start, probe, ok := s.admit()
 	if !ok {
 		return s.degradedOne(ctx, r, nil)

@@ -18,3 +18,15 @@ func (s *Store) fromLeases(rs []sluice.Request, ds []sluice.Decision) bool {
 	h, ok := s.primary.(heldLeases)
 	return ok && h.TakeHeld(rs, ds)
 }
+
+// localTaker is a primary that decides some requests from what it holds in
+// the process, without I/O: redisstore's quota leases and near cache
+// (redisstore.Store.TakeLocal). Take asks it first, with no clock reading,
+// no deadline and no breaker: such an answer costs the primary no round
+// trip, so it says nothing of the primary's health, and the breaker counts
+// only the calls that reach Redis (a lease covering most requests would
+// otherwise hide a failing Redis behind its successes). While the breaker
+// is open this is the same spend of an outstanding lease as fromLeases.
+type localTaker interface {
+	TakeLocal(r sluice.Request) (sluice.Decision, bool)
+}

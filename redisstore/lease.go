@@ -411,12 +411,8 @@ func (l *leaser) spend(ls []*lease, qs []request, ds []sluice.Decision, spent []
 			e.note(c, now, l.cfg.Traffic)
 		}
 		switch {
-		case e.tokens >= c:
-			e.tokens -= c
-			l.n.spent.Add(c)
+		case l.spendFrom(e, c, &ds[i], now):
 			spent[i] = true
-			ds[i] = e.decision(now)
-			l.prefetch(e, now)
 		case e.refill != nil:
 			wait = e.refill
 		default:
@@ -425,6 +421,51 @@ func (l *leaser) spend(ls []*lease, qs []request, ds []sluice.Decision, spent []
 		e.mu.Unlock()
 	}
 	return miss, wait
+}
+
+// spendFrom admits cost c from e, whose lock is held, if e holds it,
+// writing the decision into d; a lease running low starts its refill in
+// the background.
+func (l *leaser) spendFrom(e *lease, c int64, d *sluice.Decision, now time.Time) bool {
+	if e.tokens < c {
+		return false
+	}
+	e.tokens -= c
+	l.n.spent.Add(c)
+	*d = e.decision(now)
+	l.prefetch(e, now)
+	return true
+}
+
+// takeHeld decides q from the lease this instance holds for it, if that
+// lease covers q under q's own limit, without waiting and without a call
+// to Redis (a refill may start in the background, as on every spend), and
+// reports whether it did. When it did not, nothing was charged or
+// counted: take decides q then, and notes its demand once.
+func (l *leaser) takeHeld(q request, d *sluice.Decision, now time.Time) bool {
+	if l == nil || !leasable(q.p.Alg) || q.Cost == 0 {
+		return false
+	}
+	l.mu.RLock()
+	e := l.byKey[q.state]
+	l.mu.RUnlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.q.Limit != q.Limit {
+		return false // held under the key's previous limit: take rebases it
+	}
+	e.q.params = q.params // as rebase does: a calendar's bounds move
+	e.expire(now, l)
+	if e.tokens < q.Cost {
+		return false
+	}
+	e.note(q.Cost, now, l.cfg.Traffic)
+	l.spendFrom(e, q.Cost, d, now)
+	l.n.local.Add(1)
+	return true
 }
 
 // unspend gives the units spent for a check that is not admitted back to

@@ -499,6 +499,29 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 	return d[0], nil
 }
 
+// TakeLocal decides r from what this instance holds, without calling
+// Redis, and reports whether it could: a refusal the near cache
+// remembers, or a request its quota lease covers (Config.Leases). When it
+// could not, nothing was charged, and Take decides r. Package failover
+// calls it before its breaker and deadline: an answer that needs no round
+// trip costs no clock reading, no deadline, and says nothing of Redis's
+// health.
+func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
+	if s.leases == nil && s.near == nil {
+		return sluice.Decision{}, false
+	}
+	q, err := s.prepare(r)
+	if err != nil {
+		return sluice.Decision{}, false // Take reports it
+	}
+	now := s.localNow()
+	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, now); ok {
+		return d, true
+	}
+	var d sluice.Decision
+	return d, s.leases.takeHeld(q, &d, now)
+}
+
 // remember puts a refusal in the near cache. Concurrency refusals are not
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
