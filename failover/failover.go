@@ -400,13 +400,8 @@ func (s *Store) Stats() Stats {
 // quota leases and near cache) is decided first, outside the breaker and
 // the deadline (see localTaker).
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	if s.local != nil {
-		if d, ok := s.local.TakeLocal(r); ok {
-			if s.gate.Load() == gateClosed && s.shadows(r) {
-				s.fallback.Take(ctx, s.fallbackRequest(r)) // see shadow
-			}
-			return d, nil
-		}
+	if d, ok := s.takeLocal(ctx, r); ok {
+		return d, nil
 	}
 	start, probe, ok := s.admit()
 	if !ok {
@@ -437,6 +432,9 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
 	if len(ds) != len(rs) {
 		return fmt.Errorf("failover: TakeAll: %d requests but room for %d decisions", len(rs), len(ds))
+	}
+	if s.takeAllLocal(ctx, rs, ds) {
+		return nil
 	}
 	start, probe, ok := s.admit()
 	if !ok {
@@ -695,13 +693,15 @@ func (s *Store) unavailable(cause error) error {
 	return &unavailableError{retry: retry, cause: cause}
 }
 
-// degradedOne decides r from the primary's quota leases if they cover it,
-// otherwise by its Mode; cause is the primary's error, or nil if the
-// breaker kept the call from the primary.
+// degradedOne decides r by its Mode; cause is the primary's error, or nil
+// if the breaker kept the call from the primary. After a failed call, what
+// the primary holds is asked again first: a lease may have been refilled
+// while the call waited.
 func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) (sluice.Decision, error) {
-	var held [1]sluice.Decision
-	if s.fromLeases([]sluice.Request{r}, held[:]) {
-		return held[0], nil
+	if cause != nil && s.local != nil {
+		if d, ok := s.local.TakeLocal(r); ok {
+			return d, nil
+		}
 	}
 	m := s.mode(r)
 	s.degraded[m].Add(1)
@@ -722,7 +722,7 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 }
 
 func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision, cause error) error {
-	if s.fromLeases(rs, ds) {
+	if cause != nil && s.local != nil && s.local.TakeAllLocal(rs, ds) { // see degradedOne
 		return nil
 	}
 	modes := make([]Mode, len(rs))

@@ -326,7 +326,7 @@ func (l *leaser) take(ctx context.Context, qs []request, ds []sluice.Decision, n
 	for first := true; ; first = false {
 		if !first {
 			now = l.s.localNow()
-			if l.nearRefusal(qs, ds, now) {
+			if l.s.nearRefusal(qs, ds, now) { // a lease call this check waited for was refused
 				return true, nil
 			}
 		}
@@ -437,25 +437,52 @@ func (l *leaser) spendFrom(e *lease, c int64, d *sluice.Decision, now time.Time)
 	return true
 }
 
-// takeHeld decides q from the lease this instance holds for it, if that
-// lease covers q under q's own limit, without waiting and without a call
-// to Redis (a refill may start in the background, as on every spend), and
-// reports whether it did. When it did not, nothing was charged or
-// counted: take decides q then, and notes its demand once.
-func (l *leaser) takeHeld(q request, d *sluice.Decision, now time.Time) bool {
-	if l == nil || !leasable(q.p.Alg) || q.Cost == 0 {
+// takeHeld decides qs all-or-nothing from the leases this instance
+// already holds for them under their own limits, without waiting and
+// without a call to Redis (a refill may start in the background, as on
+// every spend), writing the decisions into ds, and reports whether it did.
+// It spends across Cluster slots too: each unit was counted by Redis when
+// its lease was handed out. When it did not decide, nothing was charged,
+// and nothing noted but, rarely, the demand of a check whose later request
+// missed: take decides them and notes their demand.
+func (l *leaser) takeHeld(qs []request, ds []sluice.Decision, now time.Time) bool {
+	if l == nil {
 		return false
 	}
+	for _, q := range qs {
+		if !leasable(q.p.Alg) || q.Cost == 0 {
+			return false
+		}
+	}
+	ls := make([]*lease, len(qs)) // on the stack when small
 	l.mu.RLock()
-	e := l.byKey[q.state]
-	l.mu.RUnlock()
-	if e == nil {
-		return false
+	for i, q := range qs {
+		if ls[i] = l.byKey[q.state]; ls[i] == nil {
+			l.mu.RUnlock()
+			return false
+		}
 	}
+	l.mu.RUnlock()
+	spent := make([]bool, len(qs))
+	for i, e := range ls {
+		if !l.spendHeld(e, qs[i], &ds[i], now) {
+			l.unspend(ls, qs, spent)
+			return false
+		}
+		spent[i] = true
+	}
+	l.n.local.Add(1)
+	return true
+}
+
+// spendHeld admits q from e if e holds its cost under q's own limit (a
+// lease held under the key's previous limit is rebased by take, not spent
+// here), noting q's demand only then.
+func (l *leaser) spendHeld(e *lease, q request, d *sluice.Decision, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.q.Limit != q.Limit {
-		return false // held under the key's previous limit: take rebases it
+		return false
 	}
 	e.q.params = q.params // as rebase does: a calendar's bounds move
 	e.expire(now, l)
@@ -463,9 +490,7 @@ func (l *leaser) takeHeld(q request, d *sluice.Decision, now time.Time) bool {
 		return false
 	}
 	e.note(q.Cost, now, l.cfg.Traffic)
-	l.spendFrom(e, q.Cost, d, now)
-	l.n.local.Add(1)
-	return true
+	return l.spendFrom(e, q.Cost, d, now)
 }
 
 // unspend gives the units spent for a check that is not admitted back to
@@ -520,22 +545,6 @@ func release(ls []*lease, miss []int) {
 	if ch != nil {
 		close(ch)
 	}
-}
-
-// nearRefusal refuses the whole check locally, as TakeAll does, when the
-// near cache holds a refusal for one of its requests (a lease call this
-// check waited for was refused).
-func (l *leaser) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) bool {
-	for i, q := range qs {
-		if d, ok := l.s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
-			for j := range ds {
-				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
-			}
-			ds[i] = d
-			return true
-		}
-	}
-	return false
 }
 
 // prefetch starts, in the background, a lease call for e when what it
@@ -807,53 +816,6 @@ func (l *leaser) close() {
 	}
 	l.mu.Unlock()
 	l.returns.wait()
-}
-
-// TakeHeld decides rs all-or-nothing from the quota leases this instance
-// already holds, without calling Redis, and reports whether it could:
-// false, with nothing charged, when leases are off or one request is not
-// covered by what its lease holds. A request it admits was counted by
-// Redis when the lease was handed out, so its decision is exact, not
-// degraded: package failover spends what an instance holds this way
-// while Redis is unreachable, before its fallback.
-func (s *Store) TakeHeld(rs []sluice.Request, ds []sluice.Decision) bool {
-	l := s.leases
-	if l == nil || len(ds) != len(rs) {
-		return false
-	}
-	qs := make([]request, len(rs))
-	for i, r := range rs {
-		q, err := s.prepare(r)
-		if err != nil || !leasable(q.p.Alg) || r.Cost == 0 {
-			return false
-		}
-		qs[i] = q
-	}
-	l.mu.RLock()
-	ls := make([]*lease, len(qs))
-	for i, q := range qs {
-		ls[i] = l.byKey[q.state]
-		if ls[i] == nil {
-			l.mu.RUnlock()
-			return false
-		}
-	}
-	l.mu.RUnlock()
-	for i, e := range ls {
-		e.mu.Lock()
-		same := e.q.Limit == qs[i].Limit
-		e.mu.Unlock()
-		if !same {
-			return false // held under the key's previous limit: not carried over here
-		}
-	}
-	spent := make([]bool, len(qs))
-	if miss, wait := l.spend(ls, qs, ds, spent, s.localNow(), true); len(miss) > 0 || wait != nil {
-		l.unspend(ls, qs, spent)
-		return false
-	}
-	l.n.local.Add(1)
-	return true
 }
 
 // inflight counts background calls; unlike a sync.WaitGroup, it may be

@@ -107,11 +107,12 @@ func TestLeaseReset(t *testing.T) {
 	}
 }
 
-// TestTakeHeldUnderAChangedLimit: while Redis cannot be reached (package
-// failover), a lease taken under the key's previous limit is not spent
+// TestTakeLocalUnderAChangedLimit: decided in the process (package
+// failover asks first, and while Redis cannot be reached), a lease taken
+// under the key's previous limit is not spent
 // for a request under the new one: it could not be given back first, and
 // its units would be spent beyond the new limit's room.
-func TestTakeHeldUnderAChangedLimit(t *testing.T) {
+func TestTakeLocalUnderAChangedLimit(t *testing.T) {
 	at := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	s := newStore(t, redistest.Standalone(t), redisstore.Config{Now: func() time.Time { return at },
 		Leases: redisstore.LeaseConfig{Enabled: true, Share: 1, Traffic: time.Hour, Hold: time.Hour}})
@@ -125,11 +126,76 @@ func TestTakeHeldUnderAChangedLimit(t *testing.T) {
 	if redisstore.HeldFor(s, "k", before) == 0 {
 		t.Fatal("the instance holds no lease: the test checks nothing")
 	}
-	ds := make([]sluice.Decision, 1)
-	if s.TakeHeld([]sluice.Request{{Key: "k", Limit: after, Cost: 1}}, ds) {
+	if _, ok := s.TakeLocal(sluice.Request{Key: "k", Limit: after, Cost: 1}); ok {
 		t.Error("a lease taken under the previous limit was spent under the new one")
 	}
-	if !s.TakeHeld([]sluice.Request{{Key: "k", Limit: before, Cost: 1}}, ds) {
-		t.Error("the lease was not spent under the limit it was taken under")
+	if d, ok := s.TakeLocal(sluice.Request{Key: "k", Limit: before, Cost: 1}); !ok || !d.Allowed {
+		t.Errorf("the lease was not spent under the limit it was taken under: %+v, %v", d, ok)
+	}
+}
+
+// TestTakeAllLocal: a check is decided in the process only as a whole:
+// every request covered by the lease its instance holds, or one refusal
+// the near cache remembers. Otherwise nothing is spent from any lease,
+// and TakeAll decides it with Redis.
+func TestTakeAllLocal(t *testing.T) {
+	at := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{Now: func() time.Time { return at },
+		Leases: redisstore.LeaseConfig{Enabled: true, Share: 1, Traffic: time.Hour, Hold: time.Hour}})
+	lim := sluice.FixedWindow(100, time.Hour)
+	req := func(key string) sluice.Request { return sluice.Request{Key: key, Limit: lim, Cost: 1} }
+	warm := func(key string) int64 {
+		for range 20 {
+			if d, err := s.Take(ctx, req(key)); err != nil || !d.Allowed {
+				t.Fatalf("%s: %+v %v", key, d, err)
+			}
+		}
+		redisstore.SettleLeases(s)
+		held := redisstore.HeldFor(s, key, lim)
+		if held < 2 {
+			t.Fatalf("%s: the instance holds %d units: the test checks nothing", key, held)
+		}
+		return held
+	}
+	heldA := warm("a")
+	ds := make([]sluice.Decision, 2)
+	if s.TakeAllLocal([]sluice.Request{req("a"), req("b")}, ds) {
+		t.Error(`a check with "b", which holds no lease, was decided in the process`)
+	}
+	if got := redisstore.HeldFor(s, "a", lim); got != heldA {
+		t.Errorf(`"a" holds %d units after a check not decided, want %d: nothing spent`, got, heldA)
+	}
+	heldB := warm("b")
+	big := req("b")
+	big.Cost = heldB + 1 // more than b's lease holds
+	if s.TakeAllLocal([]sluice.Request{req("a"), big}, ds) {
+		t.Errorf("a check b's lease cannot cover (%d units, %d held) was decided in the process", big.Cost, heldB)
+	}
+	if a, b := redisstore.HeldFor(s, "a", lim), redisstore.HeldFor(s, "b", lim); a != heldA || b != heldB {
+		t.Errorf("held after a check not decided: a %d, b %d, want %d and %d: nothing spent", a, b, heldA, heldB)
+	}
+	if !s.TakeAllLocal([]sluice.Request{req("a"), req("b")}, ds) || !ds[0].Allowed || !ds[1].Allowed {
+		t.Fatalf("a check both leases cover: %+v", ds)
+	}
+	if a, b := redisstore.HeldFor(s, "a", lim), redisstore.HeldFor(s, "b", lim); a != heldA-1 || b != heldB-1 {
+		t.Errorf("held after the check: a %d, b %d, want %d and %d", a, b, heldA-1, heldB-1)
+	}
+	if s.TakeAllLocal([]sluice.Request{req("a"), req("a")}, ds) {
+		t.Error("a check naming one key twice was decided in the process; TakeAll reports it")
+	}
+
+	// A refusal Redis gave is remembered, and refuses a check locally.
+	strict := sluice.Request{Key: "c", Limit: sluice.SlidingWindow(1, time.Hour), Cost: 1} // no lease: Redis decides
+	if d, err := s.Take(ctx, strict); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if d, err := s.Take(ctx, strict); err != nil || d.Allowed {
+		t.Fatalf("the second request of a burst of 1: %+v %v", d, err)
+	}
+	if !s.TakeAllLocal([]sluice.Request{req("a"), strict}, ds) || ds[0].Allowed || ds[1].Allowed || ds[1].RetryAfter <= 0 {
+		t.Errorf("a check with a remembered refusal: %+v, want refused in the process", ds)
+	}
+	if got := redisstore.HeldFor(s, "a", lim); got != heldA-1 {
+		t.Errorf(`"a" holds %d units after a refused check, want %d`, got, heldA-1)
 	}
 }

@@ -35,19 +35,35 @@ func ExampleLeaseConfig() {
 	fmt.Println(d.Allowed)
 }
 
-// While Redis cannot be reached, an instance can still admit what its
-// leases hold: Redis counted those units when it handed them out. Package
-// failover does this by itself before its fallback.
-func ExampleStore_TakeHeld() {
+// A request its lease covers, or a refusal the near cache remembers, is
+// decided without a round trip. Package failover asks this first, outside
+// its breaker, and goes on asking while Redis cannot be reached: Redis
+// counted the units of a lease when it handed them out.
+func ExampleStore_TakeLocal() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	store, _ := redisstore.New(client, redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
 	defer store.Close()
-	rs := []sluice.Request{{Key: "checkout", Limit: sluice.TokenBucket(sluice.PerSecond(5000), 5000), Cost: 1}}
-	ds := make([]sluice.Decision, len(rs))
-	if store.TakeHeld(rs, ds) {
-		fmt.Println("admitted from the lease:", ds[0].Allowed)
+	r := sluice.Request{Key: "checkout", Limit: sluice.TokenBucket(sluice.PerSecond(5000), 5000), Cost: 1}
+	if d, ok := store.TakeLocal(r); ok {
+		fmt.Println("decided in the process:", d.Allowed)
 	} else {
-		fmt.Println("not covered by what this instance holds")
+		fmt.Println("not covered by what this instance holds: Take asks Redis")
+	}
+}
+
+// A check of several limits is decided locally only all together: every
+// request covered by its lease, or one refusal remembered.
+func ExampleStore_TakeAllLocal() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	store, _ := redisstore.New(client, redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
+	defer store.Close()
+	rs := []sluice.Request{
+		{Key: "global", Limit: sluice.TokenBucket(sluice.PerSecond(5000), 5000), Cost: 1},
+		{Key: "user:42", Limit: sluice.GCRA(sluice.PerSecond(10), 20), Cost: 1},
+	}
+	ds := make([]sluice.Decision, len(rs))
+	if store.TakeAllLocal(rs, ds) {
+		fmt.Println("decided in the process:", ds[0].Allowed && ds[1].Allowed)
 	}
 }
 

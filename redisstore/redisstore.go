@@ -501,25 +501,69 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 
 // TakeLocal decides r from what this instance holds, without calling
 // Redis, and reports whether it could: a refusal the near cache
-// remembers, or a request its quota lease covers (Config.Leases). When it
-// could not, nothing was charged, and Take decides r. Package failover
-// calls it before its breaker and deadline: an answer that needs no round
-// trip costs no clock reading, no deadline, and says nothing of Redis's
-// health.
+// remembers, or a request its quota lease covers (Config.Leases; Redis
+// counted those units when it handed them out, so the decision is exact).
+// When it could not, nothing was charged, and Take decides r. Package
+// failover calls it before its breaker and deadline, and while Redis
+// cannot be reached: an answer that needs no round trip costs no clock
+// reading and no deadline, and says nothing of Redis's health.
 func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
 	if s.leases == nil && s.near == nil {
 		return sluice.Decision{}, false
 	}
-	q, err := s.prepare(r)
-	if err != nil {
+	var qs [1]request
+	var err error
+	if qs[0], err = s.prepare(r); err != nil {
 		return sluice.Decision{}, false // Take reports it
 	}
-	now := s.localNow()
-	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, now); ok {
-		return d, true
+	var d [1]sluice.Decision
+	ok := s.decideLocally(qs[:], d[:])
+	return d[0], ok
+}
+
+// TakeAllLocal is TakeLocal for a check: it decides rs all-or-nothing,
+// writing one decision per request into ds, if a refusal the near cache
+// remembers refuses the check or the leases this instance holds cover
+// every request, and reports whether it did.
+func (s *Store) TakeAllLocal(rs []sluice.Request, ds []sluice.Decision) bool {
+	if s.leases == nil && s.near == nil || len(ds) != len(rs) {
+		return false
 	}
-	var d sluice.Decision
-	return d, s.leases.takeHeld(q, &d, now)
+	qs := make([]request, len(rs)) // on the stack when small
+	for i, r := range rs {
+		for j := range i {
+			if r.Key == rs[j].Key && r.Limit.Shares(rs[j].Limit) {
+				return false // TakeAll reports it
+			}
+		}
+		q, err := s.prepare(r)
+		if err != nil {
+			return false // Take and TakeAll report it
+		}
+		qs[i] = q
+	}
+	return s.decideLocally(qs, ds)
+}
+
+// decideLocally is TakeAllLocal of prepared requests.
+func (s *Store) decideLocally(qs []request, ds []sluice.Decision) bool {
+	now := s.localNow()
+	return s.nearRefusal(qs, ds, now) || s.leases.takeHeld(qs, ds, now)
+}
+
+// nearRefusal refuses the whole check qs locally, writing its decisions
+// into ds, when the near cache holds a refusal for one of its requests.
+func (s *Store) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) bool {
+	for i, q := range qs {
+		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
+			for j := range ds {
+				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
+			}
+			ds[i] = d
+			return true
+		}
+	}
+	return false
 }
 
 // remember puts a refusal in the near cache. Concurrency refusals are not
@@ -562,14 +606,8 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	}
 	// A request known to be refused refuses the whole check, locally.
 	now := s.localNow()
-	for i, q := range qs {
-		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
-			for j := range ds {
-				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
-			}
-			ds[i] = d
-			return nil
-		}
+	if s.nearRefusal(qs, ds, now) {
+		return nil
 	}
 	if ok, err := s.leases.take(ctx, qs, ds, now); ok {
 		return err
