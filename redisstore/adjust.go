@@ -28,7 +28,7 @@ func (s *Store) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, 
 	}
 	q := request{Request: r, p: c.p, params: c.params}
 	if c.cal != nil {
-		q.params = c.calendar(s.localNow().UnixMicro())
+		q.params = c.calendar(s.wallNow().UnixMicro())
 	}
 	q.Cost = 1 // the cost field is not sent: the delta follows the request
 	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(c.p.Alg))

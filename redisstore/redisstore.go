@@ -133,6 +133,7 @@ type Store struct {
 	prefix  string
 	slotKey func(string) string
 	now     func() time.Time
+	born    time.Time // localNow's anchor
 	near    *nearCache
 	batch   *batcher
 	leases  *leaser // nil unless Config.Leases.Enabled
@@ -187,7 +188,8 @@ func New(client Client, cfg Config) (*Store, error) {
 	if cfg.NearCache > 0 {
 		s.near = newNearCache(cfg.NearCache)
 	}
-	s.leaseID.Store(uint64(time.Now().UnixNano()))
+	s.born = time.Now()
+	s.leaseID.Store(uint64(s.born.UnixNano()))
 	s.batch = newBatcher(client, cfg.Workers, cfg.MaxBatch)
 	s.batch.scripts.Store(cfg.Scripts)
 	if cfg.Leases.Enabled {
@@ -324,7 +326,7 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 	p := &c.p
 	q := request{Request: r, p: *p, params: c.params}
 	if c.cal != nil {
-		q.params = c.calendar(s.localNow().UnixMicro())
+		q.params = c.calendar(s.wallNow().UnixMicro())
 	}
 	if p.Alg == sluice.AlgorithmLeakyBucket && r.MaxDelay > 0 {
 		// the request's bound rides with its limit (scripts/state.lua)
@@ -352,10 +354,22 @@ func (s *Store) clock() string {
 	return strconv.FormatInt(s.now().UnixMicro(), 10)
 }
 
-// localNow is the clock of the near cache: the test clock, or the
-// monotonic one. Only differences between its readings are used, never
-// compared with Redis time.
+// localNow is the clock of the near cache and the leases: the test clock,
+// or the monotonic one, anchored at New. Only differences between its
+// readings are used, never compared with Redis time, so it reads the
+// monotonic clock alone: time.Now reads the wall clock too, a second
+// reading on the path of every leased decision. A calendar's bounds
+// follow the wall clock (wallNow).
 func (s *Store) localNow() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return s.born.Add(time.Since(s.born) + time.Duration(s.skew.Load()))
+}
+
+// wallNow is the wall clock (or the test clock), for a calendar window's
+// bounds, which follow the wall clock's steps.
+func (s *Store) wallNow() time.Time {
 	if s.now != nil {
 		return s.now()
 	}
