@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,8 +185,9 @@ func TestTakeAllLocal(t *testing.T) {
 		t.Error("a check naming one key twice was decided in the process; TakeAll reports it")
 	}
 
-	// A refusal Redis gave is remembered, and refuses a check locally.
-	strict := sluice.Request{Key: "c", Limit: sluice.SlidingWindow(1, time.Hour), Cost: 1} // no lease: Redis decides
+	// A refusal Redis gave a lease call is remembered, and refuses a check
+	// in the process.
+	strict := sluice.Request{Key: "c", Limit: sluice.FixedWindow(1, time.Hour), Cost: 1} // its lease call refuses the second
 	if d, err := s.Take(ctx, strict); err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
 	}
@@ -197,5 +199,27 @@ func TestTakeAllLocal(t *testing.T) {
 	}
 	if got := redisstore.HeldFor(s, "a", lim); got != heldA-1 {
 		t.Errorf(`"a" holds %d units after a refused check, want %d`, got, heldA-1)
+	}
+}
+
+// TestTakeLocalOnlyWhereALeaseCan: the local answer is given only for a
+// request a lease can cover, so that every other request, decided by a
+// round trip, is not prepared twice (package failover asks TakeLocal
+// before Take). A refusal the near cache remembers for a sliding window,
+// which never leases, is Take's to give.
+func TestTakeLocalOnlyWhereALeaseCan(t *testing.T) {
+	client := redistest.Standalone(t)
+	for _, leases := range []bool{true, false} {
+		s := newStore(t, client, redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: leases}})
+		r := sluice.Request{Key: fmt.Sprintf("sliding-%v", leases), Limit: sluice.SlidingWindow(1, time.Hour), Cost: 1}
+		for range 2 {
+			s.Take(ctx, r)
+		}
+		if d, err := s.Take(ctx, r); err != nil || d.Allowed {
+			t.Fatalf("leases %v: the third request of a limit of 1: %+v %v", leases, d, err)
+		}
+		if d, ok := s.TakeLocal(r); ok {
+			t.Errorf("leases %v: a sliding window was decided in the process: %+v", leases, d)
+		}
 	}
 }

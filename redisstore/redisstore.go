@@ -514,15 +514,16 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 }
 
 // TakeLocal decides r from what this instance holds, without calling
-// Redis, and reports whether it could: a refusal the near cache
-// remembers, or a request its quota lease covers (Config.Leases; Redis
-// counted those units when it handed them out, so the decision is exact).
+// Redis, and reports whether it could: for a request a quota lease can
+// cover (Config.Leases, a token bucket, GCRA or fixed window), a refusal
+// the near cache remembers or the units its lease holds (Redis counted
+// them when it handed them out, so the decision is exact).
 // When it could not, nothing was charged, and Take decides r. Package
 // failover calls it before its breaker and deadline, and while Redis
 // cannot be reached: an answer that needs no round trip costs no clock
 // reading and no deadline, and says nothing of Redis's health.
 func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
-	if s.leases == nil && s.near == nil {
+	if !s.mayLease(r) {
 		return sluice.Decision{}, false
 	}
 	var qs [1]request
@@ -540,8 +541,13 @@ func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
 // remembers refuses the check or the leases this instance holds cover
 // every request, and reports whether it did.
 func (s *Store) TakeAllLocal(rs []sluice.Request, ds []sluice.Decision) bool {
-	if s.leases == nil && s.near == nil || len(ds) != len(rs) {
+	if len(ds) != len(rs) {
 		return false
+	}
+	for _, r := range rs {
+		if !s.mayLease(r) {
+			return false
+		}
 	}
 	qs := make([]request, len(rs)) // on the stack when small
 	for i, r := range rs {
@@ -557,6 +563,15 @@ func (s *Store) TakeAllLocal(rs []sluice.Request, ds []sluice.Decision) bool {
 		qs[i] = q
 	}
 	return s.decideLocally(qs, ds)
+}
+
+// mayLease reports whether r is one a lease can cover: leases are on, r's
+// algorithm leases, and r charges. TakeLocal and TakeAllLocal answer only
+// those, near-cache refusals included: for any other request a miss
+// would cost the Take that follows a second preparation, on the path of
+// every decision with a round trip.
+func (s *Store) mayLease(r sluice.Request) bool {
+	return s.leases != nil && leasable(r.Limit.Algorithm) && r.Cost > 0
 }
 
 // decideLocally is TakeAllLocal of prepared requests.
