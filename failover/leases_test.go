@@ -106,9 +106,10 @@ func TestLeasedAnswersDoNotHideAFailingRedis(t *testing.T) {
 }
 
 // TestLeasedTakeAllocs: a request its quota lease covers, decided through
-// failover as sluice serve does (breaker, warm fallback), allocates its
-// state key and nothing else: no deadline, no slice of leases.
-// Allocations are what the gateway's collections are made of.
+// failover as sluice serve does (breaker, warm fallback), allocates
+// nothing: no deadline, no state key (the lease is looked up by its
+// bytes), no slice of leases. Allocations are what the gateway's
+// collections are made of.
 func TestLeasedTakeAllocs(t *testing.T) {
 	rs, err := redisstore.New(redistest.StartProcess(t).Client(clientOptions()), redisstore.Config{
 		Leases: redisstore.LeaseConfig{Enabled: true, Hold: time.Hour}})
@@ -136,7 +137,7 @@ func TestLeasedTakeAllocs(t *testing.T) {
 	})
 	after := rs.LeaseStats()
 	t.Logf("%.1f allocations per decision; %d of %d decided from the lease", allocs, after.Local-before.Local, 1001)
-	if allocs > 1.5 { // a refill now and then allocates more
-		t.Errorf("%.1f allocations per decision from a lease, want 1", allocs)
+	if allocs > 0.5 { // a refill now and then allocates
+		t.Errorf("%.1f allocations per decision from a lease, want 0", allocs)
 	}
 }

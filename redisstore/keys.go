@@ -36,7 +36,19 @@ func limitName(lim sluice.Limit) string {
 // caches it); the log key only if withLog.
 func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
 	var buf [128]byte // on the stack: a usual key costs one allocation, its string
-	b := append(buf[:0], s.prefix...)
+	b := s.appendState(buf[:0], key, limit)
+	if !withLog {
+		return string(b), ""
+	}
+	n := len(b) - len(":s")
+	all := string(append(b, ":l"...))
+	return all[:n+2], all[:n] + all[n+2:]
+}
+
+// appendState appends key's state key under the limit named limit to b:
+// keysWith's state, as bytes, for a lookup that builds no string.
+func (s *Store) appendState(b []byte, key, limit string) []byte {
+	b = append(b, s.prefix...)
 	b = append(b, '{')
 	if s.slotKey != nil {
 		slot := s.slotKey(key)
@@ -55,13 +67,7 @@ func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
 		b = append(b, '}')
 	}
 	b = append(b, limit...)
-	n := len(b)
-	if !withLog {
-		return string(append(b, ":s"...)), ""
-	}
-	b = append(b, ":s:l"...)
-	all := string(b)
-	return all[:n+2], all[:n] + all[n+2:]
+	return append(b, ":s"...)
 }
 
 // slot returns the Redis Cluster hash slot of a key built by stateKeys: the

@@ -475,6 +475,22 @@ func (l *leaser) takeHeld(qs []request, ds []sluice.Decision, now time.Time) boo
 	return true
 }
 
+// takeHeldAt is takeHeld for one request whose state key is state, given
+// as bytes: the lease is looked up without building the string.
+func (l *leaser) takeHeldAt(state []byte, q request, d *sluice.Decision, now time.Time) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.RLock()
+	e := l.byKey[string(state)]
+	l.mu.RUnlock()
+	if e == nil || !l.spendHeld(e, q, d, now) {
+		return false
+	}
+	l.n.local.Add(1)
+	return true
+}
+
 // spendHeld admits q from e if e holds its cost under q's own limit (a
 // lease held under the key's previous limit is rebased by take, not spent
 // here), noting q's demand only then.

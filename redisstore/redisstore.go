@@ -316,12 +316,26 @@ func (s *Store) compileNew(l sluice.Limit) (*compiled, error) {
 }
 
 func (s *Store) prepare(r sluice.Request) (request, error) {
+	q, c, err := s.prepareArgs(r)
+	if err != nil {
+		return request{}, err
+	}
+	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(q.p.Alg))
+	if q.p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
+		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
+	}
+	return q, nil
+}
+
+// prepareArgs is prepare without the keys (and a concurrency request's
+// lease id): the request checked, its limit compiled and its argument.
+func (s *Store) prepareArgs(r sluice.Request) (request, *compiled, error) {
 	c, err := s.compile(&r.Limit)
 	if err == nil && (uint64(r.Cost) > uint64(c.p.Cap) || r.MaxDelay < 0) { // a negative cost too
 		err = c.p.Check(r) // the error
 	}
 	if err != nil {
-		return request{}, err
+		return request{}, nil, err
 	}
 	p := &c.p
 	q := request{Request: r, p: *p, params: c.params}
@@ -332,11 +346,7 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 		// the request's bound rides with its limit (scripts/state.lua)
 		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)
 	}
-	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(p.Alg))
-	if p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
-		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
-	}
-	return q, nil
+	return q, c, nil
 }
 
 // usesLog reports whether an algorithm keeps a log (a sorted set) beside its
@@ -527,13 +537,22 @@ func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
 		return sluice.Decision{}, false
 	}
 	var qs [1]request
-	var err error
-	if qs[0], err = s.prepare(r); err != nil {
+	q, c, err := s.prepareArgs(r)
+	if err != nil {
 		return sluice.Decision{}, false // Take reports it
 	}
+	// The lease is looked up by its state key's bytes: a covered request,
+	// the usual one, builds no string and allocates nothing.
+	var buf [128]byte
+	state := s.appendState(buf[:0], r.Key, c.name)
+	now := s.localNow()
 	var d [1]sluice.Decision
-	ok := s.decideLocally(qs[:], d[:])
-	return d[0], ok
+	if s.leases.takeHeldAt(state, q, &d[0], now) {
+		return d[0], true
+	}
+	q.state = string(state)
+	qs[0] = q
+	return d[0], s.nearRefusal(qs[:], d[:], now)
 }
 
 // TakeAllLocal is TakeLocal for a check: it decides rs all-or-nothing,
@@ -574,10 +593,13 @@ func (s *Store) mayLease(r sluice.Request) bool {
 	return s.leases != nil && leasable(r.Limit.Algorithm) && r.Cost > 0
 }
 
-// decideLocally is TakeAllLocal of prepared requests.
+// decideLocally is TakeAllLocal of prepared requests. The leases come
+// first: a request the near cache remembers a refusal for has an empty
+// lease (the refusal was its lease call's), so the check is not covered,
+// and the near cache then refuses it.
 func (s *Store) decideLocally(qs []request, ds []sluice.Decision) bool {
 	now := s.localNow()
-	return s.nearRefusal(qs, ds, now) || s.leases.takeHeld(qs, ds, now)
+	return s.leases.takeHeld(qs, ds, now) || s.nearRefusal(qs, ds, now)
 }
 
 // nearRefusal refuses the whole check qs locally, writing its decisions
