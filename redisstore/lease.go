@@ -465,7 +465,7 @@ func (l *leaser) takeHeld(qs []request, ds []sluice.Decision, now time.Time) boo
 	l.mu.RUnlock()
 	spent := make([]bool, len(qs))
 	for i, e := range ls {
-		if !l.spendHeld(e, qs[i], &ds[i], now) {
+		if !l.spendHeld(e, &qs[i], &ds[i], now) {
 			l.unspend(ls, qs, spent)
 			return false
 		}
@@ -477,7 +477,7 @@ func (l *leaser) takeHeld(qs []request, ds []sluice.Decision, now time.Time) boo
 
 // takeHeldAt is takeHeld for one request whose state key is state, given
 // as bytes: the lease is looked up without building the string.
-func (l *leaser) takeHeldAt(state []byte, q request, d *sluice.Decision, now time.Time) bool {
+func (l *leaser) takeHeldAt(state []byte, q *request, d *sluice.Decision, now time.Time) bool {
 	if l == nil {
 		return false
 	}
@@ -494,7 +494,7 @@ func (l *leaser) takeHeldAt(state []byte, q request, d *sluice.Decision, now tim
 // spendHeld admits q from e if e holds its cost under q's own limit (a
 // lease held under the key's previous limit is rebased by take, not spent
 // here), noting q's demand only then.
-func (l *leaser) spendHeld(e *lease, q request, d *sluice.Decision, now time.Time) bool {
+func (l *leaser) spendHeld(e *lease, q *request, d *sluice.Decision, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.q.Limit != q.Limit {

@@ -315,8 +315,8 @@ func (s *Store) compileNew(l sluice.Limit) (*compiled, error) {
 	return &lc.c, nil
 }
 
-func (s *Store) prepare(r sluice.Request) (request, error) {
-	q, c, err := s.prepareArgs(r)
+func (s *Store) prepare(r sluice.Request) (q request, err error) {
+	c, err := s.prepareArgs(r, &q)
 	if err != nil {
 		return request{}, err
 	}
@@ -328,17 +328,18 @@ func (s *Store) prepare(r sluice.Request) (request, error) {
 }
 
 // prepareArgs is prepare without the keys (and a concurrency request's
-// lease id): the request checked, its limit compiled and its argument.
-func (s *Store) prepareArgs(r sluice.Request) (request, *compiled, error) {
+// lease id): the request checked, its limit compiled and its argument,
+// written into q (returned, the request would be copied once more).
+func (s *Store) prepareArgs(r sluice.Request, q *request) (*compiled, error) {
 	c, err := s.compile(&r.Limit)
 	if err == nil && (uint64(r.Cost) > uint64(c.p.Cap) || r.MaxDelay < 0) { // a negative cost too
 		err = c.p.Check(r) // the error
 	}
 	if err != nil {
-		return request{}, nil, err
+		return nil, err
 	}
 	p := &c.p
-	q := request{Request: r, p: *p, params: c.params}
+	q.Request, q.p, q.params = r, *p, c.params
 	if c.cal != nil {
 		q.params = c.calendar(s.wallNow().UnixMicro())
 	}
@@ -346,7 +347,7 @@ func (s *Store) prepareArgs(r sluice.Request) (request, *compiled, error) {
 		// the request's bound rides with its limit (scripts/state.lua)
 		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)
 	}
-	return q, c, nil
+	return c, nil
 }
 
 // usesLog reports whether an algorithm keeps a log (a sorted set) beside its
@@ -537,7 +538,8 @@ func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
 		return sluice.Decision{}, false
 	}
 	var qs [1]request
-	q, c, err := s.prepareArgs(r)
+	q := &qs[0]
+	c, err := s.prepareArgs(r, q)
 	if err != nil {
 		return sluice.Decision{}, false // Take reports it
 	}
@@ -551,7 +553,6 @@ func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
 		return d[0], true
 	}
 	q.state = string(state)
-	qs[0] = q
 	return d[0], s.nearRefusal(qs[:], d[:], now)
 }
 
