@@ -57,24 +57,22 @@ func BenchmarkTakeLeased(b *testing.B) {
 		benchTake(b, m, hot)
 	})
 	server := redistest.StartProcess(b)
-	b.Run("redisstore-leases", func(b *testing.B) {
+	leased := func(b *testing.B) *redisstore.Store {
 		rs, err := redisstore.New(server.Client(clientOptions()), redisstore.Config{
 			Leases: redisstore.LeaseConfig{Enabled: true}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer rs.Close()
+		b.Cleanup(func() { rs.Close() })
+		return rs
+	}
+	b.Run("redisstore-leases", func(b *testing.B) {
 		own := hot
 		own.Key = "hot-redisstore" // its own state: the next run starts full
-		benchTake(b, rs, own)
+		benchTake(b, leased(b), own)
 	})
 	b.Run("leases", func(b *testing.B) {
-		rs, err := redisstore.New(server.Client(clientOptions()), redisstore.Config{
-			Leases: redisstore.LeaseConfig{Enabled: true}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer rs.Close()
+		rs := leased(b)
 		local, err := memstore.New(memstore.Config{})
 		if err != nil {
 			b.Fatal(err)
