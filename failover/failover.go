@@ -31,15 +31,16 @@
 // What the primary can decide in the process, without I/O, it decides
 // first, outside the breaker and the deadline: a request its quota lease
 // covers (redisstore with Config.Leases: units Redis counted when it
-// handed them out, so the decision is exact, not degraded), or a refusal
-// its near cache remembers. Such an answer is not a call: it costs no
-// clock reading and no deadline, and the breaker judges Redis by the calls
-// that reach it, so a lease that covers most requests cannot keep a failing
-// Redis's breaker closed. While the breaker is open, an instance thus
-// spends what it holds before falling back. A request the primary could
-// not decide, because the breaker is open or its call failed, is offered
-// to the leases once more (another caller may have refilled them), and
-// is otherwise decided by its Mode (Config.Mode):
+// handed them out, so the decision is exact, not degraded), or, for a
+// limit a lease can cover, a refusal its near cache remembers. Such an
+// answer is not a call: it costs no clock reading and no deadline, and the
+// breaker judges Redis by the calls that reach it, so a lease that covers
+// most requests cannot keep a failing Redis's breaker closed. While the
+// breaker is open, an instance thus spends what it holds before falling
+// back. A request whose call to the primary failed is offered to the
+// leases once more (one may have been refilled while the call waited).
+// Any other request the primary could not decide, because the breaker is
+// open or its call failed, is decided by its Mode (Config.Mode):
 //
 //	Fallback    decide it with a local memstore, its limit scaled by
 //	            Config.FallbackScale (Decision.Degraded); the default. The
