@@ -569,7 +569,7 @@ func (s *Store) TakeAllLocal(rs []sluice.Request, ds []sluice.Decision) bool {
 			return false
 		}
 	}
-	qs := make([]request, len(rs)) // on the stack when small
+	qs := make([]request, len(rs))
 	for i, r := range rs {
 		for j := range i {
 			if r.Key == rs[j].Key && r.Limit.Shares(rs[j].Limit) {
