@@ -36,12 +36,17 @@ func limitName(lim sluice.Limit) string {
 // caches it); the log key only if withLog.
 func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
 	var buf [128]byte // on the stack: a usual key costs one allocation, its string
-	b := s.appendState(buf[:0], key, limit)
+	return keysFrom(s.appendState(buf[:0], key, limit), withLog)
+}
+
+// keysFrom returns the state key state (appendState's bytes) as a string,
+// and the log key beside it if withLog, from one allocation.
+func keysFrom(state []byte, withLog bool) (string, string) {
 	if !withLog {
-		return string(b), ""
+		return string(state), ""
 	}
-	n := len(b) - len(":s")
-	all := string(append(b, ":l"...))
+	n := len(state) - len(":s")
+	all := string(append(state, ":l"...))
 	return all[:n+2], all[:n] + all[n+2:]
 }
 

@@ -223,3 +223,30 @@ func TestTakeLocalOnlyWhereALeaseCan(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeCoveredAllocs: Take of a request its lease covers looks the lease
+// up by the state key's bytes and builds no string: it allocates nothing.
+func TestTakeCoveredAllocs(t *testing.T) {
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{
+		Leases: redisstore.LeaseConfig{Enabled: true, Hold: time.Hour, Traffic: time.Hour}})
+	hot := sluice.Request{Key: "hot", Limit: sluice.TokenBucket(sluice.PerSecond(1_000_000), 1_000_000), Cost: 1}
+	for range 100 { // the lease grows to cover what follows
+		if d, err := s.Take(ctx, hot); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	before := s.LeaseStats().Local
+	allocs := testing.AllocsPerRun(1000, func() {
+		if d, err := s.Take(ctx, hot); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	local := s.LeaseStats().Local - before
+	t.Logf("%.1f allocations per decision; %d of 1001 decided from the lease", allocs, local)
+	if local < 1001 {
+		t.Errorf("%d of 1001 decided from the lease: the test measures something else", local)
+	}
+	if allocs > 0.5 { // a refill now and then allocates
+		t.Errorf("%.1f allocations per decision from a lease, want 0", allocs)
+	}
+}

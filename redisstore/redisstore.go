@@ -320,11 +320,19 @@ func (s *Store) prepare(r sluice.Request) (q request, err error) {
 	if err != nil {
 		return request{}, err
 	}
-	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(q.p.Alg))
-	if q.p.Alg == sluice.AlgorithmConcurrency && r.Cost > 0 {
+	var buf [128]byte
+	s.prepareKeys(&q, s.appendState(buf[:0], r.Key, c.name))
+	return q, nil
+}
+
+// prepareKeys completes q, which prepareArgs wrote, with its keys, state
+// being its state key's bytes (appendState), and a concurrency request's
+// lease id.
+func (s *Store) prepareKeys(q *request, state []byte) {
+	q.state, q.log = keysFrom(state, usesLog(q.p.Alg))
+	if q.p.Alg == sluice.AlgorithmConcurrency && q.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
 	}
-	return q, nil
 }
 
 // prepareArgs is prepare without the keys (and a concurrency request's
@@ -498,15 +506,22 @@ func releaseTimer(t *time.Timer) {
 // knows the key is refused or a quota lease covers it (Config.Leases). If ctx ends while the script is in flight, Take
 // returns ctx's error, and the request may have been charged.
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	q, err := s.prepare(r)
+	var q request
+	c, err := s.prepareArgs(r, &q)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
+	var buf [128]byte
+	state := s.appendState(buf[:0], r.Key, c.name)
 	now := s.localNow()
+	var d [1]sluice.Decision
+	if s.mayLease(r) && s.leases.takeHeldAt(state, &q, &d[0], now) {
+		return d[0], nil // covered by the lease: no key string built (see TakeLocal)
+	}
+	s.prepareKeys(&q, state)
 	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, now); ok {
 		return d, nil
 	}
-	var d [1]sluice.Decision
 	if ok, err := s.leases.take(ctx, []request{q}, d[:], now); ok {
 		if err != nil {
 			return sluice.Decision{}, err
