@@ -131,3 +131,24 @@ func benchSweep(b *testing.B, used bool) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(seen), "ns/entry")
 }
+
+// BenchmarkTakeKeyLength times one decision on one key of each length
+// class: up to headKey bytes (compared on the entry's first line), up to
+// inlineKey (split over its two lines: a long IPv4 address, a policy's key
+// of a rule, a limit and an address), and longer (a string of its own).
+func BenchmarkTakeKeyLength(b *testing.B) {
+	for _, key := range []string{"user:100000", "203.113.255.255", "r0:l0:203.113.255.255", strings.Repeat("k", 40)} {
+		b.Run("len="+strconv.Itoa(len(key)), func(b *testing.B) {
+			s := newStore(b, Config{SweepInterval: -1})
+			lim := sluice.TokenBucket(sluice.PerSecond(1_000_000_000), 1_000_000_000)
+			s.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 1})
+			r := sluice.Request{Key: strings.Clone(key), Limit: lim, Cost: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, _ := s.Take(ctx, r); !d.Allowed {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}

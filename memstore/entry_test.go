@@ -307,23 +307,31 @@ func TestSameLimitCoversLimit(t *testing.T) {
 // TestInlineEqual: keys of every length up to past the inline ones equal
 // the entry they were stored in, give it back as its key, and differ from
 // any key one byte off, at every position, and from a key one byte longer
-// or shorter.
+// or shorter. Take's compare of a key split over the entry's two lines
+// (splitHas) agrees with hasKey on every key of that length.
 func TestInlineEqual(t *testing.T) {
 	c := &compiled{}
 	all := strings.Repeat("abcdefghij", 4)
 	for n := 0; n <= inlineKey+2; n++ {
 		key := all[:n]
 		e := newEntry(strings.Clone(key), c)
-		if !e.hasKey(key) || e.key() != key {
+		has := func(k string) bool {
+			got := e.hasKey(k)
+			if n > headKey && n <= inlineKey && len(k) == n && e.splitHas(k) != got {
+				t.Fatalf("%d-byte key: splitHas(%q) is %v, hasKey %v", n, k, !got, got)
+			}
+			return got
+		}
+		if !has(key) || e.key() != key {
 			t.Fatalf("%d-byte key differs from itself (stored as %q)", n, e.key())
 		}
-		if e.hasKey(all[:n+1]) || n > 0 && e.hasKey(key[:n-1]) {
+		if has(all[:n+1]) || n > 0 && has(key[:n-1]) {
 			t.Fatalf("%d-byte key equals a key one byte longer or shorter", n)
 		}
 		for i := range n {
 			other := []byte(key)
 			other[i] ^= 0x20
-			if e.hasKey(string(other)) {
+			if has(string(other)) {
 				t.Fatalf("%d-byte keys that differ at byte %d compare equal", n, i)
 			}
 		}

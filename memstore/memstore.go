@@ -323,13 +323,15 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	}
 	sh := &s.shards[s.shardOf(h)]
 	t := sh.tab.Load()
-	// find's usual case, written out: a key on the first line of the
-	// entry in its home slot, under r.Limit itself. The lock comes first,
-	// as in find.
+	// find's usual case, written out: a key held in the entry in its home
+	// slot (compared inline if on its first line), under r.Limit itself.
+	// The lock comes first, as in find.
 	e, exact := t.home(h), false
-	if n := len(r.Key); e != nil && n <= headKey {
+	if n := len(r.Key); e != nil && n <= inlineKey {
 		e.mu.Lock()
-		exact = !e.dead && int(e.klen) == n && inlineEqual(e.head[:], r.Key) && sameLimit(&e.c.Load().lim, &r.Limit)
+		exact = !e.dead && int(e.klen) == n &&
+			(n <= headKey && inlineEqual(e.head[:], r.Key) || n > headKey && e.splitHas(r.Key)) &&
+			sameLimit(&e.c.Load().lim, &r.Limit)
 		if !exact {
 			e.mu.Unlock()
 		}

@@ -83,6 +83,17 @@ func (e *entry) hasKey(key string) bool {
 	return inlineEqual(e.head[:], key[:headKey]) && string(e.tail[:n-headKey]) == key[headKey:]
 }
 
+// splitHas reports whether e's key, held in e itself past its first line
+// (klen from headKey+1 to inlineKey, checked by the caller), is key: its
+// first headKey bytes on the entry's first line, the rest on its second.
+// An IPv4 address of 14 or 15 characters, or a policy's key of a rule, a
+// limit and an address, is one or two word compares per line. Not inlined
+// (two inlineEquals exceed the budget): a key of up to headKey bytes is
+// compared inline by its caller.
+func (e *entry) splitHas(key string) bool {
+	return inlineEqual(e.head[:], key[:headKey]) && inlineEqual(e.tail[:], key[headKey:])
+}
+
 // inlineEqual reports whether the first len(key) bytes of b are key,
 // comparing 8 bytes at a time (the last word overlapping the one before)
 // when key is 8 to 16 bytes long: an 11-byte key is two loads of each, not

@@ -76,10 +76,17 @@ func main() {
 	fmt.Println(loop(allow, keys, n), "admitted")
 }
 
+// makeKeys returns the benchmark's keys, "user:100000" and on, or with
+// the prefix in $INSTR_KEY_PREFIX instead of "user:" (to time keys of
+// other lengths).
 func makeKeys(nk int) []string {
+	prefix := "user:"
+	if p, ok := os.LookupEnv("INSTR_KEY_PREFIX"); ok {
+		prefix = p
+	}
 	keys := make([]string, nk)
 	for i := range keys {
-		keys[i] = "user:" + strconv.Itoa(100_000+i)
+		keys[i] = prefix + strconv.Itoa(100_000+i)
 	}
 	return keys
 }
