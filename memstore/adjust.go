@@ -20,19 +20,18 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	reading := s.now()
 	h := s.hash(r.Key)
 	sh := &s.shards[s.shardOf(h)]
 	if e, _ := sh.tab.Load().find(h, r.Key, &r.Limit); e != nil {
 		defer e.mu.Unlock()
-		return s.adjust(e, &r, reading)
+		return s.adjust(e, &r)
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return s.adjust(e, &r, reading)
+		return s.adjust(e, &r)
 	}
 	c, err := sh.compile(&r.Limit)
 	if err == nil {
@@ -42,10 +41,7 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 		return sluice.Decision{}, err
 	}
 	e := newEntry(r.Key, c)
-	if !s.given {
-		e.last = sh.floor
-	}
-	d := algo.Adjust(&c.p, &e.st, s.at(e, reading), max(r.Cost, 0))
+	d := algo.Adjust(&c.p, &e.st, s.fresh(sh), max(r.Cost, 0))
 	if r.Cost > 0 {
 		sh.insert(h, e, s.perShard) // not marked used, as a key first seen by Take
 	}
@@ -54,8 +50,8 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 
 // adjust applies r to e, which is locked, its state carried over first if
 // it is kept under another limit of r's identity, as Take does.
-func (s *Store) adjust(e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
-	now := s.at(e, reading)
+func (s *Store) adjust(e *entry, r *sluice.Request) (sluice.Decision, error) {
+	now := s.now() // under the lock: see Store.now
 	p, err := s.params(e, &r.Limit, now)
 	if err == nil {
 		err = p.CheckAdjust(*r)
@@ -64,5 +60,7 @@ func (s *Store) adjust(e *entry, r *sluice.Request, reading int64) (sluice.Decis
 		return sluice.Decision{}, err
 	}
 	e.used = true
-	return algo.Adjust(p, &e.st, now, r.Cost), nil
+	d := algo.Adjust(p, &e.st, now, r.Cost)
+	s.publish(e, p, now)
+	return d, nil
 }

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,57 +67,123 @@ func TestStaleReadingUnderLoad(t *testing.T) {
 	}
 }
 
-// TestStaleReadingDecidesAtLatest: a reading older than a time the key has
-// already been decided at, as a goroutine descheduled between reading the
-// clock and taking the lock holds, decides at that later time. The
-// readings are made by hand through the coarse clock (whose ticker never
-// ticks here: a Resolution of an hour). A clock given as Config.Now is
-// used as it reads, even going back (the conformance suite moves it back
-// to compare what both stores then do).
-func TestStaleReadingDecidesAtLatest(t *testing.T) {
+// TestReadingTakenUnderTheLock: a decision that waits for its key's lock
+// reads the clock once it holds it, so it is made at a time no earlier
+// than those of the decisions it waited for. The coarse clock is moved by
+// hand (its ticker never ticks here: a Resolution of an hour) while the
+// request waits; read before the lock, the earlier reading would refuse
+// it.
+func TestReadingTakenUnderTheLock(t *testing.T) {
 	lim := sluice.GCRA(sluice.PerSecond(1), 10) // one per second, ten at once
 	r := sluice.Request{Key: "k", Limit: lim, Cost: 1}
 	const t0 = int64(1_700_000_040_000_000)
-	for _, tc := range []struct {
-		name      string
-		staleWins bool // the stale request is admitted (decided at t0+5s)
+	s := newStore(t, Config{SweepInterval: -1, Resolution: time.Hour})
+	s.coarse.Store(t0)
+	for range 10 {
+		if d, _ := s.Take(ctx, r); !d.Allowed {
+			t.Fatalf("request within the burst at t0 refused: %+v", d)
+		}
+	}
+	// Half a second on, the key is still closed for another half: under
+	// a second, which the lock's path decides (refuse leaves it alone).
+	s.coarse.Store(t0 + 500_000)
+	e := s.shards[s.shardOf(s.hash("k"))].lookup(s.hash("k"), "k", &lim)
+	e.mu.Lock()
+	got := make(chan sluice.Decision)
+	go func() {
+		d, err := s.Take(ctx, r)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	waitBlockedOnLock(t)
+	s.coarse.Store(t0 + 5_000_000)
+	e.mu.Unlock()
+	if d := <-got; !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("a request that waited while the clock moved from t0+0.5s to t0+5s: %+v, want admitted as at t0+5s with 4 remaining", d)
+	}
+}
+
+// waitBlockedOnLock waits until a goroutine waits for a sync.Mutex, by its
+// stack.
+func waitBlockedOnLock(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "Mutex).lockSlow") {
+		if time.Now().After(deadline) {
+			t.Fatal("no goroutine waits for the entry's lock after 10 s")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestGivenClockUsedAsItReads: Config.Now's readings are used as they are,
+// even one earlier than a time already used (the conformance suite moves
+// it back to compare what both stores then do).
+func TestGivenClockUsedAsItReads(t *testing.T) {
+	lim := sluice.GCRA(sluice.PerSecond(1), 10)
+	r := sluice.Request{Key: "k", Limit: lim, Cost: 1}
+	c := newClock()
+	s := newStore(t, Config{SweepInterval: -1, Now: c.now})
+	take := func() sluice.Decision {
+		t.Helper()
+		d, err := s.Take(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for range 10 {
+		take()
+	}
+	if d := take(); d.Allowed {
+		t.Fatalf("an eleventh request at once admitted: %+v", d)
+	}
+	c.advance(5 * time.Second)
+	if d := take(); !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("5 s on: %+v, want admitted with 4 remaining", d)
+	}
+	c.advance(-4500 * time.Millisecond)
+	if d := take(); d.Allowed {
+		t.Fatalf("Config.Now moved back 4.5 s: %+v, want refused as at that time", d)
+	}
+}
+
+// TestCoarseReadingNeverGoesBack: every write to the coarse reading raises
+// it, keeping its sign (negative: a tick not yet read), except the
+// ticker's 0 when it sleeps, which an exact reading leaves alone; and an
+// exact reading (TakeAll's, recheck's) raises it, so that a decision made
+// after one reads no earlier time.
+func TestCoarseReadingNeverGoesBack(t *testing.T) {
+	s := newStore(t, Config{SweepInterval: -1, Resolution: time.Hour})
+	for _, step := range []struct {
+		from, v int64
+		how     int
+		want    int64
 	}{
-		{"own clock", true},
-		{"Config.Now", false},
+		{-100, 50, raiseTick, -100}, {-100, 200, raiseTick, -200}, {100, 200, raiseTick, -200},
+		{100, 50, raiseRead, 100}, {-100, 200, raiseRead, 200}, {0, 200, raiseRead, 200},
+		{100, 200, raiseExact, 200}, {-100, 200, raiseExact, -200}, {-100, 50, raiseExact, -100}, {0, 200, raiseExact, 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var reading atomic.Int64
-			cfg := Config{SweepInterval: -1, Resolution: time.Hour}
-			if !tc.staleWins {
-				cfg.Now = func() time.Time { return time.UnixMicro(reading.Load()) }
-			}
-			s := newStore(t, cfg)
-			take := func(at int64) sluice.Decision {
-				t.Helper()
-				reading.Store(at)
-				s.coarse.Store(at)
-				d, err := s.Take(ctx, r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return d
-			}
-			for range 10 {
-				take(t0)
-			}
-			if d := take(t0); d.Allowed {
-				t.Fatalf("an eleventh request at t0 admitted: %+v", d)
-			}
-			if d := take(t0 + 5_000_000); !d.Allowed || d.Remaining != 4 {
-				t.Fatalf("at t0+5s: %+v, want admitted with 4 remaining", d)
-			}
-			stale := take(t0 + 500_000)
-			if tc.staleWins && (!stale.Allowed || stale.Remaining != 3) {
-				t.Fatalf("reading t0+0.5s after a decision at t0+5s: %+v, want admitted as at t0+5s with 3 remaining", stale)
-			}
-			if !tc.staleWins && stale.Allowed {
-				t.Fatalf("Config.Now read t0+0.5s after t0+5s: %+v, want refused as at t0+0.5s", stale)
-			}
-		})
+		s.coarse.Store(step.from)
+		s.raise(step.v, step.how)
+		if got := s.coarse.Load(); got != step.want {
+			t.Errorf("raise(%d, %d) from %d: %d, want %d", step.v, step.how, step.from, got, step.want)
+		}
+	}
+	const t0 = int64(1_700_000_040_000_000) // long before the clock's reading
+	s.coarse.Store(t0)
+	lim := sluice.TokenBucket(sluice.PerSecond(1), 5)
+	ds := make([]sluice.Decision, 1)
+	if err := s.TakeAll(ctx, []sluice.Request{{Key: "k", Limit: lim, Cost: 1}}, ds); err != nil || !ds[0].Allowed {
+		t.Fatalf("TakeAll: %+v, %v", ds[0], err)
+	}
+	if c := s.coarse.Load(); c < s.readClock()-int64(time.Minute/time.Microsecond) {
+		t.Fatalf("after TakeAll at the exact time the coarse reading is still %d", c)
+	}
+	if d, _ := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); !d.Allowed || d.Remaining != 3 {
+		t.Fatalf("a Take after TakeAll: %+v, want admitted with 3 remaining (decided at TakeAll's time or later)", d)
 	}
 }

@@ -24,7 +24,7 @@ func TestHotPathInlines(t *testing.T) {
 	}
 	for _, fn := range []string{
 		`\(\*Limiter\)\.Allow`, `\(\*Limiter\)\.AllowN`,
-		`\(\*Store\)\.now`, `\(\*Store\)\.at`, `\(\*Store\)\.shardOf`, `\(\*Store\)\.hashShort`,
+		`\(\*Store\)\.now`, `\(\*Store\)\.shardOf`, `\(\*Store\)\.hashShort`,
 		`inlineEqual`, `sameLimit`, `sameZone`, `tokenUsed`,
 	} {
 		if !regexp.MustCompile(`(?m): can inline ` + fn + `$`).Match(out) {

@@ -19,7 +19,7 @@ func TestEntryLayout(t *testing.T) {
 		t.Errorf("entry is %d bytes, want 128 (two cache lines)", got)
 	}
 	first := map[string]uintptr{
-		"mu": unsafe.Offsetof(e.mu), "last": unsafe.Offsetof(e.last) + 7, "c": unsafe.Offsetof(e.c) + 7,
+		"mu": unsafe.Offsetof(e.mu), "shut": unsafe.Offsetof(e.shut) + 7, "c": unsafe.Offsetof(e.c) + 7,
 		"klen": unsafe.Offsetof(e.klen), "used": unsafe.Offsetof(e.used), "dead": unsafe.Offsetof(e.dead),
 		"head":    unsafe.Offsetof(e.head) + headKey - 1,
 		"st.X":    unsafe.Offsetof(e.st) + unsafe.Offsetof(e.st.X) + 7,

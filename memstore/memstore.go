@@ -8,11 +8,13 @@
 // removals. Time is read from the monotonic clock (anchored to the wall
 // clock once, at New), so a wall clock step never changes a decision; by
 // default a background goroutine reads it once per millisecond and
-// decisions use that reading (Config.Resolution says what that trades). A
-// reading that is stale by the time its decision is made (the goroutine
-// waited between the two) decides at the latest time that key has already
-// been decided at, never at an earlier one that would refuse what that
-// time had made room for.
+// decisions use that reading (Config.Resolution says what that trades).
+// A decision reads the time with its key's lock held, so it is never made
+// at an earlier time than one its key was already decided at (which would
+// refuse what that time had made room for). A request of cost 1 that a
+// token_bucket or gcra key refuses is refused without taking its lock, by
+// a word the key publishes after each decision: under a flood of refused
+// requests the key is only read, so it stays in every core's cache.
 //
 // Memory is bounded by Config.MaxKeys. When a shard is full, a key not used
 // since the eviction hand last passed it is forgotten (CLOCK, a close
@@ -185,6 +187,14 @@ func New(cfg Config) (*Store, error) {
 // now returns the store's time in µs since the Unix epoch: with a coarse
 // clock the last reading. It is small enough to inline; nowSlow does the
 // rest.
+//
+// A decision reads it with its key's lock held, so every decision on that
+// key before it read it earlier; and no reading is earlier than one read
+// before it (the monotonic clock never goes back, and nor does the coarse
+// reading: see raise). A decision is therefore never made at a time
+// earlier than one its key was already decided at, as it could be if the
+// clock were read before the lock and the goroutine then waited: that
+// would refuse what the later time had already made room for.
 func (s *Store) now() int64 {
 	if c := s.coarse.Load(); c > 0 {
 		return c
@@ -194,23 +204,67 @@ func (s *Store) now() int64 {
 
 // nowSlow is now when the clock is exact, when the coarse reading is the
 // first since the last tick (negative: it marks it read), or when the
-// ticker sleeps (0: it wakes it and reads the clock).
+// ticker sleeps (0: it wakes it and reads the clock, and makes that
+// reading the coarse one, so that the ticker's first, which it may have
+// taken earlier, does not go back from it).
 func (s *Store) nowSlow() int64 {
+	if !s.ticking {
+		return s.readClock()
+	}
+	c := s.coarse.Load()
+	if c < 0 {
+		s.coarse.CompareAndSwap(c, -c)
+		return -c
+	}
+	if c > 0 {
+		return c
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	now := s.readClock()
+	s.raise(now, raiseRead)
+	return now
+}
+
+// exact reads the clock, for a decision the coarse reading would make
+// less precisely (recheck, TakeAll), and raises the coarse reading to it:
+// a decision made later reads no earlier time.
+func (s *Store) exact() int64 {
+	now := s.readClock()
 	if s.ticking {
+		s.raise(now, raiseExact)
+	}
+	return now
+}
+
+// How raise changes the coarse reading c.
+const (
+	raiseTick  = iota // to -max(|c|, v): a tick, not yet read
+	raiseRead         // to max(|c|, v): read (the ticker wakes, or a decision woke it)
+	raiseExact        // to max(|c|, v) with c's sign; 0 stays 0
+)
+
+// raise makes the coarse reading at least v: it never goes back, so that
+// with every reading taken under the key's lock, each decision on a key is
+// made at a time no earlier than the one before it (see now). Only the
+// ticker lowers it, to 0 when it sleeps, and then decisions read the clock
+// itself, which is later still.
+func (s *Store) raise(v int64, how int) {
+	for {
 		c := s.coarse.Load()
-		if c < 0 {
-			s.coarse.CompareAndSwap(c, -c)
-			return -c
+		if c == 0 && how == raiseExact {
+			return
 		}
-		if c > 0 {
-			return c
+		n := max(c, -c, v)
+		if how == raiseTick || how == raiseExact && c < 0 {
+			n = -n
 		}
-		select {
-		case s.wake <- struct{}{}:
-		default:
+		if n == c || s.coarse.CompareAndSwap(c, n) {
+			return
 		}
 	}
-	return s.readClock()
 }
 
 func (s *Store) readClock() int64 {
@@ -281,24 +335,6 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// at returns the time to decide at on e, whose lock is held, given a
-// reading of the clock: the reading, or with the store's own clock the
-// latest time e has been decided at if that is later. The monotonic clock
-// never goes back, so a reading older than one already used is stale (its
-// goroutine waited between the reading and the lock), and deciding at it
-// would refuse what the later time had already made room for. Config.Now's
-// readings are used as they are: a test may move it back.
-func (s *Store) at(e *entry, reading int64) int64 {
-	if s.given {
-		return reading
-	}
-	if reading < e.last {
-		return e.last
-	}
-	e.last = reading
-	return reading
-}
-
 // Take applies one request. It allocates only when it first sees a key.
 func (s *Store) Take(_ context.Context, r sluice.Request) (d sluice.Decision, err error) {
 	err = s.take(&r, &d)
@@ -314,9 +350,6 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}
-	// The clock is read before anything waits: the reading may be stale
-	// once the entry's lock is taken, which s.at corrects.
-	reading := s.now()
 	h := s.hashShort(r.Key)
 	if h == 0 {
 		h = s.hash(r.Key)
@@ -325,9 +358,13 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	t := sh.tab.Load()
 	// find's usual case, written out: a key held in the entry in its home
 	// slot (compared inline if on its first line), under r.Limit itself.
-	// The lock comes first, as in find.
+	// The lock comes first, as in find, unless the entry's word says it
+	// refuses the request without it.
 	e, exact := t.home(h), false
 	if n := len(r.Key); e != nil && n <= inlineKey {
+		if w := e.shut.Load(); w > 0 && s.refuse(e, w, r, d) {
+			return nil
+		}
 		e.mu.Lock()
 		exact = !e.dead && int(e.klen) == n &&
 			(n <= headKey && inlineEqual(e.head[:], r.Key) || n > headKey && e.splitHas(r.Key)) &&
@@ -339,7 +376,7 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	if !exact {
 		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
 			var err error
-			*d, err = s.takeSlow(sh, h, e, r, reading)
+			*d, err = s.takeSlow(sh, h, e, r)
 			return err
 		}
 	}
@@ -351,38 +388,96 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 		return p.Check(*r)
 	}
 	e.used = true
-	at := s.at(e, reading)
+	at := s.now() // under the lock: see now
 	if !algo.BucketTo(p, &e.st, at, r.Cost, true, d) {
 		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	}
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		s.recheck(e, r.Cost, r.MaxDelay, d)
+		at = s.recheck(e, r.Cost, r.MaxDelay, d)
+	}
+	// A decision that leaves room for a request of cost 1 leaves the
+	// word 0 (algo.Closed): publish only computes it when there is none.
+	if d.Remaining == 0 || e.shut.Load() > 0 {
+		s.publish(e, p, at)
 	}
 	e.mu.Unlock()
 	return nil
 }
 
+// refuse is Take without the entry's lock for a request of cost 1 that the
+// entry's word w (algo.Closed, read from e.shut) says its state refuses:
+// it writes the refusal into d and reports true, or reports false (the
+// request is then decided under the lock). It writes nothing shared, so
+// that a key under a flood of refused requests stays in every core's
+// cache instead of moving between them with its lock.
+//
+// Why the answer is the one the lock would give: the word is published
+// after every change to the state, under the lock, and read here before
+// the clock, so the reading is no earlier than the time of the decision
+// that published it (see now). The limit is read between two loads of the
+// word: an entry whose limit changes never publishes a word again, so
+// two equal loads mean it was the limit the word was computed under. A
+// coarse reading refuses here only a second or more before the word's
+// time, as the lock's path would without deciding again at the exact
+// time (recheck). An entry is marked used whenever its word is set (its
+// word is cleared when the eviction hand or the sweeper clear the flag),
+// so refusing here keeps it from eviction as deciding under the lock
+// would.
+func (s *Store) refuse(e *entry, w int64, r *sluice.Request, d *sluice.Decision) bool {
+	n := len(r.Key)
+	if r.Cost != 1 || r.MaxDelay < 0 || int(e.klen) != n ||
+		!(n <= headKey && inlineEqual(e.head[:], r.Key) || n > headKey && e.splitHas(r.Key)) {
+		return false
+	}
+	c := e.c.Load()
+	if !sameLimit(&c.lim, &r.Limit) {
+		return false
+	}
+	now := s.now()
+	if s.ticking && w>>1-now < int64(recheckBelow/time.Microsecond) {
+		return false
+	}
+	return algo.RefuseClosed(&c.p, w, now, d) && e.shut.Load() == w
+}
+
+// publish sets e's word for its state, just decided or changed at time at
+// (algo.Closed): 0 unless e is marked used, and never with Config.Now,
+// whose readings may go back. e's lock is held.
+func (s *Store) publish(e *entry, p *algo.Params, at int64) {
+	old := e.shut.Load()
+	if old < 0 {
+		return
+	}
+	w := int64(0)
+	if e.used && !s.given {
+		w = algo.Closed(p, &e.st, at)
+	}
+	if w != old {
+		e.shut.Store(w)
+	}
+}
+
 // takeSlow is Take for a key the lookup without the shard's lock did not
 // find (e nil), or found, locked, kept under another limit of its
 // identity.
-func (s *Store) takeSlow(sh *shard, h uint64, e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
+func (s *Store) takeSlow(sh *shard, h uint64, e *entry, r *sluice.Request) (sluice.Decision, error) {
 	if e == nil {
-		return s.takeLocked(sh, h, r, reading)
+		return s.takeLocked(sh, h, r)
 	}
 	defer e.mu.Unlock()
-	return s.takeChanged(e, r, reading)
+	return s.takeChanged(e, r)
 }
 
 // takeLocked is Take under the shard's lock, for a key the lookup without
 // it did not find: it may have been inserted or moved meanwhile, or it is
 // new.
-func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64) (sluice.Decision, error) {
+func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request) (sluice.Decision, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.lookup(h, r.Key, &r.Limit); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return s.takeChanged(e, r, reading)
+		return s.takeChanged(e, r)
 	}
 	c, err := sh.compile(&r.Limit)
 	if err == nil && (uint64(r.Cost) > uint64(c.p.Cap) || r.MaxDelay < 0) { // a negative cost too
@@ -392,26 +487,36 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request, reading int64
 		return sluice.Decision{}, err
 	}
 	e := newEntry(r.Key, c)
-	if !s.given {
-		e.last = sh.floor
-	}
+	at := s.fresh(sh)
 	if r.Cost == 0 {
 		// Nothing to remember for a peek at a fresh key.
-		return algo.Step(&c.p, &e.st, s.at(e, reading), 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
+		return algo.Step(&c.p, &e.st, at, 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
 	}
 	// e is not in the table yet: nobody else can see it. It is not marked
 	// used: a key seen once is the first the eviction hand takes.
 	var d sluice.Decision
-	s.decide(e, r, reading, &d)
+	s.decide(e, r, at, &d)
 	sh.insert(h, e, s.perShard)
 	return d, nil
+}
+
+// fresh returns the time to decide a key new to shard sh at, whose lock is
+// held: now, or the time the sweeper last removed fresh keys at, if later
+// (it reads the exact clock, and a key it removed then must not be decided
+// at an earlier time, when it may not have been fresh).
+func (s *Store) fresh(sh *shard) int64 {
+	if s.given {
+		return s.now()
+	}
+	return max(s.now(), sh.floor)
 }
 
 // takeChanged decides r on e, which is locked, whose state may be kept
 // under another limit of the same identity than r's: it is carried over
 // first (see params).
-func (s *Store) takeChanged(e *entry, r *sluice.Request, reading int64) (sluice.Decision, error) {
-	p, err := s.params(e, &r.Limit, s.at(e, reading))
+func (s *Store) takeChanged(e *entry, r *sluice.Request) (sluice.Decision, error) {
+	at := s.now()
+	p, err := s.params(e, &r.Limit, at)
 	if err == nil {
 		err = p.Check(*r)
 	}
@@ -420,14 +525,15 @@ func (s *Store) takeChanged(e *entry, r *sluice.Request, reading int64) (sluice.
 	}
 	e.used = true
 	var d sluice.Decision
-	s.decide(e, r, reading, &d)
+	s.decide(e, r, at, &d)
 	return d, nil
 }
 
 // params returns the parameters of lim for e, whose lock is held: those
 // e's state is kept under if lim is that limit; otherwise lim's, the state
 // carried over to them at now (algo.Adopt) unless they decide alike. An
-// invalid lim leaves e as it was.
+// invalid lim leaves e as it was. Once its limit has changed, e no longer
+// refuses without its lock (see entry.shut).
 func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, error) {
 	old := e.c.Load()
 	if sameLimit(&old.lim, lim) {
@@ -437,6 +543,7 @@ func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, er
 	if err != nil {
 		return nil, err
 	}
+	e.shut.Store(-1)
 	if !old.p.Same(&c.p) {
 		algo.Adopt(&old.p, &c.p, &e.st, now)
 	}
@@ -450,20 +557,24 @@ func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, er
 const recheckBelow = time.Second
 
 // decide applies r, whose cost has been checked, to e, which is locked or
-// not yet in the table, writing the decision into d.
-func (s *Store) decide(e *entry, r *sluice.Request, reading int64, d *sluice.Decision) {
+// not yet in the table, at time at, writing the decision into d.
+func (s *Store) decide(e *entry, r *sluice.Request, at int64, d *sluice.Decision) {
 	p := &e.c.Load().p
-	algo.StepTo(p, &e.st, s.at(e, reading), r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
+	algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		s.recheck(e, r.Cost, r.MaxDelay, d)
+		at = s.recheck(e, r.Cost, r.MaxDelay, d)
 	}
+	s.publish(e, p, at)
 }
 
 // recheck decides a request of cost and maxDelay on e, which is locked,
-// again at the exact time, after a refusal d as of a coarse reading.
-func (s *Store) recheck(e *entry, cost int64, maxDelay time.Duration, d *sluice.Decision) {
+// again at the exact time, after a refusal d as of a coarse reading, and
+// returns that time.
+func (s *Store) recheck(e *entry, cost int64, maxDelay time.Duration, d *sluice.Decision) int64 {
 	p := &e.c.Load().p
-	algo.StepTo(p, &e.st, s.at(e, s.readClock()), cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
+	at := s.exact()
+	algo.StepTo(p, &e.st, at, cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
+	return at
 }
 
 func (s *Store) lease(p *algo.Params, cost int64) uint64 {
@@ -504,7 +615,7 @@ func (s *Store) TakeAll(_ context.Context, rs []sluice.Request, ds []sluice.Deci
 	if es, created, err = s.entries(rs, hs, es, created); err != nil {
 		return err
 	}
-	admitted = s.decideAll(rs, es, created, ds)
+	admitted = s.decideAll(rs, hs, es, created, ds)
 	return nil
 }
 
@@ -535,7 +646,6 @@ func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created [
 				return es, created, err
 			}
 			e = newEntry(r.Key, c)
-			e.last = sh.floor
 		}
 		// Pinned before it is locked or inserted: eviction, which this
 		// check's own insertions may run, passes over pinned entries.
@@ -566,17 +676,15 @@ func check(e *entry, r *sluice.Request) error {
 	return p.Check(*r)
 }
 
-// decideAll decides every request at one time, the exact time or the
-// latest any entry has used, charges them only if all are admitted, and
-// reports whether they were.
-func (s *Store) decideAll(rs []sluice.Request, es []*entry, created []bool, ds []sluice.Decision) bool {
-	now := s.readClock()
-	if !s.given {
-		for _, e := range es {
-			now = max(now, e.last)
-		}
-		for _, e := range es {
-			e.last = now
+// decideAll decides every request at one time, the exact time (or the
+// time the sweeper last removed fresh keys at in a shard where a key is
+// new, if later: see fresh), charges them only if all are admitted, and
+// reports whether they were. Every lock is held.
+func (s *Store) decideAll(rs []sluice.Request, hs []uint64, es []*entry, created []bool, ds []sluice.Decision) bool {
+	now := s.exact()
+	for i := range es {
+		if created[i] && !s.given {
+			now = max(now, s.shards[s.shardOf(hs[i])].floor)
 		}
 	}
 	admitted := true
@@ -596,6 +704,9 @@ func (s *Store) decideAll(rs []sluice.Request, es []*entry, created []bool, ds [
 			continue
 		}
 		ds[i] = algo.Step(p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(p, rs[i].Cost), true)
+	}
+	for _, e := range es {
+		s.publish(e, &e.c.Load().p, now)
 	}
 	return admitted
 }
@@ -725,9 +836,9 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 				s.coarse.Store(0)
 				continue
 			}
-			s.coarse.Store(-s.readClock())
+			s.raise(s.readClock(), raiseTick)
 		case <-s.wake:
-			s.coarse.Store(s.readClock())
+			s.raise(s.readClock(), raiseRead)
 			idle = 0
 			ticker.Reset(resolution)
 			tick = ticker.C
@@ -778,9 +889,9 @@ func (sh *shard) sweepOne(t *table, j uint64, e *entry, now int64) bool {
 	switch {
 	case e.st.Idle > now:
 	case e.used:
-		e.used = false
+		e.unuse()
 	default:
-		e.dead = true
+		e.kill()
 		sh.removeAt(t, j)
 		return true
 	}

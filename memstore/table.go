@@ -22,20 +22,24 @@ const (
 // entry is the state of one (key, limit), 128 bytes: two whole cache lines
 // (the allocator places objects of that size class on multiples of 128
 // bytes). The first holds what nearly every decision reads and writes: the
-// entry's lock, what finding it compares (a key of up to headKey bytes)
-// and the state of the buckets and the fixed window (st.X, st.Y,
-// st.Idle). The second holds the rest of the state (the sliding window's
+// entry's lock, what finding it compares (a key of up to headKey bytes),
+// the state of the buckets and the fixed window (st.X, st.Y, st.Idle) and
+// the word that refuses without the lock (shut). The second holds the rest of the state (the sliding window's
 // st.Z, the logs) and of a longer key, and what only insertions, evictions
 // and sweeps read. A token bucket, GCRA, leaky bucket or fixed window
 // decision on a key such as an IPv4 address or "user:123456" touches one
 // line; TestEntryLayout holds the offsets.
 type entry struct {
-	mu sync.Mutex // guards last, used, dead and st
+	mu sync.Mutex // guards used, dead and st, and writes to shut and c
 
-	// last is the latest time (µs) this state was decided at, with the
-	// store's own clock: a later reading that is older (its goroutine
-	// waited between the reading and the lock) decides at last.
-	last int64
+	// shut is algo.Closed's word for st, published under mu after each
+	// change (Store.publish), so that a request of cost 1 the state
+	// refuses is refused without taking mu (Store.refuse). It is 0 while
+	// the state admits one, while the entry is not marked used and once
+	// it is dead; and -1 for good once its limit has changed (params), so
+	// that what a reader without mu reads of c belongs with what it reads
+	// of shut.
+	shut atomic.Int64
 
 	// c is the limit and parameters its state is kept under (shared, read
 	// only). It changes, under mu, when a request brings another limit of
@@ -138,6 +142,27 @@ func (e *entry) key() string {
 		return string(e.head[:n])
 	}
 	return string(e.head[:]) + string(e.tail[:n-headKey])
+}
+
+// unuse clears e's used flag, and with it the word that refuses without
+// the lock: the next request takes the lock, which marks e used again, so
+// that the eviction hand and the sweeper see refused keys as used. e's
+// lock is held.
+func (e *entry) unuse() {
+	e.used = false
+	if e.shut.Load() > 0 {
+		e.shut.Store(0)
+	}
+}
+
+// kill marks e removed from its table: a caller that found it looks again,
+// and nothing is refused without the lock by a state no longer held. e's
+// lock is held.
+func (e *entry) kill() {
+	e.dead = true
+	if e.shut.Load() > 0 {
+		e.shut.Store(0)
+	}
 }
 
 func newEntry(key string, c *compiled) *entry {
@@ -391,11 +416,11 @@ func (sh *shard) evictOne() bool {
 		// list a newer entry would.
 		e.mu.Lock()
 		if e.used {
-			e.used = false
+			e.unuse()
 			e.mu.Unlock()
 			continue
 		}
-		e.dead = true
+		e.kill()
 		e.mu.Unlock()
 		sh.removeAt(t, i)
 		return true
@@ -406,7 +431,7 @@ func (sh *shard) evictOne() bool {
 // remove takes e, whose key hashes to h, out of the table. The shard's
 // lock and e's lock are held.
 func (sh *shard) remove(h uint64, e *entry) {
-	e.dead = true
+	e.kill()
 	t := sh.tab.Load()
 	mask := t.mask()
 	for i := h & mask; t.slots[i].h.Load() != 0; i = (i + 1) & mask {

@@ -38,6 +38,9 @@ type Params struct {
 	// holds: ⌈Full/A⌉ + 1.
 	byA, byB divisor
 	backstop int64
+	// shutFull is ⌊(Full - B)/A⌋: how long (µs, or one more) a bucket
+	// that has just room for one request takes to be full (see Closed).
+	shutFull int64
 
 	// cal is a calendar window's period and zone, nil for any other limit.
 	cal *calendar
@@ -71,6 +74,7 @@ func Compile(l sluice.Limit) (Params, error) {
 		p.Full = p.Cap * p.B
 		p.byA, p.byB = newDivisor(p.A), newDivisor(p.B)
 		p.backstop = p.byA.ceil(p.Full) + 1
+		p.shutFull = p.byA.div(p.Full - p.B)
 	}
 	return p, nil
 }
