@@ -358,12 +358,15 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	t := sh.tab.Load()
 	// find's usual case, written out: a key held in the entry in its home
 	// slot (compared inline if on its first line), under r.Limit itself.
-	// The lock comes first, as in find, unless the entry's word says it
-	// refuses the request without it.
-	e, exact := t.home(h), false
+	// The lock comes first, as in find, unless the slot's hint and then
+	// the entry's word say it refuses the request without it.
+	e, hinted := t.home(h)
+	exact, home := false, false
 	if n := len(r.Key); e != nil && n <= inlineKey {
-		if w := e.shut.Load(); w > 0 && s.refuse(e, w, r, d) {
-			return nil
+		if hinted {
+			if w := e.shut.Load(); w > 0 && s.refuse(e, w, r, d) {
+				return nil
+			}
 		}
 		e.mu.Lock()
 		exact = !e.dead && int(e.klen) == n &&
@@ -372,6 +375,7 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 		if !exact {
 			e.mu.Unlock()
 		}
+		home = exact
 	}
 	if !exact {
 		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
@@ -396,9 +400,13 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 		at = s.recheck(e, r.Cost, r.MaxDelay, d)
 	}
 	// A decision that leaves room for a request of cost 1 leaves the
-	// word 0 (algo.Closed): publish only computes it when there is none.
-	if d.Remaining == 0 || e.shut.Load() > 0 {
+	// word 0 (algo.Closed), and the hint clear: the word is computed, and
+	// the hint set right, only when there is no room or either was set.
+	if d.Remaining == 0 || hinted || e.shut.Load() > 0 {
 		s.publish(e, p, at)
+		if closed := e.shut.Load() > 0; home && closed != hinted {
+			t.hint(h, closed)
+		}
 	}
 	e.mu.Unlock()
 	return nil

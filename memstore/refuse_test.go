@@ -108,12 +108,12 @@ func sameAnswer(rt *rapid.T, i int, what, got, want string) {
 	}
 }
 
-// wordRefuses reports whether r's entry, in its home slot, holds a word
-// that refuses r at the store's time now.
+// wordRefuses reports whether r's entry, in its home slot with the hint,
+// holds a word that refuses r at the store's time now.
 func wordRefuses(s *Store, r sluice.Request) bool {
 	h := s.hash(r.Key)
-	e := s.shards[s.shardOf(h)].tab.Load().home(h)
-	if e == nil || len(r.Key) > inlineKey || r.Cost != 1 || r.MaxDelay < 0 || e.key() != r.Key || !sameLimit(&e.c.Load().lim, &r.Limit) {
+	e, hinted := s.shards[s.shardOf(h)].tab.Load().home(h)
+	if e == nil || !hinted || len(r.Key) > inlineKey || r.Cost != 1 || r.MaxDelay < 0 || e.key() != r.Key || !sameLimit(&e.c.Load().lim, &r.Limit) {
 		return false
 	}
 	w := e.shut.Load()
@@ -249,5 +249,31 @@ func TestRefuseUnderRefunds(t *testing.T) {
 				t.Fatalf("%d admitted, want exactly %d (burst 10 + %d refunds)", got, 10+refunds, refunds)
 			}
 		})
+	}
+}
+
+// TestClosedHintKeepsTheSlot: the hint flips the top bit of a slot's hash
+// and back; the slot still holds its entry, and a hash of exactly
+// closedHint is never hinted (its slot would read as empty).
+func TestClosedHintKeepsTheSlot(t *testing.T) {
+	e := &entry{}
+	for _, h := range []uint64{1, closedHint | 5, 6, closedHint} {
+		tab := newTable(8)
+		tab.put(h, e)
+		tab.hint(h, true)
+		if tab.slots[h&7].h.Load() == 0 {
+			t.Fatalf("hash %#x: the hinted slot reads as empty", h)
+		}
+		got, hinted := tab.home(h)
+		if got != e || hinted != (h != closedHint) {
+			t.Fatalf("hash %#x hinted: home gave %p, hinted %v", h, got, hinted)
+		}
+		if other, _ := tab.home(h ^ closedHint ^ 1); other != nil && h&7 == (h^1)&7 {
+			t.Fatalf("hash %#x: another hash found its entry", h)
+		}
+		tab.hint(h, false)
+		if got, hinted = tab.home(h); got != e || hinted {
+			t.Fatalf("hash %#x cleared: home gave %p, hinted %v", h, got, hinted)
+		}
 	}
 }
