@@ -399,10 +399,11 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
 		at = s.recheck(e, r.Cost, r.MaxDelay, d)
 	}
-	// A decision that leaves room for a request of cost 1 leaves the
-	// word 0 (algo.Closed), and the hint clear: the word is computed, and
-	// the hint set right, only when there is no room or either was set.
-	if d.Remaining == 0 || hinted || e.shut.Load() > 0 {
+	// The word is computed, and the hint set right, after a refusal or
+	// when either was set: an admission that takes the last room leaves
+	// the word 0 (never refusing without the lock is always right), and
+	// the next request, refused under the lock, publishes it.
+	if !d.Allowed || hinted || e.shut.Load() > 0 {
 		s.publish(e, p, at)
 		if closed := e.shut.Load() > 0; home && closed != hinted {
 			t.hint(h, closed)
@@ -450,7 +451,9 @@ func (s *Store) refuse(e *entry, w int64, r *sluice.Request, d *sluice.Decision)
 
 // publish sets e's word for its state, just decided or changed at time at
 // (algo.Closed): 0 unless e is marked used, and never with Config.Now,
-// whose readings may go back. e's lock is held.
+// whose readings may go back. With a coarse clock, a refusal under
+// recheckBelow away is left to the lock's path (refuse would not answer
+// it, and the word would only make Take read it first). e's lock is held.
 func (s *Store) publish(e *entry, p *algo.Params, at int64) {
 	old := e.shut.Load()
 	if old < 0 {
@@ -459,6 +462,9 @@ func (s *Store) publish(e *entry, p *algo.Params, at int64) {
 	w := int64(0)
 	if e.used && !s.given {
 		w = algo.Closed(p, &e.st, at)
+		if s.ticking && w>>1-at < int64(recheckBelow/time.Microsecond) {
+			w = 0
+		}
 	}
 	if w != old {
 		e.shut.Store(w)

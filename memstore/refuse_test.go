@@ -277,3 +277,29 @@ func TestClosedHintKeepsTheSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestWordOnlyWhereRefuseAnswers: with the coarse clock, a refusal less
+// than a second away is decided again at the exact time under the lock,
+// so its key publishes no word and its slot no hint (Take would read the
+// word first for nothing, fetching a line two cores take turns to write);
+// a refusal an hour away publishes both.
+func TestWordOnlyWhereRefuseAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		lim  sluice.Limit
+		word bool
+	}{
+		{sluice.TokenBucket(sluice.Per(10, time.Second), 1), false},
+		{sluice.TokenBucket(sluice.Per(1, time.Hour), 1), true},
+	} {
+		s := newStore(t, Config{SweepInterval: -1, Resolution: time.Hour})
+		r := sluice.Request{Key: "user:100001", Limit: tc.lim, Cost: 1}
+		for range 3 {
+			s.Take(ctx, r)
+		}
+		h := s.hash(r.Key)
+		e, hinted := s.shards[s.shardOf(h)].tab.Load().home(h)
+		if got := e.shut.Load() > 0; got != tc.word || hinted != tc.word {
+			t.Errorf("%s refused: word %d, hint %v; want both %v", tc.lim, e.shut.Load(), hinted, tc.word)
+		}
+	}
+}
