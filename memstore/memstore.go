@@ -9,9 +9,9 @@
 // clock once, at New), so a wall clock step never changes a decision; by
 // default a background goroutine reads it once per millisecond and
 // decisions use that reading (Config.Resolution says what that trades).
-// A decision reads the time with its key's lock held, so it is never made
-// at an earlier time than one its key was already decided at (which would
-// refuse what that time had made room for). A request of cost 1 that a
+// A decision reads the time with its key's lock held, so a request that
+// waited for the lock is not decided as of a stale reading (which could
+// refuse what the decisions it waited for had made room for). A request of cost 1 that a
 // token_bucket or gcra key refuses is refused without taking its lock, by
 // a word the key publishes after each decision: under a flood of refused
 // requests the key is only read, so it stays in every core's cache.
@@ -195,6 +195,16 @@ func New(cfg Config) (*Store, error) {
 // earlier than one its key was already decided at, as it could be if the
 // clock were read before the lock and the goroutine then waited: that
 // would refuse what the later time had already made room for.
+//
+// One exception, with the coarse clock: a refusal decided again at the
+// exact time (recheck) and TakeAll read the clock itself, which is ahead of
+// the coarse reading by less than a Resolution, and leave the coarse
+// reading as it is (raising it would be a write to one line that every
+// decision reads, for each of them). A decision after one of those can be
+// made up to a Resolution earlier than it. The algorithms take such a
+// time as the clock gone back by that much: the decision is at most that
+// much more pessimistic, and a refusal that a later time could change is
+// decided again at the exact time, so no room it made is refused.
 func (s *Store) now() int64 {
 	if c := s.coarse.Load(); c > 0 {
 		return c
@@ -228,22 +238,10 @@ func (s *Store) nowSlow() int64 {
 	return now
 }
 
-// exact reads the clock, for a decision the coarse reading would make
-// less precisely (recheck, TakeAll), and raises the coarse reading to it:
-// a decision made later reads no earlier time.
-func (s *Store) exact() int64 {
-	now := s.readClock()
-	if s.ticking {
-		s.raise(now, raiseExact)
-	}
-	return now
-}
-
 // How raise changes the coarse reading c.
 const (
-	raiseTick  = iota // to -max(|c|, v): a tick, not yet read
-	raiseRead         // to max(|c|, v): read (the ticker wakes, or a decision woke it)
-	raiseExact        // to max(|c|, v) with c's sign; 0 stays 0
+	raiseTick = iota // to -max(|c|, v): a tick, not yet read
+	raiseRead        // to max(|c|, v): read (the ticker wakes, or a decision woke it)
 )
 
 // raise makes the coarse reading at least v: it never goes back, so that
@@ -254,11 +252,8 @@ const (
 func (s *Store) raise(v int64, how int) {
 	for {
 		c := s.coarse.Load()
-		if c == 0 && how == raiseExact {
-			return
-		}
 		n := max(c, -c, v)
-		if how == raiseTick || how == raiseExact && c < 0 {
+		if how == raiseTick {
 			n = -n
 		}
 		if n == c || s.coarse.CompareAndSwap(c, n) {
@@ -421,9 +416,12 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 // cache instead of moving between them with its lock.
 //
 // Why the answer is the one the lock would give: the word is published
-// after every change to the state, under the lock, and read here before
-// the clock, so the reading is no earlier than the time of the decision
-// that published it (see now). The limit is read between two loads of the
+// under the lock after every change to the state that could make it
+// refuse, and read here before the clock, so the reading is no earlier than
+// the time of the decision that published it (see now), except after a
+// decision at the exact time with the coarse clock; then the lock's path
+// decides at the same coarse reading, and a refusal is as linear in time
+// before the state's times as after them (algo.RefuseClosed). The limit is read between two loads of the
 // word: an entry whose limit changes never publishes a word again, so
 // two equal loads mean it was the limit the word was computed under. A
 // coarse reading refuses here only a second or more before the word's
@@ -586,7 +584,7 @@ func (s *Store) decide(e *entry, r *sluice.Request, at int64, d *sluice.Decision
 // returns that time.
 func (s *Store) recheck(e *entry, cost int64, maxDelay time.Duration, d *sluice.Decision) int64 {
 	p := &e.c.Load().p
-	at := s.exact()
+	at := s.readClock()
 	algo.StepTo(p, &e.st, at, cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
 	return at
 }
@@ -695,7 +693,7 @@ func check(e *entry, r *sluice.Request) error {
 // new, if later: see fresh), charges them only if all are admitted, and
 // reports whether they were. Every lock is held.
 func (s *Store) decideAll(rs []sluice.Request, hs []uint64, es []*entry, created []bool, ds []sluice.Decision) bool {
-	now := s.exact()
+	now := s.readClock()
 	for i := range es {
 		if created[i] && !s.given {
 			now = max(now, s.shards[s.shardOf(hs[i])].floor)

@@ -44,8 +44,11 @@ func Closed(p *Params, s *State, now int64) int64 {
 // RefuseClosed writes into d the decision BucketTo makes for a request of
 // cost 1 at now against a state for which Closed returned w, and reports
 // true, if that decision is a refusal (now before W); otherwise it reports
-// false and leaves d as it was. now must not be earlier than the time w
-// was computed at.
+// false and leaves d as it was. At a now earlier than the time w was
+// computed at (the clock gone back: memstore's coarse reading after a
+// decision at the exact time) it is still BucketTo's answer, wherever
+// BucketTo's arithmetic is exact (the credit the earlier time adds stays
+// below 2^53).
 func RefuseClosed(p *Params, w, now int64, d *sluice.Decision) bool {
 	until := w >> 1
 	if now >= until {

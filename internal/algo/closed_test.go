@@ -42,7 +42,8 @@ func TestClosedIsBucketTo(t *testing.T) {
 }
 
 // checkClosed checks Closed's word for st, decided at now, against
-// BucketTo at times from now on: around W, far past it, and random ones.
+// BucketTo at times from now on (around W, far past it, random ones) and a
+// little before now.
 func checkClosed(t *rapid.T, p *Params, st State, now int64) {
 	w := Closed(p, &st, now)
 	if p.Alg != sluice.AlgorithmTokenBucket && p.Alg != sluice.AlgorithmGCRA {
@@ -59,10 +60,11 @@ func checkClosed(t *rapid.T, p *Params, st State, now int64) {
 		until := w >> 1
 		ats = append(ats, until-1, until, until+1, until+rapid.Int64Range(0, 4*max(p.backstop, 1)).Draw(t, "past"))
 	}
+	if w != 0 && 2*p.Full < 1<<53 { // the clock gone back a little (a word of 0 refuses nothing then either)
+		back := min(p.backstop, 2000)
+		ats = append(ats, now-1, now-rapid.Int64Range(0, back).Draw(t, "back"))
+	}
 	for _, at := range ats {
-		if at < now {
-			continue
-		}
 		copied := st
 		var want sluice.Decision
 		BucketTo(p, &copied, at, 1, false, &want)
