@@ -51,7 +51,7 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 // adjust applies r to e, which is locked, its state carried over first if
 // it is kept under another limit of r's identity, as Take does.
 func (s *Store) adjust(e *entry, r *sluice.Request) (sluice.Decision, error) {
-	now := s.now() // under the lock: see Store.now
+	now := s.timeOf(e)
 	p, err := s.params(e, &r.Limit, now)
 	if err == nil {
 		err = p.CheckAdjust(*r)

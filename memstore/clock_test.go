@@ -186,3 +186,44 @@ func TestCoarseReadingNeverGoesBack(t *testing.T) {
 		t.Fatalf("TakeAll and a recheck moved the coarse reading from %d to %d", start, c)
 	}
 }
+
+// TestDecisionsAfterTheExactTime: after TakeAll or a recheck decided a key
+// at the exact time, which the coarse reading is behind, the key's next
+// decisions are made at that time, not at the earlier coarse reading
+// (which would take the refill between the two as not yet come), until
+// the coarse reading passes it. The coarse reading is set half a second
+// behind by hand (its ticker never ticks here).
+func TestDecisionsAfterTheExactTime(t *testing.T) {
+	s := newStore(t, Config{SweepInterval: -1, Resolution: time.Hour})
+	s.coarse.Store(s.readClock() - 500_000)
+
+	slow := sluice.GCRA(sluice.PerHour(5000), 5000)
+	ds := make([]sluice.Decision, 1)
+	if err := s.TakeAll(ctx, []sluice.Request{{Key: "all", Limit: slow, Cost: 2}}, ds); err != nil || ds[0].Remaining != 4998 {
+		t.Fatalf("TakeAll of 2: %+v, %v", ds[0], err)
+	}
+	if d, _ := s.Take(ctx, sluice.Request{Key: "all", Limit: slow}); d.Remaining != 4998 {
+		t.Fatalf("a peek after TakeAll: %+v, want 4998 remaining, as at TakeAll's time", d)
+	}
+
+	fast := sluice.TokenBucket(sluice.PerSecond(1000), 2)
+	r := sluice.Request{Key: "recheck", Limit: fast, Cost: 2}
+	if d, _ := s.Take(ctx, r); !d.Allowed {
+		t.Fatalf("2 of a fresh bucket of 2: %+v", d)
+	}
+	r.Cost = 1
+	if d, _ := s.Take(ctx, r); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("refused at the coarse reading, then at the exact time half a second on: %+v, want admitted with 1 remaining", d)
+	}
+	r.Cost = 0
+	if d, _ := s.Take(ctx, r); d.Remaining != 1 {
+		t.Fatalf("a peek after the recheck: %+v, want 1 remaining, as at the recheck's time", d)
+	}
+	h := s.hash("recheck")
+	e := s.shards[s.shardOf(h)].lookup(h, "recheck", &fast)
+	s.coarse.Store(s.readClock() + 1)
+	s.Take(ctx, r)
+	if w := e.shut.Load(); w < 0 {
+		t.Fatalf("the coarse reading passed the exact time, and the key is still marked: %d", w)
+	}
+}

@@ -196,15 +196,13 @@ func New(cfg Config) (*Store, error) {
 // clock were read before the lock and the goroutine then waited: that
 // would refuse what the later time had already made room for.
 //
-// One exception, with the coarse clock: a refusal decided again at the
-// exact time (recheck) and TakeAll read the clock itself, which is ahead of
-// the coarse reading by less than a Resolution, and leave the coarse
-// reading as it is (raising it would be a write to one line that every
-// decision reads, for each of them). A decision after one of those can be
-// made up to a Resolution earlier than it. The algorithms take such a
-// time as the clock gone back by that much: the decision is at most that
-// much more pessimistic, and a refusal that a later time could change is
-// decided again at the exact time, so no room it made is refused.
+// With the coarse clock, a refusal decided again at the exact time
+// (recheck) and TakeAll read the clock itself, which is ahead of the
+// coarse reading by less than a Resolution. They leave the coarse reading
+// as it is (raising it would be a write to one line that every decision
+// reads, for each of them) and mark the key instead (markAhead): its next
+// decisions are made at that exact time until the coarse reading passes it
+// (timeOf).
 func (s *Store) now() int64 {
 	if c := s.coarse.Load(); c > 0 {
 		return c
@@ -387,7 +385,10 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 		return p.Check(*r)
 	}
 	e.used = true
-	at := s.now() // under the lock: see now
+	at := s.now() // timeOf, written out
+	if e.shut.Load() < shutChanged {
+		at = s.ahead(e, at)
+	}
 	if !algo.BucketTo(p, &e.st, at, r.Cost, true, d) {
 		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	}
@@ -447,6 +448,40 @@ func (s *Store) refuse(e *entry, w int64, r *sluice.Request, d *sluice.Decision)
 	return algo.RefuseClosed(&c.p, w, now, d) && e.shut.Load() == w
 }
 
+// timeOf returns the time to decide on e at, its lock held: now, or the
+// exact time it was last decided at (markAhead) while the coarse reading
+// is behind it.
+func (s *Store) timeOf(e *entry) int64 {
+	now := s.now()
+	if e.shut.Load() < shutChanged {
+		return s.ahead(e, now)
+	}
+	return now
+}
+
+// ahead is timeOf for an entry marked by markAhead, given the reading now.
+func (s *Store) ahead(e *entry, now int64) int64 {
+	if t := -e.shut.Load(); now < t {
+		return t
+	}
+	e.shut.Store(0)
+	return now
+}
+
+// markAhead records on e, its lock held, that it was just decided at the
+// exact time at, which the coarse reading may be behind (see timeOf). It
+// clears e's word: refuse reads the coarse reading, which would answer as
+// of an earlier time than the lock's path. An entry whose limit has
+// changed keeps its mark of that (shutChanged): its next decision can then
+// be made up to a Resolution earlier, which the algorithms take as the
+// clock gone back that much (at most that much more pessimistic; a
+// refusal a later time could change is decided again at the exact time).
+func (s *Store) markAhead(e *entry, at int64) {
+	if s.ticking && e.shut.Load() != shutChanged {
+		e.shut.Store(-at)
+	}
+}
+
 // publish sets e's word for its state, just decided or changed at time at
 // (algo.Closed): 0 unless e is marked used, and never with Config.Now,
 // whose readings may go back. With a coarse clock, a refusal under
@@ -454,7 +489,7 @@ func (s *Store) refuse(e *entry, w int64, r *sluice.Request, d *sluice.Decision)
 // it, and the word would only make Take read it first). e's lock is held.
 func (s *Store) publish(e *entry, p *algo.Params, at int64) {
 	old := e.shut.Load()
-	if old < 0 {
+	if old < 0 { // shutChanged, or a mark of markAhead
 		return
 	}
 	w := int64(0)
@@ -527,7 +562,7 @@ func (s *Store) fresh(sh *shard) int64 {
 // under another limit of the same identity than r's: it is carried over
 // first (see params).
 func (s *Store) takeChanged(e *entry, r *sluice.Request) (sluice.Decision, error) {
-	at := s.now()
+	at := s.timeOf(e)
 	p, err := s.params(e, &r.Limit, at)
 	if err == nil {
 		err = p.Check(*r)
@@ -555,7 +590,7 @@ func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, er
 	if err != nil {
 		return nil, err
 	}
-	e.shut.Store(-1)
+	e.shut.Store(shutChanged)
 	if !old.p.Same(&c.p) {
 		algo.Adopt(&old.p, &c.p, &e.st, now)
 	}
@@ -586,6 +621,7 @@ func (s *Store) recheck(e *entry, cost int64, maxDelay time.Duration, d *sluice.
 	p := &e.c.Load().p
 	at := s.readClock()
 	algo.StepTo(p, &e.st, at, cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
+	s.markAhead(e, at)
 	return at
 }
 
@@ -719,6 +755,7 @@ func (s *Store) decideAll(rs []sluice.Request, hs []uint64, es []*entry, created
 	}
 	for _, e := range es {
 		s.publish(e, &e.c.Load().p, now)
+		s.markAhead(e, now)
 	}
 	return admitted
 }

@@ -32,13 +32,14 @@ const (
 type entry struct {
 	mu sync.Mutex // guards used, dead and st, and writes to shut and c
 
-	// shut is algo.Closed's word for st, published under mu after each
-	// change (Store.publish), so that a request of cost 1 the state
-	// refuses is refused without taking mu (Store.refuse). It is 0 while
-	// the state admits one, while the entry is not marked used and once
-	// it is dead; and -1 for good once its limit has changed (params), so
-	// that what a reader without mu reads of c belongs with what it reads
-	// of shut.
+	// shut is algo.Closed's word for st, published under mu (Store.publish),
+	// so that a request of cost 1 the state refuses is refused without
+	// taking mu (Store.refuse). It is 0 while the state admits one, while
+	// the entry is not marked used and once it is dead; shutChanged for
+	// good once its limit has changed (params), so that what a reader
+	// without mu reads of c belongs with what it reads of shut; and -t
+	// after a decision at the exact time t, until the coarse reading
+	// passes it (Store.markAhead).
 	shut atomic.Int64
 
 	// c is the limit and parameters its state is kept under (shared, read
@@ -177,6 +178,9 @@ func newEntry(key string, c *compiled) *entry {
 	}
 	return e
 }
+
+// shutChanged is entry.shut once the entry's limit has changed.
+const shutChanged = -1
 
 // compiled is a limit and its parameters.
 type compiled struct {
