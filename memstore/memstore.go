@@ -11,10 +11,11 @@
 // decisions use that reading (Config.Resolution says what that trades).
 // A decision reads the time with its key's lock held, so a request that
 // waited for the lock is not decided as of a stale reading (which could
-// refuse what the decisions it waited for had made room for). A request of cost 1 that a
-// token_bucket or gcra key refuses is refused without taking its lock, by
-// a word the key publishes after each decision: under a flood of refused
-// requests the key is only read, so it stays in every core's cache.
+// refuse what the decisions it waited for had made room for). A request
+// of cost 1 that a token_bucket or gcra key refuses is refused without
+// taking its lock, by a word the key publishes when it refuses: under a
+// flood of refused requests the key is only read, so it stays in every
+// core's cache.
 //
 // Memory is bounded by Config.MaxKeys. When a shard is full, a key not used
 // since the eviction hand last passed it is forgotten (CLOCK, a close
@@ -416,14 +417,14 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 // that a key under a flood of refused requests stays in every core's
 // cache instead of moving between them with its lock.
 //
-// Why the answer is the one the lock would give: the word is published
-// under the lock after every change to the state that could make it
-// refuse, and read here before the clock, so the reading is no earlier than
-// the time of the decision that published it (see now), except after a
-// decision at the exact time with the coarse clock; then the lock's path
-// decides at the same coarse reading, and a refusal is as linear in time
-// before the state's times as after them (algo.RefuseClosed). The limit is read between two loads of the
-// word: an entry whose limit changes never publishes a word again, so
+// Why the answer is the one the lock would give: a word that is set is the
+// state's own, since every change to the state under the lock while it is
+// set republishes or clears it (a change that makes the state refuse
+// leaves it 0, and the lock's path publishes it at the next refusal). It
+// is read here before the clock, so the reading is no earlier than the
+// time of the decision that published it (see now; after a decision at the
+// exact time none is published until the coarse reading has passed it:
+// markAhead). The limit is read between two loads of the word: an entry whose limit changes never publishes a word again, so
 // two equal loads mean it was the limit the word was computed under. A
 // coarse reading refuses here only a second or more before the word's
 // time, as the lock's path would without deciding again at the exact
