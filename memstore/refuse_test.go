@@ -39,37 +39,59 @@ var refuseLimits = []sluice.Limit{
 // every cost, bad ones, checks of several limits, adjustments both ways,
 // resets and changed limits. Both read one test clock that only goes
 // forward; the subject is told it is its own (given false), as the
-// monotonic clock is. It also counts the requests the word refused, so
+// monotonic clock is, and in the coarse case that it ticks, its coarse
+// reading moved by hand with the clock (so rechecks, marks and the word's
+// second's margin run). It also counts the requests the word refused, so
 // that a run that never exercised it fails.
 func TestRefuseIsTheLockedDecision(t *testing.T) {
+	for _, coarse := range []bool{false, true} {
+		t.Run(fmt.Sprint("coarse ", coarse), func(t *testing.T) { checkRefuseIsLocked(t, coarse) })
+	}
+}
+
+func checkRefuseIsLocked(t *testing.T, coarse bool) {
 	var fast atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		c := newClock()
 		subject := newStore(t, Config{SweepInterval: -1, Now: c.now})
 		subject.given = false
+		advance := func(d time.Duration) {
+			c.advance(d)
+			if coarse {
+				subject.coarse.Store(c.us.Load())
+			}
+		}
+		if coarse {
+			subject.ticking = true
+			advance(0)
+		}
 		locked := newStore(t, Config{SweepInterval: -1, Now: c.now})
+		focus := refuseLimits[0]
+		if coarse {
+			focus = refuseLimits[5] // refusals of up to 3 s: a second's margin leaves some to the word
+		}
 		for i := range rapid.IntRange(1, 200).Draw(rt, "ops") {
 			switch op := rapid.IntRange(0, 13).Draw(rt, "op"); op {
 			case 0:
-				c.advance(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "µs")) * time.Microsecond)
+				advance(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "µs")) * time.Microsecond)
 			case 1:
-				c.advance(time.Duration(rapid.Int64Range(0, 20_000).Draw(rt, "µs")) * time.Microsecond)
+				advance(time.Duration(rapid.Int64Range(0, 20_000).Draw(rt, "µs")) * time.Microsecond)
 			case 2:
-				rs := []sluice.Request{drawRefuseRequest(rt), drawRefuseRequest(rt)}
+				rs := []sluice.Request{drawRefuseRequest(rt, focus), drawRefuseRequest(rt, focus)}
 				a, b := make([]sluice.Decision, 2), make([]sluice.Decision, 2)
 				errA, errB := subject.TakeAll(ctx, rs, a), locked.TakeAll(ctx, rs, b)
 				sameAnswer(rt, i, "TakeAll", fmt.Sprint(a, errA), fmt.Sprint(b, errB))
 			case 3:
-				r := drawRefuseRequest(rt)
+				r := drawRefuseRequest(rt, focus)
 				r.Cost = rapid.Int64Range(-2, 2).Draw(rt, "delta")
 				a, errA := subject.Adjust(ctx, r)
 				b, errB := locked.Adjust(ctx, r)
 				sameAnswer(rt, i, "Adjust", fmt.Sprint(a, errA), fmt.Sprint(b, errB))
 			case 4:
-				r := drawRefuseRequest(rt)
+				r := drawRefuseRequest(rt, focus)
 				sameAnswer(rt, i, "Reset", fmt.Sprint(subject.Reset(ctx, r.Key, r.Limit)), fmt.Sprint(locked.Reset(ctx, r.Key, r.Limit)))
 			default:
-				r := drawRefuseRequest(rt)
+				r := drawRefuseRequest(rt, focus)
 				if rapid.IntRange(0, 7).Draw(rt, "odd cost") == 0 {
 					r.Cost = rapid.Int64Range(-1, 4).Draw(rt, "cost")
 				}
@@ -91,10 +113,10 @@ func TestRefuseIsTheLockedDecision(t *testing.T) {
 	t.Logf("%d requests refused without the lock", fast.Load())
 }
 
-// drawRefuseRequest draws a request of cost 1, half the time on the first
-// key and limit, so that keys are exhausted and refused.
-func drawRefuseRequest(rt *rapid.T) sluice.Request {
-	r := sluice.Request{Key: refuseKeys[1], Limit: refuseLimits[0], Cost: 1}
+// drawRefuseRequest draws a request of cost 1, half the time on one key
+// under the limit focus, so that keys are exhausted and refused.
+func drawRefuseRequest(rt *rapid.T, focus sluice.Limit) sluice.Request {
+	r := sluice.Request{Key: refuseKeys[1], Limit: focus, Cost: 1}
 	if rapid.Bool().Draw(rt, "other") {
 		r.Key = rapid.SampledFrom(refuseKeys).Draw(rt, "key")
 		r.Limit = rapid.SampledFrom(refuseLimits).Draw(rt, "limit")
@@ -117,6 +139,9 @@ func wordRefuses(s *Store, r sluice.Request) bool {
 		return false
 	}
 	w := e.shut.Load()
+	if s.ticking {
+		return w > 0 && w>>1-s.now() >= int64(recheckBelow/time.Microsecond)
+	}
 	return w > 0 && w>>1 > s.now()
 }
 
