@@ -40,11 +40,18 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	e := newEntry(r.Key, c)
-	d := algo.Adjust(&c.p, &e.st, s.fresh(sh), max(r.Cost, 0))
-	if r.Cost > 0 {
-		sh.insert(h, e, s.perShard) // not marked used, as a key first seen by Take
+	at := s.fresh(sh)
+	if r.Cost <= 0 {
+		var st algo.State
+		return algo.Adjust(&c.p, &st, at, 0), nil
 	}
+	e := s.insert(sh, h, r.Key, c) // not marked used, as a key first seen by Take
+	defer e.mu.Unlock()
+	_, k := e.limit()
+	var st algo.State
+	e.load(&st, k)
+	d := algo.Adjust(&c.p, &st, at, r.Cost)
+	e.store(&st, k)
 	return d, nil
 }
 
@@ -59,8 +66,12 @@ func (s *Store) adjust(e *entry, r *sluice.Request) (sluice.Decision, error) {
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	e.used = true
-	d := algo.Adjust(p, &e.st, now, r.Cost)
-	s.publish(e, p, now)
+	e.setFlags(idUsed, true)
+	_, k := e.limit()
+	var st algo.State
+	e.load(&st, k)
+	d := algo.Adjust(p, &st, now, r.Cost)
+	e.store(&st, k)
+	s.publish(e, p, &st, now)
 	return d, nil
 }

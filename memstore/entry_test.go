@@ -22,7 +22,7 @@ func TestKeysAndLimitsKeepApart(t *testing.T) {
 	clk := newClock()
 	s := newStore(t, Config{Now: clk.now, Shards: 1, SweepInterval: -1})
 	var keys []string
-	for _, n := range []int{0, 1, inlineKey - 1, inlineKey, inlineKey + 1, 2 * inlineKey, 1000} {
+	for _, n := range []int{0, 1, slotKey - 1, slotKey, slotKey + 1, 2 * slotKey, 1000} {
 		a := strings.Repeat("k", n)
 		keys = append(keys, a)
 		if n > 0 {
@@ -64,30 +64,39 @@ func TestKeysAndLimitsKeepApart(t *testing.T) {
 	}
 }
 
-// TestLookupUnderOneHash: entries whose hashes collide share a probe
-// sequence, and lookup tells them apart by key and limit alone, before and
-// after some of them are removed (removal moves the others back). Every
-// (key, limit) of TestKeysAndLimitsKeepApart's kind is put under one hash,
-// as if the hash collided for all of them.
+// TestLookupUnderOneHash: entries whose keys are longer than a slot holds
+// are told apart in it by their length and hash; when the hashes collide,
+// by the key in their cold part. Every (key, limit) of
+// TestKeysAndLimitsKeepApart's kind is inserted, the long keys all under
+// one hash, as if it collided for all of them (the slot's keys under
+// their own: the table finds their place from their bytes). Lookups
+// tell them apart before and after some are removed (removal moves the
+// others back).
 func TestLookupUnderOneHash(t *testing.T) {
 	s := newStore(t, Config{Shards: 1, SweepInterval: -1})
 	sh := &s.shards[0]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	const h = 42
 	var keys []string
-	for _, n := range []int{0, 1, inlineKey - 1, inlineKey, inlineKey + 1, 1000} {
+	for _, n := range []int{0, 1, slotKey - 1, slotKey, slotKey + 1, 1000} {
 		a := strings.Repeat("k", n)
 		keys = append(keys, a)
 		if n > 0 {
 			keys = append(keys, a[:n-1]+"x")
 		}
 	}
+	hashOf := func(key string) uint64 {
+		if len(key) > slotKey {
+			return 42
+		}
+		return s.hash(key)
+	}
 	limits := []sluice.Limit{sluice.FixedWindow(1, time.Minute), sluice.FixedWindow(2, time.Minute).WithVersion(1), sluice.GCRA(sluice.PerSecond(1), 1)}
 	type kl struct{ key, lim int }
-	made := map[*entry]kl{}
+	made := map[kl]bool{}
 	for i, key := range keys {
 		for j, lim := range limits {
+			h := hashOf(key)
 			if sh.lookup(h, key, &lim) != nil {
 				t.Fatalf("key of %d bytes under %s found before it was inserted", len(key), lim)
 			}
@@ -95,19 +104,19 @@ func TestLookupUnderOneHash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := newEntry(key, c)
-			sh.insert(h, e, 1<<20)
-			made[e] = kl{i, j}
+			s.insert(sh, h, key, c).mu.Unlock()
+			made[kl{i, j}] = true
 		}
 	}
 	lookAll := func(when string) {
 		t.Helper()
-		for e, at := range made {
+		for at := range made {
 			key, lim := keys[at.key], limits[at.lim]
-			if got := sh.lookup(h, key, &lim); got != e {
+			h := hashOf(key)
+			if got := sh.lookup(h, key, &lim); got == nil || got.key() != key || !sameLimit(&got.c().lim, &lim) {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: lookup found another entry", when, len(key), key, lim)
 			}
-			if got, exact := sh.tab.Load().find(h, key, &lim); got != e || !exact {
+			if got, exact := sh.tab.Load().find(h, key, &lim); got == nil || !exact || got.key() != key {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: find found another entry", when, len(key), key, lim)
 			} else {
 				got.mu.Unlock()
@@ -115,32 +124,26 @@ func TestLookupUnderOneHash(t *testing.T) {
 		}
 	}
 	lookAll("all inserted")
-	// old is a copy of the table as a reader may have loaded it, before
-	// any removal.
-	old := &table{slots: make([]slot, len(sh.tab.Load().slots))}
-	for i := range old.slots {
-		old.slots[i].h.Store(sh.tab.Load().slots[i].h.Load())
-		old.slots[i].e.Store(sh.tab.Load().slots[i].e.Load())
-	}
 	if len(sh.limits) != len(limits) {
 		t.Errorf("shard shares %d compiled limits, want %d", len(sh.limits), len(limits))
 	}
 	k := 0
-	for e, at := range made {
+	for at := range made {
 		if k++; k%2 == 0 {
 			continue
 		}
+		key, lim := keys[at.key], limits[at.lim]
+		h := hashOf(key)
+		tab := sh.tab.Load()
+		e := sh.lookup(h, key, &lim)
 		e.mu.Lock()
-		sh.remove(h, e)
-		e.mu.Unlock()
-		delete(made, e)
-		// A reader that found e in a table it loaded before e was
-		// removed must not decide on it.
-		if e, _ := old.find(h, keys[at.key], &limits[at.lim]); e != nil {
-			t.Fatalf("key of %d bytes under %s: a removed entry found live", len(keys[at.key]), limits[at.lim])
+		s.removeAt(sh, tab, tab.index(e))
+		delete(made, at)
+		if e, _ := tab.find(h, key, &lim); e != nil {
+			t.Fatalf("key of %d bytes under %s: a removed entry found live", len(key), lim)
 		}
-		if sh.lookup(h, keys[at.key], &limits[at.lim]) != nil {
-			t.Fatalf("key of %d bytes under %s found after it was removed", len(keys[at.key]), limits[at.lim])
+		if sh.lookup(h, key, &lim) != nil {
+			t.Fatalf("key of %d bytes under %s found after it was removed", len(key), lim)
 		}
 	}
 	lookAll("half removed")
@@ -256,18 +259,18 @@ func checkTables(t *testing.T, s *Store) {
 		sh.mu.Lock()
 		tab, n := sh.tab.Load(), 0
 		for j := range tab.slots {
-			e := tab.slots[j].e.Load()
-			if e == nil {
+			e := &tab.slots[j]
+			if !e.live() {
 				continue
 			}
 			n++
-			id := kl{e.key(), e.c.Load().lim}
+			id := kl{e.key(), e.c().lim}
 			switch {
 			case seen[id]:
 				t.Errorf("%q under %s held twice", id.key, id.lim)
-			case e.dead:
+			case e.dead():
 				t.Errorf("%q under %s in the table but dead", id.key, id.lim)
-			case sh.lookup(tab.slots[j].h.Load(), id.key, &id.lim) != e:
+			case sh.lookup(s.hashOf(e), id.key, &id.lim) != e:
 				t.Errorf("%q under %s not found where it is", id.key, id.lim)
 			}
 			seen[id] = true
@@ -306,23 +309,22 @@ func TestSameLimitCoversLimit(t *testing.T) {
 	}
 }
 
-// TestInlineEqual: keys of every length up to past the inline ones equal
+// TestInlineEqual: keys of every length up to past what a slot holds equal
 // the entry they were stored in, give it back as its key, and differ from
 // any key one byte off, at every position, and from a key one byte longer
-// or shorter. Take's compare of a key split over the entry's two lines
-// (splitHas) agrees with hasKey on every key of that length.
+// or shorter (the long ones all under one hash, so that their cold part's
+// copy tells them apart).
 func TestInlineEqual(t *testing.T) {
 	c := &compiled{}
 	all := strings.Repeat("abcdefghij", 4)
-	for n := 0; n <= inlineKey+2; n++ {
+	for n := 0; n <= slotKey+2; n++ {
 		key := all[:n]
-		e := newEntry(strings.Clone(key), c)
+		var e entry
+		w0, w1 := packKey(key, 7)
+		e.setIdentity(w0, w1, c, newCold(key, c))
 		has := func(k string) bool {
-			got := e.hasKey(k)
-			if n > headKey && n <= inlineKey && len(k) == n && e.splitHas(k) != got {
-				t.Fatalf("%d-byte key: splitHas(%q) is %v, hasKey %v", n, k, !got, got)
-			}
-			return got
+			w0, w1 := packKey(k, 7)
+			return e.holds(w0, w1, k)
 		}
 		if !has(key) || e.key() != key {
 			t.Fatalf("%d-byte key differs from itself (stored as %q)", n, e.key())

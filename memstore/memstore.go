@@ -351,60 +351,68 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	}
 	sh := &s.shards[s.shardOf(h)]
 	t := sh.tab.Load()
-	// find's usual case, written out: a key held in the entry in its home
-	// slot (compared inline if on its first line), under r.Limit itself.
-	// The lock comes first, as in find, unless the slot's hint and then
-	// the entry's word say it refuses the request without it.
-	e, hinted := t.home(h)
-	exact, home := false, false
-	if n := len(r.Key); e != nil && n <= inlineKey {
-		if hinted {
-			if w := e.shut.Load(); w > 0 && s.refuse(e, w, r, d) {
+	// find's usual case, written out: a key held in its home slot, under
+	// r.Limit itself. The lock comes first, as in find, unless the slot's
+	// hint and then its word say it refuses the request without it.
+	i := h & t.mask()
+	e := &t.slots[i]
+	var c *compiled
+	var k *cold
+	exact, hinted := false, false
+	if n := len(r.Key); n <= slotKey && n > 0 {
+		w0, w1 := packShort(r.Key)
+		if hinted = t.hinted(i); hinted {
+			if w := e.shut.Load(); w > 0 && s.refuse(e, w0, w1, r, d) {
 				return nil
 			}
 		}
 		e.mu.Lock()
-		exact = !e.dead && int(e.klen) == n &&
-			(n <= headKey && inlineEqual(e.head[:], r.Key) || n > headKey && e.splitHas(r.Key)) &&
-			sameLimit(&e.c.Load().lim, &r.Limit)
+		if e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1 {
+			c, k = e.limit()
+			exact = sameLimit(&c.lim, &r.Limit)
+		}
 		if !exact {
 			e.mu.Unlock()
 		}
-		home = exact
 	}
+	home := exact
 	if !exact {
 		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
 			var err error
 			*d, err = s.takeSlow(sh, h, e, r)
 			return err
 		}
+		c, k = e.limit()
 	}
 	// What decide does, written out: this is the path of nearly every
 	// decision.
-	p := &e.c.Load().p
+	p := &c.p
 	if uint64(r.Cost) > uint64(p.Cap) || r.MaxDelay < 0 { // a negative cost too
 		e.mu.Unlock()
 		return p.Check(*r)
 	}
-	e.used = true
+	e.setFlags(idUsed, true)
 	at := s.now() // timeOf, written out
 	if e.shut.Load() < shutChanged {
 		at = s.ahead(e, at)
 	}
-	if !algo.BucketTo(p, &e.st, at, r.Cost, true, d) {
-		algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
+	var st algo.State
+	e.load(&st, k)
+	if !algo.BucketTo(p, &st, at, r.Cost, true, d) {
+		algo.StepTo(p, &st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	}
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		at = s.recheck(e, r.Cost, r.MaxDelay, d)
+		at = s.recheck(e, p, &st, r.Cost, r.MaxDelay, d)
 	}
+	e.store(&st, k)
 	// The word is computed, and the hint set right, after a refusal or
 	// when either was set: an admission that takes the last room leaves
 	// the word 0 (never refusing without the lock is always right), and
 	// the next request, refused under the lock, publishes it.
 	if !d.Allowed || hinted || e.shut.Load() > 0 {
-		s.publish(e, p, at)
+		s.publish(e, p, &st, at)
 		if closed := e.shut.Load() > 0; home && closed != hinted {
-			t.hint(h, closed)
+			t.hint(i, closed)
 		}
 	}
 	e.mu.Unlock()
@@ -433,21 +441,19 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 // word is cleared when the eviction hand or the sweeper clear the flag),
 // so refusing here keeps it from eviction as deciding under the lock
 // would.
-func (s *Store) refuse(e *entry, w int64, r *sluice.Request, d *sluice.Decision) bool {
-	n := len(r.Key)
-	if r.Cost != 1 || r.MaxDelay < 0 || int(e.klen) != n ||
-		!(n <= headKey && inlineEqual(e.head[:], r.Key) || n > headKey && e.splitHas(r.Key)) {
+func (s *Store) refuse(e *entry, w0, w1 uint64, r *sluice.Request, d *sluice.Decision) bool {
+	if r.Cost != 1 || r.MaxDelay < 0 {
 		return false
 	}
-	c := e.c.Load()
-	if !sameLimit(&c.lim, &r.Limit) {
+	w, c, i0, ok := e.peek(w0, w1, &r.Limit)
+	if !ok {
 		return false
 	}
 	now := s.now()
 	if s.ticking && w>>1-now < int64(recheckBelow/time.Microsecond) {
 		return false
 	}
-	return algo.RefuseClosed(&c.p, w, now, d) && e.shut.Load() == w
+	return algo.RefuseClosed(&c.p, w, now, d) && e.still(w, i0)
 }
 
 // timeOf returns the time to decide on e at, its lock held: now, or the
@@ -489,14 +495,14 @@ func (s *Store) markAhead(e *entry, at int64) {
 // whose readings may go back. With a coarse clock, a refusal under
 // recheckBelow away is left to the lock's path (refuse would not answer
 // it, and the word would only make Take read it first). e's lock is held.
-func (s *Store) publish(e *entry, p *algo.Params, at int64) {
+func (s *Store) publish(e *entry, p *algo.Params, st *algo.State, at int64) {
 	old := e.shut.Load()
 	if old < 0 { // shutChanged, or a mark of markAhead
 		return
 	}
 	w := int64(0)
-	if e.used && !s.given {
-		w = algo.Closed(p, &e.st, at)
+	if e.used() && !s.given {
+		w = algo.Closed(p, st, at)
 		if s.ticking && w>>1-at < int64(recheckBelow/time.Microsecond) {
 			w = 0
 		}
@@ -535,17 +541,18 @@ func (s *Store) takeLocked(sh *shard, h uint64, r *sluice.Request) (sluice.Decis
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	e := newEntry(r.Key, c)
 	at := s.fresh(sh)
 	if r.Cost == 0 {
 		// Nothing to remember for a peek at a fresh key.
-		return algo.Step(&c.p, &e.st, at, 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
+		var st algo.State
+		return algo.Step(&c.p, &st, at, 0, algo.MaxDelay(r.MaxDelay), 0, false), nil
 	}
-	// e is not in the table yet: nobody else can see it. It is not marked
-	// used: a key seen once is the first the eviction hand takes.
+	// The new entry is not marked used: a key seen once is the first the
+	// eviction hand takes.
+	e := s.insert(sh, h, r.Key, c)
+	defer e.mu.Unlock()
 	var d sluice.Decision
 	s.decide(e, r, at, &d)
-	sh.insert(h, e, s.perShard)
 	return d, nil
 }
 
@@ -572,7 +579,7 @@ func (s *Store) takeChanged(e *entry, r *sluice.Request) (sluice.Decision, error
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	e.used = true
+	e.setFlags(idUsed, true)
 	var d sluice.Decision
 	s.decide(e, r, at, &d)
 	return d, nil
@@ -584,7 +591,7 @@ func (s *Store) takeChanged(e *entry, r *sluice.Request) (sluice.Decision, error
 // invalid lim leaves e as it was. Once its limit has changed, e no longer
 // refuses without its lock (see entry.shut).
 func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, error) {
-	old := e.c.Load()
+	old, k := e.limit()
 	if sameLimit(&old.lim, lim) {
 		return &old.p, nil
 	}
@@ -594,9 +601,12 @@ func (s *Store) params(e *entry, lim *sluice.Limit, now int64) (*algo.Params, er
 	}
 	e.shut.Store(shutChanged)
 	if !old.p.Same(&c.p) {
-		algo.Adopt(&old.p, &c.p, &e.st, now)
+		var st algo.State
+		e.load(&st, k)
+		algo.Adopt(&old.p, &c.p, &st, now)
+		e.store(&st, k)
 	}
-	e.c.Store(c)
+	e.setRef(c, k)
 	return &c.p, nil
 }
 
@@ -608,21 +618,24 @@ const recheckBelow = time.Second
 // decide applies r, whose cost has been checked, to e, which is locked or
 // not yet in the table, at time at, writing the decision into d.
 func (s *Store) decide(e *entry, r *sluice.Request, at int64, d *sluice.Decision) {
-	p := &e.c.Load().p
-	algo.StepTo(p, &e.st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
+	c, k := e.limit()
+	p := &c.p
+	var st algo.State
+	e.load(&st, k)
+	algo.StepTo(p, &st, at, r.Cost, algo.MaxDelay(r.MaxDelay), s.lease(p, r.Cost), true, d)
 	if !d.Allowed && s.ticking && d.RetryAfter < recheckBelow {
-		at = s.recheck(e, r.Cost, r.MaxDelay, d)
+		at = s.recheck(e, p, &st, r.Cost, r.MaxDelay, d)
 	}
-	s.publish(e, p, at)
+	e.store(&st, k)
+	s.publish(e, p, &st, at)
 }
 
 // recheck decides a request of cost and maxDelay on e, which is locked,
 // again at the exact time, after a refusal d as of a coarse reading, and
 // returns that time.
-func (s *Store) recheck(e *entry, cost int64, maxDelay time.Duration, d *sluice.Decision) int64 {
-	p := &e.c.Load().p
+func (s *Store) recheck(e *entry, p *algo.Params, st *algo.State, cost int64, maxDelay time.Duration, d *sluice.Decision) int64 {
 	at := s.readClock()
-	algo.StepTo(p, &e.st, at, cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
+	algo.StepTo(p, st, at, cost, algo.MaxDelay(maxDelay), s.lease(p, cost), true, d)
 	s.markAhead(e, at)
 	return at
 }
@@ -686,6 +699,10 @@ func (s *Store) lockShards(rs []sluice.Request, hs []uint64, locked []int) ([]ui
 // entries appends to es every request's entry, found or created, pinned and
 // locked, and to created whether the check created it; it checks every cost.
 func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created []bool) ([]*entry, []bool, error) {
+	// First every entry is found or created, and pinned, with no entry's
+	// lock held: creating one may move others (growth, and the backward
+	// shift of an eviction), which takes their locks. Pinned entries are
+	// not evicted.
 	for i, r := range rs {
 		sh := &s.shards[s.shardOf(hs[i])]
 		e := sh.lookup(hs[i], r.Key, &r.Limit)
@@ -695,16 +712,19 @@ func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created [
 			if err != nil {
 				return es, created, err
 			}
-			e = newEntry(r.Key, c)
+			e = s.insert(sh, hs[i], r.Key, c)
+		} else {
+			e.mu.Lock()
 		}
-		// Pinned before it is locked or inserted: eviction, which this
-		// check's own insertions may run, passes over pinned entries.
-		e.pinned = true
+		e.setFlags(idPinned, true)
+		e.mu.Unlock()
+		created = append(created, isNew)
+	}
+	// Then each is locked where it is now.
+	for i, r := range rs {
+		e := s.shards[s.shardOf(hs[i])].lookup(hs[i], r.Key, &r.Limit)
 		e.mu.Lock()
-		if isNew {
-			sh.insert(hs[i], e, s.perShard)
-		}
-		es, created = append(es, e), append(created, isNew)
+		es = append(es, e)
 		if err := check(e, &r); err != nil {
 			return es, created, err
 		}
@@ -715,7 +735,7 @@ func (s *Store) entries(rs []sluice.Request, hs []uint64, es []*entry, created [
 // check checks r against its limit, which e's state may be kept under or
 // not yet (decideAll carries it over, at the time it decides at).
 func check(e *entry, r *sluice.Request) error {
-	c := e.c.Load()
+	c, _ := e.limit()
 	if sameLimit(&c.lim, &r.Limit) {
 		return c.p.Check(*r)
 	}
@@ -739,24 +759,31 @@ func (s *Store) decideAll(rs []sluice.Request, hs []uint64, es []*entry, created
 	}
 	admitted := true
 	for i, e := range es {
-		e.used = e.used || !created[i]
+		if !created[i] {
+			e.setFlags(idUsed, true)
+		}
 		p, _ := s.params(e, &rs[i].Limit, now) // compiled without error by check
-		ds[i] = algo.Step(p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), 0, false)
+		_, k := e.limit()
+		var st algo.State
+		e.load(&st, k)
+		ds[i] = algo.Step(p, &st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), 0, false)
+		e.store(&st, k)
 		admitted = admitted && ds[i].Allowed
 	}
 	for i, e := range es {
-		p := &e.c.Load().p
-		if !admitted {
-			if ds[i].Allowed {
-				ds[i] = algo.Step(p, &e.st, now, 0, algo.MaxDelay(rs[i].MaxDelay), 0, false)
-				ds[i].Allowed, ds[i].RetryAfter, ds[i].Delay = false, 0, 0
-			}
-			continue
+		c, k := e.limit()
+		p := &c.p
+		var st algo.State
+		e.load(&st, k)
+		switch {
+		case !admitted && ds[i].Allowed:
+			ds[i] = algo.Step(p, &st, now, 0, algo.MaxDelay(rs[i].MaxDelay), 0, false)
+			ds[i].Allowed, ds[i].RetryAfter, ds[i].Delay = false, 0, 0
+		case admitted:
+			ds[i] = algo.Step(p, &st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(p, rs[i].Cost), true)
 		}
-		ds[i] = algo.Step(p, &e.st, now, rs[i].Cost, algo.MaxDelay(rs[i].MaxDelay), s.lease(p, rs[i].Cost), true)
-	}
-	for _, e := range es {
-		s.publish(e, &e.c.Load().p, now)
+		e.store(&st, k)
+		s.publish(e, p, &st, now)
 		s.markAhead(e, now)
 	}
 	return admitted
@@ -765,12 +792,37 @@ func (s *Store) decideAll(rs []sluice.Request, hs []uint64, es []*entry, created
 // finish removes the entries a check created but did not charge (a lone
 // peek or refusal would keep no state either), and unlocks everything.
 func (s *Store) finish(rs []sluice.Request, hs []uint64, es []*entry, created []bool, locked []int, admitted bool) {
-	for i, e := range es {
-		e.pinned = false
-		if created[i] && !(admitted && rs[i].Cost > 0) {
-			s.shards[s.shardOf(hs[i])].remove(hs[i], e)
+	drop := func(i int) bool { return created[i] && !(admitted && i < len(es) && rs[i].Cost > 0) }
+	// An entry to remove is first marked dead under its lock (it then
+	// matches no key, and probing past it still works), and removed after
+	// every entry's lock is released: its removal moves entries back,
+	// which takes their locks.
+	for i := range created {
+		var e *entry
+		if i < len(es) {
+			e = es[i]
+		} else {
+			// Pinned but not locked: an error stopped the check first.
+			e = s.shards[s.shardOf(hs[i])].lookup(hs[i], rs[i].Key, &rs[i].Limit)
+			e.mu.Lock()
+		}
+		e.setFlags(idPinned, false)
+		if drop(i) {
+			e.markDead()
 		}
 		e.mu.Unlock()
+	}
+	for i := range created {
+		if !drop(i) {
+			continue
+		}
+		sh := &s.shards[s.shardOf(hs[i])]
+		t := sh.tab.Load()
+		w0, w1 := packKey(rs[i].Key, hs[i])
+		if e := t.probe(hs[i], w0, w1, rs[i].Key, &rs[i].Limit, true); e != nil {
+			e.mu.Lock()
+			s.removeAt(sh, t, t.index(e))
+		}
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
@@ -805,7 +857,11 @@ func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease
 		}
 		e.mu.Lock()
 	}
-	algo.Release(&e.st, lease)
+	_, k := e.limit()
+	var st algo.State
+	e.load(&st, k)
+	algo.Release(&st, lease)
+	e.store(&st, k)
 	e.mu.Unlock()
 	return nil
 }
@@ -822,10 +878,10 @@ func (s *Store) Reset(_ context.Context, key string, limit sluice.Limit) error {
 	sh := &s.shards[s.shardOf(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.lookup(h, key, &limit); e != nil && !e.pinned {
+	if e := sh.lookup(h, key, &limit); e != nil && !e.pinned() {
+		t := sh.tab.Load()
 		e.mu.Lock()
-		sh.remove(h, e)
-		e.mu.Unlock()
+		s.removeAt(sh, t, t.index(e))
 	}
 	return nil
 }
@@ -918,9 +974,9 @@ func (s *Store) sweep() {
 		t := sh.tab.Load()
 		for steps, seen := 0, 0; steps < len(t.slots) && seen < sweepBudget; {
 			j := sh.sweep & t.mask()
-			if e := t.slots[j].e.Load(); e != nil && !e.pinned {
+			if e := &t.slots[j]; e.live() && !e.pinned() {
 				seen++
-				if sh.sweepOne(t, j, e, now) {
+				if s.sweepOne(sh, t, j, now) {
 					continue // slot j now holds the entry moved back into it, if any
 				}
 			}
@@ -934,17 +990,17 @@ func (s *Store) sweep() {
 // sweepOne removes e, at slot j, if it is fresh at now and unused since the
 // last pass, and reports whether it did; otherwise it clears e's used
 // flag.
-func (sh *shard) sweepOne(t *table, j uint64, e *entry, now int64) bool {
+func (s *Store) sweepOne(sh *shard, t *table, j uint64, now int64) bool {
+	e := &t.slots[j]
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	switch {
-	case e.st.Idle > now:
-	case e.used:
+	case e.idle > now:
+	case e.used():
 		e.unuse()
 	default:
-		e.kill()
-		sh.removeAt(t, j)
+		s.removeAt(sh, t, j)
 		return true
 	}
+	e.mu.Unlock()
 	return false
 }

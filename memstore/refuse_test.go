@@ -133,9 +133,8 @@ func sameAnswer(rt *rapid.T, i int, what, got, want string) {
 // wordRefuses reports whether r's entry, in its home slot with the hint,
 // holds a word that refuses r at the store's time now.
 func wordRefuses(s *Store, r sluice.Request) bool {
-	h := s.hash(r.Key)
-	e, hinted := s.shards[s.shardOf(h)].tab.Load().home(h)
-	if e == nil || !hinted || len(r.Key) > inlineKey || r.Cost != 1 || r.MaxDelay < 0 || e.key() != r.Key || !sameLimit(&e.c.Load().lim, &r.Limit) {
+	e, hinted := homeOf(s, r.Key)
+	if e == nil || !hinted || len(r.Key) > slotKey || r.Cost != 1 || r.MaxDelay < 0 || !sameLimit(&e.c().lim, &r.Limit) {
 		return false
 	}
 	w := e.shut.Load()
@@ -277,30 +276,36 @@ func TestRefuseUnderRefunds(t *testing.T) {
 	}
 }
 
-// TestClosedHintKeepsTheSlot: the hint flips the top bit of a slot's hash
-// and back; the slot still holds its entry, and a hash of exactly
-// closedHint is never hinted (its slot would read as empty).
-func TestClosedHintKeepsTheSlot(t *testing.T) {
-	e := &entry{}
-	for _, h := range []uint64{1, closedHint | 5, 6, closedHint} {
-		tab := newTable(8)
-		tab.put(h, e)
-		tab.hint(h, true)
-		if tab.slots[h&7].h.Load() == 0 {
-			t.Fatalf("hash %#x: the hinted slot reads as empty", h)
+// TestHintsPerSlot: a table's hints are one bit per slot, set and cleared
+// alone.
+func TestHintsPerSlot(t *testing.T) {
+	tab := newTable(256)
+	for _, i := range []uint64{0, 1, 63, 64, 65, 255} {
+		tab.hint(i, true)
+		for j := range uint64(256) {
+			if tab.hinted(j) != (j == i) {
+				t.Fatalf("slot %d hinted: slot %d reads %v", i, j, tab.hinted(j))
+			}
 		}
-		got, hinted := tab.home(h)
-		if got != e || hinted != (h != closedHint) {
-			t.Fatalf("hash %#x hinted: home gave %p, hinted %v", h, got, hinted)
-		}
-		if other, _ := tab.home(h ^ closedHint ^ 1); other != nil && h&7 == (h^1)&7 {
-			t.Fatalf("hash %#x: another hash found its entry", h)
-		}
-		tab.hint(h, false)
-		if got, hinted = tab.home(h); got != e || hinted {
-			t.Fatalf("hash %#x cleared: home gave %p, hinted %v", h, got, hinted)
+		tab.hint(i, false)
+		if tab.hinted(i) {
+			t.Fatalf("slot %d: hint not cleared", i)
 		}
 	}
+}
+
+// homeOf returns key's entry if it is in its home slot, and the slot's
+// hint.
+func homeOf(s *Store, key string) (*entry, bool) {
+	h := s.hash(key)
+	t := s.shards[s.shardOf(h)].tab.Load()
+	i := h & t.mask()
+	e := &t.slots[i]
+	w0, w1 := packKey(key, h)
+	if !e.live() || !e.holds(w0, w1, key) {
+		return nil, false
+	}
+	return e, t.hinted(i)
 }
 
 // TestWordOnlyWhereRefuseAnswers: with the coarse clock, a refusal less
@@ -321,8 +326,7 @@ func TestWordOnlyWhereRefuseAnswers(t *testing.T) {
 		for range 3 {
 			s.Take(ctx, r)
 		}
-		h := s.hash(r.Key)
-		e, hinted := s.shards[s.shardOf(h)].tab.Load().home(h)
+		e, hinted := homeOf(s, r.Key)
 		if got := e.shut.Load() > 0; got != tc.word || hinted != tc.word {
 			t.Errorf("%s refused: word %d, hint %v; want both %v", tc.lim, e.shut.Load(), hinted, tc.word)
 		}

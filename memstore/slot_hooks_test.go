@@ -76,7 +76,7 @@ func TestSlotInterleavings(t *testing.T) {
 							continue
 						}
 						schedules++
-						var e slotEntry
+						var e entry
 						cur = nil
 						w0, w1 := packKey(keys[from], 0)
 						e.setIdentity(w0, w1, limits[from], nil)
@@ -102,7 +102,7 @@ func TestSlotInterleavings(t *testing.T) {
 						reader := newActor(func() {
 							w0, w1 := packKey(keys[q], 0)
 							var i0 uint64
-							w, c, i0, ok = e.peek(w0, w1, func(c *compiled) bool { return sameLimit(&c.lim, &limits[q].lim) })
+							w, c, i0, ok = e.peek(w0, w1, &limits[q].lim)
 							if !ok {
 								return
 							}

@@ -11,172 +11,382 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// inlineKey is the longest key an entry holds in itself: its first
-// headKey bytes on the entry's first cache line, the rest on the second.
-// A longer key is held in a string of its own.
-const (
-	headKey   = 13
-	inlineKey = headKey + 15
-)
+// slotKey is the longest key a slot holds in itself. A longer key is held
+// in the slot's cold part, and the slot's identity holds its length and
+// hash.
+const slotKey = 13
 
-// entry is the state of one (key, limit), 128 bytes: two whole cache lines
-// (the allocator places objects of that size class on multiples of 128
-// bytes). The first holds what nearly every decision reads and writes: the
-// entry's lock, what finding it compares (a key of up to headKey bytes),
-// the state of the buckets and the fixed window (st.X, st.Y, st.Idle) and
-// the word that refuses without the lock (shut). The second holds the rest of the state (the sliding window's
-// st.Z, the logs) and of a longer key, and what only insertions, evictions
-// and sweeps read. A token bucket, GCRA, leaky bucket or fixed window
-// decision on a key such as an IPv4 address or "user:123456" touches one
-// line; TestEntryLayout holds the offsets.
+// entry is one slot of a table and the state of the (key, limit) it
+// holds: 64 bytes, one cache line, all that a token bucket, GCRA, leaky
+// bucket or fixed window decision on a key of up to slotKey bytes reads
+// and writes. The rest (a longer key, the sliding window's and the logs'
+// state) is in a cold part that ref points to.
+//
+// What the slot holds changes only under its lock (and the shard's): a
+// reader holding the lock reads it as it is. A reader without the lock
+// (Store.refuse) reads id with the protocol of a sequence lock: see
+// setIdentity and stable.
 type entry struct {
-	mu sync.Mutex // guards used, dead and st, and writes to shut and c
+	mu sync.Mutex
 
-	// shut is algo.Closed's word for st, published under mu (Store.publish),
-	// so that a request of cost 1 the state refuses is refused without
-	// taking mu (Store.refuse). It is 0 while the state admits one, while
-	// the entry is not marked used and once it is dead; shutChanged for
-	// good once its limit has changed (params), so that what a reader
-	// without mu reads of c belongs with what it reads of shut; and -t
-	// after a decision at the exact time t, until the coarse reading
-	// passes it (Store.markAhead).
+	// shut is the refusal word (algo.Closed) of the state, as entry.shut.
+	// Every identity change sets it to 0 first.
 	shut atomic.Int64
 
-	// c is the limit and parameters its state is kept under (shared, read
-	// only). It changes, under mu, when a request brings another limit of
-	// the same identity (Store.params); its identity, which lookups
-	// compare without mu, never does.
-	c    atomic.Pointer[compiled]
-	klen int8 // length of the key in head and tail, or -1: the key is in long
-	used bool // used since the eviction hand or the sweeper last passed it
-	dead bool // removed from the table: a caller that found it looks again
-	head [headKey]byte
+	// ref is the limit the state is kept under: a *compiled, or, for a
+	// slot with a cold part, a pointer one byte into its *cold (odd: see
+	// setRef). A limit never changes in place: a changed limit or a new
+	// cold part is a new pointer.
+	ref atomic.Pointer[byte]
 
-	st algo.State // X, Y and Idle on the first line, the rest on the second
+	// id is what the slot holds: word 0 has the key's length (idLen: 0
+	// while empty, idLong for a key longer than slotKey), the flags, the
+	// generation (idGen; odd while the identity is being changed) and
+	// key bytes 0-4 (or, for a long key, its length); word 1 has key
+	// bytes n-8..n-1 (or bytes 0..n-1 of a key under 8 bytes, or, for a
+	// long key, its hash). See packKey.
+	id [2]atomic.Uint64
 
-	long   *string // the key, if longer than inlineKey
-	tail   [inlineKey - headKey]byte
-	pinned bool // held by a TakeAll; not evictable (guarded by the shard lock)
+	x, y, idle int64 // algo.State's X, Y and Idle
 }
 
-// is reports whether e is the state of key under lim: of key, with the
-// identity of lim (sluice.Limit.Shares); exact if its state is kept under
-// lim itself. What it reads never changes once e is in a table (e.c may
-// change, never its identity), so it needs no lock, but exact is only
-// stable under e's lock.
-func (e *entry) is(key string, lim *sluice.Limit) (found, exact bool) {
-	if !e.hasKey(key) {
-		return false, false
+// Fields of entry.id[0].
+const (
+	idLen    = 1<<5 - 1 // bits 0-4: the key's length plus 1 (0: empty)
+	idLong   = idLen    // the key is longer than slotKey
+	idUsed   = 1 << 5   // used since the eviction hand or the sweeper last passed
+	idPinned = 1 << 6   // held by a TakeAll
+	idDead   = 1 << 7   // removed by a TakeAll, still in its slot (markDead)
+	idFlags  = idUsed | idPinned
+	idGen1   = 1 << 8 // bits 8-23: the generation
+	idGen    = (1<<16 - 1) * idGen1
+	idKey    = 24 // bits 24-63: key bytes 0-4, or a long key's length
+)
+
+// packKey returns the identity words of key, with the generation and
+// flags 0, and key's hash h for a long one: two keys of up to slotKey
+// bytes differ iff their words do. It reads a key of 8 bytes or more as
+// its first and last 8 bytes, as hashShort does.
+func packKey(key string, h uint64) (w0, w1 uint64) {
+	n := len(key)
+	switch {
+	case n > slotKey:
+		return idLong | uint64(n)<<idKey, h
 	}
-	c := e.c.Load()
+	return packShort(key)
+}
+
+// packShort is packKey for a key of up to slotKey bytes, small enough to
+// inline into Take for a key of 8 bytes or more.
+func packShort(key string) (w0, w1 uint64) {
+	n := len(key)
+	if n < 8 {
+		return packTiny(key)
+	}
+	b := unsafe.Slice(unsafe.StringData(key), n) // read only
+	return uint64(n+1) | binary.LittleEndian.Uint64(b)<<idKey, binary.LittleEndian.Uint64(b[n-8:])
+}
+
+// packTiny is packShort for a key under 8 bytes.
+func packTiny(key string) (w0, w1 uint64) {
+	var b [8]byte
+	copy(b[:], key)
+	w1 = binary.LittleEndian.Uint64(b[:])
+	return uint64(len(key)+1) | (w1&(1<<40-1))<<idKey, w1
+}
+
+// cold is the part of a slot's entry that does not fit in its line.
+type cold struct {
+	_   byte // ref points at pad, one byte in (see setRef)
+	pad byte
+	c   *compiled
+	key string // the key, if longer than slotKey
+	z   int64  // algo.State's Z
+	log []algo.Entry
+	hd  int // algo.State's Head
+}
+
+// setRef makes the slot's limit c, with the cold part k (nil: none). The
+// slot's lock is held.
+func (e *entry) setRef(c *compiled, k *cold) {
+	if k == nil {
+		e.ref.Store((*byte)(unsafe.Pointer(c)))
+		return
+	}
+	k.c = c
+	e.ref.Store(&k.pad)
+}
+
+// limit returns the slot's limit and its cold part, if any.
+func (e *entry) limit() (*compiled, *cold) {
+	p := e.ref.Load()
+	if uintptr(unsafe.Pointer(p))&1 == 0 {
+		return (*compiled)(unsafe.Pointer(p)), nil
+	}
+	k := (*cold)(unsafe.Add(unsafe.Pointer(p), -int(unsafe.Offsetof(cold{}.pad))))
+	return k.c, k
+}
+
+// setIdentity makes the slot hold the identity (w0, w1) (from packKey,
+// with flags) under the limit c with cold part k: the refusal word is
+// cleared, the generation made odd, the identity and limit written, then
+// the generation made even again. A reader that reads the same even
+// generation before and after what it reads (stable) read one identity
+// and its limit. The slot's lock is held.
+func (e *entry) setIdentity(w0, w1 uint64, c *compiled, k *cold) {
+	e.shut.Store(0)
+	step()
+	gen := e.id[0].Load() & idGen         // even
+	e.id[0].Store((gen + idGen1) & idGen) // odd: changing (the length bits 0: empty meanwhile)
+	step()
+	e.id[1].Store(w1)
+	step()
+	e.setRef(c, k)
+	step()
+	e.id[0].Store(w0&^idGen | (gen+2*idGen1)&idGen)
+}
+
+// step yields the processor when the test hooks are on (hooks_off.go):
+// between the steps of an identity change and of the reads without the
+// lock, so that a test's readers and writers meet every intermediate
+// state.
+func step() {
+	if testHooks {
+		hookStep()
+	}
+}
+
+// clear empties the slot, which is locked.
+func (e *entry) clear() {
+	e.setIdentity(0, 0, nil, nil)
+	e.x, e.y, e.idle = 0, 0, 0
+}
+
+// setFlags sets or clears the flags f in the slot's identity without
+// changing the generation (readers without the lock compare the identity
+// without its flags). The slot's lock is held.
+func (e *entry) setFlags(f uint64, on bool) {
+	w := e.id[0].Load()
+	n := w &^ f
+	if on {
+		n = w | f
+	}
+	if n != w {
+		e.id[0].Store(n)
+	}
+}
+
+// stable reports whether a reader without the lock that read id word 0 as
+// w0 before reading the rest read one identity throughout: the generation
+// was even and still is (flags may have changed meanwhile; they are not
+// part of the identity).
+func (e *entry) stable(w0 uint64) bool {
+	return w0&idGen1 == 0 && (e.id[0].Load()^w0)&^idFlags == 0
+}
+
+// peek is the first half of the read that Store.refuse makes without the
+// slot's lock: whether the slot holds the key packed as (w0, w1) (a key of
+// up to slotKey bytes, no cold part) under a limit same accepts, with a
+// refusal word set. It returns the word, the limit and the identity word
+// still checks. Between peek and still the caller reads the clock.
+func (e *entry) peek(w0, w1 uint64, lim *sluice.Limit) (w int64, c *compiled, i0 uint64, ok bool) {
+	w = e.shut.Load()
+	if w <= 0 {
+		return 0, nil, 0, false
+	}
+	step()
+	i0 = e.id[0].Load()
+	step()
+	if (i0^w0)&^(idFlags|idGen) != 0 || e.id[1].Load() != w1 {
+		return 0, nil, 0, false
+	}
+	step()
+	ref := e.ref.Load()
+	if ref == nil || uintptr(unsafe.Pointer(ref))&1 != 0 { // a cold part: its limit may change in place
+		return 0, nil, 0, false
+	}
+	c = (*compiled)(unsafe.Pointer(ref))
+	if !sameLimit(&c.lim, lim) {
+		return 0, nil, 0, false
+	}
+	return w, c, i0, true
+}
+
+// still reports whether what peek read (the word w, and the identity whose
+// first word was i0) was one occupant's, and its word is still w: the
+// word read again, then the identity's first word. If the generation was
+// even and has not moved, no identity change ran between the two reads of
+// the identity, so the second word, the key and the limit belong to that
+// occupant (every identity change clears the word before it changes the
+// identity, so a word set then was set by the occupant since). The
+// generation has 16 bits: 32,768 identity changes of one slot while a
+// reader is between the two reads would go unseen.
+func (e *entry) still(w int64, i0 uint64) bool {
+	if e.shut.Load() != w {
+		return false
+	}
+	step()
+	return e.stable(i0)
+}
+
+// load writes the entry's state, its cold part k's included, into st (a
+// zero State), field by field: a State returned by value is built and then
+// copied 16 bytes at a time, each copy waiting for the two 8-byte stores it
+// spans (bench/RESULTS.md, eighth run). The entry's lock is held.
+func (e *entry) load(st *algo.State, k *cold) {
+	st.X, st.Y, st.Idle = e.x, e.y, e.idle
+	if k != nil {
+		st.Z, st.Log, st.Head = k.z, k.log, k.hd
+	}
+}
+
+// store writes st back into the entry and its cold part k. The entry's
+// lock is held.
+func (e *entry) store(st *algo.State, k *cold) {
+	e.x, e.y, e.idle = st.X, st.Y, st.Idle
+	if k != nil {
+		k.z, k.log, k.hd = st.Z, st.Log, st.Head
+	}
+}
+
+// needsCold reports whether a key's entry needs a cold part: a key longer
+// than slotKey, or an algorithm whose state has more than X, Y and Idle.
+func needsCold(key string, alg sluice.Algorithm) bool {
+	switch alg {
+	case sluice.AlgorithmSlidingLog, sluice.AlgorithmSlidingWindow, sluice.AlgorithmConcurrency:
+		return true
+	}
+	return len(key) > slotKey
+}
+
+// newCold returns a cold part for key under c, or nil if it needs none.
+func newCold(key string, c *compiled) *cold {
+	if !needsCold(key, c.lim.Algorithm) {
+		return nil
+	}
+	k := &cold{}
+	if len(key) > slotKey {
+		k.key = strings.Clone(key)
+	}
+	return k
+}
+
+// c returns the entry's limit.
+func (e *entry) c() *compiled {
+	c, _ := e.limit()
+	return c
+}
+
+// live reports whether the slot holds an entry. Under the shard's lock
+// (no identity changes then) or the slot's.
+func (e *entry) live() bool { return e.id[0].Load()&idLen != 0 }
+
+// used reports whether the entry was used since the eviction hand or the
+// sweeper last passed it.
+func (e *entry) used() bool { return e.id[0].Load()&idUsed != 0 }
+
+// pinned reports whether a TakeAll holds the entry.
+func (e *entry) pinned() bool { return e.id[0].Load()&idPinned != 0 }
+
+// holds reports whether the entry is key's, packed as (w0, w1) by
+// packKey: its identity, and for a long key its cold part's copy. Under
+// the shard's lock or the slot's.
+func (e *entry) holds(w0, w1 uint64, key string) bool {
+	if e.id[0].Load()&^(idFlags|idGen) != w0 || e.id[1].Load() != w1 {
+		return false
+	}
+	if len(key) <= slotKey {
+		return true
+	}
+	_, k := e.limit()
+	return k.key == key
+}
+
+// is reports whether the entry, which holds key (holds), is its state
+// under lim: with the identity of lim (sluice.Limit.Shares); exact if
+// kept under lim itself. The entry's lock is held.
+func (e *entry) is(lim *sluice.Limit) (found, exact bool) {
+	c, _ := e.limit()
 	if sameLimit(&c.lim, lim) {
 		return true, true
 	}
 	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
 }
 
-// hasKey reports whether e's key is key. What it reads never changes once
-// e is in a table.
-func (e *entry) hasKey(key string) bool {
-	n := len(key)
-	switch {
-	case int(e.klen) != n:
-		return e.klen < 0 && *e.long == key
-	case n <= headKey:
-		return inlineEqual(e.head[:], key)
-	}
-	return inlineEqual(e.head[:], key[:headKey]) && string(e.tail[:n-headKey]) == key[headKey:]
-}
-
-// splitHas reports whether e's key, held in e itself past its first line
-// (klen from headKey+1 to inlineKey, checked by the caller), is key: its
-// first headKey bytes on the entry's first line, the rest on its second.
-// An IPv4 address of 14 or 15 characters, or a policy's key of a rule, a
-// limit and an address, is one or two word compares per line. Not inlined
-// (two inlineEquals exceed the budget): a key of up to headKey bytes is
-// compared inline by its caller.
-func (e *entry) splitHas(key string) bool {
-	return inlineEqual(e.head[:], key[:headKey]) && inlineEqual(e.tail[:], key[headKey:])
-}
-
-// inlineEqual reports whether the first len(key) bytes of b are key,
-// comparing 8 bytes at a time (the last word overlapping the one before)
-// when key is 8 to 16 bytes long: an 11-byte key is two loads of each, not
-// a call to the general comparison.
-func inlineEqual(b []byte, key string) bool {
-	n := len(key)
-	if uint(n-8) > 8 || n > len(b) { // n < 8 too
-		return string(b[:n]) == key
-	}
-	k := unsafe.Slice(unsafe.StringData(key), n) // read only
-	le := binary.LittleEndian
-	x := le.Uint64(b[n-8:]) ^ le.Uint64(k[n-8:])
-	if n > 8 {
-		x |= le.Uint64(b[0:]) ^ le.Uint64(k[0:])
-	}
-	return x == 0
-}
-
-// sameLimit is *a == *b, field by field: the generated comparison calls
-// the general memory comparison. TestSameLimitCoversLimit fails when
-// sluice.Limit gains a field this does not compare.
-func sameLimit(a, b *sluice.Limit) bool {
-	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
-		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL &&
-		a.Calendar == b.Calendar && a.Version == b.Version && sameZone(a.Zone, b.Zone)
-}
-
-// sameZone is a == b without a call to the general comparison when both
-// are empty (no calendar, the usual case). Small enough that sameLimit
-// stays inlined.
-func sameZone(a, b string) bool {
-	return len(a) == len(b) && (len(a) == 0 || a == b)
-}
-
-// key returns the entry's key.
+// key returns the entry's key. Under the shard's lock or the slot's.
 func (e *entry) key() string {
-	n := int(e.klen)
+	var b [slotKey]byte
+	return string(e.keyBytes(&b))
+}
+
+// keyBytes returns the entry's key, in b if it is held in the slot.
+func (e *entry) keyBytes(b *[slotKey]byte) []byte {
+	w0, w1 := e.id[0].Load(), e.id[1].Load()
+	n := int(w0&idLen) - 1
+	le := binary.LittleEndian
 	switch {
-	case n < 0:
-		return *e.long
-	case n <= headKey:
-		return string(e.head[:n])
+	case n == idLong-1:
+		_, k := e.limit()
+		return unsafe.Slice(unsafe.StringData(k.key), len(k.key))
+	case n >= 8:
+		var head [8]byte
+		le.PutUint64(head[:], w0>>idKey)
+		copy(b[:5], head[:5])
+		le.PutUint64(head[:], w1)
+		copy(b[n-8:n], head[:])
+		return b[:n]
 	}
-	return string(e.head[:]) + string(e.tail[:n-headKey])
+	var all [8]byte
+	le.PutUint64(all[:], w1)
+	copy(b[:], all[:n])
+	return b[:n]
 }
 
-// unuse clears e's used flag, and with it the word that refuses without
-// the lock: the next request takes the lock, which marks e used again, so
-// that the eviction hand and the sweeper see refused keys as used. e's
-// lock is held.
+// hashOf returns the hash of the entry's key: the table's place for it.
+// Under the shard's lock or the slot's.
+func (s *Store) hashOf(e *entry) uint64 {
+	if e.id[0].Load()&idLen == idLong {
+		return e.id[1].Load()
+	}
+	var b [slotKey]byte
+	kb := e.keyBytes(&b)
+	return s.hash(unsafe.String(unsafe.SliceData(kb), len(kb)))
+}
+
+// markDead makes the entry match no key while it stays in its slot, so
+// that probing past it still works until it is removed: its refusal word
+// cleared, then the dead flag set (readers without the lock see the
+// identity change). The entry's lock and its shard's are held.
+func (e *entry) markDead() {
+	e.shut.Store(0)
+	e.setFlags(idDead, true)
+}
+
+// dead reports whether markDead marked the entry.
+func (e *entry) dead() bool { return e.id[0].Load()&idDead != 0 }
+
+// unuse clears the used flag, and with it the word that refuses without
+// the lock: the next request takes the lock, which marks the entry used
+// again, so that the eviction hand and the sweeper see refused keys as
+// used. The entry's lock is held.
 func (e *entry) unuse() {
-	e.used = false
+	e.setFlags(idUsed, false)
 	if e.shut.Load() > 0 {
 		e.shut.Store(0)
 	}
 }
 
-// kill marks e removed from its table: a caller that found it looks again,
-// and nothing is refused without the lock by a state no longer held. e's
-// lock is held.
-func (e *entry) kill() {
-	e.dead = true
-	if e.shut.Load() > 0 {
-		e.shut.Store(0)
+// moveFrom makes e, an empty slot, hold what src holds, with its flags and
+// word, and empties src. Both are locked (or e is not yet visible).
+func (e *entry) moveFrom(src *entry) {
+	c, k := src.limit()
+	e.setIdentity(src.id[0].Load(), src.id[1].Load(), c, k)
+	e.x, e.y, e.idle = src.x, src.y, src.idle
+	w := src.shut.Load()
+	src.clear()
+	if w != 0 {
+		e.shut.Store(w) // the state's own word, moved with it
 	}
-}
-
-func newEntry(key string, c *compiled) *entry {
-	e := &entry{klen: int8(len(key))}
-	e.c.Store(c)
-	if len(key) <= inlineKey {
-		n := copy(e.head[:], key)
-		copy(e.tail[:], key[n:])
-	} else {
-		long := strings.Clone(key)
-		e.klen, e.long = -1, &long
-	}
-	return e
 }
 
 // shutChanged is entry.shut once the entry's limit has changed.
@@ -188,39 +398,41 @@ type compiled struct {
 	p   algo.Params
 }
 
-// slot is one place of a table: an entry and the hash of its key. Readers
-// load both without the shard's lock, so each is written atomically.
-type slot struct {
-	h atomic.Uint64 // 0: empty; its top bit flipped: the entry refuses (closedHint)
-	e atomic.Pointer[entry]
-}
-
-// closedHint, flipped in a slot's hash, says that its entry, if in its home
-// slot, had a word that refuses (entry.shut) when Take last decided it under
-// its lock. Take reads the word only then: the slot's line is read on every
-// decision anyway and written almost never, while reading the word on a
-// key that two cores admit at once would fetch the entry's line before its
-// lock's write fetches it again (measured: a sixth of the time of one key
-// admitted from two goroutines). It is only a hint: the word decides.
-const closedHint = 1 << 63
-
-// sameHash reports whether a slot holding stored holds hash h, hint or not.
-func sameHash(stored, h uint64) bool {
-	return (stored^h)&^closedHint == 0
-}
-
-// table is an open-addressing hash table with linear probing. Looking an
-// entry up reads the line of its slot, then the entry itself: two cache
-// lines where a Go map reads its control word, its slot and the entry.
+// table is an open-addressing hash table with linear probing whose slots
+// are the entries: finding a key's state reads one cache line, its home
+// slot, when it is there.
 type table struct {
-	slots []slot // a power of two of them
+	slots []entry // a power of two of them
+	// hints has one bit per slot: its entry, if in its home slot, had a
+	// refusal word set when Take last decided it under its lock. Take
+	// reads the word before the lock only then: reading it on a key that
+	// two cores admit at once would fetch the line before the lock's
+	// write fetches it again. It is only a hint: the word decides.
+	hints []atomic.Uint64
 }
 
 func newTable(size int) *table {
-	return &table{slots: make([]slot, size)}
+	return &table{slots: make([]entry, size), hints: make([]atomic.Uint64, (size+63)/64)}
 }
 
 func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
+
+// hinted reports slot i's hint.
+func (t *table) hinted(i uint64) bool { return t.hints[i/64].Load()>>(i%64)&1 != 0 }
+
+// hint sets or clears slot i's hint. The slot's lock is held.
+func (t *table) hint(i uint64, on bool) {
+	if on {
+		t.hints[i/64].Or(1 << (i % 64))
+	} else {
+		t.hints[i/64].And(^(1 << (i % 64)))
+	}
+}
+
+// index returns e's slot index in t (e is one of t's slots).
+func (t *table) index(e *entry) uint64 {
+	return uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&t.slots[0]))) / unsafe.Sizeof(entry{}))
+}
 
 // shard is a part of the store with its own table. Lookups read the table
 // without a lock; insertions, removals and growth take mu.
@@ -303,88 +515,55 @@ func (cl *changedLimits) compile(lim sluice.Limit) (*compiled, error) {
 	return c, nil
 }
 
-// probe returns the entry of key under lim in t, or nil. Without the
-// shard's lock it may miss an entry that a concurrent removal is moving,
-// or return one that has just been removed (its dead flag says so); under
-// the lock it is exact.
-func (t *table) probe(h uint64, key string, lim *sluice.Limit) *entry {
+// probe returns the entry of key (packed as w0, w1 for hash h) under the
+// identity of lim in t, or nil; a dead one instead if dead. The shard's
+// lock is held: what the slots hold does not change.
+func (t *table) probe(h, w0, w1 uint64, key string, lim *sluice.Limit, dead bool) *entry {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
+	if dead {
+		w0 |= idDead
+	}
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
-		sl := &slots[i]
-		if sh := sl.h.Load(); sameHash(sh, h) {
-			if e := sl.e.Load(); e != nil {
-				if found, _ := e.is(key, lim); found {
-					return e
-				}
-			}
-		} else if sh == 0 {
+		e := &slots[i]
+		if !e.live() {
 			return nil
+		}
+		if e.holds(w0, w1, key) {
+			if found, _ := e.is(lim); found {
+				return e
+			}
 		}
 	}
 	return nil
 }
 
-// home returns the entry in the home slot of hash h if that slot holds h,
-// or nil, and whether the slot carries closedHint: where Take looks first,
-// inline.
-func (t *table) home(h uint64) (e *entry, hinted bool) {
-	sl := &t.slots[h&uint64(len(t.slots)-1)]
-	x := sl.h.Load() ^ h
-	if x&^closedHint != 0 {
-		return nil, false
-	}
-	return sl.e.Load(), x != 0
-}
-
-// hint sets or clears closedHint in the home slot of hash h, if that slot
-// still holds h. A hash of exactly closedHint never carries it: the slot
-// would read as empty.
-func (t *table) hint(h uint64, closed bool) {
-	sl := &t.slots[h&uint64(len(t.slots)-1)]
-	old := sl.h.Load()
-	if !sameHash(old, h) || h == closedHint {
-		return
-	}
-	want := h
-	if closed {
-		want ^= closedHint
-	}
-	sl.h.CompareAndSwap(old, want)
-}
-
 // find returns the live entry of key under lim, locked, or nil if it did
 // not find one without the shard's lock (the caller then looks again
 // under it); exact if its state is kept under lim itself (otherwise under
-// another limit of the same identity). It locks an entry whose hash matches before it compares the
-// key: the first touch of the entry's first cache line is then the lock's
-// write, not a read that another core's lock must take back at once.
+// another limit of the same identity). It compares the identity without
+// the slot's lock and again under it: what a slot holds may change
+// meanwhile.
 func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact bool) {
+	w0, w1 := packKey(key, h)
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
-		sl := &slots[i]
-		if sh := sl.h.Load(); sameHash(sh, h) {
-			if e := sl.e.Load(); e != nil {
-				e.mu.Lock()
-				// A dead entry was removed after it was found; the key's
-				// state, if any, is further on or only under the lock.
-				if !e.dead {
-					// is's usual case written out (inlineEqual and
-					// sameLimit inline here, is itself does not): a
-					// key on the entry's first line, under lim itself.
-					if n := len(key); n <= headKey && int(e.klen) == n && inlineEqual(e.head[:], key) && sameLimit(&e.c.Load().lim, lim) {
-						return e, true
-					}
-					if found, exact := e.is(key, lim); found {
-						return e, exact
-					}
-				}
-				e.mu.Unlock()
-			}
-		} else if sh == 0 {
-			return nil, false
+		e := &slots[i]
+		i0 := e.id[0].Load()
+		if i0&idLen == 0 {
+			return nil, false // empty, or changing: the caller looks again under the shard's lock
 		}
+		if i0&^(idFlags|idGen) != w0 || e.id[1].Load() != w1 {
+			continue
+		}
+		e.mu.Lock()
+		if e.holds(w0, w1, key) {
+			if found, exact := e.is(lim); found {
+				return e, exact
+			}
+		}
+		e.mu.Unlock()
 	}
 	return nil, false
 }
@@ -392,42 +571,52 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact b
 // lookup returns the entry of key under lim, or nil. The shard's lock is
 // held.
 func (sh *shard) lookup(h uint64, key string, lim *sluice.Limit) *entry {
-	return sh.tab.Load().probe(h, key, lim)
+	w0, w1 := packKey(key, h)
+	return sh.tab.Load().probe(h, w0, w1, key, lim, false)
 }
 
-// insert adds e, whose key hashes to h, evicting first while the shard is
-// at its bound. The shard's lock is held.
-func (sh *shard) insert(h uint64, e *entry, bound int) {
-	for sh.n >= bound && sh.evictOne() {
+// insert makes a slot of sh hold key (hash h) under c, fresh, evicting
+// first while the shard is at its bound, and returns it locked. The
+// shard's lock is held.
+func (s *Store) insert(sh *shard, h uint64, key string, c *compiled) *entry {
+	for sh.n >= s.perShard && s.evictOne(sh) {
 	}
 	t := sh.tab.Load()
 	if 4*(sh.n+1) > 3*len(t.slots) {
-		t = sh.grow(t)
+		t = s.grow(sh, t)
 	}
-	t.put(h, e)
+	e := t.empty(h)
+	e.mu.Lock()
+	w0, w1 := packKey(key, h)
+	e.setIdentity(w0, w1, c, newCold(key, c))
 	sh.n++
+	return e
 }
 
-// put stores e in the first empty slot of its probe sequence. The entry is
-// stored before the hash, so a reader that sees the hash sees the entry.
-func (t *table) put(h uint64, e *entry) {
+// empty returns the first empty slot of h's probe sequence. The shard's
+// lock is held.
+func (t *table) empty(h uint64) *entry {
 	mask := t.mask()
 	i := h & mask
-	for t.slots[i].h.Load() != 0 {
+	for t.slots[i].live() {
 		i = (i + 1) & mask
 	}
-	t.slots[i].e.Store(e)
-	t.slots[i].h.Store(h)
+	return &t.slots[i]
 }
 
-// grow replaces t with a table twice its size. Readers still probing t find
-// what it held, or miss and look again under the lock.
-func (sh *shard) grow(t *table) *table {
+// grow replaces t with a table twice its size, emptying t's slots as it
+// moves them: a reader that locks one finds it empty and looks again under
+// the shard's lock.
+func (s *Store) grow(sh *shard, t *table) *table {
 	g := newTable(2 * len(t.slots))
 	for i := range t.slots {
-		if h := t.slots[i].h.Load(); h != 0 {
-			g.put(h, t.slots[i].e.Load())
+		e := &t.slots[i]
+		if !e.live() {
+			continue
 		}
+		e.mu.Lock()
+		g.empty(s.hashOf(e)).moveFrom(e)
+		e.mu.Unlock()
 	}
 	sh.tab.Store(g)
 	return g
@@ -438,65 +627,70 @@ func (sh *shard) grow(t *table) *table {
 // A hit only sets the entry's own flag, so a decision writes nothing
 // outside its entry. It reports false when every entry is pinned. The
 // shard's lock is held.
-func (sh *shard) evictOne() bool {
+func (s *Store) evictOne(sh *shard) bool {
 	t := sh.tab.Load()
 	for range 2*len(t.slots) + 1 {
 		i := sh.hand & t.mask()
 		sh.hand++
-		e := t.slots[i].e.Load()
-		if e == nil || e.pinned {
+		e := &t.slots[i]
+		if !e.live() || e.pinned() {
 			continue
 		}
 		// The hand stays past i after an eviction: an entry moved back
 		// into i waits for the next pass, as in an insertion-ordered
 		// list a newer entry would.
 		e.mu.Lock()
-		if e.used {
+		if e.used() {
 			e.unuse()
 			e.mu.Unlock()
 			continue
 		}
-		e.kill()
-		e.mu.Unlock()
-		sh.removeAt(t, i)
+		s.removeAt(sh, t, i)
 		return true
 	}
 	return false
 }
 
-// remove takes e, whose key hashes to h, out of the table. The shard's
-// lock and e's lock are held.
-func (sh *shard) remove(h uint64, e *entry) {
-	e.kill()
-	t := sh.tab.Load()
+// removeAt empties slot i, which is locked, moving back the entries after
+// it that probing would no longer reach (backward-shift deletion, so no
+// tombstones), and unlocks it. Each move holds both slots' locks. A reader
+// probing meanwhile may miss a moving entry, never find a wrong one. The
+// shard's lock is held.
+func (s *Store) removeAt(sh *shard, t *table, i uint64) {
 	mask := t.mask()
-	for i := h & mask; t.slots[i].h.Load() != 0; i = (i + 1) & mask {
-		if t.slots[i].e.Load() == e {
-			sh.removeAt(t, i)
-			return
-		}
-	}
-}
-
-// removeAt empties slot i, moving back the entries after it that probing
-// would no longer reach (backward-shift deletion, so no tombstones). A
-// reader probing meanwhile may miss a moving entry, never find a wrong one.
-func (sh *shard) removeAt(t *table, i uint64) {
-	mask := t.mask()
+	t.slots[i].clear()
+	t.hint(i, false)
 	for j := (i + 1) & mask; ; j = (j + 1) & mask {
-		h := t.slots[j].h.Load()
-		if h == 0 {
+		e := &t.slots[j]
+		if !e.live() {
 			break
 		}
 		// The entry at j stays if its home slot lies cyclically in (i, j].
-		if home := h & mask; (j-home)&mask < (j-i)&mask {
+		if home := s.hashOf(e) & mask; (j-home)&mask < (j-i)&mask {
 			continue
 		}
-		t.slots[i].e.Store(t.slots[j].e.Load())
-		t.slots[i].h.Store(h)
+		e.mu.Lock()
+		t.slots[i].moveFrom(e)
+		t.hint(j, false)
+		t.slots[i].mu.Unlock()
 		i = j
 	}
-	t.slots[i].h.Store(0)
-	t.slots[i].e.Store(nil)
+	t.slots[i].mu.Unlock()
 	sh.n--
 }
+// sameLimit is *a == *b, field by field: the generated comparison calls
+// the general memory comparison. TestSameLimitCoversLimit fails when
+// sluice.Limit gains a field this does not compare.
+func sameLimit(a, b *sluice.Limit) bool {
+	return a.Count == b.Count && a.Period == b.Period && a.Algorithm == b.Algorithm &&
+		a.Burst == b.Burst && a.NoDelay == b.NoDelay && a.Warmup == b.Warmup && a.LeaseTTL == b.LeaseTTL &&
+		a.Calendar == b.Calendar && a.Version == b.Version && sameZone(a.Zone, b.Zone)
+}
+
+// sameZone is a == b without a call to the general comparison when both
+// are empty (no calendar, the usual case). Small enough that sameLimit
+// stays inlined.
+func sameZone(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a == b)
+}
+
