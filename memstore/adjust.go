@@ -22,7 +22,8 @@ func (s *Store) Adjust(_ context.Context, r sluice.Request) (sluice.Decision, er
 	}
 	h := s.hash(r.Key)
 	sh := &s.shards[s.shardOf(h)]
-	if e, _ := sh.tab.Load().find(h, r.Key, &r.Limit); e != nil {
+	w0, w1 := sh.pack(r.Key, h)
+	if e, _ := sh.tab.Load().find(h, w0, w1, &r.Limit); e != nil {
 		defer e.mu.Unlock()
 		return s.adjust(e, &r)
 	}

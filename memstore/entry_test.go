@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"reflect"
 	"slices"
@@ -65,8 +66,8 @@ func TestKeysAndLimitsKeepApart(t *testing.T) {
 }
 
 // TestLookupUnderOneHash: entries whose keys are longer than a slot holds
-// are told apart in it by their length and hash; when the hashes collide,
-// by the key in their cold part. Every (key, limit) of
+// are told apart in it by their hashes; when the first collides, by the
+// second. Every (key, limit) of
 // TestKeysAndLimitsKeepApart's kind is inserted, the long keys all under
 // one hash, as if it collided for all of them (the slot's keys under
 // their own: the table finds their place from their bytes). Lookups
@@ -113,10 +114,11 @@ func TestLookupUnderOneHash(t *testing.T) {
 		for at := range made {
 			key, lim := keys[at.key], limits[at.lim]
 			h := hashOf(key)
-			if got := sh.lookup(h, key, &lim); got == nil || got.key() != key || !sameLimit(&got.c().lim, &lim) {
+			w0, w1 := sh.pack(key, h)
+			if got := sh.lookup(h, key, &lim); got == nil || !got.holds(w0, w1) || !sameLimit(&got.c().lim, &lim) {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: lookup found another entry", when, len(key), key, lim)
 			}
-			if got, exact := sh.tab.Load().find(h, key, &lim); got == nil || !exact || got.key() != key {
+			if got, exact := sh.tab.Load().find(h, w0, w1, &lim); got == nil || !exact || !got.holds(w0, w1) {
 				t.Errorf("%s: key of %d bytes %.8q…, %s: find found another entry", when, len(key), key, lim)
 			} else {
 				got.mu.Unlock()
@@ -139,7 +141,8 @@ func TestLookupUnderOneHash(t *testing.T) {
 		e.mu.Lock()
 		s.removeAt(sh, tab, tab.index(e))
 		delete(made, at)
-		if e, _ := tab.find(h, key, &lim); e != nil {
+		w0, w1 := sh.pack(key, h)
+		if e, _ := tab.find(h, w0, w1, &lim); e != nil {
 			t.Fatalf("key of %d bytes under %s: a removed entry found live", len(key), lim)
 		}
 		if sh.lookup(h, key, &lim) != nil {
@@ -250,8 +253,8 @@ func TestConcurrentEviction(t *testing.T) {
 func checkTables(t *testing.T, s *Store) {
 	t.Helper()
 	type kl struct {
-		key string
-		lim sluice.Limit
+		w0, w1 uint64 // the identity, without flags and generation
+		lim    sluice.Limit
 	}
 	seen := map[kl]bool{}
 	for i := range s.shards {
@@ -264,14 +267,15 @@ func checkTables(t *testing.T, s *Store) {
 				continue
 			}
 			n++
-			id := kl{e.key(), e.c().lim}
+			id := kl{e.id[0].Load() &^ (idFlags | idGen), e.id[1].Load(), e.c().lim}
+			key, _ := e.key()
 			switch {
 			case seen[id]:
-				t.Errorf("%q under %s held twice", id.key, id.lim)
+				t.Errorf("%q under %s held twice", key, id.lim)
 			case e.dead():
-				t.Errorf("%q under %s in the table but dead", id.key, id.lim)
-			case sh.lookup(s.hashOf(e), id.key, &id.lim) != e:
-				t.Errorf("%q under %s not found where it is", id.key, id.lim)
+				t.Errorf("%q under %s in the table but dead", key, id.lim)
+			case tab.probe(s.hashOf(e), id.w0, id.w1, &id.lim, false) != e:
+				t.Errorf("%q under %s not found where it is", key, id.lim)
 			}
 			seen[id] = true
 		}
@@ -312,22 +316,23 @@ func TestSameLimitCoversLimit(t *testing.T) {
 // TestInlineEqual: keys of every length up to past what a slot holds equal
 // the entry they were stored in, give it back as its key, and differ from
 // any key one byte off, at every position, and from a key one byte longer
-// or shorter (the long ones all under one hash, so that their cold part's
-// copy tells them apart).
+// or shorter (the long ones all under one hash, so that their second hash
+// tells them apart).
 func TestInlineEqual(t *testing.T) {
 	c := &compiled{}
+	seed := maphash.MakeSeed()
 	all := strings.Repeat("abcdefghij", 4)
 	for n := 0; n <= slotKey+2; n++ {
 		key := all[:n]
 		var e entry
-		w0, w1 := packKey(key, 7)
-		e.setIdentity(w0, w1, c, newCold(key, c))
+		w0, w1 := packKey(key, 7, maphash.String(seed, key))
+		e.setIdentity(w0, w1, c, nil)
 		has := func(k string) bool {
-			w0, w1 := packKey(k, 7)
-			return e.holds(w0, w1, k)
+			w0, w1 := packKey(k, 7, maphash.String(seed, k))
+			return e.holds(w0, w1)
 		}
-		if !has(key) || e.key() != key {
-			t.Fatalf("%d-byte key differs from itself (stored as %q)", n, e.key())
+		if got, held := e.key(); !has(key) || held != (n <= slotKey) || held && got != key {
+			t.Fatalf("%d-byte key differs from itself (stored as %q)", n, got)
 		}
 		if has(all[:n+1]) || n > 0 && has(key[:n-1]) {
 			t.Fatalf("%d-byte key equals a key one byte longer or shorter", n)

@@ -168,10 +168,12 @@ func New(cfg Config) (*Store, error) {
 		wake:     make(chan struct{}, 1),
 	}
 	s.baseUS = s.base.UnixMicro()
+	seed2 := maphash.MakeSeed()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.tab.Store(newTable(8))
 		sh.limits = make(map[sluice.Limit]*compiled)
+		sh.seed2 = seed2
 	}
 	if cfg.Resolution > 0 && cfg.Now == nil {
 		s.ticking = true
@@ -358,26 +360,30 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	e := &t.slots[i]
 	var c *compiled
 	var k *cold
-	exact, hinted := false, false
-	if n := len(r.Key); n <= slotKey && n > 0 {
-		w0, w1 := packShort(r.Key)
-		if hinted = t.hinted(i); hinted {
-			if w := e.shut.Load(); w > 0 && s.refuse(e, w0, w1, r, d) {
-				return nil
-			}
+	var w0, w1 uint64
+	if len(r.Key) <= slotKey {
+		w0, w1 = packShort(r.Key)
+	} else {
+		w0, w1 = sh.pack(r.Key, h)
+	}
+	hinted := t.hinted(i)
+	if hinted {
+		if w := e.shut.Load(); w > 0 && s.refuse(e, w0, w1, r, d) {
+			return nil
 		}
-		e.mu.Lock()
-		if e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1 {
-			c, k = e.limit()
-			exact = sameLimit(&c.lim, &r.Limit)
-		}
-		if !exact {
-			e.mu.Unlock()
-		}
+	}
+	e.mu.Lock()
+	exact := false
+	if e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1 {
+		c, k = e.limit()
+		exact = sameLimit(&c.lim, &r.Limit)
+	}
+	if !exact {
+		e.mu.Unlock()
 	}
 	home := exact
 	if !exact {
-		if e, exact = t.find(h, r.Key, &r.Limit); !exact {
+		if e, exact = t.find(h, w0, w1, &r.Limit); !exact {
 			var err error
 			*d, err = s.takeSlow(sh, h, e, r)
 			return err
@@ -818,8 +824,8 @@ func (s *Store) finish(rs []sluice.Request, hs []uint64, es []*entry, created []
 		}
 		sh := &s.shards[s.shardOf(hs[i])]
 		t := sh.tab.Load()
-		w0, w1 := packKey(rs[i].Key, hs[i])
-		if e := t.probe(hs[i], w0, w1, rs[i].Key, &rs[i].Limit, true); e != nil {
+		w0, w1 := sh.pack(rs[i].Key, hs[i])
+		if e := t.probe(hs[i], w0, w1, &rs[i].Limit, true); e != nil {
 			e.mu.Lock()
 			s.removeAt(sh, t, t.index(e))
 		}
@@ -848,7 +854,8 @@ func insertSorted(xs []int, v int) []int {
 func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
 	h := s.hash(key)
 	sh := &s.shards[s.shardOf(h)]
-	e, _ := sh.tab.Load().find(h, key, &limit)
+	w0, w1 := sh.pack(key, h)
+	e, _ := sh.tab.Load().find(h, w0, w1, &limit)
 	if e == nil {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()

@@ -301,8 +301,8 @@ func homeOf(s *Store, key string) (*entry, bool) {
 	t := s.shards[s.shardOf(h)].tab.Load()
 	i := h & t.mask()
 	e := &t.slots[i]
-	w0, w1 := packKey(key, h)
-	if !e.live() || !e.holds(w0, w1, key) {
+	w0, w1 := s.shards[s.shardOf(h)].pack(key, h)
+	if !e.live() || !e.holds(w0, w1) {
 		return nil, false
 	}
 	return e, t.hinted(i)

@@ -78,7 +78,7 @@ func TestSlotInterleavings(t *testing.T) {
 						schedules++
 						var e entry
 						cur = nil
-						w0, w1 := packKey(keys[from], 0)
+						w0, w1 := packKey(keys[from], 0, 0)
 						e.setIdentity(w0, w1, limits[from], nil)
 						e.shut.Store(words[from])
 
@@ -89,7 +89,7 @@ func TestSlotInterleavings(t *testing.T) {
 								e.clear()
 								return
 							}
-							w0, w1 := packKey(keys[to], 0)
+							w0, w1 := packKey(keys[to], 0, 0)
 							e.setIdentity(w0, w1, limits[to], nil)
 							step()
 							publishedAt = tick
@@ -100,7 +100,7 @@ func TestSlotInterleavings(t *testing.T) {
 						var c *compiled
 						clockAt, rereadAt := -1, -1
 						reader := newActor(func() {
-							w0, w1 := packKey(keys[q], 0)
+							w0, w1 := packKey(keys[q], 0, 0)
 							var i0 uint64
 							w, c, i0, ok = e.peek(w0, w1, &limits[q].lim)
 							if !ok {

@@ -2,7 +2,7 @@ package memstore
 
 import (
 	"encoding/binary"
-	"strings"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -53,25 +53,27 @@ type entry struct {
 // Fields of entry.id[0].
 const (
 	idLen    = 1<<5 - 1 // bits 0-4: the key's length plus 1 (0: empty)
-	idLong   = idLen    // the key is longer than slotKey
+	idLong   = idLen    // the key is longer than slotKey: identified by its hashes
 	idUsed   = 1 << 5   // used since the eviction hand or the sweeper last passed
 	idPinned = 1 << 6   // held by a TakeAll
 	idDead   = 1 << 7   // removed by a TakeAll, still in its slot (markDead)
 	idFlags  = idUsed | idPinned
 	idGen1   = 1 << 8 // bits 8-23: the generation
 	idGen    = (1<<16 - 1) * idGen1
-	idKey    = 24 // bits 24-63: key bytes 0-4, or a long key's length
+	idKey    = 24 // bits 24-63: key bytes 0-4, or 40 bits of a long key's second hash
 )
 
-// packKey returns the identity words of key, with the generation and
-// flags 0, and key's hash h for a long one: two keys of up to slotKey
-// bytes differ iff their words do. It reads a key of 8 bytes or more as
-// its first and last 8 bytes, as hashShort does.
-func packKey(key string, h uint64) (w0, w1 uint64) {
-	n := len(key)
-	switch {
-	case n > slotKey:
-		return idLong | uint64(n)<<idKey, h
+// packKey returns the identity words of key (hash h), with the generation
+// and flags 0. A key of up to slotKey bytes is its length and its bytes
+// (packShort): two such keys differ iff their words do. A longer key is
+// identified by h and 40 bits of a second hash of it, h2, independent of
+// h (keyed with another seed): two long keys whose 104 bits collide (for
+// 100,000 long keys in one table, about once in 2^70 tables) share one
+// state, which counts each one's requests against both and never lets
+// one pass uncounted.
+func packKey(key string, h, h2 uint64) (w0, w1 uint64) {
+	if len(key) > slotKey {
+		return idLong | (h2&(1<<40-1))<<idKey, h
 	}
 	return packShort(key)
 }
@@ -100,8 +102,7 @@ type cold struct {
 	_   byte // ref points at pad, one byte in (see setRef)
 	pad byte
 	c   *compiled
-	key string // the key, if longer than slotKey
-	z   int64  // algo.State's Z
+	z   int64 // algo.State's Z
 	log []algo.Entry
 	hd  int // algo.State's Head
 }
@@ -249,26 +250,14 @@ func (e *entry) store(st *algo.State, k *cold) {
 	}
 }
 
-// needsCold reports whether a key's entry needs a cold part: a key longer
-// than slotKey, or an algorithm whose state has more than X, Y and Idle.
-func needsCold(key string, alg sluice.Algorithm) bool {
-	switch alg {
+// newCold returns a cold part for an entry under c, or nil if its
+// algorithm's state is X, Y and Idle alone.
+func newCold(c *compiled) *cold {
+	switch c.lim.Algorithm {
 	case sluice.AlgorithmSlidingLog, sluice.AlgorithmSlidingWindow, sluice.AlgorithmConcurrency:
-		return true
+		return &cold{}
 	}
-	return len(key) > slotKey
-}
-
-// newCold returns a cold part for key under c, or nil if it needs none.
-func newCold(key string, c *compiled) *cold {
-	if !needsCold(key, c.lim.Algorithm) {
-		return nil
-	}
-	k := &cold{}
-	if len(key) > slotKey {
-		k.key = strings.Clone(key)
-	}
-	return k
+	return nil
 }
 
 // c returns the entry's limit.
@@ -288,18 +277,10 @@ func (e *entry) used() bool { return e.id[0].Load()&idUsed != 0 }
 // pinned reports whether a TakeAll holds the entry.
 func (e *entry) pinned() bool { return e.id[0].Load()&idPinned != 0 }
 
-// holds reports whether the entry is key's, packed as (w0, w1) by
-// packKey: its identity, and for a long key its cold part's copy. Under
-// the shard's lock or the slot's.
-func (e *entry) holds(w0, w1 uint64, key string) bool {
-	if e.id[0].Load()&^(idFlags|idGen) != w0 || e.id[1].Load() != w1 {
-		return false
-	}
-	if len(key) <= slotKey {
-		return true
-	}
-	_, k := e.limit()
-	return k.key == key
+// holds reports whether the entry is the key packed as (w0, w1) by
+// packKey. Under the shard's lock or the slot's.
+func (e *entry) holds(w0, w1 uint64) bool {
+	return e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1
 }
 
 // is reports whether the entry, which holds key (holds), is its state
@@ -313,21 +294,24 @@ func (e *entry) is(lim *sluice.Limit) (found, exact bool) {
 	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
 }
 
-// key returns the entry's key. Under the shard's lock or the slot's.
-func (e *entry) key() string {
+// key returns the entry's key, if it is held in the slot (false for a
+// longer key: the slot holds its hashes). Under the shard's lock or the
+// slot's.
+func (e *entry) key() (string, bool) {
 	var b [slotKey]byte
-	return string(e.keyBytes(&b))
+	kb := e.keyBytes(&b)
+	return string(kb), kb != nil
 }
 
-// keyBytes returns the entry's key, in b if it is held in the slot.
+// keyBytes returns the entry's key in b, or nil for a key longer than
+// slotKey.
 func (e *entry) keyBytes(b *[slotKey]byte) []byte {
 	w0, w1 := e.id[0].Load(), e.id[1].Load()
 	n := int(w0&idLen) - 1
 	le := binary.LittleEndian
 	switch {
 	case n == idLong-1:
-		_, k := e.limit()
-		return unsafe.Slice(unsafe.StringData(k.key), len(k.key))
+		return nil
 	case n >= 8:
 		var head [8]byte
 		le.PutUint64(head[:], w0>>idKey)
@@ -456,6 +440,9 @@ type shard struct {
 	// last is the shared limit compile returned last: a spray of new keys
 	// under one limit finds it without hashing the limit.
 	last *compiled
+	// seed2 keys the second hash of a key longer than a slot holds (the
+	// store's, in every shard).
+	seed2 maphash.Seed
 	_    [64]byte // keep shards' locks on separate cache lines
 }
 
@@ -518,7 +505,7 @@ func (cl *changedLimits) compile(lim sluice.Limit) (*compiled, error) {
 // probe returns the entry of key (packed as w0, w1 for hash h) under the
 // identity of lim in t, or nil; a dead one instead if dead. The shard's
 // lock is held: what the slots hold does not change.
-func (t *table) probe(h, w0, w1 uint64, key string, lim *sluice.Limit, dead bool) *entry {
+func (t *table) probe(h, w0, w1 uint64, lim *sluice.Limit, dead bool) *entry {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	if dead {
@@ -529,7 +516,7 @@ func (t *table) probe(h, w0, w1 uint64, key string, lim *sluice.Limit, dead bool
 		if !e.live() {
 			return nil
 		}
-		if e.holds(w0, w1, key) {
+		if e.holds(w0, w1) {
 			if found, _ := e.is(lim); found {
 				return e
 			}
@@ -544,8 +531,7 @@ func (t *table) probe(h, w0, w1 uint64, key string, lim *sluice.Limit, dead bool
 // another limit of the same identity). It compares the identity without
 // the slot's lock and again under it: what a slot holds may change
 // meanwhile.
-func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact bool) {
-	w0, w1 := packKey(key, h)
+func (t *table) find(h, w0, w1 uint64, lim *sluice.Limit) (e *entry, exact bool) {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
@@ -558,7 +544,7 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact b
 			continue
 		}
 		e.mu.Lock()
-		if e.holds(w0, w1, key) {
+		if e.holds(w0, w1) {
 			if found, exact := e.is(lim); found {
 				return e, exact
 			}
@@ -571,8 +557,16 @@ func (t *table) find(h uint64, key string, lim *sluice.Limit) (e *entry, exact b
 // lookup returns the entry of key under lim, or nil. The shard's lock is
 // held.
 func (sh *shard) lookup(h uint64, key string, lim *sluice.Limit) *entry {
-	w0, w1 := packKey(key, h)
-	return sh.tab.Load().probe(h, w0, w1, key, lim, false)
+	w0, w1 := sh.pack(key, h)
+	return sh.tab.Load().probe(h, w0, w1, lim, false)
+}
+
+// pack is packKey for a key of sh.
+func (sh *shard) pack(key string, h uint64) (w0, w1 uint64) {
+	if len(key) <= slotKey {
+		return packShort(key)
+	}
+	return packKey(key, h, maphash.String(sh.seed2, key))
 }
 
 // insert makes a slot of sh hold key (hash h) under c, fresh, evicting
@@ -587,8 +581,8 @@ func (s *Store) insert(sh *shard, h uint64, key string, c *compiled) *entry {
 	}
 	e := t.empty(h)
 	e.mu.Lock()
-	w0, w1 := packKey(key, h)
-	e.setIdentity(w0, w1, c, newCold(key, c))
+	w0, w1 := sh.pack(key, h)
+	e.setIdentity(w0, w1, c, newCold(c))
 	sh.n++
 	return e
 }
@@ -678,6 +672,7 @@ func (s *Store) removeAt(sh *shard, t *table, i uint64) {
 	t.slots[i].mu.Unlock()
 	sh.n--
 }
+
 // sameLimit is *a == *b, field by field: the generated comparison calls
 // the general memory comparison. TestSameLimitCoversLimit fails when
 // sluice.Limit gains a field this does not compare.
@@ -693,4 +688,3 @@ func sameLimit(a, b *sluice.Limit) bool {
 func sameZone(a, b string) bool {
 	return len(a) == len(b) && (len(a) == 0 || a == b)
 }
-
