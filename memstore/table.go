@@ -443,7 +443,7 @@ type shard struct {
 	// seed2 keys the second hash of a key longer than a slot holds (the
 	// store's, in every shard).
 	seed2 maphash.Seed
-	_    [64]byte // keep shards' locks on separate cache lines
+	_     [64]byte // keep shards' locks on separate cache lines
 }
 
 // maxShared bounds a shard's shared limits. An application has a few
