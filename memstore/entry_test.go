@@ -452,3 +452,62 @@ func deviation(counts []float64) float64 {
 	}
 	return math.Sqrt(sq / float64(len(counts)))
 }
+
+// TestConcurrentChecksMoveEntries: checks of several keys (TakeAll) that
+// create keys, are refused or fail, while other goroutines decide, reset
+// and sweep keys in the same shard, whose table grows and moves entries
+// back on every removal meanwhile. A hot key shared by every check and
+// decision, under a frozen clock, admits exactly its count; keys a failed
+// or refused check created are gone; the table is consistent.
+func TestConcurrentChecksMoveEntries(t *testing.T) {
+	clk := newClock()
+	s := newStore(t, Config{Shards: 1, Now: clk.now, SweepInterval: -1})
+	hot := sluice.FixedWindow(500, time.Hour)
+	generous := sluice.TokenBucket(sluice.PerSecond(1_000_000), 1_000_000)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 1500 {
+				k := fmt.Sprint("k", (i*31+g*17)%400)
+				switch i % 4 {
+				case 0, 1: // a check of the hot key and a new or held key, failing one time in three
+					rs := []sluice.Request{{Key: "hot", Limit: hot, Cost: 1}, {Key: k, Limit: generous, Cost: 1}}
+					if i%3 == 0 {
+						rs = append(rs, sluice.Request{Key: "bad" + k, Limit: generous, Cost: 1, MaxDelay: -1})
+					}
+					ds := make([]sluice.Decision, len(rs))
+					err := s.TakeAll(ctx, rs, ds)
+					if err == nil && ds[0].Allowed {
+						admitted.Add(1)
+					}
+				case 2:
+					if d, _ := s.Take(ctx, sluice.Request{Key: "hot", Limit: hot, Cost: 1}); d.Allowed {
+						admitted.Add(1)
+					}
+					s.Take(ctx, sluice.Request{Key: k, Limit: generous, Cost: 1})
+				case 3:
+					s.Reset(ctx, k, generous)
+					if g == 0 && i%100 == 3 {
+						s.sweep()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 500 {
+		t.Errorf("hot key admitted %d, want exactly its count, 500", got)
+	}
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	for i := range 400 {
+		key := fmt.Sprint("badk", i)
+		h := s.hash(key)
+		if sh.lookup(h, key, &generous) != nil {
+			t.Errorf("%s, created by a failed check, still held", key)
+		}
+	}
+	sh.mu.Unlock()
+	checkTables(t, s)
+}

@@ -31,12 +31,12 @@ func TestBytesPerKey(t *testing.T) {
 	}{
 		{sluice.FixedWindow(100, time.Minute), 200},
 		{sluice.SlidingWindow(100, time.Minute), 200},
-		{sluice.SlidingLog(100, time.Minute), 225}, // one logged request
+		{sluice.SlidingLog(100, time.Minute), 250}, // one logged request
 		{sluice.TokenBucket(sluice.PerSecond(10), 100), 200},
 		{sluice.GCRA(sluice.PerSecond(10), 100), 200},
 		{sluice.LeakyBucket(sluice.PerSecond(10), 100), 200},
 		{sluice.WarmUp(sluice.PerSecond(10), time.Minute), 200},
-		{sluice.Concurrency(100, time.Minute), 225}, // one lease held
+		{sluice.Concurrency(100, time.Minute), 250}, // one lease held
 	} {
 		t.Run(tc.lim.Algorithm.String(), func(t *testing.T) {
 			clk := newClock()

@@ -2,10 +2,12 @@
 // instance: no network, no allocation per decision for a key it already
 // holds, and a hard bound on the number of keys.
 //
-// State lives in a sharded hash table that decisions read without a lock;
-// each (key, limit) has its own mutex, so decisions on different keys never
-// wait for each other, and each shard has its own for insertions and
-// removals. Time is read from the monotonic clock (anchored to the wall
+// State lives in a sharded hash table that decisions read without a lock,
+// whose 64-byte slots are the entries: a decision on a key in its home slot
+// reads and writes one cache line. Each (key, limit) has its own mutex, so
+// decisions on different keys never wait for each other, and each shard
+// has its own for insertions and removals. Time is read from the
+// monotonic clock (anchored to the wall
 // clock once, at New), so a wall clock step never changes a decision; by
 // default a background goroutine reads it once per millisecond and
 // decisions use that reading (Config.Resolution says what that trades).
@@ -34,10 +36,11 @@
 // limits, and eviction never happens to a key still inside its window; the
 // memory that costs is MaxKeys times the bytes per key.
 //
-// Each key costs about 165 bytes with a key of up to 28 bytes, for every
-// algorithm (TestBytesPerKey; docs/operations.md has the table); a longer
-// key adds its length, a sliding_log key about 24 bytes per logged
-// request, a concurrency key per lease.
+// Each key costs about 150 bytes, whatever its length (a key of up to 13
+// bytes is held in its slot, a longer one as two independent hashes of
+// it): about 175 for the sliding window, 240 for the sliding log and
+// concurrency, and 24 more per further logged request or lease
+// (TestBytesPerKey; docs/operations.md has the table).
 package memstore
 
 import (

@@ -11,16 +11,15 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// slotKey is the longest key a slot holds in itself. A longer key is held
-// in the slot's cold part, and the slot's identity holds its length and
-// hash.
+// slotKey is the longest key a slot holds in itself. A longer key is
+// identified in it by two independent hashes (packKey).
 const slotKey = 13
 
 // entry is one slot of a table and the state of the (key, limit) it
 // holds: 64 bytes, one cache line, all that a token bucket, GCRA, leaky
-// bucket or fixed window decision on a key of up to slotKey bytes reads
-// and writes. The rest (a longer key, the sliding window's and the logs'
-// state) is in a cold part that ref points to.
+// bucket, warm-up or fixed window decision reads and writes. The sliding
+// window's third number and the logs are in a cold part that ref points
+// to. TestEntryLayout holds the size.
 //
 // What the slot holds changes only under its lock (and the shard's): a
 // reader holding the lock reads it as it is. A reader without the lock
@@ -29,22 +28,28 @@ const slotKey = 13
 type entry struct {
 	mu sync.Mutex
 
-	// shut is the refusal word (algo.Closed) of the state, as entry.shut.
-	// Every identity change sets it to 0 first.
+	// shut is algo.Closed's word for the state, published under mu
+	// (Store.publish), so that a request of cost 1 the state refuses is
+	// refused without taking mu (Store.refuse). It is 0 while the state
+	// admits one, while the entry is not marked used, and from the start
+	// of every identity change (setIdentity) until its new occupant
+	// publishes; shutChanged for good once its limit has changed
+	// (Store.params); and -t after a decision at the exact time t, until
+	// the coarse reading passes it (Store.markAhead).
 	shut atomic.Int64
 
 	// ref is the limit the state is kept under: a *compiled, or, for a
 	// slot with a cold part, a pointer one byte into its *cold (odd: see
-	// setRef). A limit never changes in place: a changed limit or a new
-	// cold part is a new pointer.
+	// setRef), whose limit changes in place under the lock; readers
+	// without the lock (peek) read only a *compiled, which never changes.
 	ref atomic.Pointer[byte]
 
-	// id is what the slot holds: word 0 has the key's length (idLen: 0
-	// while empty, idLong for a key longer than slotKey), the flags, the
-	// generation (idGen; odd while the identity is being changed) and
-	// key bytes 0-4 (or, for a long key, its length); word 1 has key
-	// bytes n-8..n-1 (or bytes 0..n-1 of a key under 8 bytes, or, for a
-	// long key, its hash). See packKey.
+	// id is what the slot holds: word 0 has the key's length plus 1
+	// (idLen: 0 while empty, idLong for a key longer than slotKey), the
+	// flags, the generation (idGen; odd while the identity is being
+	// changed) and key bytes 0-4 (or, for a long key, 40 bits of its
+	// second hash); word 1 has key bytes n-8..n-1 (or bytes 0..n-1 of a
+	// key under 8 bytes, or, for a long key, its hash). See packKey.
 	id [2]atomic.Uint64
 
 	x, y, idle int64 // algo.State's X, Y and Idle
@@ -68,7 +73,7 @@ const (
 // (packShort): two such keys differ iff their words do. A longer key is
 // identified by h and 40 bits of a second hash of it, h2, independent of
 // h (keyed with another seed): two long keys whose 104 bits collide (for
-// 100,000 long keys in one table, about once in 2^70 tables) share one
+// 100,000 long keys in one table, about once in 2^71 tables) share one
 // state, which counts each one's requests against both and never lets
 // one pass uncounted.
 func packKey(key string, h, h2 uint64) (w0, w1 uint64) {
@@ -97,14 +102,30 @@ func packTiny(key string) (w0, w1 uint64) {
 	return uint64(len(key)+1) | (w1&(1<<40-1))<<idKey, w1
 }
 
-// cold is the part of a slot's entry that does not fit in its line.
+// cold is the part of an entry that does not fit in its slot: the sliding
+// window's third number (32 bytes), or also the log of the sliding log and
+// concurrency (a coldLog, 64 bytes, whose first field this is).
 type cold struct {
-	_   byte // ref points at pad, one byte in (see setRef)
-	pad byte
-	c   *compiled
-	z   int64 // algo.State's Z
-	log []algo.Entry
-	hd  int // algo.State's Head
+	_      byte // ref points at pad, one byte in (see setRef)
+	pad    byte
+	hasLog bool                     // k is the cold field of a coldLog
+	c      atomic.Pointer[compiled] // read under the shard's lock alone (lookup), changed under the entry's
+	z      int64                    // algo.State's Z
+}
+
+// coldLog is a cold part with algo.State's log.
+type coldLog struct {
+	cold
+	entries []algo.Entry
+	head    int
+}
+
+// logOf returns the coldLog k is part of, or nil.
+func logOf(k *cold) *coldLog {
+	if !k.hasLog {
+		return nil
+	}
+	return (*coldLog)(unsafe.Pointer(k))
 }
 
 // setRef makes the slot's limit c, with the cold part k (nil: none). The
@@ -114,7 +135,7 @@ func (e *entry) setRef(c *compiled, k *cold) {
 		e.ref.Store((*byte)(unsafe.Pointer(c)))
 		return
 	}
-	k.c = c
+	k.c.Store(c)
 	e.ref.Store(&k.pad)
 }
 
@@ -125,7 +146,7 @@ func (e *entry) limit() (*compiled, *cold) {
 		return (*compiled)(unsafe.Pointer(p)), nil
 	}
 	k := (*cold)(unsafe.Add(unsafe.Pointer(p), -int(unsafe.Offsetof(cold{}.pad))))
-	return k.c, k
+	return k.c.Load(), k
 }
 
 // setIdentity makes the slot hold the identity (w0, w1) (from packKey,
@@ -186,9 +207,8 @@ func (e *entry) stable(w0 uint64) bool {
 }
 
 // peek is the first half of the read that Store.refuse makes without the
-// slot's lock: whether the slot holds the key packed as (w0, w1) (a key of
-// up to slotKey bytes, no cold part) under a limit same accepts, with a
-// refusal word set. It returns the word, the limit and the identity word
+// slot's lock: whether the slot holds the key packed as (w0, w1), with no
+// cold part, under lim itself, with a refusal word set. It returns the word, the limit and the identity word
 // still checks. Between peek and still the caller reads the clock.
 func (e *entry) peek(w0, w1 uint64, lim *sluice.Limit) (w int64, c *compiled, i0 uint64, ok bool) {
 	w = e.shut.Load()
@@ -237,7 +257,10 @@ func (e *entry) still(w int64, i0 uint64) bool {
 func (e *entry) load(st *algo.State, k *cold) {
 	st.X, st.Y, st.Idle = e.x, e.y, e.idle
 	if k != nil {
-		st.Z, st.Log, st.Head = k.z, k.log, k.hd
+		st.Z = k.z
+		if l := logOf(k); l != nil {
+			st.Log, st.Head = l.entries, l.head
+		}
 	}
 }
 
@@ -246,7 +269,10 @@ func (e *entry) load(st *algo.State, k *cold) {
 func (e *entry) store(st *algo.State, k *cold) {
 	e.x, e.y, e.idle = st.X, st.Y, st.Idle
 	if k != nil {
-		k.z, k.log, k.hd = st.Z, st.Log, st.Head
+		k.z = st.Z
+		if l := logOf(k); l != nil {
+			l.entries, l.head = st.Log, st.Head
+		}
 	}
 }
 
@@ -254,8 +280,12 @@ func (e *entry) store(st *algo.State, k *cold) {
 // algorithm's state is X, Y and Idle alone.
 func newCold(c *compiled) *cold {
 	switch c.lim.Algorithm {
-	case sluice.AlgorithmSlidingLog, sluice.AlgorithmSlidingWindow, sluice.AlgorithmConcurrency:
+	case sluice.AlgorithmSlidingWindow:
 		return &cold{}
+	case sluice.AlgorithmSlidingLog, sluice.AlgorithmConcurrency:
+		l := &coldLog{}
+		l.hasLog = true
+		return &l.cold
 	}
 	return nil
 }
