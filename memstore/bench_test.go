@@ -133,9 +133,9 @@ func benchSweep(b *testing.B, used bool) {
 }
 
 // BenchmarkTakeKeyLength times one decision on one key of each length
-// class: up to headKey bytes (compared on the entry's first line), up to
-// inlineKey (split over its two lines: a long IPv4 address, a policy's key
-// of a rule, a limit and an address), and longer (a string of its own).
+// class: up to slotKey bytes (held in its slot as it is), and longer (a
+// long IPv4 address, a policy's key of a rule, a limit and an address, and
+// a 40-byte key: identified in the slot by two hashes of it).
 func BenchmarkTakeKeyLength(b *testing.B) {
 	for _, key := range []string{"user:100000", "203.113.255.255", "r0:l0:203.113.255.255", strings.Repeat("k", 40)} {
 		b.Run("len="+strconv.Itoa(len(key)), func(b *testing.B) {

@@ -12,9 +12,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// refuseKeys are the keys of the refusal tests: on the entry's first line,
-// split across both, and longer than an entry holds (never refused without
-// the lock).
+// refuseKeys are the keys of the refusal tests: held in the slot as they
+// are (up to slotKey bytes), and longer ones, identified in the slot by
+// their hashes (both refused without the lock).
 var refuseKeys = []string{"a", "user:100001", "192.168.100.200", "user:100001", "a-key-longer-than-twenty-eight-bytes-in-all"}
 
 // refuseLimits are their limits: token_bucket and gcra, which refuse
@@ -134,7 +134,7 @@ func sameAnswer(rt *rapid.T, i int, what, got, want string) {
 // holds a word that refuses r at the store's time now.
 func wordRefuses(s *Store, r sluice.Request) bool {
 	e, hinted := homeOf(s, r.Key)
-	if e == nil || !hinted || len(r.Key) > slotKey || r.Cost != 1 || r.MaxDelay < 0 || !sameLimit(&e.c().lim, &r.Limit) {
+	if e == nil || !hinted || e.c() == nil || r.Cost != 1 || r.MaxDelay < 0 || !sameLimit(&e.c().lim, &r.Limit) {
 		return false
 	}
 	w := e.shut.Load()
