@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"testing"
-
-	"github.com/sluicehq/sluice"
 )
 
 // actor is a goroutine whose steps (step, at the hooks) a test schedules.
@@ -55,18 +53,7 @@ func TestSlotInterleavings(t *testing.T) {
 	accepted, schedules := 0, 0
 	for _, oneWord := range []bool{false, true} {
 		for _, oneLimit := range []bool{false, true} {
-			limits := make([]*compiled, len(keys))
-			words := make([]int64, len(keys))
-			for i := range keys {
-				limits[i] = &compiled{lim: sluice.GCRA(sluice.PerSecond(int64(i+1)), 1)}
-				if oneLimit {
-					limits[i] = limits[0]
-				}
-				words[i] = int64(1000+i)<<1 | 1
-				if oneWord {
-					words[i] = 1000<<1 | 1
-				}
-			}
+			limits, words := occupants(len(keys), oneWord, oneLimit)
 			for _, ch := range changes {
 				from, to := ch[0], ch[1]
 				for q := range keys {

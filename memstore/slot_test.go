@@ -98,18 +98,7 @@ func checkOneOccupant(t *testing.T, sameWord, oneLimit bool) {
 		"abcdefghijk", "vwxdelmnopq", // held
 		"abcdelmnopq", "vwxdefghijk", // never held
 	}
-	limits := make([]*compiled, len(keys))
-	words := make([]int64, len(keys))
-	for i := range keys {
-		limits[i] = &compiled{lim: sluice.GCRA(sluice.PerSecond(int64(i+1)), 1)}
-		if oneLimit {
-			limits[i] = limits[0]
-		}
-		words[i] = int64(1000+i)<<1 | 1
-		if sameWord {
-			words[i] = 1000<<1 | 1
-		}
-	}
+	limits, words := occupants(len(keys), sameWord, oneLimit)
 	var tick atomic.Int64
 	var logMu sync.Mutex
 	var log []occupant
@@ -215,4 +204,23 @@ func checkOneOccupant(t *testing.T, sameWord, oneLimit bool) {
 		t.Error("no read was accepted: the test did not exercise the protocol")
 	}
 	t.Logf("%d reads accepted, %d occupants", accepted.Load(), len(log))
+}
+
+// occupants returns n keys' limits and refusal words for the tests of the
+// reads without a lock: distinct per key, or one limit and one word for
+// all.
+func occupants(n int, oneWord, oneLimit bool) ([]*compiled, []int64) {
+	limits := make([]*compiled, n)
+	words := make([]int64, n)
+	for i := range n {
+		limits[i] = &compiled{lim: sluice.GCRA(sluice.PerSecond(int64(i+1)), 1)}
+		if oneLimit {
+			limits[i] = limits[0]
+		}
+		words[i] = int64(1000+i)<<1 | 1
+		if oneWord {
+			words[i] = 1000<<1 | 1
+		}
+	}
+	return limits, words
 }
