@@ -103,8 +103,8 @@ func packTiny(key string) (w0, w1 uint64) {
 }
 
 // cold is the part of an entry that does not fit in its slot: the sliding
-// window's third number (32 bytes), or also the log of the sliding log and
-// concurrency (a coldLog, 64 bytes, whose first field this is).
+// window's third number (24 bytes), or also the log of the sliding log and
+// concurrency (a coldLog, 56 bytes, whose first field this is).
 type cold struct {
 	_      byte // ref points at pad, one byte in (see setRef)
 	pad    byte
@@ -208,8 +208,9 @@ func (e *entry) stable(w0 uint64) bool {
 
 // peek is the first half of the read that Store.refuse makes without the
 // slot's lock: whether the slot holds the key packed as (w0, w1), with no
-// cold part, under lim itself, with a refusal word set. It returns the word, the limit and the identity word
-// still checks. Between peek and still the caller reads the clock.
+// cold part, under lim itself, with a refusal word set. It returns the
+// word, the limit and the identity word that still checks. Between peek
+// and still the caller reads the clock.
 func (e *entry) peek(w0, w1 uint64, lim *sluice.Limit) (w int64, c *compiled, i0 uint64, ok bool) {
 	w = e.shut.Load()
 	if w <= 0 {
