@@ -511,3 +511,23 @@ func TestConcurrentChecksMoveEntries(t *testing.T) {
 	sh.mu.Unlock()
 	checkTables(t, s)
 }
+
+// Views of an entry for the tests.
+
+// c returns the entry's limit.
+func (e *entry) c() *compiled {
+	c, _ := e.limit()
+	return c
+}
+
+// key returns the entry's key, if it is held in the slot (false for a
+// longer key: the slot holds its hashes). Under the shard's lock or the
+// slot's.
+func (e *entry) key() (string, bool) {
+	var b [slotKey]byte
+	kb := e.keyBytes(&b)
+	return string(kb), kb != nil
+}
+
+// dead reports whether markDead marked the entry.
+func (e *entry) dead() bool { return e.id[0].Load()&idDead != 0 }

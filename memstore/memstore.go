@@ -7,10 +7,10 @@
 // reads and writes one cache line. Each (key, limit) has its own mutex, so
 // decisions on different keys never wait for each other, and each shard
 // has its own for insertions and removals. Time is read from the
-// monotonic clock (anchored to the wall
-// clock once, at New), so a wall clock step never changes a decision; by
-// default a background goroutine reads it once per millisecond and
-// decisions use that reading (Config.Resolution says what that trades).
+// monotonic clock (anchored to the wall clock once, at New), so a wall
+// clock step never changes a decision; by default a background goroutine
+// reads it once per millisecond and decisions use that reading
+// (Config.Resolution says what that trades).
 // A decision reads the time with its key's lock held, so a request that
 // waited for the lock is not decided as of a stale reading (which could
 // refuse what the decisions it waited for had made room for). A request
@@ -997,9 +997,9 @@ func (s *Store) sweep() {
 	}
 }
 
-// sweepOne removes e, at slot j, if it is fresh at now and unused since the
-// last pass, and reports whether it did; otherwise it clears e's used
-// flag.
+// sweepOne removes the entry at slot j if it is fresh at now and unused
+// since the last pass, and reports whether it did; otherwise it clears its
+// used flag. The shard's lock is held.
 func (s *Store) sweepOne(sh *shard, t *table, j uint64, now int64) bool {
 	e := &t.slots[j]
 	e.mu.Lock()

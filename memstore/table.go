@@ -291,12 +291,6 @@ func newCold(c *compiled) *cold {
 	return nil
 }
 
-// c returns the entry's limit.
-func (e *entry) c() *compiled {
-	c, _ := e.limit()
-	return c
-}
-
 // live reports whether the slot holds an entry. Under the shard's lock
 // (no identity changes then) or the slot's.
 func (e *entry) live() bool { return e.id[0].Load()&idLen != 0 }
@@ -323,15 +317,6 @@ func (e *entry) is(lim *sluice.Limit) (found, exact bool) {
 		return true, true
 	}
 	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
-}
-
-// key returns the entry's key, if it is held in the slot (false for a
-// longer key: the slot holds its hashes). Under the shard's lock or the
-// slot's.
-func (e *entry) key() (string, bool) {
-	var b [slotKey]byte
-	kb := e.keyBytes(&b)
-	return string(kb), kb != nil
 }
 
 // keyBytes returns the entry's key in b, or nil for a key longer than
@@ -376,9 +361,6 @@ func (e *entry) markDead() {
 	e.shut.Store(0)
 	e.setFlags(idDead, true)
 }
-
-// dead reports whether markDead marked the entry.
-func (e *entry) dead() bool { return e.id[0].Load()&idDead != 0 }
 
 // unuse clears the used flag, and with it the word that refuses without
 // the lock: the next request takes the lock, which marks the entry used
