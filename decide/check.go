@@ -20,6 +20,12 @@
 //	settle              for a cost known only after the work (Check.Late):
 //	                    Result.Settle charges what the response reports
 //
+// Front-ends of one process stack (an httplimit middleware per IP around a
+// router and another per user around one route): each records its Result
+// in the request's context (Stack), one that refuses undoes what those
+// further out charged (UndoOuter), and their header fields join
+// (StackedFields), so the request is all or nothing across them.
+//
 // What the lower layers need travels down with each check (its failure mode
 // in sluice.Request.OnError, its longest delay in sluice.Request.MaxDelay);
 // the limiter reports which request decided. Nothing is recovered later by

@@ -161,6 +161,7 @@ type Result struct {
 	dc         *Decider
 	leftOut    bool // a check that could not be planned was left out
 	settled    bool // Settle has run
+	undone     bool // Undo has given back what was charged
 	reqs       []sluice.Request
 	shadowReqs []sluice.Request
 	leases     []lease

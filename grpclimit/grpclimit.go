@@ -8,6 +8,11 @@
 // front-end shares. A limit whose cost is known only after the call
 // (Limit.Late) is settled from the header or trailer metadata the handler
 // sets, once it returns.
+//
+// Interceptors of several Configs chain (grpc.ChainUnaryInterceptor,
+// grpc.ChainStreamInterceptor) as one: a call one of them refuses is
+// charged by none, the one that refuses giving back what those before it
+// charged (see decide.Stack).
 package grpclimit
 
 import (
@@ -174,7 +179,9 @@ type scratch struct {
 	res    decide.Result
 }
 
-// Unary returns the unary server interceptor.
+// Unary returns the unary server interceptor. Chained after another
+// grpclimit interceptor (grpc.ChainUnaryInterceptor), a call it refuses
+// charges nothing to the one further out either (see decide.Stack).
 func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		sc := in.pool.Get().(*scratch)
@@ -183,6 +190,7 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		defer sc.res.Release()
+		ctx = decide.Stack(ctx, &sc.res, nil, decide.Fields{})
 		if !sc.res.Late() {
 			return handler(ctx, req)
 		}
@@ -193,7 +201,7 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 }
 
 // Stream returns the stream server interceptor; a stream is charged once,
-// when it opens.
+// when it opens. Chained, it stacks as Unary does.
 func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		sc := in.pool.Get().(*scratch)
@@ -202,14 +210,24 @@ func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 			return err
 		}
 		defer sc.res.Release()
+		ctx := decide.Stack(ss.Context(), &sc.res, nil, decide.Fields{})
 		if !sc.res.Late() {
-			return handler(srv, ss)
+			return handler(srv, stackedStream{ss, ctx})
 		}
 		md := newCostMD(&sc.res)
-		defer settle(ss.Context(), &sc.res, md)
-		return handler(srv, stream{ss, watchUnary(ss.Context(), md), md})
+		defer settle(ctx, &sc.res, md)
+		return handler(srv, stream{ss, watchUnary(ctx, md), md})
 	}
 }
+
+// stackedStream is a grpc.ServerStream whose context carries the call's
+// decision for the interceptors further in.
+type stackedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s stackedStream) Context() context.Context { return s.ctx }
 
 // plan appends the checks of a call to dst.
 func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Check) []decide.Check {
@@ -241,6 +259,9 @@ func (in *Interceptors) admit(ctx context.Context, method string, sc *scratch) e
 		for _, o := range res.Observed {
 			in.cfg.Observe(ctx, method, o)
 		}
+	}
+	if !res.Proceed() { // nor is anything charged by the interceptors further out
+		decide.UndoOuter(ctx, nil)
 	}
 	switch res.Outcome {
 	case decide.Admitted, decide.Delayed, decide.Degraded:

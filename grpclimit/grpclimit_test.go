@@ -33,12 +33,19 @@ func serve(t *testing.T, cfg grpclimit.Config) healthpb.HealthClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveHealth(t, health.NewServer(), grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
+}
+
+// serveHealth starts a real gRPC server on loopback with opts, serving svc,
+// and returns a client connected to it.
+func serveHealth(t *testing.T, svc healthpb.HealthServer, opts ...grpc.ServerOption) healthpb.HealthClient {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	srv := grpc.NewServer(opts...)
+	healthpb.RegisterHealthServer(srv, svc)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -3,7 +3,6 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -83,21 +81,8 @@ func hostileGRPC(t *testing.T, st string, c grpcCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()))
 	svc := &countingHealth{}
-	healthpb.RegisterHealthServer(srv, svc)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := healthpb.NewHealthClient(conn)
+	client := serveHealth(t, svc, grpc.UnaryInterceptor(in.Unary()))
 	send := func(md metadata.MD) (int, error) {
 		ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 30*time.Second)
 		defer cancel()

@@ -14,6 +14,21 @@
 //
 // The middleware has the standard shape func(http.Handler) http.Handler, so
 // it works with net/http's ServeMux, chi and any router built on them.
+//
+// Middlewares stack: one per client IP around a whole router and one per
+// user around one route answer as one middleware would. A response lists
+// the limits of every middleware the request passed, outermost first, in
+// RateLimit-Policy and RateLimit (Retry-After is the longest wait), and a
+// request one of them does not let through (refused, invalid, failed) is
+// charged by none. Each middleware charges when it decides, since it
+// cannot know whether another will see the request; one further in that
+// refuses gives back what those further out charged (decide.Stack), so
+// for that moment another request may find an outer limit one request
+// fuller than it ends, never emptier. A request waits the shaping delay of
+// each middleware in turn, and each reports its own decisions to Observe.
+// Only middlewares that answer the same response stack: a handler that
+// serves a request of its own through a limited route (a batch endpoint)
+// is charged further out whatever that request gets.
 package httplimit
 
 import (
@@ -22,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,7 +219,9 @@ type Config struct {
 	// checked, as ShadowAdmitted or ShadowRefused), with the limit that
 	// decided it: the one that refused, or the one closest to refusing.
 	// It feeds metrics and status pages (see package sluiceprom); it must
-	// be fast and safe for concurrent use.
+	// be fast and safe for concurrent use. Stacked middlewares each report
+	// their own: a request one further in refuses was admitted here, and
+	// is observed so, though its charge is given back.
 	Observe func(r *http.Request, o decide.Observation)
 
 	// Settled, if set, is called for each limit whose cost a response
@@ -345,16 +363,30 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.cfg.Observe(r, o)
 			}
 		}
+		resp := response(w)
+		if !res.Proceed() { // nor is anything charged further out
+			decide.UndoOuter(r.Context(), resp)
+		}
 		if r.Context().Err() != nil {
 			return // the client went away while waiting: nothing to answer
 		}
-		m.answer(w, r, next, res)
+		m.answer(w, r, next, res, resp)
 	})
 }
 
+// response identifies the response w writes for decide.Stack: its header
+// map, which the writers a router or middleware wraps around w share. A
+// handler that dispatches a request of its own gives it another.
+func response(w http.ResponseWriter) any {
+	return reflect.ValueOf(w.Header()).UnsafePointer()
+}
+
 // answer writes the headers of a decided request and refuses it, or calls
-// next.
-func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Handler, res *decide.Result) {
+// next with the request's context carrying res for the middlewares further
+// in (decide.Stack).
+func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Handler, res *decide.Result, resp any) {
+	h := w.Header()
+	before := m.writeFields(h, r, res, resp)
 	switch res.Outcome {
 	case decide.Invalid:
 		ce, _ := decide.AsClientError(res.Err)
@@ -364,20 +396,6 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 		unavailable(w, res.Err)
 		return
 	}
-	h := w.Header()
-	if f := res.Fields(); f.Policy != "" {
-		h[canonicalPolicy] = []string{f.Policy}
-		h[canonicalRateLimit] = []string{f.RateLimit}
-		if f.RetryAfter != "" {
-			h[canonicalRetryAfter] = []string{f.RetryAfter}
-		}
-		if m.cfg.LegacyHeaders {
-			d := res.Decision
-			h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-			h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, d.Remaining), 10))
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(decide.Seconds(d.ResetAfter), 10))
-		}
-	}
 	if m.cfg.DegradedHeader != "" && degraded(res) {
 		h.Set(m.cfg.DegradedHeader, "true")
 	}
@@ -385,12 +403,47 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 		m.refuse(w, r, res)
 		return
 	}
+	r = r.WithContext(decide.Stack(r.Context(), res, resp, before))
 	if res.Late() {
 		cw := newCostWriter(w, res)
 		defer cw.settle(r, m.cfg.Settled)
 		w = cw.watch()
 	}
 	next.ServeHTTP(w, r)
+}
+
+// writeFields writes the RateLimit header fields of res after those of the
+// middlewares stacked further out (decide.StackedFields), and returns the
+// fields the response had before.
+func (m *middleware) writeFields(h http.Header, r *http.Request, res *decide.Result, resp any) (before decide.Fields) {
+	before = decide.Fields{
+		Policy:     strings.Join(h[canonicalPolicy], ", "),
+		RateLimit:  strings.Join(h[canonicalRateLimit], ", "),
+		RetryAfter: strings.Join(h[canonicalRetryAfter], ", "),
+	}
+	f := decide.StackedFields(r.Context(), resp, before, res.Fields())
+	if f.Policy != "" {
+		h[canonicalPolicy] = []string{f.Policy}
+		h[canonicalRateLimit] = []string{f.RateLimit}
+	}
+	if f.RetryAfter != "" {
+		h[canonicalRetryAfter] = []string{f.RetryAfter}
+	}
+	if m.cfg.LegacyHeaders && res.DecidedBy() != nil {
+		legacy(h, res.Decision)
+	}
+	return before
+}
+
+// legacy sets X-RateLimit-Limit, -Remaining and -Reset from d, unless a
+// middleware further out set them from an admission closer to refusing.
+func legacy(h http.Header, d sluice.Decision) {
+	if n, err := strconv.ParseInt(h.Get("X-RateLimit-Remaining"), 10, 64); err == nil && d.Allowed && n <= d.Remaining {
+		return
+	}
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, d.Remaining), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(decide.Seconds(d.ResetAfter), 10))
 }
 
 // degraded reports whether the request was let through uncounted or any
