@@ -143,14 +143,15 @@ func joinList(a, b string) string {
 // that is not a whole number of seconds (an HTTP date another component
 // sent) is kept over a number.
 func longer(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
 	na, errA := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
 	nb, errB := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
 	switch {
-	case a == "" || errB != nil && b != "":
-		return b
-	case b == "" || errA != nil:
+	case errA != nil:
 		return a
-	case nb > na:
+	case errB != nil || nb > na:
 		return b
 	}
 	return a
