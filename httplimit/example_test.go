@@ -83,3 +83,46 @@ func Example_settle() {
 	// 200 used 5000, the client sees X-Tokens-Used: ""
 	// 429 Retry-After: 5
 }
+
+// Per client IP on a whole ServeMux and per user on one route: the two
+// middlewares stack. Each response lists the limits of both, and the
+// orders the per-user limit refuses are not charged to the client's IP:
+// after one order and two refused, the IP has 3 of its 5 left after the
+// next request, not 1.
+func Example_stacked() {
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC) // a clock that stands still, for the output
+	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	defer store.Close()
+	limiter := sluice.New(store)
+	perIP, err := httplimit.New(limiter, httplimit.Config{Limits: []httplimit.Limit{
+		{Name: "per-ip", Key: httplimit.ByIP(nil), Limit: sluice.FixedWindow(5, time.Hour)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	perUser, err := httplimit.New(limiter, httplimit.Config{Limits: []httplimit.Limit{
+		{Name: "per-user", Key: httplimit.ByHeader("X-User"), Limit: sluice.FixedWindow(1, time.Hour)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", perUser(ok))
+	mux.Handle("GET /", ok)
+	handler := perIP(mux)
+
+	for _, method := range []string{"POST", "POST", "POST", "GET"} {
+		r := httptest.NewRequest(method, "/orders", nil)
+		r.RemoteAddr = "203.0.113.7:4711"
+		r.Header.Set("X-User", "ann")
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		fmt.Println(method, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// POST 200 "per-ip";r=4;t=3600, "per-user";r=0;t=3600
+	// POST 429 "per-ip";r=4;t=3600, "per-user";r=0;t=3600
+	// POST 429 "per-ip";r=4;t=3600, "per-user";r=0;t=3600
+	// GET 200 "per-ip";r=3;t=3600
+}
