@@ -142,3 +142,24 @@ func lines(report, tmp, doc string, progs []Program) string {
 		return m
 	})
 }
+
+// BuildFile builds (Build) the programs of the Markdown file at path that
+// keep accepts, as packages of the module in dir.
+func BuildFile(t testing.TB, dir, path string, keep func(Program) bool) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs, err := Programs(string(b))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var kept []Program
+	for _, p := range progs {
+		if keep(p) {
+			kept = append(kept, p)
+		}
+	}
+	Build(t, dir, filepath.Base(path), kept)
+}

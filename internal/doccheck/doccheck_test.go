@@ -1,7 +1,6 @@
 package doccheck_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -15,21 +14,7 @@ const chi = "github.com/go-chi/chi/v5"
 // TestGoGuide builds every program of docs/go.md that the sluice module can
 // build (the others: examples/frameworks/docs_test.go).
 func TestGoGuide(t *testing.T) {
-	b, err := os.ReadFile("../../docs/go.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	progs, err := doccheck.Programs(string(b))
-	if err != nil {
-		t.Fatalf("docs/go.md: %v", err)
-	}
-	var here []doccheck.Program
-	for _, p := range progs {
-		if !p.Imports(chi) {
-			here = append(here, p)
-		}
-	}
-	doccheck.Build(t, "../..", "docs/go.md", here)
+	doccheck.BuildFile(t, "../..", "../../docs/go.md", func(p doccheck.Program) bool { return !p.Imports(chi) })
 }
 
 func TestPrograms(t *testing.T) {
