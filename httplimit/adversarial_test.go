@@ -79,33 +79,69 @@ func hostileMiddleware(t *testing.T, storeName string, c hostiletest.Case[hostil
 // configured with Config.Limits instead (ByIP, ByHeader), on memstore.
 func TestHostileStaticLimits(t *testing.T) {
 	limits := map[string][]httplimit.Limit{
-		hostiletest.PolicyIP:   {{Name: "per-ip", Key: httplimit.ByIP(&httplimit.ClientIP{}), Limit: sluice.TokenBucket(sluice.PerHour(1), hostiletest.Burst)}},
-		hostiletest.PolicyUser: {{Name: "per-user", Key: httplimit.ByHeader("X-User-ID"), Limit: sluice.TokenBucket(sluice.PerHour(1), hostiletest.Burst)}},
+		hostiletest.PolicyIP:   {hostileIP(hostiletest.Burst)},
+		hostiletest.PolicyUser: {hostileUser(hostiletest.Burst)},
 	}
 	for _, c := range hostiletest.Cases() {
-		ls := limits[c.Policy]
-		if ls == nil {
-			continue
+		if ls := limits[c.Policy]; ls != nil {
+			t.Run(c.Name, func(t *testing.T) { hostileStatic(t, "httplimit (Config.Limits)", c, ls) })
 		}
-		t.Run(c.Name, func(t *testing.T) {
-			mem, err := memstore.New(memstore.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			mw, err := httplimit.New(sluice.New(mem), httplimit.Config{Limits: ls, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var reached atomic.Int64
-			srv := httptest.NewServer(mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
-			defer srv.Close()
-			addr := srv.Listener.Addr().String()
-			hostiletest.Run(t, "httplimit (Config.Limits)", c, hostiletest.Sender[hostiletest.Request]{
-				Send:     func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
-				Pipeline: func(rs []hostiletest.Request) ([]int, error) { return hostiletest.Pipeline(addr, rs) },
-				Through:  reached.Load,
-			})
-		})
 	}
+}
+
+// TestHostileStacked runs the cases of the adversarial table whose policy
+// limits by client address, by X-User-ID, or by both, against two
+// middlewares stacked: per IP around per user, the limit a case does not
+// name too loose to refuse. Stacked, they let through what one middleware
+// with the case's limits does.
+func TestHostileStacked(t *testing.T) {
+	const loose = 1000
+	limits := map[string][2]httplimit.Limit{
+		hostiletest.PolicyIP:     {hostileIP(hostiletest.Burst), hostileUser(loose)},
+		hostiletest.PolicyUser:   {hostileIP(loose), hostileUser(hostiletest.Burst)},
+		hostiletest.PolicyUserIP: {hostileIP(8), hostileUser(hostiletest.Burst)},
+	}
+	for _, c := range hostiletest.Cases() {
+		if ls, ok := limits[c.Policy]; ok {
+			t.Run(c.Name, func(t *testing.T) { hostileStatic(t, "httplimit (stacked)", c, ls[:1], ls[1:]) })
+		}
+	}
+}
+
+// hostileIP and hostileUser are the table's limits per client address and
+// per X-User-ID, with a burst of their own.
+func hostileIP(burst int64) httplimit.Limit {
+	return httplimit.Limit{Name: "per-ip", Key: httplimit.ByIP(&httplimit.ClientIP{}), Limit: sluice.TokenBucket(sluice.PerHour(1), burst)}
+}
+
+func hostileUser(burst int64) httplimit.Limit {
+	return httplimit.Limit{Name: "per-user", Key: httplimit.ByHeader("X-User-ID"), Limit: sluice.TokenBucket(sluice.PerHour(1), burst)}
+}
+
+// hostileStatic runs case c against middlewares with the given limits on
+// one memstore, the first outermost, in front of a handler that counts
+// what reaches it, on a real server on loopback.
+func hostileStatic(t *testing.T, front string, c hostiletest.Case[hostiletest.Request], limits ...[]httplimit.Limit) {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var reached atomic.Int64
+	var h http.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })
+	for i := len(limits) - 1; i >= 0; i-- {
+		mw, err := httplimit.New(sluice.New(mem), httplimit.Config{Limits: limits[i], Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h = mw(h)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	hostiletest.Run(t, front, c, hostiletest.Sender[hostiletest.Request]{
+		Send:     func(r hostiletest.Request) (int, error) { return hostiletest.Send(addr, r) },
+		Pipeline: func(rs []hostiletest.Request) ([]int, error) { return hostiletest.Pipeline(addr, rs) },
+		Through:  reached.Load,
+	})
 }

@@ -57,6 +57,11 @@ var (
 `
 )
 
+// PolicyUserIP limits each X-User-ID and, more loosely, each client
+// address: httplimit also runs its cases with the two limits in two stacked
+// middlewares.
+var PolicyUserIP = policyUserIP
+
 // times returns n requests made by f.
 func times[R any](n int, f func(i int) R) []R {
 	rs := make([]R, n)
