@@ -47,9 +47,16 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// ShowKeys makes refusal logs show key values (ShowKey) instead of
-	// masks (MaskKey). Keys hold what clients send: addresses, tokens.
+	// ShowKeys makes refusal logs show key values instead of masks
+	// (ShowValue). Keys hold what clients send: addresses, tokens.
 	ShowKeys bool
+
+	// KeyText, if set, renders a store key in the refusal logs: a
+	// front-end that knows the names of its keys' parts passes the
+	// rendering its other surfaces show (KeyText with the names), so that
+	// a key reads the same in its logs and on its status page. Default
+	// StoreKeyText(key, 0, ShowKeys): every part of the key, masked.
+	KeyText func(key string) string
 
 	// OnWaiting, if set, is called with +1 when a request starts waiting
 	// under a limit (for a shaping delay or an Action.Wait) and with -1
@@ -115,9 +122,9 @@ func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
 	dc := &Decider{limiter: limiter, cfg: cfg}
 	dc.waiting.max = cfg.MaxWaiting
 	dc.waiting.notify = cfg.OnWaiting
-	show := MaskKey
-	if cfg.ShowKeys {
-		show = ShowKey
+	show := cfg.KeyText
+	if show == nil {
+		show = func(key string) string { return StoreKeyText(key, 0, cfg.ShowKeys) }
 	}
 	dc.refused = newRefusalLog(cfg.Logger, cfg.Component+": refused requests", show)
 	dc.shadow = newRefusalLog(cfg.Logger, cfg.Component+": shadow limits would have refused requests", show)

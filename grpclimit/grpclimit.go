@@ -159,7 +159,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 	}
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, OnError: cfg.OnError, Component: "grpclimit", Logger: cfg.Logger,
-		OnWaiting: cfg.OnWaiting,
+		OnWaiting: cfg.OnWaiting, KeyText: func(key string) string { return decide.StoreKeyText(key, 1, false) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)

@@ -2,8 +2,6 @@ package server
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,9 +148,6 @@ type heavyKey struct {
 	source, limit string // while counted; Limit is made of them by top
 }
 
-// maxShownKey bounds the bytes of a key value shown.
-const maxShownKey = 200
-
 // add counts one refusal of key under source's limit. It allocates only
 // when a key is new to the sketch.
 func (h *heavyKeys) add(source, limit, key string) {
@@ -185,34 +180,11 @@ func (h *heavyKeys) top() []heavyKey {
 	return out
 }
 
-// printable shows a key value (which may hold any bytes) as text, bounded
-// in length.
-func printable(key string) string {
-	cut := len(key) > maxShownKey
-	if cut {
-		key = key[:maxShownKey]
-	}
-	b := make([]byte, 0, len(key))
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case c >= 0x20 && c < 0x7f:
-			b = append(b, c)
-		case c == 0:
-			b = append(b, '|')
-		default:
-			b = append(b, `\x`...)
-			b = strconv.AppendUint(b, uint64(c), 16)
-		}
-	}
-	if cut {
-		b = append(b, "…"...)
-	}
-	return string(b)
-}
-
 // keyShower shows store keys as the status page does: each value named by
 // the part of the limit's key it comes from ("ip=203.0.113.7
-// header:X-User=alice"), masked (decide.MaskKey) unless show is set.
+// header:X-User=alice"), masked unless show is set: decide.KeyText with
+// the names the policy gives the limit's key. The refusal logs and sluice
+// keys show keys the same way (decide.Config.KeyText).
 type keyShower struct {
 	show bool
 	// names returns the key names of a policy limit (see
@@ -220,18 +192,11 @@ type keyShower struct {
 	names func(rule, limit string) (key, onMissing []string, ok bool)
 }
 
-func (k keyShower) value(v string) string {
-	if k.show {
-		return printable(v)
-	}
-	return decide.MaskKey(v)
-}
-
 // key shows one store key.
 func (k keyShower) key(key string) string {
 	parts, ok := decide.KeyParts(key)
 	if !ok || len(parts) < 2 {
-		return k.value(key) // not a key sluice built: all of it, masked
+		return decide.ShowValue(key, k.show) // not a key sluice built: all of it, masked
 	}
 	var names []string
 	prefix := ""
@@ -249,17 +214,5 @@ func (k keyShower) key(key string) string {
 			names, parts, prefix = onMissing, parts[1:], "(on_missing) "
 		}
 	}
-	shown := make([]string, len(parts))
-	for i, v := range parts {
-		name := "part" + strconv.Itoa(i+1)
-		if i < len(names) && len(names) == len(parts) {
-			name = names[i]
-		}
-		if name == "global" {
-			shown[i] = name
-			continue
-		}
-		shown[i] = name + "=" + k.value(v)
-	}
-	return prefix + strings.Join(shown, " ")
+	return prefix + decide.KeyText(names, parts, k.show)
 }

@@ -11,8 +11,9 @@
 //	sluice.remaining      what is left of it after this request
 //	sluice.retry_after_ms for a refusal, when the request would be admitted
 //	sluice.delay_ms       for a delayed request, its shaping delay
-//	sluice.key            the key, masked (decide.MaskKey): keys hold what
-//	                      clients send; the mask tells keys apart
+//	sluice.key            every part of the key, masked (decide.StoreKeyText):
+//	                      keys hold what clients send; a value's mask is the
+//	                      one sluice's logs and status page show
 //	sluice.error          the error of a failed, degraded or invalid request
 //
 // The enforced decision also sets sluice.outcome and sluice.limit on the
@@ -95,7 +96,7 @@ func Attributes(o decide.Observation) []attribute.KeyValue {
 		attrs = append(attrs, attribute.Int64("sluice.delay_ms", d.Delay.Milliseconds()))
 	}
 	if o.Key != "" {
-		attrs = append(attrs, attribute.String("sluice.key", decide.MaskKey(o.Key)))
+		attrs = append(attrs, attribute.String("sluice.key", decide.StoreKeyText(o.Key, 0, false)))
 	}
 	if o.Err != nil {
 		attrs = append(attrs, attribute.String("sluice.error", o.Err.Error()))
