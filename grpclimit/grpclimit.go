@@ -243,7 +243,7 @@ func (in *Interceptors) admit(ctx context.Context, method string, sc *scratch) e
 		}
 	}
 	switch res.Outcome {
-	case decide.Admitted, decide.Delayed, decide.Degraded:
+	case decide.Admitted, decide.Delayed, decide.AdmittedUncounted:
 		if ctx.Err() != nil {
 			res.Release()
 			return status.FromContextError(ctx.Err()).Err()

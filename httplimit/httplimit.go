@@ -405,7 +405,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 // degraded reports whether the request was let through uncounted or any
 // decision was made without the intended store.
 func degraded(res *decide.Result) bool {
-	if res.Outcome == decide.Degraded {
+	if res.Outcome == decide.AdmittedUncounted {
 		return true
 	}
 	for _, d := range res.Each {

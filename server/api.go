@@ -257,7 +257,7 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 
 // apiAnswer is the JSON answer to a decided check.
 func apiAnswer(res *decide.Result) checkResponse {
-	resp := checkResponse{Allowed: res.Proceed(), Status: http.StatusOK, Degraded: res.Outcome == decide.Degraded,
+	resp := checkResponse{Allowed: res.Proceed(), Status: http.StatusOK, Degraded: res.Outcome == decide.AdmittedUncounted,
 		Decisions: []apiDecision{}, Headers: map[string]string{}}
 	add := func(cs []decide.Check, ds []sluice.Decision, shadow bool) {
 		for i, c := range cs {

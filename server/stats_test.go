@@ -89,10 +89,10 @@ func TestStatsWithoutStore(t *testing.T) {
 	s := newStats(time.Second, time.Minute)
 	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true, Degraded: true}})
 	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Refused, Decision: sluice.Decision{Degraded: true}})
-	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Degraded})
+	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.AdmittedUncounted})
 	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true}})
 	rows, _ := s.snapshot(asIs)
-	if c := rows[0].Counts; c["without_store"] != 3 || c["admitted"] != 2 || c["refused"] != 1 || c["degraded"] != 1 {
+	if c := rows[0].Counts; c["without_store"] != 3 || c["admitted"] != 2 || c["refused"] != 1 || c["admitted_uncounted"] != 1 {
 		t.Errorf("counts %v, want 3 without the store of 4", c)
 	}
 }

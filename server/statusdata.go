@@ -13,7 +13,7 @@ import (
 // decide.Outcome (one that is not here would vanish from the page), then
 // without_store, the decisions made without the configured store (by the
 // fallback or a failure mode) whatever their outcome.
-var columns = [nColumns]string{"admitted", "delayed", "refused", "shadow_admitted", "shadow_refused", "degraded", "failed", "invalid", "without_store"}
+var columns = [nColumns]string{"admitted", "delayed", "refused", "shadow_admitted", "shadow_refused", "admitted_uncounted", "failed", "invalid", "without_store"}
 
 const (
 	nColumns     = 9
@@ -67,7 +67,7 @@ func (s *stats) add(source string, o decide.Observation) {
 	}
 	if c != nil {
 		c[i].Add(1)
-		if o.Decision.Degraded || o.Outcome == decide.Degraded {
+		if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
 			c[withoutStore].Add(1)
 		}
 	}
