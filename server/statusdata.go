@@ -194,25 +194,48 @@ type keyShower struct {
 
 // key shows one store key.
 func (k keyShower) key(key string) string {
+	v, ok := k.view(key)
+	switch {
+	case !ok:
+		return decide.ShowValue(key, k.show) // not a key sluice built: all of it, masked
+	case v.note != "":
+		return v.note
+	case v.onMissing:
+		return "(on_missing) " + decide.KeyText(v.names, v.values, k.show)
+	}
+	return decide.KeyText(v.names, v.values, k.show)
+}
+
+// keyView is a store key split as people read it: the rule it counts
+// under ("" for the decision API's explicit checks and the RLS), the names
+// of the parts of the limit's key and their values, as the key holds them
+// (a long value as its digest, decide.KeyValue).
+type keyView struct {
+	rule          string
+	names, values []string
+	onMissing     bool   // counted under the limit's on_missing key
+	note          string // instead of values, for a key that holds none
+}
+
+// view splits a store key sluice built; ok is false for any other key.
+func (k keyShower) view(key string) (v keyView, ok bool) {
 	parts, ok := decide.KeyParts(key)
 	if !ok || len(parts) < 2 {
-		return decide.ShowValue(key, k.show) // not a key sluice built: all of it, masked
+		return v, false
 	}
-	var names []string
-	prefix := ""
 	switch {
 	case parts[0] == "" && parts[1] == "api": // an explicit check of the decision API
-		names, parts = []string{"key"}, parts[2:]
+		v.names, v.values = []string{"key"}, parts[2:]
 	case parts[0] == "" && parts[1] == "rls" && len(parts) == 3: // an RLS limit without detailed_metric
-		return "(any value: the service reports values of detailed_metric limits only)"
+		v.note = "(any value: the service reports values of detailed_metric limits only)"
 	case parts[0] == "" && parts[1] == "rls" && len(parts) == 4: // descriptor path, its last entry's value
-		names, parts = []string{"value"}, parts[3:]
+		v.names, v.values = []string{"value"}, parts[3:]
 	default: // a policy key: rule, limit, values
 		key, onMissing, ok := k.names(parts[0], parts[1])
-		names, parts = key, parts[2:]
-		if len(parts) > 0 && parts[0] == "" && ok { // counted under the on_missing key
-			names, parts, prefix = onMissing, parts[1:], "(on_missing) "
+		v.rule, v.names, v.values = parts[0], key, parts[2:]
+		if len(v.values) > 0 && v.values[0] == "" && ok { // counted under the on_missing key
+			v.names, v.values, v.onMissing = onMissing, v.values[1:], true
 		}
 	}
-	return prefix + decide.KeyText(names, parts, k.show)
+	return v, true
 }
