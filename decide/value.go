@@ -124,9 +124,21 @@ func MaskValue(v string) string {
 	var out [maskLen]byte
 	copy(out[:], maskPrefix)
 	hex.Encode(out[len(maskPrefix):], sum[:6])
-	shown[shownSlot(sum[:])].Store(&v)
+	if i := shownSlot(sum[:]); !remembered(i, v) {
+		remember(i, v)
+	}
 	return string(out[:])
 }
+
+// remembered reports whether slot i of shown holds v: a value masked
+// again costs no allocation.
+func remembered(i int, v string) bool {
+	p := shown[i].Load()
+	return p != nil && *p == v
+}
+
+// remember puts v in slot i of shown.
+func remember(i int, v string) { shown[i].Store(&v) }
 
 // Unmask returns the value whose mask (MaskValue) is m, when this process
 // has shown it lately: the last shownSlots values masked are remembered,

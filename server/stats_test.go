@@ -125,7 +125,8 @@ func TestHeavyKeysShown(t *testing.T) {
 		{string(decide.AppendKey(nil, "", "api", "user-42")), "key=user-42"},
 		{string(decide.AppendKey(nil, "gone", "rule", "a", "b")), "part1=a part2=b"}, // a limit no longer in the policy
 		{"not a key sluice built", "not a key sluice built"},
-		{string(decide.AppendKey(nil, "", "rls", "generic_key=login/remote_address", "203.0.113.7")), "value=203.0.113.7"},
+		{string(decide.AppendKey(nil, "", "rls", "generic_key=login/remote_address", "203.0.113.7")), "remote_address=203.0.113.7"},
+		{string(decide.AppendKey(nil, "", "rls", "edge", "generic_key", "login", "remote_address", "203.0.113.7")), "generic_key=login remote_address=203.0.113.7"}, // the RLS's store key, in its refusal logs
 		{string(decide.AppendKey(nil, "", "rls", "remote_address")), "(any value: the service reports values of detailed_metric limits only)"},
 	} {
 		if got := shown.key(tc.key); got != tc.want {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,6 +218,14 @@ type keyView struct {
 	note          string // instead of values, for a key that holds none
 }
 
+// lastEntryKey is the key of the last entry of an RLS descriptor path
+// ("generic_key=login/remote_address": remote_address).
+func lastEntryKey(path string) string {
+	last := path[strings.LastIndexByte(path, '/')+1:]
+	key, _, _ := strings.Cut(last, "=")
+	return key
+}
+
 // view splits a store key sluice built; ok is false for any other key.
 func (k keyShower) view(key string) (v keyView, ok bool) {
 	parts, ok := decide.KeyParts(key)
@@ -229,7 +238,11 @@ func (k keyShower) view(key string) (v keyView, ok bool) {
 	case parts[0] == "" && parts[1] == "rls" && len(parts) == 3: // an RLS limit without detailed_metric
 		v.note = "(any value: the service reports values of detailed_metric limits only)"
 	case parts[0] == "" && parts[1] == "rls" && len(parts) == 4: // descriptor path, its last entry's value
-		v.names, v.values = []string{"value"}, parts[3:]
+		v.names, v.values = []string{lastEntryKey(parts[2])}, parts[3:]
+	case parts[0] == "" && parts[1] == "rls" && len(parts)%2 == 1: // a store key: domain, then each entry's key and value
+		for i := 3; i < len(parts); i += 2 {
+			v.names, v.values = append(v.names, parts[i]), append(v.values, parts[i+1])
+		}
 	default: // a policy key: rule, limit, values
 		key, onMissing, ok := k.names(parts[0], parts[1])
 		v.rule, v.names, v.values = parts[0], key, parts[2:]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"path/filepath"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // sluiceKeys runs `sluice keys args...` in this process and returns its
@@ -224,5 +228,46 @@ rules:
 	}
 	if logs := p.logs(); strings.Contains(logs, "ann-secret") || strings.Contains(list, "ann-secret") {
 		t.Fatalf("the value was written:\n%s\n%s", logs, list)
+	}
+}
+
+// TestKeysOneMaskRLS: a key the Envoy rate limit service refuses reads the
+// same in its refusal log and on the status page: the descriptor entry's
+// key, and its value masked.
+func TestKeysOneMaskRLS(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "edge.yaml"), `domain: edge
+descriptors:
+  - key: remote_address
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`)
+	p := start(t, nil, "--rls", dir)
+	c := rlsClient(t, p.addrs["grpc"])
+	for range 2 {
+		if _, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{descriptor("remote_address", "10.0.0.1")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.waitLog(`"msg":"rls: refused requests"`, 10*time.Second)
+	var logged string
+	for line := range strings.Lines(p.logs()) {
+		var rec struct {
+			Msg     string
+			TopKeys map[string]struct{ Key string } `json:"top_keys"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "rls: refused requests" {
+			logged = rec.TopKeys["1"].Key
+		}
+	}
+	var st struct {
+		HeavyKeys []struct{ Key string } `json:"heavy_keys"`
+	}
+	if err := json.Unmarshal([]byte(get(t, p.url("admin", "/status.json")).body), &st); err != nil || len(st.HeavyKeys) != 1 {
+		t.Fatalf("status.json: %v %+v", err, st)
+	}
+	shown := st.HeavyKeys[0].Key
+	if !regexp.MustCompile(`^remote_address=key#[0-9a-f]{12}$`).MatchString(shown) || logged != shown {
+		t.Fatalf("one key, two renderings:\nlog:    %q\nstatus: %q", logged, shown)
 	}
 }
