@@ -45,6 +45,12 @@ type Decision struct {
 	// failure mode that admits or refuses without counting (see the failover
 	// package). Stores that decide normally leave it false.
 	Degraded bool
+
+	// Uncounted reports an admission that counted nothing: a failure mode
+	// (open) let the request through while the store could not decide.
+	// Degraded is set too. decide reports such a request as
+	// AdmittedUncounted rather than Admitted.
+	Uncounted bool
 }
 
 // binding returns the decision that governs a combined check, and its

@@ -139,9 +139,11 @@ const (
 	// ShadowRefused marks an observation of a shadow check that would
 	// have refused; the request itself goes on.
 	ShadowRefused
-	// Degraded requests go on without having been counted: the store
-	// failed and the failure mode (open) admitted them.
-	Degraded
+	// AdmittedUncounted requests go on without having been counted: the
+	// store failed and the failure mode (open) admitted them. (A decision
+	// the fallback made without the store is Admitted or Refused with
+	// Decision.Degraded set: "degraded" means decided without the store.)
+	AdmittedUncounted
 	// Failed requests could not be decided and are refused (503): the
 	// store failed under a closed failure mode, or a limit was invalid.
 	Failed
@@ -154,7 +156,7 @@ const (
 	ShadowAdmitted
 )
 
-var outcomeNames = [...]string{"", "admitted", "delayed", "refused", "shadow_refused", "degraded", "failed", "invalid", "shadow_admitted"}
+var outcomeNames = [...]string{"", "admitted", "delayed", "refused", "shadow_refused", "admitted_uncounted", "failed", "invalid", "shadow_admitted"}
 
 // NearLimitPercent is the share of a limit used, in percent, from which an
 // admitted request counts as near the limit (NearLimit): as in
@@ -192,6 +194,6 @@ type Observation struct {
 	// Decision is the deciding check's decision; Decision.Degraded tells a
 	// decision made without the intended store.
 	Decision sluice.Decision
-	// Err is the error of a Failed, Degraded or Invalid request.
+	// Err is the error of a Failed, AdmittedUncounted or Invalid request.
 	Err error
 }

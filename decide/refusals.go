@@ -29,7 +29,7 @@ type refusalLog struct {
 	msg      string
 	logger   *slog.Logger
 	interval time.Duration
-	show     func(key string) string // MaskKey or ShowKey
+	show     func(key string) string // Config.KeyText
 
 	mu       sync.Mutex
 	since    time.Time

@@ -14,7 +14,7 @@ import (
 // the rest, while the log holds at most maxTrackedKeys keys.
 func TestRefusalLogBounded(t *testing.T) {
 	var buf bytes.Buffer
-	l := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), "refused", ShowKey)
+	l := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), "refused", asIs)
 	l.interval = 0 // flushed by hand
 	for i := range 1_000_000 {
 		switch {
@@ -76,7 +76,7 @@ func TestRefusalLogBounded(t *testing.T) {
 // line in the text format.
 func TestRefusalLogInjection(t *testing.T) {
 	var buf bytes.Buffer
-	l := newRefusalLog(slog.New(slog.NewTextHandler(&buf, nil)), "refused", ShowKey)
+	l := newRefusalLog(slog.New(slog.NewTextHandler(&buf, nil)), "refused", asIs)
 	l.interval = 0
 	l.add("q", "x\nlevel=ERROR msg=forged")
 	l.flush()
@@ -84,6 +84,8 @@ func TestRefusalLogInjection(t *testing.T) {
 		t.Fatalf("%d lines: %s", n, buf.String())
 	}
 }
+
+func asIs(key string) string { return key }
 
 func TestWaitQueue(t *testing.T) {
 	q := waitQueue{max: 2}

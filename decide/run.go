@@ -47,9 +47,16 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// ShowKeys makes refusal logs show key values (ShowKey) instead of
-	// masks (MaskKey). Keys hold what clients send: addresses, tokens.
+	// ShowKeys makes refusal logs show key values instead of masks
+	// (ShowValue). Keys hold what clients send: addresses, tokens.
 	ShowKeys bool
+
+	// KeyText, if set, renders a store key in the refusal logs: a
+	// front-end that knows the names of its keys' parts passes the
+	// rendering its other surfaces show (KeyText with the names), so that
+	// a key reads the same in its logs and on its status page. Default
+	// StoreKeyText(key, 0, ShowKeys): every part of the key, masked.
+	KeyText func(key string) string
 
 	// OnWaiting, if set, is called with +1 when a request starts waiting
 	// under a limit (for a shaping delay or an Action.Wait) and with -1
@@ -115,9 +122,9 @@ func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
 	dc := &Decider{limiter: limiter, cfg: cfg}
 	dc.waiting.max = cfg.MaxWaiting
 	dc.waiting.notify = cfg.OnWaiting
-	show := MaskKey
-	if cfg.ShowKeys {
-		show = ShowKey
+	show := cfg.KeyText
+	if show == nil {
+		show = func(key string) string { return StoreKeyText(key, 0, cfg.ShowKeys) }
 	}
 	dc.refused = newRefusalLog(cfg.Logger, cfg.Component+": refused requests", show)
 	dc.shadow = newRefusalLog(cfg.Logger, cfg.Component+": shadow limits would have refused requests", show)
@@ -148,7 +155,7 @@ type Result struct {
 	// admitted, or the store failed).
 	Shadow     []Check
 	ShadowEach []sluice.Decision
-	// Err is the error of a Failed, Degraded or Invalid outcome, or of
+	// Err is the error of a Failed, AdmittedUncounted or Invalid outcome, or of
 	// the first check left out because it could not be planned.
 	Err error
 	// Observed lists what a front-end reports to metrics and status
@@ -183,7 +190,7 @@ func (r *Result) DecidedBy() *Check {
 // Proceed reports whether the request goes on to its handler or upstream.
 func (r *Result) Proceed() bool {
 	switch r.Outcome {
-	case Admitted, Delayed, Degraded:
+	case Admitted, Delayed, AdmittedUncounted:
 		return true
 	}
 	return false
@@ -227,8 +234,19 @@ func (dc *Decider) Run(ctx context.Context, checks []Check, res *Result) {
 		dc.runShadow(ctx, res)
 	}
 	if res.Outcome == Admitted && res.leftOut {
-		res.Outcome = Degraded // not every limit counted it
+		res.Outcome = AdmittedUncounted // not every limit counted it
 	}
+}
+
+// uncounted reports whether a failure mode admitted any of ds without
+// counting it (sluice.Decision.Uncounted).
+func uncounted(ds []sluice.Decision) bool {
+	for _, d := range ds {
+		if d.Uncounted {
+			return true
+		}
+	}
+	return false
 }
 
 // split sorts checks into enforced and shadow, building their requests, and
@@ -255,7 +273,7 @@ func (dc *Decider) split(checks []Check, res *Result) bool {
 				res.Err = err
 			}
 			dc.logError("leaving out a limit that could not be planned", err)
-			res.observe(Observation{Limit: c.Name, Outcome: Degraded, Err: err})
+			res.observe(Observation{Limit: c.Name, Outcome: AdmittedUncounted, Err: err})
 			continue
 		}
 		r := sluice.Request{Key: c.Key, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError, MaxDelay: dc.maxDelay(c)}
@@ -338,6 +356,8 @@ func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
 		res.Outcome = Refused
 	case waited || d.Delay > 0:
 		res.Outcome = Delayed
+	case uncounted(res.Each):
+		res.Outcome = AdmittedUncounted // a failure mode admitted a limit
 	}
 	res.observe(Observation{Limit: c.Name, Key: c.Key, Outcome: res.Outcome, Decision: d})
 	if d.Allowed {
@@ -399,9 +419,9 @@ func (dc *Decider) failed(res *Result, err error) bool {
 			return false
 		}
 	}
-	res.Outcome = Degraded
+	res.Outcome = AdmittedUncounted
 	dc.logError("admitting a request the store could not decide (on_error: open)", err)
-	res.observe(Observation{Limit: name, Outcome: Degraded, Err: err})
+	res.observe(Observation{Limit: name, Outcome: AdmittedUncounted, Err: err})
 	return true
 }
 

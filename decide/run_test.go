@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -57,9 +58,9 @@ func TestRunPlanningErrors(t *testing.T) {
 		outcome decide.Outcome
 		charged bool // the good check was charged
 	}{
-		{"open", decide.Check{Name: "bad", OnError: sluice.FailOpen, Err: keyErr}, decide.Degraded, true},
-		{"default", decide.Check{Name: "bad", Err: keyErr}, decide.Degraded, true},
-		{"fallback", decide.Check{Name: "bad", OnError: sluice.FailFallback, Err: keyErr}, decide.Degraded, true},
+		{"open", decide.Check{Name: "bad", OnError: sluice.FailOpen, Err: keyErr}, decide.AdmittedUncounted, true},
+		{"default", decide.Check{Name: "bad", Err: keyErr}, decide.AdmittedUncounted, true},
+		{"fallback", decide.Check{Name: "bad", OnError: sluice.FailFallback, Err: keyErr}, decide.AdmittedUncounted, true},
 		{"closed", decide.Check{Name: "bad", OnError: sluice.FailClosed, Err: keyErr}, decide.Failed, false},
 		{"client", decide.Check{Name: "bad", Err: &decide.ClientError{Field: "header X-Cost", Reason: "not a number"}}, decide.Invalid, false},
 	} {
@@ -102,7 +103,7 @@ func TestRunStoreErrors(t *testing.T) {
 		cfg     sluice.FailureMode
 		outcome decide.Outcome
 	}{
-		{"open by default", down, []sluice.FailureMode{0, 0}, 0, decide.Degraded},
+		{"open by default", down, []sluice.FailureMode{0, 0}, 0, decide.AdmittedUncounted},
 		{"closed by config", down, []sluice.FailureMode{0, 0}, sluice.FailClosed, decide.Failed},
 		{"one closed check", down, []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed}, 0, decide.Failed},
 		{"invalid limit, open", sluice.ErrInvalidLimit, []sluice.FailureMode{sluice.FailOpen, sluice.FailOpen}, 0, decide.Failed},
@@ -120,10 +121,36 @@ func TestRunStoreErrors(t *testing.T) {
 			if res.Outcome != tc.outcome || !errors.Is(res.Err, tc.err) {
 				t.Fatalf("outcome %v (%v), want %v", res.Outcome, res.Err, tc.outcome)
 			}
-			if res.Proceed() != (tc.outcome == decide.Degraded) {
+			if res.Proceed() != (tc.outcome == decide.AdmittedUncounted) {
 				t.Fatalf("Proceed %t for %v", res.Proceed(), res.Outcome)
 			}
 		})
+	}
+}
+
+// TestRunFailoverOpen: a request a failure mode admitted without counting
+// it (failover's open mode while the store is down) is AdmittedUncounted,
+// as when the store's error reaches decide, never Admitted: one outcome for
+// one thing, whichever layer applied the mode; and it is degraded.
+func TestRunFailoverOpen(t *testing.T) {
+	fs, err := failover.New(failing{errors.New("connection refused")}, failover.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := decide.New(sluice.New(fs), decide.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := check("a", 1)
+	c.OnError = sluice.FailOpen
+	var res decide.Result
+	dc.Run(context.Background(), []decide.Check{c}, &res)
+	if res.Outcome != decide.AdmittedUncounted || !res.Proceed() || len(res.Observed) != 1 ||
+		res.Observed[0].Outcome != decide.AdmittedUncounted || !res.Observed[0].Decision.Degraded {
+		t.Fatalf("outcome %v, observed %+v; want admitted_uncounted, degraded", res.Outcome, res.Observed)
+	}
+	if got := decide.AdmittedUncounted.String(); got != "admitted_uncounted" {
+		t.Fatalf("the outcome is named %q", got)
 	}
 }
 

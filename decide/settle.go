@@ -175,7 +175,7 @@ func (r *Result) Settle(ctx context.Context, values func(name string) []string, 
 // Late reports whether any check of r has a LateCost that Settle would
 // settle: one the store charged, not settled yet.
 func (r *Result) Late() bool {
-	if r.settled || r.undone || r.Outcome != Admitted && r.Outcome != Delayed && r.Outcome != Degraded {
+	if r.settled || r.undone || r.Outcome != Admitted && r.Outcome != Delayed && r.Outcome != AdmittedUncounted {
 		return false
 	}
 	for i := range r.Enforced {

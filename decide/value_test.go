@@ -80,8 +80,8 @@ func TestAppendKey(t *testing.T) {
 	if !ok || strings.Join(parts, "|") != "search|per-ip|127.0.0.1|" {
 		t.Fatalf("KeyParts(%q) = %q, %t", key, parts, ok)
 	}
-	if got := decide.ShowKey(key); got != "search / per-ip / 127.0.0.1 / " {
-		t.Fatalf("ShowKey = %q", got)
+	if got := decide.StoreKeyText(key, 2, true); got != "part1=127.0.0.1 part2=" {
+		t.Fatalf("StoreKeyText = %q", got)
 	}
 	for _, bad := range []string{"x", "3:ab", "-1:", ":a", "99999:a"} {
 		if _, ok := decide.KeyParts(bad); ok {
@@ -90,17 +90,52 @@ func TestAppendKey(t *testing.T) {
 	}
 }
 
-// TestMaskKey: a mask hides the value, is stable for a key, and differs
-// between keys.
-func TestMaskKey(t *testing.T) {
-	k1 := string(decide.AppendKey(nil, "api", "per-token", "secret-token-123"))
-	k2 := string(decide.AppendKey(nil, "api", "per-token", "secret-token-124"))
-	m1 := decide.MaskKey(k1)
-	if strings.Contains(m1, "secret") || !strings.HasPrefix(m1, "key#") || len(m1) != len("key#")+12 {
+// TestMaskValue: a mask hides the value, is stable for a value, differs
+// between values, and names its value back (Unmask) once shown; a string
+// that is not a mask shown by this process names nothing.
+func TestMaskValue(t *testing.T) {
+	m1 := decide.MaskValue("secret-token-123")
+	if strings.Contains(m1, "secret") || !decide.IsMask(m1) {
 		t.Fatalf("mask %q", m1)
 	}
-	if decide.MaskKey(k1) != m1 || decide.MaskKey(k2) == m1 {
-		t.Fatal("masks are not stable per key, or two keys share one")
+	if decide.MaskValue("secret-token-123") != m1 || decide.MaskValue("secret-token-124") == m1 {
+		t.Fatal("masks are not stable per value, or two values share one")
+	}
+	if v, ok := decide.Unmask(m1); !ok || v != "secret-token-123" {
+		t.Fatalf("Unmask(%q) = %q, %t", m1, v, ok)
+	}
+	for _, bad := range []string{"key#000000000000", "key#ABCDEF012345", "key#0123", "secret-token-123", ""} {
+		if bad == m1 {
+			continue
+		}
+		if v, ok := decide.Unmask(bad); ok {
+			t.Errorf("Unmask(%q) = %q", bad, v)
+		}
+	}
+}
+
+// TestKeyText: one rendering of a key's values, masked per value, so that
+// the same value reads the same under every limit and in every surface.
+func TestKeyText(t *testing.T) {
+	ip := decide.MaskValue("203.0.113.7")
+	if got := decide.KeyText([]string{"ip", "header:X-User"}, []string{"203.0.113.7", "ann"}, false); got != "ip="+ip+" header:X-User="+decide.MaskValue("ann") {
+		t.Fatalf("masked: %q", got)
+	}
+	if got := decide.KeyText([]string{"ip"}, []string{"a\nb\x00"}, true); got != `ip=a\xab|` {
+		t.Fatalf("shown: %q", got)
+	}
+	if got := decide.KeyText(nil, []string{strings.Repeat("x", 300)}, true); got != "part1="+strings.Repeat("x", 200)+"…" {
+		t.Fatalf("a long value shown: %q", got)
+	}
+	if got := decide.KeyText([]string{"global"}, []string{"*"}, false); got != "global" {
+		t.Fatalf("global: %q", got)
+	}
+	key := string(decide.AppendKey(nil, "api", "per-ip", "203.0.113.7"))
+	if got := decide.StoreKeyText(key, 2, false); got != "part1="+ip {
+		t.Fatalf("StoreKeyText = %q", got)
+	}
+	if got := decide.StoreKeyText("not a key", 1, false); got != decide.MaskValue("not a key") {
+		t.Fatalf("StoreKeyText of another key = %q", got)
 	}
 }
 

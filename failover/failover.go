@@ -47,7 +47,7 @@
 //	            memstore sees the traffic the primary decides too, so its
 //	            counts are warm when the primary fails, and what it admits
 //	            is charged to the primary once the primary answers again
-//	FailOpen    admit it, counting nothing (Decision.Degraded)
+//	FailOpen    admit it, counting nothing (Decision.Degraded and Uncounted)
 //	FailClosed  return an error wrapping ErrUnavailable: httplimit answers
 //	            503 with Retry-After set to the breaker's next probe
 //
@@ -97,7 +97,7 @@ type Mode = sluice.FailureMode
 
 const (
 	// FailOpen admits the request without counting it: availability over
-	// the limit. The decision has Allowed and Degraded set, Limit the
+	// the limit. The decision has Allowed, Degraded and Uncounted set, Limit the
 	// limit's capacity and Remaining as for a key with no history.
 	FailOpen = sluice.FailOpen
 	// FailClosed refuses the request with an error that wraps
@@ -830,7 +830,7 @@ func marked(d sluice.Decision) sluice.Decision {
 // admitted is a FailOpen decision: admitted, nothing counted.
 func admitted(r sluice.Request) sluice.Decision {
 	c := r.Limit.Capacity()
-	return sluice.Decision{Allowed: true, Degraded: true, Limit: c, Remaining: max(0, c-r.Cost)}
+	return sluice.Decision{Allowed: true, Degraded: true, Uncounted: true, Limit: c, Remaining: max(0, c-r.Cost)}
 }
 
 // scaleLimit is l scaled by f under sluice's one rule (sluice.Limit.Scale),

@@ -164,7 +164,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 	}
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, OnError: cfg.OnError, Component: "grpclimit", Logger: cfg.Logger,
-		OnWaiting: cfg.OnWaiting,
+		OnWaiting: cfg.OnWaiting, KeyText: func(key string) string { return decide.StoreKeyText(key, 1, false) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
@@ -264,7 +264,7 @@ func (in *Interceptors) admit(ctx context.Context, method string, sc *scratch) e
 		decide.UndoOuter(ctx, nil)
 	}
 	switch res.Outcome {
-	case decide.Admitted, decide.Delayed, decide.Degraded:
+	case decide.Admitted, decide.Delayed, decide.AdmittedUncounted:
 		if ctx.Err() != nil {
 			res.Release()
 			return status.FromContextError(ctx.Err()).Err()

@@ -211,8 +211,13 @@ type Config struct {
 	Logger *slog.Logger
 
 	// ShowKeys makes the refusal logs show key values instead of masks
-	// (decide.MaskKey). Keys hold what clients send: addresses, tokens.
+	// (decide.ShowValue). Keys hold what clients send: addresses, tokens.
 	ShowKeys bool
+
+	// KeyText, if set, renders a store key in the refusal logs (see
+	// decide.Config.KeyText). Default the key's value, masked unless
+	// ShowKeys: decide.StoreKeyText(key, 1, ShowKeys), "part1=key#3f09a1c2d4e5".
+	KeyText func(key string) string
 
 	// Observe, if set, is called for each decided group of checks of a
 	// request (the enforced limits together, and each shadow limit
@@ -253,9 +258,13 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.KeyText == nil {
+		show := cfg.ShowKeys
+		cfg.KeyText = func(key string) string { return decide.StoreKeyText(key, 1, show) }
+	}
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, MaxWaiting: cfg.MaxWaiting, OnError: cfg.OnError,
-		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys,
+		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys, KeyText: cfg.KeyText,
 		OnWaiting: cfg.OnWaiting, Relimit: relimiter(cfg.Source),
 	})
 	if err != nil {
@@ -449,7 +458,7 @@ func legacy(h http.Header, d sluice.Decision) {
 // degraded reports whether the request was let through uncounted or any
 // decision was made without the intended store.
 func degraded(res *decide.Result) bool {
-	if res.Outcome == decide.Degraded {
+	if res.Outcome == decide.AdmittedUncounted {
 		return true
 	}
 	for _, d := range res.Each {

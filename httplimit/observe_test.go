@@ -60,7 +60,7 @@ func TestObserve(t *testing.T) {
 		"two admitted",
 		"two admitted",
 		"two refused",
-		`user degraded limit "user": key: no key today`,
+		`user admitted_uncounted limit "user": key: no key today`,
 		"two refused",
 	}
 	mu.Lock()

@@ -81,17 +81,28 @@ type checkResponse struct {
 	SettleToken string `json:"settle_token,omitempty"`
 }
 
+// apiDecision is one limit's decision. Key is the store key, opaque: give
+// it back to /v1/release. Rule, KeyParts, Values and Spec say what it is
+// made of: the values are those the request carried (the caller sent
+// them, so they are shown in clear; a value longer than
+// decide.MaxKeyValue as the digest the key holds), one per part of the
+// limit's key, in order, as sluice keys inspect and reset take them.
 type apiDecision struct {
-	Name         string `json:"name"`
-	Key          string `json:"key"`
-	Shadow       bool   `json:"shadow,omitempty"`
-	Allowed      bool   `json:"allowed"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	RetryAfterMs int64  `json:"retry_after_ms"`
-	ResetAfterMs int64  `json:"reset_after_ms"`
-	DelayMs      int64  `json:"delay_ms"`
-	Lease        uint64 `json:"lease,omitempty"`
+	Rule         string   `json:"rule,omitempty"`
+	Name         string   `json:"name"`
+	Spec         string   `json:"spec"`
+	KeyParts     []string `json:"key_parts"`
+	Values       []string `json:"values"`
+	OnMissing    bool     `json:"on_missing,omitempty"`
+	Key          string   `json:"key"`
+	Shadow       bool     `json:"shadow,omitempty"`
+	Allowed      bool     `json:"allowed"`
+	Limit        int64    `json:"limit"`
+	Remaining    int64    `json:"remaining"`
+	RetryAfterMs int64    `json:"retry_after_ms"`
+	ResetAfterMs int64    `json:"reset_after_ms"`
+	DelayMs      int64    `json:"delay_ms"`
+	Lease        uint64   `json:"lease,omitempty"`
 }
 
 // releaseRequest is the body of POST /v1/release: a concurrency lease to
@@ -247,7 +258,7 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 		writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error())
 		return
 	}
-	resp := apiAnswer(&res)
+	resp := apiAnswer(&res, s.keys)
 	if res.Late() {
 		resp.SettleToken = s.settle.issue(settleEntries(&res, len(req.Checks) > 0))
 	}
@@ -255,9 +266,9 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
-// apiAnswer is the JSON answer to a decided check.
-func apiAnswer(res *decide.Result) checkResponse {
-	resp := checkResponse{Allowed: res.Proceed(), Status: http.StatusOK, Degraded: res.Outcome == decide.Degraded,
+// apiAnswer is the JSON answer to a decided check; keys splits its keys.
+func apiAnswer(res *decide.Result, keys keyShower) checkResponse {
+	resp := checkResponse{Allowed: res.Proceed(), Status: http.StatusOK, Degraded: res.Outcome == decide.AdmittedUncounted,
 		Decisions: []apiDecision{}, Headers: map[string]string{}}
 	add := func(cs []decide.Check, ds []sluice.Decision, shadow bool) {
 		for i, c := range cs {
@@ -265,8 +276,10 @@ func apiAnswer(res *decide.Result) checkResponse {
 			if i < len(ds) {
 				d = ds[i]
 			}
+			kv, _ := keys.view(c.Key)
 			resp.Decisions = append(resp.Decisions, apiDecision{
-				Name: c.Name, Key: c.Key, Shadow: shadow, Allowed: d.Allowed,
+				Rule: kv.rule, Name: c.Name, Spec: c.Limit.String(), KeyParts: nonNil(kv.names), Values: nonNil(kv.values),
+				OnMissing: kv.onMissing, Key: c.Key, Shadow: shadow, Allowed: d.Allowed,
 				Limit: d.Limit, Remaining: max(0, d.Remaining),
 				RetryAfterMs: ms(d.RetryAfter), ResetAfterMs: ms(d.ResetAfter),
 				DelayMs: ms(d.Delay), Lease: d.Lease,
@@ -293,6 +306,14 @@ func apiAnswer(res *decide.Result) checkResponse {
 		}
 	}
 	return resp
+}
+
+// nonNil is ss, or an empty list: JSON arrays, never null.
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
 }
 
 func (s *Server) planAPI(req *checkRequest) ([]decide.Check, error) {

@@ -156,3 +156,56 @@ func TestAPITarget(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIKeyFields: each decision names its rule and limit and shows what
+// its key is made of, one value per part of the limit's key, beside the
+// opaque store key: under the limit's own key, under its on_missing key,
+// for a global limit and for an explicit check.
+func TestAPIKeyFields(t *testing.T) {
+	url := startAPI(t, `
+rules:
+  - name: api
+    limits:
+      - {name: per-user, key: [header:X-User, ip], on_missing: [ip], algorithm: fixed_window, limit: 5, window: 1h}
+      - {name: all, key: global, algorithm: fixed_window, limit: 50, window: 1h}
+`)
+	type decision struct {
+		Rule      string
+		Name      string
+		Spec      string
+		KeyParts  []string `json:"key_parts"`
+		Values    []string
+		OnMissing bool `json:"on_missing"`
+		Key       string
+	}
+	answer := func(body string) []decision {
+		t.Helper()
+		code, _, b := postCheck(t, url, body)
+		var a struct{ Decisions []decision }
+		if err := json.Unmarshal([]byte(b), &a); code != 200 || err != nil {
+			t.Fatalf("%d %v %s", code, err, b)
+		}
+		return a.Decisions
+	}
+	show := func(d decision) string {
+		return d.Rule + " " + d.Name + " " + d.Spec + " " + strings.Join(d.KeyParts, "+") + "=" + strings.Join(d.Values, "+") + " " + strconv.FormatBool(d.OnMissing)
+	}
+	for body, want := range map[string][]string{
+		`{"request": {"ip": "203.0.113.7", "headers": {"X-User": "ann"}}}`: {
+			"api per-user fixed_window(5 per 1h) header:X-User+ip=ann+203.0.113.7 false", "api all fixed_window(50 per 1h) global=* false"},
+		`{"request": {"ip": "203.0.113.7"}}`: {
+			"api per-user fixed_window(5 per 1h) ip=203.0.113.7 true", "api all fixed_window(50 per 1h) global=* false"},
+		`{"checks": [{"name": "mine", "key": "user:ann", "limit": {"algorithm": "gcra", "rate": "1/s"}}]}`: {
+			" mine gcra(1/s, burst 1) key=user:ann false"},
+	} {
+		ds := answer(body)
+		if len(ds) != len(want) {
+			t.Fatalf("%s: %+v", body, ds)
+		}
+		for i, d := range ds {
+			if show(d) != want[i] || d.Key == "" {
+				t.Errorf("%s: decision %d %q, want %q (key %q)", body, i, show(d), want[i], d.Key)
+			}
+		}
+	}
+}

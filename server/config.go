@@ -71,9 +71,9 @@ type Config struct {
 
 	// ShowKeys shows key values (client addresses, API tokens, e-mail
 	// addresses: whatever the keys are made of) in the refusal logs, the
-	// status page and /status.json. Default false: they show a mask
-	// instead (decide.MaskKey), the same for one key for the life of the
-	// process, beside the limit's name.
+	// status page, /status.json and sluice keys list. Default false: each
+	// value shows as a mask instead (decide.KeyText), the same for one
+	// value for the life of the process, beside the limit's name.
 	ShowKeys bool `yaml:"show_keys"`
 
 	// Timeouts bound how long a client may take over a request, on every

@@ -49,7 +49,7 @@ func newMetrics(version string) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
-		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, degraded, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store.",
+		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).",
 	}, []string{"source", "limit", "outcome", "degraded"})
 	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
@@ -144,7 +144,7 @@ func (m *metrics) watchGateway() {
 // outcome the source can give (shadow outcomes for shadow limits), and
 // near-limit decisions where it reports them.
 func (m *metrics) knownLimits(source string, limits []knownLimit) {
-	enforced := []string{"admitted", "delayed", "refused", "failed", "degraded", "invalid"}
+	enforced := []string{"admitted", "delayed", "refused", "failed", "admitted_uncounted", "invalid"}
 	if source == "rls" { // it neither delays nor reports what is left of a limit
 		enforced = []string{"admitted", "refused"}
 	} else {
@@ -187,7 +187,7 @@ var settleResults = []string{"reported", "capped", "missing", "failed"}
 // observe counts one decision.
 func (m *metrics) observe(source string, o decide.Observation) {
 	degraded := "false"
-	if o.Decision.Degraded || o.Outcome == decide.Degraded {
+	if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
 		degraded = "true"
 	}
 	m.decisions.WithLabelValues(source, o.Limit, o.Outcome.String(), degraded).Inc()

@@ -52,6 +52,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 	}
 	svc := rls.New(s.limiter, cfg, rls.Options{
 		Logger:                     s.log,
+		KeyText:                    s.keys.key,
 		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,

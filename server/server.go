@@ -134,7 +134,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// on_error); it never sleeps: delays go back to the caller.
 	s.api, err = decide.New(s.limiter, decide.Config{
 		OnError: sluice.FailClosed, MaxDelay: time.Duration(cfg.MaxDelay), Component: "decision API", Logger: s.log,
-		ShowKeys: cfg.ShowKeys,
+		ShowKeys: cfg.ShowKeys, KeyText: s.keys.key,
 	})
 	if err != nil {
 		b.close()
@@ -385,6 +385,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		DegradedHeader: s.cfg.DegradedHeader,
 		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
+		KeyText:        s.keys.key,
 		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
 		Settled: func(_ *http.Request, st decide.Settled) {
 			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 // decide.Outcome (one that is not here would vanish from the page), then
 // without_store, the decisions made without the configured store (by the
 // fallback or a failure mode) whatever their outcome.
-var columns = [nColumns]string{"admitted", "delayed", "refused", "shadow_admitted", "shadow_refused", "degraded", "failed", "invalid", "without_store"}
+var columns = [nColumns]string{"admitted", "delayed", "refused", "shadow_admitted", "shadow_refused", "admitted_uncounted", "failed", "invalid", "without_store"}
 
 const (
 	nColumns     = 9
@@ -69,7 +68,7 @@ func (s *stats) add(source string, o decide.Observation) {
 	}
 	if c != nil {
 		c[i].Add(1)
-		if o.Decision.Degraded || o.Outcome == decide.Degraded {
+		if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
 			c[withoutStore].Add(1)
 		}
 	}
@@ -150,9 +149,6 @@ type heavyKey struct {
 	source, limit string // while counted; Limit is made of them by top
 }
 
-// maxShownKey bounds the bytes of a key value shown.
-const maxShownKey = 200
-
 // add counts one refusal of key under source's limit. It allocates only
 // when a key is new to the sketch.
 func (h *heavyKeys) add(source, limit, key string) {
@@ -185,34 +181,11 @@ func (h *heavyKeys) top() []heavyKey {
 	return out
 }
 
-// printable shows a key value (which may hold any bytes) as text, bounded
-// in length.
-func printable(key string) string {
-	cut := len(key) > maxShownKey
-	if cut {
-		key = key[:maxShownKey]
-	}
-	b := make([]byte, 0, len(key))
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case c >= 0x20 && c < 0x7f:
-			b = append(b, c)
-		case c == 0:
-			b = append(b, '|')
-		default:
-			b = append(b, `\x`...)
-			b = strconv.AppendUint(b, uint64(c), 16)
-		}
-	}
-	if cut {
-		b = append(b, "…"...)
-	}
-	return string(b)
-}
-
 // keyShower shows store keys as the status page does: each value named by
 // the part of the limit's key it comes from ("ip=203.0.113.7
-// header:X-User=alice"), masked (decide.MaskKey) unless show is set.
+// header:X-User=alice"), masked unless show is set: decide.KeyText with
+// the names the policy gives the limit's key. The refusal logs and sluice
+// keys show keys the same way (decide.Config.KeyText).
 type keyShower struct {
 	show bool
 	// names returns the key names of a policy limit (see
@@ -220,46 +193,62 @@ type keyShower struct {
 	names func(rule, limit string) (key, onMissing []string, ok bool)
 }
 
-func (k keyShower) value(v string) string {
-	if k.show {
-		return printable(v)
-	}
-	return decide.MaskKey(v)
-}
-
 // key shows one store key.
 func (k keyShower) key(key string) string {
+	v, ok := k.view(key)
+	switch {
+	case !ok:
+		return decide.ShowValue(key, k.show) // not a key sluice built: all of it, masked
+	case v.note != "":
+		return v.note
+	case v.onMissing:
+		return "(on_missing) " + decide.KeyText(v.names, v.values, k.show)
+	}
+	return decide.KeyText(v.names, v.values, k.show)
+}
+
+// keyView is a store key split as people read it: the rule it counts
+// under ("" for the decision API's explicit checks and the RLS), the names
+// of the parts of the limit's key and their values, as the key holds them
+// (a long value as its digest, decide.KeyValue).
+type keyView struct {
+	rule          string
+	names, values []string
+	onMissing     bool   // counted under the limit's on_missing key
+	note          string // instead of values, for a key that holds none
+}
+
+// lastEntryKey is the key of the last entry of an RLS descriptor path
+// ("generic_key=login/remote_address": remote_address).
+func lastEntryKey(path string) string {
+	last := path[strings.LastIndexByte(path, '/')+1:]
+	key, _, _ := strings.Cut(last, "=")
+	return key
+}
+
+// view splits a store key sluice built; ok is false for any other key.
+func (k keyShower) view(key string) (v keyView, ok bool) {
 	parts, ok := decide.KeyParts(key)
 	if !ok || len(parts) < 2 {
-		return k.value(key) // not a key sluice built: all of it, masked
+		return v, false
 	}
-	var names []string
-	prefix := ""
 	switch {
 	case parts[0] == "" && parts[1] == "api": // an explicit check of the decision API
-		names, parts = []string{"key"}, parts[2:]
+		v.names, v.values = []string{"key"}, parts[2:]
 	case parts[0] == "" && parts[1] == "rls" && len(parts) == 3: // an RLS limit without detailed_metric
-		return "(any value: the service reports values of detailed_metric limits only)"
+		v.note = "(any value: the service reports values of detailed_metric limits only)"
 	case parts[0] == "" && parts[1] == "rls" && len(parts) == 4: // descriptor path, its last entry's value
-		names, parts = []string{"value"}, parts[3:]
+		v.names, v.values = []string{lastEntryKey(parts[2])}, parts[3:]
+	case parts[0] == "" && parts[1] == "rls" && len(parts)%2 == 1: // a store key: domain, then each entry's key and value
+		for i := 3; i < len(parts); i += 2 {
+			v.names, v.values = append(v.names, parts[i]), append(v.values, parts[i+1])
+		}
 	default: // a policy key: rule, limit, values
 		key, onMissing, ok := k.names(parts[0], parts[1])
-		names, parts = key, parts[2:]
-		if len(parts) > 0 && parts[0] == "" && ok { // counted under the on_missing key
-			names, parts, prefix = onMissing, parts[1:], "(on_missing) "
+		v.rule, v.names, v.values = parts[0], key, parts[2:]
+		if len(v.values) > 0 && v.values[0] == "" && ok { // counted under the on_missing key
+			v.names, v.values, v.onMissing = onMissing, v.values[1:], true
 		}
 	}
-	shown := make([]string, len(parts))
-	for i, v := range parts {
-		name := "part" + strconv.Itoa(i+1)
-		if i < len(names) && len(names) == len(parts) {
-			name = names[i]
-		}
-		if name == "global" {
-			shown[i] = name
-			continue
-		}
-		shown[i] = name + "=" + k.value(v)
-	}
-	return prefix + strings.Join(shown, " ")
+	return v, true
 }

@@ -5,15 +5,18 @@
 //
 //	sluice.limit          the limit that decided (a name from configuration)
 //	sluice.outcome        admitted, delayed, refused, shadow_admitted,
-//	                      shadow_refused, degraded, failed or invalid
+//	                      shadow_refused, admitted_uncounted, failed or
+//	                      invalid
 //	sluice.degraded       true when made without the configured store
 //	sluice.quota          the limit's capacity (Decision.Limit)
 //	sluice.remaining      what is left of it after this request
 //	sluice.retry_after_ms for a refusal, when the request would be admitted
 //	sluice.delay_ms       for a delayed request, its shaping delay
-//	sluice.key            the key, masked (decide.MaskKey): keys hold what
-//	                      clients send; the mask tells keys apart
-//	sluice.error          the error of a failed, degraded or invalid request
+//	sluice.key            every part of the key, masked (decide.StoreKeyText):
+//	                      keys hold what clients send; a value's mask is the
+//	                      one sluice's logs and status page show
+//	sluice.error          the error of a failed, admitted_uncounted or
+//	                      invalid request
 //
 // The enforced decision also sets sluice.outcome and sluice.limit on the
 // span itself, so that traces can be searched by them. Requests outside a
@@ -83,7 +86,7 @@ func Attributes(o decide.Observation) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
 		attribute.String("sluice.limit", o.Limit),
 		attribute.String("sluice.outcome", o.Outcome.String()),
-		attribute.Bool("sluice.degraded", d.Degraded || o.Outcome == decide.Degraded),
+		attribute.Bool("sluice.degraded", d.Degraded || o.Outcome == decide.AdmittedUncounted),
 	}
 	if d.Limit > 0 {
 		attrs = append(attrs, attribute.Int64("sluice.quota", d.Limit), attribute.Int64("sluice.remaining", d.Remaining))
@@ -95,7 +98,7 @@ func Attributes(o decide.Observation) []attribute.KeyValue {
 		attrs = append(attrs, attribute.Int64("sluice.delay_ms", d.Delay.Milliseconds()))
 	}
 	if o.Key != "" {
-		attrs = append(attrs, attribute.String("sluice.key", decide.MaskKey(o.Key)))
+		attrs = append(attrs, attribute.String("sluice.key", decide.StoreKeyText(o.Key, 0, false)))
 	}
 	if o.Err != nil {
 		attrs = append(attrs, attribute.String("sluice.error", o.Err.Error()))

@@ -30,7 +30,7 @@ func TestObserver(t *testing.T) {
 	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
 	ob := sluiceotel.New(sluiceotel.Config{})
 	ctx, span := tracer.Start(context.Background(), "req")
-	ob.Observe(ctx, decide.Observation{Limit: "per-ip", Key: "7:per-ip11:203.0.113.7", Outcome: decide.Refused,
+	ob.Observe(ctx, decide.Observation{Limit: "per-ip", Key: "6:per-ip11:203.0.113.7", Outcome: decide.Refused,
 		Decision: sluice.Decision{Limit: 5, RetryAfter: 1500 * time.Millisecond}})
 	ob.Observe(ctx, decide.Observation{Limit: "trial", Outcome: decide.ShadowRefused})
 	span.End()
@@ -42,7 +42,7 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("%d events, want 2", len(s.Events()))
 	}
 	e := attrs(s.Events()[0].Attributes)
-	if e["sluice.retry_after_ms"] != "1500" || e["sluice.quota"] != "5" || e["sluice.key"] != decide.MaskKey("7:per-ip11:203.0.113.7") {
+	if e["sluice.retry_after_ms"] != "1500" || e["sluice.quota"] != "5" || e["sluice.key"] != "part1="+decide.MaskValue("per-ip")+" part2="+decide.MaskValue("203.0.113.7") {
 		t.Errorf("event attributes %v", e)
 	}
 }

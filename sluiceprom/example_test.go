@@ -42,7 +42,7 @@ func Example() {
 	printSeries(reg, "sluice_decisions_total", "sluice_near_limit_total")
 	// Output:
 	// sluice_decisions_total{degraded="false",limit="per-ip",outcome="admitted"} 5
-	// sluice_decisions_total{degraded="false",limit="per-ip",outcome="degraded"} 0
+	// sluice_decisions_total{degraded="false",limit="per-ip",outcome="admitted_uncounted"} 0
 	// sluice_decisions_total{degraded="false",limit="per-ip",outcome="delayed"} 0
 	// sluice_decisions_total{degraded="false",limit="per-ip",outcome="failed"} 0
 	// sluice_decisions_total{degraded="false",limit="per-ip",outcome="invalid"} 0

@@ -62,7 +62,7 @@ type Collector struct {
 var _ prometheus.Collector = (*Collector)(nil)
 
 // enforced are the outcomes of enforced limits, exported from zero.
-var enforced = []decide.Outcome{decide.Admitted, decide.Delayed, decide.Refused, decide.Failed, decide.Degraded, decide.Invalid}
+var enforced = []decide.Outcome{decide.Admitted, decide.Delayed, decide.Refused, decide.Failed, decide.AdmittedUncounted, decide.Invalid}
 
 // New returns a Collector for cfg.
 func New(cfg Config) *Collector {
@@ -75,7 +75,7 @@ func New(cfg Config) *Collector {
 	c := &Collector{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: cfg.Namespace, Name: "decisions_total", ConstLabels: cfg.ConstLabels,
-			Help: "Decisions by deciding limit and outcome (admitted, delayed, refused, failed, degraded, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store.",
+			Help: "Decisions by deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).",
 		}, []string{"limit", "outcome", "degraded"}),
 		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: cfg.Namespace, Name: "near_limit_total", ConstLabels: cfg.ConstLabels,
@@ -104,7 +104,7 @@ func New(cfg Config) *Collector {
 // decide.Observation).
 func (c *Collector) Observe(o decide.Observation) {
 	degraded := "false"
-	if o.Decision.Degraded || o.Outcome == decide.Degraded {
+	if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
 		degraded = "true"
 	}
 	c.decisions.WithLabelValues(o.Limit, o.Outcome.String(), degraded).Inc()

@@ -128,6 +128,7 @@ func TestStatusPageHealthy(t *testing.T) {
 		`token_bucket(1/s, burst 5)`,                                                           // and its algorithm
 		`<td>gateway</td><td>per-ip</td><td class="n">5</td>`,                                  // totals, right-aligned
 		`<th class="n">refused</th>`,                                                           // under right-aligned headers
+		`<th class="n">admitted uncounted</th>`,                                                // on_error: open, not "degraded"
 		`<code>ip=key#`,                                                                        // a heavy key, its value masked
 		`<polyline`,                                                                            // a chart
 		`class="ytick">0/s</text>`, `class="xtick">now</text>`, `class="xtick">−10 min</text>`, // its axes
@@ -135,9 +136,25 @@ func TestStatusPageHealthy(t *testing.T) {
 		`<span class="state good">answers</span>`,
 		`none (the memory store cannot fail)`,
 		`Key values are masked`,
+		`Load shedding is off`, `<table id="shed" hidden="">`, // no empty table
 	)
 	if strings.Contains(dom, "No decisions yet") {
 		t.Error(`"No decisions yet" beside decisions`)
+	}
+}
+
+// TestStatusPageShedding: with a policy's shed: section the load shedding
+// table shows each listener that sheds, and nothing says it is off.
+func TestStatusPageShedding(t *testing.T) {
+	chromium(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, "shed: {initial_limit: 4, min_limit: 4, max_limit: 4}\nrules:\n  - name: slow\n    match: {path: /slow}\n    priority: sheddable\n")
+	p := start(t, nil, "--policy", policy)
+	get(t, p.url("gateway", "/"))
+	dom := renderStatus(t, p, "")
+	wantInDOM(t, dom, `<table id="shed"><thead>`, `<tbody><tr><td>gateway</td>`)
+	if strings.Contains(dom, "Load shedding is off") {
+		t.Error(`"Load shedding is off" while the gateway sheds`)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
@@ -73,8 +74,33 @@ rules:
 	if r := get(t, p.url("admin", "/readyz?degraded=ok")); r.status != 200 || !contains(r.body, "degraded") {
 		t.Errorf("/readyz?degraded=ok with Redis down: %d %s", r.status, r.body)
 	}
-	if got := metric(t, p, `sluice_decisions_total{degraded="true",limit="open-cap",outcome="admitted",source="gateway"}`); got < 8 {
-		t.Errorf("degraded admissions counted: %v, want at least 8", got)
+	// Admitted uncounted (on_error: open) is one outcome, degraded, whether
+	// failover or the decision path applied the mode; the status page's
+	// column and its store panel count the same requests.
+	if got := metric(t, p, `sluice_decisions_total{degraded="true",limit="open-cap",outcome="admitted_uncounted",source="gateway"}`); got < 8 {
+		t.Errorf("admissions uncounted: %v, want at least 8", got)
+	}
+	var st struct {
+		Counts []struct {
+			Limit  string
+			Counts map[string]int64
+		}
+		StoreState struct {
+			DegradedOpen int64 `json:"degraded_open"`
+		} `json:"store_state"`
+	}
+	if err := json.Unmarshal([]byte(get(t, p.url("admin", "/status.json")).body), &st); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range st.Counts {
+		found = found || c.Limit == "open-cap"
+		if c.Limit == "open-cap" && (c.Counts["admitted_uncounted"] != st.StoreState.DegradedOpen || c.Counts["admitted_uncounted"] < 8 || c.Counts["without_store"] < 8) {
+			t.Errorf("status page: open-cap counts %v, store panel %d admitted uncounted; want the same, at least 8", c.Counts, st.StoreState.DegradedOpen)
+		}
+	}
+	if !found {
+		t.Errorf("status page: no counts of open-cap: %+v", st.Counts)
 	}
 
 	rp.Restart() // empty: it persisted nothing

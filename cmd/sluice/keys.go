@@ -28,8 +28,13 @@ Each asks a running sluice serve, on its admin listener (GET /status.json,
 GET /admin/keys, POST /admin/keys/reset). VALUE is one value per part of the
 limit's key, in order, as the request carries it (an address, a header's
 value); * for a global limit. 'sluice keys list' shows each limit's parts.
+A VALUE may also be a mask the server showed (key#3f09a1c2d4e5, alone or as
+shown: ip=key#3f09a1c2d4e5), copied from the list, the status page or a log
+line: it names the value it masks, which stays unwritten. The server shows
+values in clear only with show_keys (--show-keys, SLUICE_SHOW_KEYS=true).
 
   sluice keys inspect api per-user ann
+  sluice keys inspect api per-user key#3f09a1c2d4e5
   sluice keys reset --token-file /etc/sluice/admin-token api per-user ann
 
 A reset is logged by the server (rule, limit, never the values). On Redis,

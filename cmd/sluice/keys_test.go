@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // sluiceKeys runs `sluice keys args...` in this process and returns its
@@ -152,5 +158,116 @@ func TestKeysCommandTLS(t *testing.T) {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s\nwant: %s", code, c.code, out, errs, c.want)
 			}
 		})
+	}
+}
+
+// TestKeysOneMask: a refused key reads the same in the refusal log, the
+// status page and sluice keys list, byte for byte, and each of those
+// renderings names the key to sluice keys inspect and reset; the value
+// itself is written nowhere.
+func TestKeysOneMask(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: api
+    limits:
+      - {name: per-user, key: header:X-User, algorithm: fixed_window, limit: 1, window: 1h}
+`)
+	p := start(t, nil, "--policy", policy)
+	admin := p.addrs["admin"]
+	for i, want := range []int{200, 429} {
+		if r := get(t, p.url("gateway", "/"), "X-User", "ann-secret"); r.status != want {
+			t.Fatalf("request %d: %d, want %d", i, r.status, want)
+		}
+	}
+	p.waitLog(`"msg":"httplimit: refused requests"`, 10*time.Second)
+	var logged string
+	for line := range strings.Lines(p.logs()) {
+		var rec struct {
+			Msg     string
+			TopKeys map[string]struct{ Key string } `json:"top_keys"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "httplimit: refused requests" {
+			logged = rec.TopKeys["1"].Key
+		}
+	}
+	var st struct {
+		HeavyKeys []struct{ Key string } `json:"heavy_keys"`
+	}
+	if err := json.Unmarshal([]byte(get(t, p.url("admin", "/status.json")).body), &st); err != nil || len(st.HeavyKeys) != 1 {
+		t.Fatalf("status.json: %v %+v", err, st)
+	}
+	code, list, errs := sluiceKeys("list", "--admin", admin)
+	if code != 0 {
+		t.Fatalf("list: %d %s", code, errs)
+	}
+	shown := st.HeavyKeys[0].Key
+	mask, ok := strings.CutPrefix(shown, "header:X-User=")
+	if !ok || !regexp.MustCompile(`^key#[0-9a-f]{12}$`).MatchString(mask) || logged != shown || !strings.Contains(list, "  "+shown+"  ") {
+		t.Fatalf("one key, three renderings:\nlog:    %q\nstatus: %q\nlist:\n%s", logged, shown, list)
+	}
+	for _, v := range []string{shown, mask} {
+		code, out, errs := sluiceKeys("inspect", "--admin", admin, "api", "per-user", v)
+		if code != 0 || !strings.Contains(out, "remaining 0; a request now would be refused") {
+			t.Fatalf("inspect %s: %d\n%s%s", v, code, out, errs)
+		}
+	}
+	if code, out, errs := sluiceKeys("reset", "--admin", admin, "api", "per-user", mask); code != 0 || !strings.Contains(out, "remaining 1") {
+		t.Fatalf("reset %s: %d\n%s%s", mask, code, out, errs)
+	}
+	if r := get(t, p.url("gateway", "/"), "X-User", "ann-secret"); r.status != 200 {
+		t.Fatalf("after the reset: %d, want 200", r.status)
+	}
+	unknown := "key#000000000000"
+	if mask == unknown {
+		unknown = "key#000000000001"
+	}
+	if code, _, errs := sluiceKeys("inspect", "--admin", admin, "api", "per-user", unknown); code != 1 || !strings.Contains(errs, "400: limit \"per-user\": value 1 (header:X-User) is the mask "+unknown+", which this server has not shown lately") {
+		t.Fatalf("an unknown mask: %d %s", code, errs)
+	}
+	if logs := p.logs(); strings.Contains(logs, "ann-secret") || strings.Contains(list, "ann-secret") {
+		t.Fatalf("the value was written:\n%s\n%s", logs, list)
+	}
+}
+
+// TestKeysOneMaskRLS: a key the Envoy rate limit service refuses reads the
+// same in its refusal log and on the status page: the descriptor entry's
+// key, and its value masked.
+func TestKeysOneMaskRLS(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "edge.yaml"), `domain: edge
+descriptors:
+  - key: remote_address
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`)
+	p := start(t, nil, "--rls", dir)
+	c := rlsClient(t, p.addrs["grpc"])
+	for range 2 {
+		if _, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{descriptor("remote_address", "10.0.0.1")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.waitLog(`"msg":"rls: refused requests"`, 10*time.Second)
+	var logged string
+	for line := range strings.Lines(p.logs()) {
+		var rec struct {
+			Msg     string
+			TopKeys map[string]struct{ Key string } `json:"top_keys"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "rls: refused requests" {
+			logged = rec.TopKeys["1"].Key
+		}
+	}
+	var st struct {
+		HeavyKeys []struct{ Key string } `json:"heavy_keys"`
+	}
+	if err := json.Unmarshal([]byte(get(t, p.url("admin", "/status.json")).body), &st); err != nil || len(st.HeavyKeys) != 1 {
+		t.Fatalf("status.json: %v %+v", err, st)
+	}
+	shown := st.HeavyKeys[0].Key
+	if !regexp.MustCompile(`^remote_address=key#[0-9a-f]{12}$`).MatchString(shown) || logged != shown {
+		t.Fatalf("one key, two renderings:\nlog:    %q\nstatus: %q", logged, shown)
 	}
 }

@@ -143,7 +143,7 @@ func scriptedSeries() []string {
 		`sluice_decisions_total{` + d + `limit="per-ip",outcome="refused",source="gateway"} 2`,
 		`sluice_decisions_total{` + d + `limit="per-ip",outcome="delayed",source="gateway"} 0`,
 		`sluice_decisions_total{` + d + `limit="per-ip",outcome="failed",source="gateway"} 0`,
-		`sluice_decisions_total{` + d + `limit="per-ip",outcome="degraded",source="gateway"} 0`,
+		`sluice_decisions_total{` + d + `limit="per-ip",outcome="admitted_uncounted",source="gateway"} 0`,
 		`sluice_decisions_total{` + d + `limit="per-ip",outcome="invalid",source="gateway"} 0`,
 		`sluice_decisions_total{` + d + `limit="trial-cap",outcome="shadow_admitted",source="gateway"} 2`,
 		`sluice_decisions_total{` + d + `limit="trial-cap",outcome="shadow_refused",source="gateway"} 3`,

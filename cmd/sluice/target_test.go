@@ -224,7 +224,7 @@ rules:
 			if strings.Contains(status, token) || strings.Contains(logs, token) {
 				t.Errorf("the token is shown without --show-keys:\n/status.json: %s\nlogs: %s", status, logs)
 			}
-			if !strings.Contains(status, `"limit":"gateway per-token","key":"header:X-Api-Token=key#`) || !strings.Contains(logs, `"key":"key#`) {
+			if !strings.Contains(status, `"limit":"gateway per-token","key":"header:X-Api-Token=key#`) || !strings.Contains(logs, `"key":"header:X-Api-Token=key#`) {
 				t.Errorf("no masked key beside its limit:\n/status.json: %s\nlogs: %s", status, logs)
 			}
 		})

@@ -37,6 +37,11 @@ type Options struct {
 	// store errors. Default slog.Default().
 	Logger *slog.Logger
 
+	// KeyText, if set, renders a store key in the refusal logs (see
+	// decide.Config.KeyText). Default the key's values after its domain,
+	// masked: decide.StoreKeyText(key, 3, false).
+	KeyText func(key string) string
+
 	// LogInterval is how often the aggregated lines are written: counts
 	// since the previous line, one line per kind, never one per request.
 	// Default 1m.
@@ -188,7 +193,10 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	}
 	// A store error is answered UNAVAILABLE (on_error closed), so that
 	// Envoy's own failure_mode_deny decides, as with envoyproxy/ratelimit.
-	dc, err := decide.New(limiter, decide.Config{OnError: sluice.FailClosed, Component: "rls", Logger: opts.Logger})
+	if opts.KeyText == nil {
+		opts.KeyText = func(key string) string { return decide.StoreKeyText(key, 3, false) }
+	}
+	dc, err := decide.New(limiter, decide.Config{OnError: sluice.FailClosed, Component: "rls", Logger: opts.Logger, KeyText: opts.KeyText})
 	if err != nil {
 		panic(err) // only for a nil limiter, a caller's bug
 	}
