@@ -3,6 +3,7 @@ package policy_test
 import (
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/decide"
@@ -95,5 +96,19 @@ func TestMethodOverrides(t *testing.T) {
 		if n, err := policy.Normalize(r); err != nil || n != r {
 			t.Errorf("%s: not an override, but Normalize copied the request (%v)", name, err)
 		}
+	}
+}
+
+// TestMethodOverrideKey: a key made of a method override header, which
+// no rule ever sees, is an error at load.
+func TestMethodOverrideKey(t *testing.T) {
+	_, err := policy.Parse("override.yaml", []byte(`
+rules:
+  - name: api
+    limits:
+      - {name: per-override, key: "header:X-HTTP-Method-Override", algorithm: gcra, rate: 10/s}
+`), policy.Options{})
+	if err == nil || !strings.Contains(err.Error(), "method override headers are removed from every request") {
+		t.Errorf("Parse = %v; want an error naming the method override", err)
 	}
 }
