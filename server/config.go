@@ -91,7 +91,7 @@ type Config struct {
 	// request on every HTTP listener: a request with more is answered
 	// 431 with a problem document (counted in the gateway's responses).
 	// Default 64 KiB; from 4 KiB to 16 MiB. A connection reads at most
-	// about twice this before it refuses.
+	// about a quarter more than this before it refuses.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
 
 	// AdminMaxConns is the admin listener's own bound, so that probes and

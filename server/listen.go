@@ -142,7 +142,7 @@ func httpServer(h http.Handler, lim connLimits, log *slog.Logger, tooLarge func(
 // answered 431 with a problem document, and counted, whichever layer sees
 // it first:
 //
-//   - net/http reads a header up to headerCeiling, twice the setting (and
+//   - net/http reads a header up to headerCeiling, a quarter over (and
 //     HTTP/2 announces that much in SETTINGS_MAX_HEADER_LIST_SIZE), so
 //     that a request somewhat over the setting reaches headerLimit, which
 //     measures it and answers;
@@ -153,8 +153,10 @@ func httpServer(h http.Handler, lim connLimits, log *slog.Logger, tooLarge func(
 //     HTTP/2 clients that ignore the announced limit, net/http's own 431
 //     goes out, uncounted.
 
-// headerCeiling is the http.Server.MaxHeaderBytes for a setting of n.
-func headerCeiling(n int) int { return 2 * n }
+// headerCeiling is the http.Server.MaxHeaderBytes for a setting of n: the
+// headroom lets a request somewhat over n reach headerLimit, at a quarter
+// more memory per connection reading a header.
+func headerCeiling(n int) int { return n + n/4 }
 
 // headerLimit answers 431 to a request whose line and header fields, as
 // HTTP/1.1 writes them, are more than n bytes.

@@ -95,7 +95,7 @@ func TestOversizedHeadersTLS(t *testing.T) {
 	h1.Transport.(*http.Transport).ForceAttemptHTTP2 = false
 	h1.Transport.(*http.Transport).TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	for proto, c := range map[int]*http.Client{2: httpsClient(ca), 1: h1} {
-		for n, want := range map[int]int{limit - 200: 200, limit + 2000: 431} {
+		for n, want := range map[int]int{limit - 200: 200, limit + 1000: 431} {
 			req, _ := http.NewRequest("GET", "https://"+p.addrs["gateway"]+"/", nil)
 			req.Header.Set("X-Big", strings.Repeat("b", n))
 			resp, err := c.Do(req)
