@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"bufio"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -111,4 +113,38 @@ rules:
 	if err == nil || !strings.Contains(err.Error(), "method override headers are removed from every request") {
 		t.Errorf("Parse = %v; want an error naming the method override", err)
 	}
+}
+
+// FuzzNormalizeMethod: a method is refused (a client error) exactly when
+// net/http's server would refuse it, else normalised to its upper-case
+// spelling, which is normal already; no non-ASCII byte is ever folded to
+// an ASCII letter.
+func FuzzNormalizeMethod(f *testing.F) {
+	for _, s := range []string{"GET", "post", "Post", "poſt", "PO ST", "M-SEARCH", "purge", "\xff", "K\u212a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, m string) {
+		n, err := policy.NormalizeMethod(m)
+		_, readErr := http.ReadRequest(bufio.NewReader(strings.NewReader(m + " / HTTP/1.1\r\nHost: h\r\n\r\n")))
+		if err != nil {
+			if _, ok := decide.AsClientError(err); !ok {
+				t.Fatalf("%q: %v is not a client error", m, err)
+			}
+			if readErr == nil && m != "" && !strings.ContainsAny(m, " \r\n") {
+				t.Fatalf("%q: refused, but net/http reads it", m)
+			}
+			return
+		}
+		if m != "" && n != strings.Map(func(r rune) rune {
+			if 'a' <= r && r <= 'z' {
+				return r - 'a' + 'A'
+			}
+			return r
+		}, m) {
+			t.Fatalf("%q → %q: not its ASCII upper case", m, n)
+		}
+		if again, err := policy.NormalizeMethod(n); err != nil || again != n {
+			t.Fatalf("%q → %q → %q, %v", m, n, again, err)
+		}
+	})
 }
