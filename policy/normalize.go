@@ -73,9 +73,9 @@ func Normalize(r *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	target := host == r.Host && path == raw && (r.RequestURI == "" || r.RequestURI[0] == '/')
+	normalTarget := host == r.Host && path == raw && (r.RequestURI == "" || r.RequestURI[0] == '/')
 	override := hasOverride(r.Header)
-	if target && method == r.Method && !override {
+	if normalTarget && method == r.Method && !override {
 		return r, nil
 	}
 	r2 := new(http.Request)
@@ -84,7 +84,7 @@ func Normalize(r *http.Request) (*http.Request, error) {
 	if override {
 		r2.Header = withoutOverrides(r.Header)
 	}
-	if !target {
+	if !normalTarget {
 		setTarget(r2, host, path)
 	}
 	return r2, nil
