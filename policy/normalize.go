@@ -34,15 +34,34 @@ import (
 // not a path (asterisk-form "*", authority-form of CONNECT). An
 // absolute-form target ("http://host/path", which servers must accept) is
 // taken as its host and path. The query is left as it is.
+//
+// Method: ASCII letters upper-cased ("post" and "Post" are POST). HTTP
+// methods are case-sensitive, but every registered method is upper-case,
+// and upstreams read another spelling as that method (Werkzeug, Django) or
+// refuse it (nginx, Node.js, gunicorn): none serves it as a method of its
+// own, so it is brought to the upper-case form rules name and the upstream
+// receives that form. A method that is not an HTTP token (a control byte,
+// a space, non-ASCII: "poſt" is POST to Python's upper()) is refused.
+//
+// Method overrides: X-HTTP-Method-Override, X-HTTP-Method and
+// X-Method-Override (in any case, "_" for "-") are removed. Express's
+// method-override, Symfony, Rack and OData serve a POST that carries one
+// as the method it names; removed, the upstream serves the method the
+// rules matched. A client that needs another method sends it.
 
-// Normalize returns r with its target in normal form: r itself if it is
-// already, or else a shallow copy whose Host, URL (Path and RawPath) and
-// RequestURI (origin-form) are normalised. The error is a *decide.ClientError, for a
-// 400. Policy.Plan matches rules on the normalised request; a handler that
-// should see the request the rules matched (sluice serve's gateway
-// forwards it) takes the request Normalize returns.
+// Normalize returns r in normal form: r itself if it is already, or else a
+// shallow copy whose Method, Host, URL (Path and RawPath) and RequestURI
+// (origin-form) are normalised and whose Header (a copy) holds no method
+// override. The error is a *decide.ClientError, for a 400. Policy.Plan
+// matches rules on the normalised request; a handler that should see the
+// request the rules matched (sluice serve's gateway forwards it) takes the
+// request Normalize returns.
 func Normalize(r *http.Request) (*http.Request, error) {
 	if err := targetForm(r); err != nil {
+		return nil, err
+	}
+	method, err := NormalizeMethod(r.Method)
+	if err != nil {
 		return nil, err
 	}
 	host, err := NormalizeHost(r.Host)
@@ -54,11 +73,26 @@ func Normalize(r *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if host == r.Host && path == raw && (r.RequestURI == "" || r.RequestURI[0] == '/') {
+	normalTarget := host == r.Host && path == raw && (r.RequestURI == "" || r.RequestURI[0] == '/')
+	override := hasOverride(r.Header)
+	if normalTarget && method == r.Method && !override {
 		return r, nil
 	}
 	r2 := new(http.Request)
 	*r2 = *r
+	r2.Method = method
+	if override {
+		r2.Header = withoutOverrides(r.Header)
+	}
+	if !normalTarget {
+		setTarget(r2, host, path)
+	}
+	return r2, nil
+}
+
+// setTarget sets the normalised host and escaped path on r, a copy whose
+// URL is still the original's.
+func setTarget(r *http.Request, host, path string) {
 	u := *r.URL
 	u.Path, _ = url.PathUnescape(path) // path holds only valid escapes
 	u.RawPath = ""
@@ -68,11 +102,90 @@ func Normalize(r *http.Request) (*http.Request, error) {
 	if u.Host != "" {
 		u.Host = host // an absolute-form target's, which is r.Host
 	}
-	r2.URL, r2.Host = &u, host
+	r.URL, r.Host = &u, host
 	if r.RequestURI != "" {
-		r2.RequestURI = u.RequestURI()
+		r.RequestURI = u.RequestURI()
 	}
-	return r2, nil
+}
+
+// NormalizeMethod returns a request method in normal form (see
+// Normalize): its ASCII letters upper-cased. Its error, for a method that
+// is not an HTTP token, is a *decide.ClientError. An empty method is GET,
+// as net/http reads it.
+func NormalizeMethod(m string) (string, error) {
+	if m == "" {
+		return http.MethodGet, nil
+	}
+	upper := true
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !tokenByte(c) {
+			return "", &decide.ClientError{Field: "method", Reason: "not an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"}
+		}
+		upper = upper && !('a' <= c && c <= 'z')
+	}
+	if upper {
+		return m, nil
+	}
+	b := []byte(m)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b), nil
+}
+
+// tokenByte reports whether c may appear in an HTTP token (RFC 9110
+// tchar).
+func tokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// methodOverrides are the request headers that name another method
+// for a POST to some frameworks; Normalize removes them, and any header
+// whose name reads as one of them with "_" for "-" (as CGI and WSGI
+// read header names).
+var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// overrideName reports whether the header name k is a method override.
+func overrideName(k string) bool {
+	for _, h := range methodOverrides {
+		if len(k) != len(h) {
+			continue
+		}
+		same := true
+		for i := 0; i < len(k) && same; i++ {
+			a, b := k[i], h[i]
+			same = a == b || a == '_' && b == '-' || a|0x20 == b|0x20 && 'a' <= a|0x20 && a|0x20 <= 'z'
+		}
+		if same {
+			return true
+		}
+	}
+	return false
+}
+
+// hasOverride reports whether h holds a method override.
+func hasOverride(h http.Header) bool {
+	for k := range h {
+		if overrideName(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutOverrides returns a copy of h without its method overrides.
+func withoutOverrides(h http.Header) http.Header {
+	h2 := h.Clone()
+	for k := range h2 {
+		if overrideName(k) {
+			delete(h2, k)
+		}
+	}
+	return h2
 }
 
 // targetForm refuses a request whose target is not a path: asterisk-form

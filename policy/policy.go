@@ -367,8 +367,9 @@ func foldCase(r *http.Request) *http.Request {
 
 // Plan appends to dst the checks of every rule matching r, with their keys,
 // costs, actions and failure modes: the policy as an httplimit.Source.
-// Rules match, and keys are built from, r as Normalize returns it (host
-// lower-cased, path decoded and resolved); a handler behind the middleware
+// Rules match, and keys are built from, r as Normalize returns it (method
+// upper-cased, host lower-cased, path decoded and resolved, method
+// overrides removed); a handler behind the middleware
 // should serve that request too (sluice serve's gateway forwards it), not
 // r. An error in what the client sent (a target Normalize refuses, a cost
 // header that is not a whole number from 1 to the limit's capacity) is a

@@ -59,6 +59,9 @@ func parseKeyPart(s string) (keyPart, error) {
 		if !hasName || name == "" {
 			return keyPart{}, fmt.Errorf("%q: %s needs a name, as in %s:NAME", s, kind, kind)
 		}
+		if kind == "header" && overrideName(name) {
+			return keyPart{}, fmt.Errorf("%q: method override headers are removed from every request (a key cannot use one; key by method instead)", s)
+		}
 		return keyPart{kind: kind, name: name}, nil
 	}
 	return keyPart{}, fmt.Errorf("%q: %w", s, errKeySyntax)

@@ -660,9 +660,16 @@ func printableASCII(s string) bool {
 
 // writeJSONProblem writes an RFC 9457 problem document.
 func writeJSONProblem(w http.ResponseWriter, status int, title, detail string) {
-	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+	body := problemBody(status, title, detail)
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(body)
+}
+
+// problemBody is the body of an RFC 9457 problem document, ending in a
+// newline.
+func problemBody(status int, title, detail string) []byte {
+	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+	return append(body, '\n')
 }

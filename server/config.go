@@ -87,6 +87,13 @@ type Config struct {
 	// and the upstream's): keep the sum under the process's limit.
 	MaxConns int `yaml:"max_conns"`
 
+	// MaxHeaderBytes bounds the request line and header fields of a
+	// request on every HTTP listener: a request with more is answered
+	// 431 with a problem document (counted in the gateway's responses).
+	// Default 64 KiB; from 4 KiB to 16 MiB. A connection reads at most
+	// about a quarter more than this before it refuses.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+
 	// AdminMaxConns is the admin listener's own bound, so that probes and
 	// scrapes still reach it when the other listeners are full. Default
 	// 64; -1 means no bound.
@@ -390,6 +397,7 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_IDLE_TIMEOUT", "idle-timeout", "timeouts.idle"},
 	{"SLUICE_MAX_CONNS", "max-conns", "max_conns"},
 	{"SLUICE_ADMIN_MAX_CONNS", "admin-max-conns", "admin_max_conns"},
+	{"SLUICE_MAX_HEADER_BYTES", "max-header-bytes", "max_header_bytes"},
 	{"SLUICE_TLS_CERT", "tls-cert", "tls.cert_file"},
 	{"SLUICE_TLS_KEY", "tls-key", "tls.key_file"},
 	{"SLUICE_TLS_CLIENT_CA", "tls-client-ca", "tls.client_ca_file"},
@@ -473,6 +481,7 @@ var settings = map[string]setter{
 	"idle-timeout":          duration(func(c *Config) *Duration { return &c.Timeouts.Idle }),
 	"max-conns":             whole(func(c *Config) *int { return &c.MaxConns }, connsWant),
 	"admin-max-conns":       whole(func(c *Config) *int { return &c.AdminMaxConns }, connsWant),
+	"max-header-bytes":      whole(func(c *Config) *int { return &c.MaxHeaderBytes }, "want a whole number of bytes"),
 	"tls-cert":              text(func(c *Config) *string { return &c.TLS.CertFile }),
 	"tls-key":               text(func(c *Config) *string { return &c.TLS.KeyFile }),
 	"tls-client-ca":         text(func(c *Config) *string { return &c.TLS.ClientCAFile }),
@@ -663,6 +672,9 @@ func (c *Config) validateBounds(fail func(field, format string, args ...any)) {
 	}
 	if c.AdminMaxConns < -1 {
 		fail("admin_max_conns", "want a positive number, 0 for the default or -1 for no bound (got %d)", c.AdminMaxConns)
+	}
+	if n := c.MaxHeaderBytes; n != 0 && (n < minHeaderBytes || n > maxHeaderBytes) {
+		fail("max_header_bytes", "want %d (4 KiB) to %d (16 MiB) bytes, or 0 for the default %d (got %d)", minHeaderBytes, maxHeaderBytes, DefaultMaxHeaderBytes, n)
 	}
 	if c.MaxDelay < 0 || time.Duration(c.MaxDelay) > time.Minute {
 		fail("max_delay", "must be between 0 and 1m")

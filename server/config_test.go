@@ -121,3 +121,31 @@ func TestShowKeysSetting(t *testing.T) {
 		t.Errorf("--show-keys=maybe: %v", err)
 	}
 }
+
+// TestMaxHeaderBytesSetting: max_header_bytes is set by the file,
+// SLUICE_MAX_HEADER_BYTES and the flag's setting, 0 is the default, and a
+// value outside 4 KiB to 16 MiB is refused naming the field.
+func TestMaxHeaderBytesSetting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte("max_header_bytes: 16384\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := server.LoadConfig(path, server.Defaults())
+	if err != nil || cfg.MaxHeaderBytes != 16384 {
+		t.Errorf("file: %d, %v", cfg.MaxHeaderBytes, err)
+	}
+	if err := cfg.ApplyEnv(func(k string) (string, bool) { return "32768", k == "SLUICE_MAX_HEADER_BYTES" }); err != nil || cfg.MaxHeaderBytes != 32768 {
+		t.Errorf("SLUICE_MAX_HEADER_BYTES=32768: %d, %v", cfg.MaxHeaderBytes, err)
+	}
+	if err := cfg.Set("max-header-bytes", "--max-header-bytes", "64KiB"); err == nil || !strings.Contains(err.Error(), "want a whole number of bytes") {
+		t.Errorf("--max-header-bytes=64KiB: %v", err)
+	}
+	for n, ok := range map[int]bool{0: true, 4096: true, 16 << 20: true, 4095: false, 16<<20 + 1: false, -1: false} {
+		cfg := server.Defaults()
+		cfg.MaxHeaderBytes = n
+		err := cfg.Validate()
+		if ok && err != nil || !ok && (err == nil || !strings.Contains(err.Error(), "max_header_bytes: want 4096 (4 KiB) to 16777216 (16 MiB) bytes")) {
+			t.Errorf("max_header_bytes %d: %v", n, err)
+		}
+	}
+}

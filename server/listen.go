@@ -1,6 +1,8 @@
 package server
 
 import (
+	"cmp"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +19,13 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxConns          = 4096
 	DefaultAdminMaxConns     = 64
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// The bounds of Config.MaxHeaderBytes.
+const (
+	minHeaderBytes = 4 << 10
+	maxHeaderBytes = 16 << 20
 )
 
 // connLimits are a listener's bounds, with the config's zeros replaced by
@@ -24,6 +33,7 @@ const (
 type connLimits struct {
 	readHeader, read, idle time.Duration
 	maxConns               int // 0: no bound
+	maxHeader              int // bytes of a request's line and header fields
 }
 
 // limits returns the bounds of the listener called name.
@@ -38,6 +48,7 @@ func (c *Config) limits(name string) connLimits {
 		readHeader: pick(c.Timeouts.ReadHeader, DefaultReadHeaderTimeout),
 		read:       pick(c.Timeouts.Read, DefaultReadTimeout),
 		idle:       pick(c.Timeouts.Idle, DefaultIdleTimeout),
+		maxHeader:  cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes),
 	}
 	n, def := c.MaxConns, DefaultMaxConns
 	if name == "admin" {
@@ -114,16 +125,117 @@ func (c *capConn) Close() error {
 	return err
 }
 
-// httpServer is the http.Server of an HTTP listener.
-func httpServer(h http.Handler, lim connLimits, log *slog.Logger) *http.Server {
+// httpServer is the http.Server of an HTTP listener. tooLarge is called
+// for each request refused for the size of its header (see headerLimit).
+func httpServer(h http.Handler, lim connLimits, log *slog.Logger, tooLarge func()) *http.Server {
 	return &http.Server{
-		Handler:           rejectPreface(h),
+		Handler:           headerLimit(rejectPreface(h), lim.maxHeader, tooLarge),
 		ReadHeaderTimeout: lim.readHeader,
 		ReadTimeout:       lim.read,
 		IdleTimeout:       lim.idle,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    headerCeiling(lim.maxHeader),
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+}
+
+// A request whose line and header fields exceed max_header_bytes is
+// answered 431 with a problem document, and counted, whichever layer sees
+// it first:
+//
+//   - net/http reads a header up to headerCeiling, a quarter over (and
+//     HTTP/2 announces that much in SETTINGS_MAX_HEADER_LIST_SIZE), so
+//     that a request somewhat over the setting reaches headerLimit, which
+//     measures it and answers;
+//   - past the ceiling net/http stops reading (memory stays bounded) and
+//     writes a text/plain 431 to the connection itself, before any
+//     handler runs; on a listener in clear, tooLargeConn recognises that
+//     answer and writes the problem document instead. Under TLS, and for
+//     HTTP/2 clients that ignore the announced limit, net/http's own 431
+//     goes out, uncounted.
+
+// headerCeiling is the http.Server.MaxHeaderBytes for a setting of n: the
+// headroom lets a request somewhat over n reach headerLimit, at a quarter
+// more memory per connection reading a header.
+func headerCeiling(n int) int { return n + n/4 }
+
+// headerLimit answers 431 to a request whose line and header fields, as
+// HTTP/1.1 writes them, are more than n bytes.
+func headerLimit(next http.Handler, n int, tooLarge func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerSize(r) > n {
+			tooLarge()
+			w.Header().Set("Connection", "close")
+			writeJSONProblem(w, http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+const tooLargeTitle = "Request Header Fields Too Large"
+
+func tooLargeDetail(n int) string {
+	return fmt.Sprintf("The request line and header fields exceed %d bytes.", n)
+}
+
+// headerSize is the size of r's request line and header fields as
+// HTTP/1.1 writes them ("Name: value\r\n" each, the Host field too).
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	n += len("Host: \r\n") + len(r.Host) + 2 // and the blank line
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
+}
+
+// tooLargeListener gives its connections a tooLargeConn.
+type tooLargeListener struct {
+	net.Listener
+	answer   []byte
+	tooLarge func()
+}
+
+// newTooLargeListener wraps ln, a listener in clear whose server has a
+// setting of n header bytes.
+func newTooLargeListener(ln net.Listener, n int, tooLarge func()) net.Listener {
+	body := problemBody(http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
+	answer := fmt.Appendf(nil, "HTTP/1.1 431 %s\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		tooLargeTitle, len(body), body)
+	return &tooLargeListener{Listener: ln, answer: answer, tooLarge: tooLarge}
+}
+
+func (l *tooLargeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &tooLargeConn{Conn: c, l: l}, nil
+}
+
+// netHTTP431 is what net/http writes to a connection whose header passes
+// MaxHeaderBytes (net/http's server.go), in one Write. A handler's
+// answer never equals it: net/http adds a Date field to those.
+const netHTTP431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+
+// tooLargeConn replaces net/http's text/plain 431 with the problem
+// document, and counts it.
+type tooLargeConn struct {
+	net.Conn
+	l *tooLargeListener
+}
+
+func (c *tooLargeConn) Write(p []byte) (int, error) {
+	if len(p) != len(netHTTP431) || string(p) != netHTTP431 {
+		return c.Conn.Write(p)
+	}
+	c.l.tooLarge()
+	if _, err := c.Conn.Write(c.l.answer); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // rejectPreface answers 505 to the HTTP/2 connection preface sent in
@@ -172,6 +284,15 @@ func (s *Server) warnFileLimit() {
 	if need > limit {
 		s.log.Warn("the connection caps add up to more file descriptors than the process may open; lower max_conns or raise the limit (ulimit -n)", "needed", need, "limit", limit)
 	}
+}
+
+// tooLargeCounter counts the 431s of a listener: in the gateway's
+// responses, as any other answer of the gateway.
+func (s *Server) tooLargeCounter(name string) func() {
+	if name != "gateway" {
+		return func() {}
+	}
+	return s.metrics.responses.WithLabelValues("431").Inc
 }
 
 // refusedCounter counts refused connections per listener and logs them at

@@ -94,7 +94,7 @@ func newMetrics(version string) *metrics {
 		Help: "Always 1; the labels tell the version of sluice serving and the Go version it was built with.",
 	}, []string{"version", "goversion"})
 	info.WithLabelValues(version, runtime.Version()).Set(1)
-	for _, code := range []string{"200", "400", "429", "502", "503"} {
+	for _, code := range []string{"200", "400", "429", "431", "502", "503"} {
 		m.responses.WithLabelValues(code) // the codes alerts watch, from zero
 	}
 	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, m.settles, m.settledCost, info,
@@ -120,7 +120,7 @@ func (m *metrics) newGatewayMetrics() {
 	}, []string{"limit"})
 	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_gateway_responses_total",
-		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400) and what the upstream answered.",
+		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400, 431) and what the upstream answered.",
 	}, []string{"code"})
 	m.upstreamTime = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_upstream_duration_seconds",

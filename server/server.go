@@ -244,11 +244,14 @@ func (s *Server) Start() error {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
+		tooLarge := s.tooLargeCounter(sv.name)
 		if tc != nil {
 			ln = tls.NewListener(ln, tc)
+		} else {
+			ln = newTooLargeListener(ln, lim.maxHeader, tooLarge)
 		}
 		s.listeners[sv.name] = ln
-		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log)
+		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log, tooLarge)
 	}
 	if s.cfg.GRPC != "" {
 		if err := s.listenGRPC(); err != nil {

@@ -192,6 +192,7 @@ var settingFlags = []struct{ name, help string }{
 	{"idle-timeout", "close keep-alive connections idle this long (default 2m)"},
 	{"max-conns", "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)"},
 	{"admin-max-conns", "most open connections of the admin listener (default 64)"},
+	{"max-header-bytes", "most bytes of a request's line and header fields, on every HTTP listener; more is a 431 (default 65536)"},
 	{"tls-cert", "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes"},
 	{"tls-key", "the server certificate's key (PEM)"},
 	{"tls-client-ca", "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)"},

@@ -160,6 +160,7 @@ func scriptedSeries() []string {
 		`sluice_gateway_responses_total{code="502"} 1`,
 		`sluice_gateway_responses_total{code="503"} 0`,
 		`sluice_gateway_responses_total{code="400"} 0`,
+		`sluice_gateway_responses_total{code="431"} 0`,
 		`sluice_upstream_errors_total 1`,
 		`sluice_upstream_duration_seconds_count 7`, // 5 + /broken + the first /shaped
 		`sluice_store_errors_total{op="take"} 0`,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -228,5 +229,82 @@ rules:
 				t.Errorf("no masked key beside its limit:\n/status.json: %s\nlogs: %s", status, logs)
 			}
 		})
+	}
+}
+
+// TestGatewayNormalizesMethods sends the gateway a method spelled in
+// other cases and POSTs that name another method in the headers some
+// frameworks honour (Express's method-override, Symfony, Rack, OData),
+// and checks that each was counted by the POST rule and that the upstream
+// received the upper-case method and none of those headers: it can only
+// serve the method the rule counted.
+func TestGatewayNormalizesMethods(t *testing.T) {
+	type got struct {
+		method    string
+		overrides []string
+	}
+	var mu sync.Mutex
+	byID := map[string]got{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g := got{method: r.Method}
+		for k := range r.Header {
+			if n := strings.ToLower(strings.ReplaceAll(k, "_", "-")); strings.Contains(n, "method") {
+				g.overrides = append(g.overrides, k)
+			}
+		}
+		mu.Lock()
+		byID[r.Header.Get("X-Test-Id")] = g
+		mu.Unlock()
+	}))
+	defer up.Close()
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: writes
+    match: {methods: [POST, PURGE], path: /orders/}
+    limits:
+      - {name: writes, key: global, algorithm: fixed_window, limit: 1000, window: 1h}
+`)
+	p := start(t, nil, "--upstream", up.URL, "--policy", policy)
+	cases := []struct{ method, header, want string }{
+		{"POST", "", "POST"},
+		{"post", "", "POST"},
+		{"Post", "", "POST"},
+		{"pOsT", "", "POST"},
+		{"purge", "", "PURGE"},
+		{"POST", "X-HTTP-Method-Override: DELETE", "POST"},
+		{"POST", "x-http-method-override: GET", "POST"},
+		{"POST", "X-HTTP-Method: PUT", "POST"},
+		{"POST", "X-Method-Override: PATCH", "POST"},
+		{"post", "X_HTTP_Method_Override: GET", "POST"},
+	}
+	for i, tc := range cases {
+		id := strconv.Itoa(i)
+		conn, err := net.Dial("tcp", p.addrs["gateway"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(20 * time.Second))
+		extra := ""
+		if tc.header != "" {
+			extra = tc.header + "\r\n"
+		}
+		fmt.Fprintf(conn, "%s /orders/a HTTP/1.1\r\nHost: a.example\r\nX-Test-Id: %s\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n", tc.method, id, extra)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.method, tc.header, err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		mu.Lock()
+		g, reached := byID[id]
+		mu.Unlock()
+		desc := tc.method + " with " + cmp.Or(tc.header, "no override")
+		if resp.StatusCode != 200 || !reached || g.method != tc.want || len(g.overrides) > 0 {
+			t.Errorf("%s: %d; the upstream received %+v (%v); want 200, %s and no override header", desc, resp.StatusCode, g, reached, tc.want)
+		}
+		if r := remaining(resp.Header.Get("RateLimit"), "writes"); r != 1000-(i+1) {
+			t.Errorf("%s: writes remaining %d, want %d: not counted once by the rule", desc, r, 1000-(i+1))
+		}
 	}
 }

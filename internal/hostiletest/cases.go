@@ -103,6 +103,7 @@ func Cases() []Case[Request] {
 	cs = append(cs, partCases()...)
 	cs = append(cs, ipCases()...)
 	cs = append(cs, hostPathCases()...)
+	cs = append(cs, methodCases()...)
 	cs = append(cs, overrideCases()...)
 	return append(cs, algorithmCases(cs)...)
 }
@@ -364,6 +365,36 @@ func hostPathCases() []Case[Request] {
 		}})
 	}
 	return cs
+}
+
+// methodCases spell the method a rule matches in other ways, or name
+// another one in the headers some frameworks honour on a POST: the request
+// is counted under the rule, or refused with a 4xx, never forwarded
+// uncounted as a method the upstream serves as the rule's.
+func methodCases() []Case[Request] {
+	policy := "rules:\n  - name: api\n    match: {methods: [POST], path: /api/}\n    limits:\n      - " + limitIP + "\n"
+	post := Request{Method: "POST"}
+	spell := func(what string, ms ...string) Case[Request] {
+		return Case[Request]{Name: "method " + what, Policy: policy, Total: Burst, Phases: []Phase[Request]{
+			{What: strings.Join(ms, ", "), Reqs: times(N, func(i int) Request { return Request{Method: ms[i%len(ms)]} }), Want: Burst, Or4xx: true},
+			clean(-1, post),
+		}}
+	}
+	overrides := []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "x-http-method-override", "X_HTTP_Method_Override"}
+	odd := []string{"po\u017ft", "PO\x01ST", "P\xd6ST", "POST\x7f", "PO(ST"} // "poſt" is POST to Python's upper()
+	return []Case[Request]{
+		spell("in lower case", "post"),
+		spell("in mixed case", "Post", "pOST", "PoSt", "posT"),
+		{Name: "method overridden by a header", Policy: policy, Phases: []Phase[Request]{
+			{What: "POST with X-HTTP-Method-Override: GET, ...", Reqs: times(N, func(i int) Request {
+				return Request{Method: "POST", Header: hdr(overrides[i%len(overrides)], "GET")}
+			}), Want: Burst},
+		}},
+		{Name: "method with odd bytes", Policy: policy, Phases: []Phase[Request]{
+			{What: "po\\u017ft, PO\\x01ST, ...", Reqs: times(N, func(i int) Request { return Request{Method: odd[i%len(odd)]} }), Want: 0},
+			clean(Burst, post),
+		}},
+	}
 }
 
 // overrideCases send the headers of overrides that grant more: from a

@@ -1,7 +1,8 @@
 // Package hostiletest is sluice's adversarial table for its HTTP
 // front-ends: the requests a hostile client writes (cost headers, key
-// headers, forwarding headers, hosts, paths, overrides), each with the
-// policy it is sent against and how many of them the limits allow through.
+// headers, forwarding headers, hosts, paths, methods, overrides), each
+// with the policy it is sent against and how many of them the limits
+// allow through.
 //
 // The gateway and the decision API (cmd/sluice, real processes) and the
 // middleware (httplimit, a real server on loopback) run the same table, so
