@@ -162,7 +162,7 @@ var settingFlags = []struct{ name, help string }{
 	{"rls-http", "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
 	{"rls-merge-domains", "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)"},
 	{"rls-response-headers", "add RateLimit and RateLimit-Policy header fields to RLS responses (default true)"},
-	{"rls-counting", "how the RLS counts: all-or-nothing (default; a refused request charges nothing) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)"},
+	{"rls-counting", "how the RLS counts: all-or-nothing (default; a refused request charges only the limits that refused it) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)"},
 	{"rls-stop-increment", "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)"},
 	{"rls-shadow-mode", "answer every RLS request OK overall, descriptor statuses and counting unchanged (envoyproxy/ratelimit's SHADOW_MODE): compare before enforcing"},
 	{"rls-quota-mode", "make every RLS limit a quota_mode one (envoyproxy/ratelimit's QUOTA_MODE): a request is over only when all its limited descriptors are"},

@@ -15,8 +15,9 @@ type Counting uint8
 
 const (
 	// CountAllOrNothing charges the enforced limits of a request in one
-	// sluice Check: if any refuses, none is charged, and a refused request
-	// is not counted. sluice's default.
+	// sluice Check: if any refuses, the others are not charged, and those
+	// that refused are charged their hits into a bounded debt. sluice's
+	// default.
 	CountAllOrNothing Counting = iota + 1
 	// CountPeer counts as envoyproxy/ratelimit does: each descriptor on
 	// its own, in request order, refused hits included, so that a key over
@@ -101,7 +102,7 @@ func (r *rule) overMarked() bool {
 func (s *Service) runPeer(ctx context.Context, r *request) error {
 	for i := range r.items {
 		if it := &r.items[i]; it.result == 0 {
-			it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
+			it.key = r.peerKey(i)
 		}
 	}
 	if s.opts.StopIncrementWhenOverLimit {
@@ -112,6 +113,12 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 	for i := range r.items {
 		it := &r.items[i]
 		if it.result != 0 {
+			continue
+		}
+		if it.refund {
+			if err := s.refundPeer(ctx, r.req.Domain, it); err != nil {
+				return err
+			}
 			continue
 		}
 		d, over, err := s.takePeer(ctx, it)
@@ -132,6 +139,30 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 	return nil
 }
 
+// peerKey is the counter of item i under CountPeer: envoyproxy/ratelimit
+// keys a counter by the descriptor's entries and the start of its window,
+// so a descriptor's own limit counts on the configured limit's counter
+// when both have the same window (a fixed window of the same period), and
+// apart otherwise.
+func (r *request) peerKey(i int) string {
+	if it := &r.items[i]; it.shares {
+		return key(r.req.Domain, r.req.Descriptors[i].Entries, nil)
+	}
+	return r.key(i)
+}
+
+// refundPeer is refund under CountPeer: the counter of an over-marked
+// limit reports one unit less left than it holds.
+func (s *Service) refundPeer(ctx context.Context, domain string, it *item) error {
+	if err := s.refund(ctx, domain, it, it.rule.peer); err != nil {
+		return err
+	}
+	if it.rule.overMarked() {
+		it.d.Remaining = max(0, it.d.Remaining-1)
+	}
+	return nil
+}
+
 // peekPeer reads every counter of r without charging, and when one of
 // them would be over after its hits, leaves only those to charge (cost 0
 // for the others), as envoyproxy/ratelimit does with
@@ -141,7 +172,7 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 	anyNear := false
 	for i := range r.items {
 		it := &r.items[i]
-		if it.result != 0 {
+		if it.result != 0 || it.refund {
 			continue
 		}
 		d, err := s.limiter.AllowN(ctx, it.key, it.rule.peer, 0)

@@ -36,9 +36,6 @@ func validate(req *rlspb.RateLimitRequest) error {
 		if len(d.Entries) > MaxEntries {
 			return fmt.Errorf("rls: descriptor %d has %d entries, more than %d", i, len(d.Entries), MaxEntries)
 		}
-		if d.IsNegativeHits {
-			return fmt.Errorf("rls: descriptor %d: is_negative_hits (giving hits back) is not supported", i)
-		}
 		for j, e := range d.Entries {
 			if e == nil {
 				return fmt.Errorf("rls: descriptor %d: entry %d is missing", i, j)
@@ -212,4 +209,15 @@ func (s *Service) storeError(ctx context.Context, domain string, err error) erro
 		return status.Errorf(codes.Internal, "rls: %v", err)
 	}
 	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
+}
+
+// sameWindow reports whether a descriptor's own limit ov has the window of
+// the limit configured for entries: both fixed windows of one period,
+// without calendar or share_threshold pattern, so that
+// envoyproxy/ratelimit's counter key (entries and window start) is the
+// same for both.
+func (d *domain) sameWindow(entries []*commonpb.RateLimitDescriptor_Entry, ov *rule) bool {
+	r, shared := d.match(entries)
+	return r != nil && shared == nil && !r.unlimited && r.period == ov.period &&
+		r.peer.Algorithm == sluice.AlgorithmFixedWindow && r.peer.Calendar == 0
 }

@@ -103,8 +103,10 @@ const (
 	ResultReplaced
 	// ResultOK: the limit admitted the request and was charged.
 	ResultOK
-	// ResultOverLimit: the limit refused the request; nothing of the
-	// request was charged anywhere.
+	// ResultOverLimit: the limit refused the request. Under
+	// CountAllOrNothing its hits were charged to it all the same, into a
+	// bounded debt (see the package documentation); nothing of the request
+	// was charged to its other limits.
 	ResultOverLimit
 	// ResultShadowOverLimit: a shadow_mode limit was over; the descriptor
 	// reports OK.
@@ -112,9 +114,12 @@ const (
 	// ResultNotCharged: the limit would have admitted the request, but
 	// another descriptor refused it, so nothing was charged (all-or-nothing).
 	ResultNotCharged
+	// ResultRefunded: the descriptor gave its hits back (is_negative_hits):
+	// its counter was lowered by them, never below empty. It is OK.
+	ResultRefunded
 )
 
-var resultNames = [...]string{"", "no_limit", "unlimited", "replaced", "ok", "over_limit", "shadow_over_limit", "not_charged"}
+var resultNames = [...]string{"", "no_limit", "unlimited", "replaced", "ok", "over_limit", "shadow_over_limit", "not_charged", "refunded"}
 
 // String returns the snake_case name of r, for metric labels.
 func (r Result) String() string {
@@ -269,6 +274,8 @@ type item struct {
 	d      sluice.Decision
 	over   bool          // refused without asking the store
 	value  string        // detailed_metric value
+	refund bool          // is_negative_hits: the hits are given back
+	shares bool          // its own limit counts on the configured one's counter under CountPeer (see peerKey)
 	held   bool          // under StopIncrementWhenOverLimit, not charged (see peekPeer)
 	counts bool          // under CountPeer, before and after are the peer's counts
 	peek   uint64        // under StopIncrementWhenOverLimit, the count read first
@@ -327,9 +334,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		return s.answer(r), nil
 	}
 	r.plan()
+	if err := s.refunds(ctx, r); err != nil {
+		return nil, err
+	}
 	if err := s.run(ctx, r); err != nil {
 		return nil, err
 	}
+	s.debit(ctx, r)
 	return s.answer(r), nil
 }
 
@@ -355,13 +366,14 @@ func (r *request) match(dom *domain) error {
 	for i, desc := range r.req.Descriptors {
 		it := &r.items[i]
 		it.check = -1
-		it.cost = hits(r.req, desc)
+		it.cost, it.refund = hits(r.req, desc), desc.IsNegativeHits
 		if ov := desc.GetLimit(); ov != nil {
 			ru, err := override(ov)
 			if err != nil {
 				return fmt.Errorf("rls: descriptor %d: limit: %v", i, err)
 			}
 			it.rule = ru
+			it.shares = dom.sameWindow(desc.Entries, ru)
 		} else {
 			it.rule, it.shared = dom.match(desc.Entries)
 		}
@@ -400,9 +412,9 @@ func (r *request) plan() {
 			continue
 		}
 		ru := it.rule
-		it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
-		if ru.path == overridePath {
-			it.key = overrideKey(it.key, ru.period)
+		it.key = r.key(i)
+		if it.refund { // given back before the checks (see refunds)
+			continue
 		}
 		if ru.rpu == 0 && it.cost == 0 { // a peek of a limit that refuses all is within it
 			it.result = ResultOK
@@ -431,7 +443,7 @@ func (r *request) plan() {
 			}
 		}
 	}
-	if r.refused { // a refused request charges nothing, shadow limits included
+	if r.refused { // the check charges nothing (shadow limits included); debit charges the refusing ones
 		for j := range r.enforced {
 			r.enforced[j].Cost = 0
 		}
@@ -439,6 +451,17 @@ func (r *request) plan() {
 			r.shadow[j].Cost = 0
 		}
 	}
+}
+
+// key is the counter of item i: its descriptor's key, and for a
+// descriptor's own limit, the key of that limit's window.
+func (r *request) key(i int) string {
+	it := &r.items[i]
+	k := key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
+	if it.rule.path == overridePath {
+		k = overrideKey(k, it.rule.period)
+	}
+	return k
 }
 
 // add plans the check of one item, merging it with an enforced check of
@@ -540,7 +563,7 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		switch it.result {
 		case ResultUnlimited:
 			st.LimitRemaining = math.MaxUint32
-		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit:
+		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit, ResultRefunded:
 			st.CurrentLimit = it.rule.currentIn(&m.cur)
 			it.reset = s.reset(it, &now)
 			m.dur.Seconds = seconds(it.reset)
@@ -551,7 +574,7 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 					resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 				}
 			}
-			if it.result == ResultOK || it.result == ResultNotCharged {
+			if it.result == ResultOK || it.result == ResultNotCharged || it.result == ResultRefunded {
 				st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
 			}
 		}
@@ -617,7 +640,7 @@ func quotasSpent(r *request) bool {
 	quotas := 0
 	for i := range r.items {
 		it := &r.items[i]
-		if it.rule == nil || !it.rule.quota || it.rule.shadow || it.rule.unlimited || it.result == ResultReplaced {
+		if it.rule == nil || !it.rule.quota || it.rule.shadow || it.rule.unlimited || it.result == ResultReplaced || it.result == ResultRefunded {
 			continue
 		}
 		if it.result != ResultOverLimit {
@@ -637,7 +660,7 @@ func allSpent(r *request) bool {
 	quotas := 0
 	for i := range r.items {
 		switch r.items[i].result {
-		case ResultUnlimited:
+		case ResultUnlimited, ResultRefunded:
 			continue
 		case ResultOverLimit:
 			quotas++

@@ -1,0 +1,171 @@
+package rls_test
+
+import (
+	"testing"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/sluicehq/sluice/server/rls"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// tokenBudget is the configuration Envoy Gateway's users write to limit
+// LLM tokens: a plain descriptor whose requests_per_unit is the budget.
+const tokenBudget = "domain: ai\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n"
+
+// hitsDesc is a descriptor with its own hits_addend.
+func hitsDesc(hits uint64, kv ...string) *commonpb.RateLimitDescriptor {
+	d := desc(kv...)
+	d.HitsAddend = wrapperspb.UInt64(hits)
+	return d
+}
+
+// TestEnvoyTokenPattern: Envoy's token limiting checks a descriptor with
+// hits_addend 0 when a call starts, and sends the tokens used with the
+// same descriptor when its stream ends, ignoring that answer. With 1,000
+// tokens an hour and calls of 300, envoyproxy/ratelimit admits 4 calls
+// (its counter goes 300, 600, 900, 1200; a start at 1200 is over); both
+// countings must admit no more, on every store, and the refused
+// stream-end charge must count.
+func TestEnvoyTokenPattern(t *testing.T) {
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(counting.String(), func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				h := start(t, b, tokenBudget, rls.Options{Counting: counting})
+				model := &envoyFixedWindow{counts: map[string]uint64{}}
+				admitted, peerAdmitted := 0, 0
+				for range 8 {
+					startCall := h.ask(t, "ai", 0, hitsDesc(0, "user=u1"))
+					if model.decide("user_u1", h.clock.Now(), 1000, 3600, 0)[:2] == "OK" {
+						peerAdmitted++
+					}
+					if startCall.OverallCode != rlspb.RateLimitResponse_OK {
+						continue // the call is refused: it uses no tokens
+					}
+					admitted++
+					h.ask(t, "ai", 0, hitsDesc(300, "user=u1")) // the answer is ignored
+					model.decide("user_u1", h.clock.Now(), 1000, 3600, 300)
+				}
+				if peerAdmitted != 4 || admitted > peerAdmitted {
+					t.Fatalf("admitted %d calls, envoyproxy/ratelimit %d (want 4, sluice at most as many)", admitted, peerAdmitted)
+				}
+				// The debt is bounded: a flood of stream-end charges leaves
+				// the key refused, never an error.
+				for range 100 {
+					h.ask(t, "ai", 0, hitsDesc(1<<40, "user=u1"))
+				}
+				if got := brief(h.ask(t, "ai", 0, hitsDesc(0, "user=u1"))); got != "OVER_LIMIT [OVER_LIMIT 0/1000h 59m45s]" {
+					t.Fatalf("after the flood: %s", got)
+				}
+				h.clock.Add(time.Hour) // the next window starts empty
+				if got := brief(h.ask(t, "ai", 0, hitsDesc(0, "user=u1"))); got != "OK [OK 1000/1000h 59m45s]" {
+					t.Fatalf("next window: %s", got)
+				}
+			})
+		})
+	}
+}
+
+// TestRefusedDescriptorAloneIsCharged: under all-or-nothing the
+// descriptor that refuses is charged its hits, the others of the request
+// are not.
+func TestRefusedDescriptorAloneIsCharged(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := start(t, b, basic, rls.Options{})
+		user := desc("tenant=t", "user=u")
+		h.ask(t, "edge", 3, user) // 3 of 3 an hour
+		got := brief(h.ask(t, "edge", 2, desc("remote_address=198.51.100.1"), user))
+		if got != "OVER_LIMIT [OK 5/5m 45s, OVER_LIMIT 0/3h 59m45s]" && got != "OVER_LIMIT [OK 0/5m 45s, OVER_LIMIT 0/3h 59m45s]" {
+			t.Fatalf("user over: %s", got)
+		}
+		if got := brief(h.ask(t, "edge", 5, desc("remote_address=198.51.100.1"))); got != "OK [OK 0/5m 45s]" {
+			t.Fatalf("the address was not charged: %s", got)
+		}
+		h.clock.Add(time.Hour)
+		if got := brief(h.ask(t, "edge", 3, user)); got != "OK [OK 0/3h 59m45s]" {
+			t.Fatalf("the next hour starts empty (a fixed window's debt ends with it): %s", got)
+		}
+	})
+}
+
+// TestNegativeHits: is_negative_hits gives hits back to the descriptor's
+// counter, in both countings, never below empty: a client cannot make room
+// beyond the limit by giving back more than was used.
+func TestNegativeHits(t *testing.T) {
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(counting.String(), func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				h := start(t, b, tokenBudget, rls.Options{Counting: counting})
+				give := func(n uint64, user string) *commonpb.RateLimitDescriptor {
+					d := hitsDesc(n, user)
+					d.IsNegativeHits = true
+					return d
+				}
+				steps := []struct {
+					d    *commonpb.RateLimitDescriptor
+					want string
+				}{
+					{hitsDesc(700, "user=u1"), "OK [OK 300/1000h 59m45s]"},
+					{give(200, "user=u1"), "OK [OK 500/1000h 59m45s]"},
+					{hitsDesc(500, "user=u1"), "OK [OK 0/1000h 59m45s]"},
+					{give(1<<62, "user=u1"), "OK [OK 1000/1000h 59m45s]"}, // never below empty
+					{hitsDesc(1000, "user=u1"), "OK [OK 0/1000h 59m45s]"},
+					{hitsDesc(1, "user=u1"), "OVER_LIMIT [OVER_LIMIT 0/1000h 59m45s]"},
+				}
+				for i, s := range steps {
+					if got := brief(h.ask(t, "ai", 0, s.d)); got != s.want {
+						t.Fatalf("step %d: got %s, want %s", i, got, s.want)
+					}
+				}
+				// a refund and a charge of one counter in one request: the
+				// refund first
+				h.clock.Add(time.Hour)
+				h.ask(t, "ai", 0, hitsDesc(1000, "user=u2"))
+				if got := brief(h.ask(t, "ai", 0, give(400, "user=u2"), desc("user=u2"))); got != "OK [OK 400/1000h 59m45s, OK 399/1000h 59m45s]" {
+					t.Fatalf("refund then charge: %s", got)
+				}
+			})
+		})
+	}
+}
+
+// TestPeerOverrideCounter: under CountPeer a descriptor's own limit counts
+// where envoyproxy/ratelimit counts it: on the counter of its entries and
+// window (src/limiter/cache_key.go), so apart from a configured limit of
+// another unit (basic_config's key1=value1,subkey1 is per second; the
+// override per day answers 9 after one hit, as its config_test's
+// descriptor) and together with one of the same unit.
+func TestPeerOverrideCounter(t *testing.T) {
+	cfg, err := rls.LoadConfig("testdata/peer/config/basic_config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	override := func(rpu uint32, unit typepb.RateLimitUnit, kv ...string) *commonpb.RateLimitDescriptor {
+		d := desc(kv...)
+		d.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+		return d
+	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := startConfig(t, b, cfg, rls.Options{Counting: rls.CountPeer})
+		sub := []string{"key1=value1", "subkey1=something"}
+		steps := []struct {
+			d    *commonpb.RateLimitDescriptor
+			want string
+		}{
+			{desc(sub...), "OK [OK 4/5s 1s]"},
+			{override(10, typepb.RateLimitUnit_DAY, sub...), "OK [OK 9/10d 13h59m45s]"},
+			{override(10, typepb.RateLimitUnit_DAY, sub...), "OK [OK 8/10d 13h59m45s]"},
+			{override(42, typepb.RateLimitUnit_HOUR, sub...), "OK [OK 41/42h 59m45s]"},
+			{desc("key2=value2"), "OK [OK 29/30m 45s]"}, // basic_config: key2=value2 30/minute
+			{override(10, typepb.RateLimitUnit_MINUTE, "key2=value2"), "OK [OK 8/10m 45s]"},
+			{desc("key2=value2"), "OK [OK 27/30m 45s]"},
+		}
+		for i, s := range steps {
+			if got := brief(h.ask(t, "test-domain", 0, s.d)); got != s.want {
+				t.Errorf("step %d: got %s, want %s", i, got, s.want)
+			}
+		}
+	})
+}
