@@ -248,9 +248,10 @@
 //
 // # Bad requests
 //
-// An empty domain, no descriptors, more than MaxDescriptors descriptors,
-// more than MaxEntries entries in one, a domain, key or value longer than
-// MaxLength bytes, or a limit override with an unknown unit is refused with
+// An empty domain, no descriptors, more descriptors than Options.Bounds
+// allows (default MaxDescriptors, 64), more entries in one (MaxEntries,
+// 16), a domain, key or value longer (MaxLength, 1,024 bytes), or a limit
+// override with an unknown unit is refused with
 // InvalidArgument; on a server with ServerCodec, so is a message that is not
 // a RateLimitRequest in protobuf wire format, or has a string that is not
 // UTF-8 (grpc's own codec answers those Internal). A store failure is

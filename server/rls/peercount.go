@@ -168,7 +168,12 @@ func (s *Service) refundPeer(ctx context.Context, domain string, it *item) error
 // for the others), as envoyproxy/ratelimit does with
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 func (s *Service) peekPeer(ctx context.Context, r *request) error {
-	var near [MaxDescriptors]bool
+	var buf [MaxDescriptors]bool
+	near := buf[:0]
+	if len(r.items) > len(buf) {
+		near = make([]bool, 0, len(r.items))
+	}
+	near = near[:len(r.items)]
 	anyNear := false
 	for i := range r.items {
 		it := &r.items[i]

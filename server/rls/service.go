@@ -20,14 +20,56 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Bounds on one ShouldRateLimit request. A request beyond them is refused
-// with InvalidArgument, so nothing a client sends can make the service
-// allocate or store without bound.
+// The default bounds on one ShouldRateLimit request (Bounds). A request
+// beyond them is refused with InvalidArgument, so nothing a client sends can
+// make the service allocate or store without bound.
 const (
 	MaxDescriptors = 64   // descriptors per request
 	MaxEntries     = 16   // entries per descriptor
 	MaxLength      = 1024 // bytes of a domain, an entry key or an entry value
 )
+
+// Bounds limit what one ShouldRateLimit request may hold; a request beyond
+// them is refused with InvalidArgument (ServerCodec refuses it having
+// decoded no more descriptors and entries than they allow). A zero field
+// means its default: MaxDescriptors, MaxEntries, MaxLength. The largest
+// accepted are 1,024 descriptors of 64 entries, strings of 64 KiB (a
+// descriptor nested deeper than 64 levels in a config is ignored).
+type Bounds struct {
+	Descriptors int // descriptors per request
+	Entries     int // entries per descriptor
+	Length      int // bytes of a domain, an entry key or an entry value
+}
+
+// ceiling is the largest Bounds a Service accepts.
+var ceiling = Bounds{Descriptors: 1024, Entries: 64, Length: 64 << 10}
+
+// withDefaults returns b with its zero fields set to their defaults.
+func (b Bounds) withDefaults() Bounds {
+	if b.Descriptors == 0 {
+		b.Descriptors = MaxDescriptors
+	}
+	if b.Entries == 0 {
+		b.Entries = MaxEntries
+	}
+	if b.Length == 0 {
+		b.Length = MaxLength
+	}
+	return b
+}
+
+// Check reports a field of b below 0 or above the largest accepted.
+func (b Bounds) Check() error {
+	for _, f := range []struct {
+		name     string
+		v, limit int
+	}{{"descriptors", b.Descriptors, ceiling.Descriptors}, {"entries", b.Entries, ceiling.Entries}, {"length", b.Length, ceiling.Length}} {
+		if f.v < 0 || f.v > f.limit {
+			return fmt.Errorf("rls: request bounds: %s %d: want 1 to %d, or 0 for the default", f.name, f.v, f.limit)
+		}
+	}
+	return nil
+}
 
 // Options configures a Service. The zero value is ready to use; each field
 // documents its default.
@@ -82,6 +124,11 @@ type Options struct {
 	// the unlimited ones is OVER_LIMIT (one that no limit matched counts
 	// as within). Default false.
 	QuotaMode bool
+
+	// Bounds limit the size of one request. Default MaxDescriptors
+	// descriptors of MaxEntries entries, strings of MaxLength bytes. New
+	// panics on Bounds that fail Bounds.Check, a caller's bug.
+	Bounds Bounds
 
 	// Now replaces the clock used for limits that refuse everything
 	// (requests_per_unit: 0), which never reach the store, to compute
@@ -191,6 +238,10 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	if err := opts.Bounds.Check(); err != nil {
+		panic(err) // a caller's bug: settings are checked before
+	}
+	opts.Bounds = opts.Bounds.withDefaults()
 	// A store error is answered UNAVAILABLE (on_error closed), so that
 	// Envoy's own failure_mode_deny decides, as with envoyproxy/ratelimit.
 	dc, err := decide.New(limiter, decide.Config{OnError: sluice.FailClosed, Component: "rls", Logger: opts.Logger})
@@ -244,15 +295,15 @@ var serviceDesc = grpc.ServiceDesc{
 // its pool once decided: nothing of a request outlives its answer but its
 // strings, which are a copy of the message of their own.
 func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+	s := srv.(*Service)
 	in := wireRequests.Get().(*wireRequest)
-	*in = wireRequest{}
+	*in = wireRequest{bounds: &s.opts.Bounds}
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if in.err != nil {
 		return nil, status.Error(codes.InvalidArgument, in.err.Error())
 	}
-	s := srv.(*Service)
 	if intercept == nil {
 		defer wireRequests.Put(in)
 		return s.ShouldRateLimit(ctx, &in.RateLimitRequest)
@@ -315,7 +366,7 @@ func newRequest(req *rlspb.RateLimitRequest, quotas bool) *request {
 // request outside the protocol or the bounds, Unavailable when the store
 // fails, and the context's error when it ends.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	if err := validate(req); err != nil {
+	if err := validate(req, &s.opts.Bounds); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	dom := s.cfg.Load().domains[req.Domain]

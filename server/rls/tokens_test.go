@@ -1,6 +1,10 @@
 package rls_test
 
 import (
+	"context"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +172,49 @@ func TestPeerOverrideCounter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBounds: Options.Bounds replaces the default bounds on a request,
+// lower or higher, in the service and in its codec over gRPC; bounds out of
+// range are refused.
+func TestBounds(t *testing.T) {
+	many := func(n int, kv ...string) []*commonpb.RateLimitDescriptor {
+		ds := make([]*commonpb.RateLimitDescriptor, n)
+		for i := range ds {
+			ds[i] = desc(kv...)
+		}
+		return ds
+	}
+	low := start(t, backends[0], basic, rls.Options{Bounds: rls.Bounds{Descriptors: 2, Entries: 2, Length: 8}})
+	high := start(t, backends[0], basic, rls.Options{Bounds: rls.Bounds{Descriptors: 100, Entries: 20, Length: 2000}})
+	for _, c := range []struct {
+		h    *harness
+		req  *rlspb.RateLimitRequest
+		want string // "" answered
+	}{
+		{low, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(2, "tenant=t", "user=u")}, ""},
+		{low, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(3, "a=b")}, "rls: the request has 3 descriptors, more than 2"},
+		{low, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(1, "a=b", "c=d", "e=f")}, "rls: descriptor 0 has 3 entries, more than 2"},
+		{low, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(1, "a=123456789")}, "rls: descriptor 0: entry 0: keys and values are at most 8 bytes"},
+		{low, &rlspb.RateLimitRequest{Domain: "edge-12345", Descriptors: many(1, "a=b")}, "rls: the domain is 10 bytes long, more than 8"},
+		{high, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(100, "a=1", "b=2", "c=3", "d=4", "e=5", "f=6", "g=7", "h=8", "i=9", "j=10", "k=11", "l=12", "m=13", "n=14", "o=15", "p=16", "q=17")}, ""},
+		{high, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(1, "remote_address="+strings.Repeat("1", 2000))}, ""},
+		{high, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(101, "a=b")}, "rls: the request has 101 descriptors, more than 100"},
+	} {
+		_, err := c.h.client.ShouldRateLimit(context.Background(), c.req)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%d descriptors: %v", len(c.req.Descriptors), err)
+		case c.want != "" && (status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != c.want):
+			t.Errorf("got %v, want InvalidArgument %q", err, c.want)
+		}
+	}
+	for _, b := range []rls.Bounds{{Descriptors: -1}, {Descriptors: 1025}, {Entries: 65}, {Length: 64<<10 + 1}} {
+		if err := b.Check(); err == nil {
+			t.Errorf("%+v: no error", b)
+		}
+	}
+	if err := (rls.Bounds{Descriptors: 1024, Entries: 64, Length: 64 << 10}).Check(); err != nil {
+		t.Error(err)
+	}
 }
