@@ -58,6 +58,7 @@ func TestHostile(t *testing.T) {
 			})
 			t.Run("api-explicit", func(t *testing.T) { hostileExplicit(t, st) })
 			t.Run("rls", func(t *testing.T) { hostileRLS(t, st) })
+			t.Run("rls-peer", func(t *testing.T) { hostileRLS(t, st, "--rls-counting", "peer") })
 		})
 	}
 }
@@ -293,12 +294,12 @@ descriptors:
       sluice: {algorithm: token_bucket, burst: 5}
 `
 
-// hostileRLS runs the RLS cases on one sluice, each case under descriptor
-// values of its own.
-func hostileRLS(t *testing.T, st string) {
+// hostileRLS runs the RLS cases on one sluice started with args, each case
+// under descriptor values of its own.
+func hostileRLS(t *testing.T, st string, args ...string) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "hostile.yaml"), hostileRLSConfig)
-	p := start(t, nil, append(storeArgs(t, st), "--rls", dir)...)
+	p := start(t, nil, append(append(storeArgs(t, st), "--rls", dir), args...)...)
 	c := rlsClient(t, p.addrs["grpc"])
 	for i := range rlsCases("") {
 		rc := rlsCases(fmt.Sprintf("case%02d-", i))[i]
@@ -389,6 +390,17 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 	bad := func(what string, r *rlspb.RateLimitRequest) hostiletest.Case[*rlspb.RateLimitRequest] {
 		return hostiletest.Case[*rlspb.RateLimitRequest]{Name: what, Phases: []phase{{What: what, Reqs: hostileSame(n, r), Want: 0}, plain(burst)}}
 	}
+	// counted: refused, and its hits charged all the same, into a bounded
+	// debt that refuses the plain requests after it
+	counted := func(what string, r *rlspb.RateLimitRequest) hostiletest.Case[*rlspb.RateLimitRequest] {
+		return hostiletest.Case[*rlspb.RateLimitRequest]{Name: what, Phases: []phase{{What: what, Reqs: hostileSame(n, r), Want: 0}, plain(0)}}
+	}
+	giveBack := func(h uint64, v string) *rlspb.RateLimitRequest {
+		r := rlsReq(v)
+		r.Descriptors[0].HitsAddend = wrapperspb.UInt64(h)
+		r.Descriptors[0].IsNegativeHits = true
+		return r
+	}
 	kb := pfx + strings.Repeat("v", 1024-len(pfx))
 	withHits := func(h uint64) *rlspb.RateLimitRequest {
 		r := rlsReq(k)
@@ -414,10 +426,23 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 		bad("65 descriptors", rlsReq(hostileTimes(65, func(i int) string { return fmt.Sprint(k, i) })...)),
 		bad("17 entries", deep),
 		bad("an empty domain", noDomain),
-		bad("64 copies of one descriptor", rlsReq(hostileSame(64, k)...)),
-		bad("request hits_addend 2^32-1", huge),
-		bad("descriptor hits_addend 2^64-1", withHits(math.MaxUint64)),
-		bad("descriptor hits_addend 6, above the capacity", withHits(6)),
+		counted("64 copies of one descriptor", rlsReq(hostileSame(64, k)...)),
+		counted("request hits_addend 2^32-1", huge),
+		counted("descriptor hits_addend 2^64-1", withHits(math.MaxUint64)),
+		counted("descriptor hits_addend 6, above the capacity", withHits(6)),
+		{Name: "is_negative_hits of 2^64-1 on a fresh counter", Phases: []phase{
+			{What: "giving back what was never used", Reqs: hostileSame(n, giveBack(math.MaxUint64, k)), Want: n},
+			plain(burst), // never below empty: no room beyond the limit
+		}},
+		{Name: "is_negative_hits on a spent counter", Phases: []phase{
+			{What: "plain requests", Reqs: hostileSame(n, rlsReq(k)), Want: burst},
+			{What: "giving back 2^64-1", Reqs: hostileSame(1, giveBack(math.MaxUint64, k)), Want: 1},
+			plain(burst), // back to empty, not below
+		}},
+		{Name: "is_negative_hits against another value's counter", Phases: []phase{
+			{What: "giving back on a neighbour's value", Reqs: hostileSame(n, giveBack(math.MaxUint64, k+"-other")), Want: n},
+			plain(burst),
+		}},
 		{Name: "all at once", Phases: []phase{
 			{What: "12 requests racing", Reqs: hostileSame(n, rlsReq(k)), Want: burst, Parallel: true},
 			{What: "12 more with the descriptor twice, racing", Reqs: hostileSame(n, rlsReq(k, k)), Want: 0, Parallel: true},
@@ -428,7 +453,7 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 		}},
 		{Name: "the same descriptor twice", Phases: []phase{
 			{What: "twice in each request", Reqs: hostileSame(n, rlsReq(k, k)), Want: burst / 2},
-			plain(burst % 2),
+			plain(0), // the refused pairs were counted
 		}},
 		{Name: "descriptor hits_addend 0 peeks", Phases: []phase{
 			{What: "hits_addend 0", Reqs: hostileSame(n, withHits(0)), Want: n},

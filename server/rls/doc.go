@@ -181,6 +181,8 @@
 // back more than was used makes no room beyond the limit), in both
 // countings; it answers OK with what is left (Result ResultRefunded).
 // envoyproxy/ratelimit, which predates the field, counts them as hits.
+// Hits and refunds are the caller's word, as the protocol has it: the
+// service's callers are Envoy proxies, not the clients they limit.
 //
 // # All or nothing
 //
