@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -294,16 +295,20 @@ descriptors:
       sluice: {algorithm: token_bucket, burst: 5}
 `
 
-// hostileRLS runs the RLS cases on one sluice started with args, each case
+// hostileRLS runs the RLS cases on one sluice started with args, over
+// gRPC and over /json (envoyproxy/ratelimit's HTTP endpoint), each case
 // under descriptor values of its own.
 func hostileRLS(t *testing.T, st string, args ...string) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "hostile.yaml"), hostileRLSConfig)
-	p := start(t, nil, append(append(storeArgs(t, st), "--rls", dir), args...)...)
+	p := start(t, nil, append(append(storeArgs(t, st), "--rls", dir, "--rls-http", "127.0.0.1:0"), args...)...)
 	c := rlsClient(t, p.addrs["grpc"])
 	for i := range rlsCases("") {
 		rc := rlsCases(fmt.Sprintf("case%02d-", i))[i]
 		t.Run(rc.Name, func(t *testing.T) { hostiletest.Run(t, "rls", rc, rlsSender(c)) })
+		if jc := rlsCases(fmt.Sprintf("json%02d-", i))[i]; jc.Name != "an empty value" { // its value has no prefix: gRPC spent it
+			t.Run(jc.Name+" (json)", func(t *testing.T) { hostiletest.Run(t, "rls", jc, rlsJSONSender(t, p.addrs["envoy-http"])) })
+		}
 	}
 	t.Run("a value with invalid UTF-8", func(t *testing.T) { hostileRLSInvalidUTF8(t, p.addrs["grpc"], c) })
 }
@@ -364,6 +369,24 @@ func rlsSender(c rlspb.RateLimitServiceClient) hostiletest.Sender[*rlspb.RateLim
 			return 429, nil
 		}
 		return 0, fmt.Errorf("overall code %v", resp.OverallCode)
+	}
+	return hostiletest.Sender[*rlspb.RateLimitRequest]{Send: send, Through: ok.Load}
+}
+
+// rlsJSONSender asks the RLS through POST /json: 200 (OK) counts as
+// through, 429 is OVER_LIMIT, 400 a request refused.
+func rlsJSONSender(t *testing.T, addr string) hostiletest.Sender[*rlspb.RateLimitRequest] {
+	var ok atomic.Int64
+	send := func(r *rlspb.RateLimitRequest) (int, error) {
+		body, err := protojson.Marshal(r)
+		if err != nil {
+			return 0, err
+		}
+		resp := do(t, "POST", "http://"+addr+"/json", string(body))
+		if resp.status == 200 {
+			ok.Add(1)
+		}
+		return resp.status, nil
 	}
 	return hostiletest.Sender[*rlspb.RateLimitRequest]{Send: send, Through: ok.Load}
 }

@@ -229,7 +229,8 @@
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: the counters are read first and,
 // when any descriptor would be over, only those that would be are
 // charged. A limit with a sluice: algorithm block is charged on its own
-// under its algorithm, a refused request not counted. Each descriptor is one
+// under its algorithm, its refused hits into the bounded debt all-or-nothing
+// charges them to. Each descriptor is one
 // store round trip (two with StopIncrementWhenOverLimit) where
 // all-or-nothing needs one for the whole request.
 //

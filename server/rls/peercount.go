@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -72,7 +73,7 @@ func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
 // goes past the limit L; sluice's count m stays at min(n, L+1), which
 // answers alike: over when m > L, remaining L-m otherwise. A rule with
 // another algorithm (a sluice block) is counted under its own limit,
-// each descriptor on its own, refused requests not counted. Either keeps
+// each descriptor on its own, refused hits charged into a bounded debt. Either keeps
 // lim's calendar period and Version.
 func peerLimit(lim sluice.Limit, rpu uint32, period time.Duration) sluice.Limit {
 	if rpu == 0 || lim.Algorithm == sluice.AlgorithmFixedWindow {
@@ -227,6 +228,9 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	}
 	refused := !d.Allowed || h > capacity
 	if !it.rule.overMarked() {
+		if refused && h > 0 { // counted all the same, into a bounded debt, as under all-or-nothing
+			_, _ = s.dc.Adjust(ctx, &decide.Check{Name: it.rule.path, Key: it.key, Limit: lim}, signed(h))
+		}
 		return d, refused, nil
 	}
 	room := uint64(max(0, d.Remaining))

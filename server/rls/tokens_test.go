@@ -32,12 +32,30 @@ func hitsDesc(hits uint64, kv ...string) *commonpb.RateLimitDescriptor {
 // tokens an hour and calls of 300, envoyproxy/ratelimit admits 4 calls
 // (its counter goes 300, 600, 900, 1200; a start at 1200 is over); both
 // countings must admit no more, on every store, and the refused
-// stream-end charge must count.
+// stream-end charge must count, also under a sluice algorithm (a token
+// bucket of the same budget).
 func TestEnvoyTokenPattern(t *testing.T) {
-	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
-		t.Run(counting.String(), func(t *testing.T) {
+	bucket := strings.Replace(tokenBudget, "1000}", "1000, sluice: {algorithm: token_bucket, burst: 1000}}", 1)
+	// After a flood of stream-end charges: a fixed window is over until
+	// it ends (45 min 15 s in, a new window starts empty); the bucket owes
+	// at most 4 budgets past empty: 4 hours of refill until a look is OK,
+	// 5 until it is full.
+	const window, fullDebt = "OVER_LIMIT [OVER_LIMIT 0/1000h 59m45s]", "OVER_LIMIT [OVER_LIMIT 0/1000h 5h0m0s]"
+	for _, c := range []struct {
+		name     string
+		config   string
+		counting rls.Counting
+		flooded  string
+		paid     time.Duration // until a look is OK again
+	}{
+		{"all-or-nothing", tokenBudget, rls.CountAllOrNothing, window, time.Hour},
+		{"peer", tokenBudget, rls.CountPeer, window, time.Hour},
+		{"all-or-nothing token_bucket", bucket, rls.CountAllOrNothing, fullDebt, 4 * time.Hour},
+		{"peer token_bucket", bucket, rls.CountPeer, fullDebt, 4 * time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, b backend) {
-				h := start(t, b, tokenBudget, rls.Options{Counting: counting})
+				h := start(t, b, c.config, rls.Options{Counting: c.counting})
 				model := &envoyFixedWindow{counts: map[string]uint64{}}
 				admitted, peerAdmitted := 0, 0
 				for range 8 {
@@ -60,12 +78,16 @@ func TestEnvoyTokenPattern(t *testing.T) {
 				for range 100 {
 					h.ask(t, "ai", 0, hitsDesc(1<<40, "user=u1"))
 				}
-				if got := brief(h.ask(t, "ai", 0, hitsDesc(0, "user=u1"))); got != "OVER_LIMIT [OVER_LIMIT 0/1000h 59m45s]" {
-					t.Fatalf("after the flood: %s", got)
+				if got := brief(h.ask(t, "ai", 0, hitsDesc(0, "user=u1"))); got != c.flooded {
+					t.Fatalf("after the flood: %s, want %s", got, c.flooded)
 				}
-				h.clock.Add(time.Hour) // the next window starts empty
-				if got := brief(h.ask(t, "ai", 0, hitsDesc(0, "user=u1"))); got != "OK [OK 1000/1000h 59m45s]" {
-					t.Fatalf("next window: %s", got)
+				h.clock.Add(c.paid - time.Minute) // the fixed windows' next window starts 45 min 15 s in
+				if got := h.ask(t, "ai", 0, hitsDesc(0, "user=u1")).OverallCode; got != rlspb.RateLimitResponse_OVER_LIMIT && c.paid > time.Hour {
+					t.Fatalf("the debt paid back a minute early: %s", got)
+				}
+				h.clock.Add(2 * time.Minute)
+				if got := h.ask(t, "ai", 0, hitsDesc(0, "user=u1")).OverallCode; got != rlspb.RateLimitResponse_OK {
+					t.Fatalf("after %s: %s", c.paid, got)
 				}
 			})
 		})
