@@ -230,7 +230,9 @@
 // when any descriptor would be over, only those that would be are
 // charged. A limit with a sluice: algorithm block is charged on its own
 // under its algorithm, its refused hits into the bounded debt all-or-nothing
-// charges them to. Each descriptor is one
+// charges them to. Each charge goes through package decide, the decision path
+// of every sluice front-end (refusal logs, failure modes), one descriptor at
+// a time. Each descriptor is one
 // store round trip (two with StopIncrementWhenOverLimit) where
 // all-or-nothing needs one for the whole request.
 //

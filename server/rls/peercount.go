@@ -122,7 +122,7 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 			}
 			continue
 		}
-		d, over, err := s.takePeer(ctx, it)
+		d, over, err := s.takePeer(ctx, &r.res, it)
 		if err != nil {
 			return s.storeError(ctx, r.req.Domain, err)
 		}
@@ -181,7 +181,7 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 		if it.result != 0 || it.refund {
 			continue
 		}
-		d, err := s.limiter.AllowN(ctx, it.key, it.rule.peer, 0)
+		d, err := s.take(ctx, &r.res, it, it.rule.peer, 0)
 		if err != nil {
 			return s.storeError(ctx, r.req.Domain, err)
 		}
@@ -208,12 +208,12 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 // of the mark is only closer to it.
 const maxFill = 4
 
-// takePeer charges one item under its peer limit and reports its
+// takePeer charges one item under its peer limit (take) and reports its
 // decision, with Remaining as envoyproxy/ratelimit reports it, and whether
 // it is over. Under an over-marked limit a refused charge still counts:
 // the counter is filled to its over mark; and it.before is set to the
 // count before the charge (at most the mark).
-func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, over bool, err error) {
+func (s *Service) takePeer(ctx context.Context, res *decide.Result, it *item) (d sluice.Decision, over bool, err error) {
 	lim, h := it.rule.peer, it.cost
 	if it.held {
 		h = 0
@@ -223,7 +223,7 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	if h > capacity {
 		cost = 0 // more than it can ever hold: over, and marked below
 	}
-	if d, err = s.limiter.AllowN(ctx, it.key, lim, cost); err != nil {
+	if d, err = s.take(ctx, res, it, lim, cost); err != nil {
 		return d, false, err
 	}
 	refused := !d.Allowed || h > capacity
@@ -240,7 +240,7 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	filled := uint64(0)
 	for n := 0; refused && h > 0 && d.Remaining > 0 && n < maxFill; n++ {
 		var f sluice.Decision
-		if f, err = s.limiter.AllowN(ctx, it.key, lim, d.Remaining); err != nil {
+		if f, err = s.take(ctx, res, it, lim, d.Remaining); err != nil {
 			return d, false, err
 		}
 		if f.Allowed {
@@ -255,6 +255,20 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	over = refused || d.Remaining == 0
 	d.Remaining = max(0, d.Remaining-1)
 	return d, over, nil
+}
+
+// take charges cost to one item's counter under lim through the decision
+// path every front-end shares (decide.Decider.Run, with res reused), and
+// returns its decision, or the error of a check the store could not
+// decide.
+func (s *Service) take(ctx context.Context, res *decide.Result, it *item, lim sluice.Limit, cost int64) (sluice.Decision, error) {
+	check := [1]decide.Check{{Name: it.rule.path, Key: it.key, Limit: lim, Cost: cost}}
+	s.dc.Run(ctx, check[:], res)
+	switch res.Outcome {
+	case decide.Failed, decide.Invalid:
+		return sluice.Decision{}, res.Err
+	}
+	return res.Each[0], nil
 }
 
 // peerCounts sets the counts envoyproxy/ratelimit computes item i's

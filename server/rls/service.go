@@ -216,11 +216,10 @@ type Outcome struct {
 // It is safe for concurrent use. Swap replaces the configuration atomically;
 // requests in flight finish under the configuration they started with.
 type Service struct {
-	limiter *sluice.Limiter
-	dc      *decide.Decider
-	cfg     atomic.Pointer[Config]
-	opts    Options
-	logs    *aggregator
+	dc   *decide.Decider // every charge goes through it, in both countings
+	cfg  atomic.Pointer[Config]
+	opts Options
+	logs *aggregator
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
@@ -248,7 +247,7 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if err != nil {
 		panic(err) // only for a nil limiter, a caller's bug
 	}
-	s := &Service{limiter: limiter, dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
+	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
 	return s

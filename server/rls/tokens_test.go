@@ -1,11 +1,16 @@
 package rls_test
 
 import (
+	"bytes"
 	"context"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -238,5 +243,45 @@ func TestBounds(t *testing.T) {
 	}
 	if err := (rls.Bounds{Descriptors: 1024, Entries: 64, Length: 64 << 10}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestPeerCountingThroughDecide: under CountPeer every charge goes through
+// package decide, the decision path of every front-end, so a refusal is
+// in its aggregated refusal log, as under all-or-nothing (the peer's second
+// request fills the over mark, admitted by the store; the third is the
+// store's refusal).
+func TestPeerCountingThroughDecide(t *testing.T) {
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(counting.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store, err := memstore.New(memstore.Config{SweepInterval: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer store.Close()
+				cfg, err := rls.ParseConfig("t.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out bytes.Buffer
+				buf := &syncWriter{w: &out}
+				svc := rls.New(sluice.New(store), cfg, rls.Options{Counting: counting, Logger: slog.New(slog.NewTextHandler(buf, nil))})
+				defer svc.Close()
+				req := &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*commonpb.RateLimitDescriptor{desc("k=v")}}
+				for _, want := range []rlspb.RateLimitResponse_Code{rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT, rlspb.RateLimitResponse_OVER_LIMIT} {
+					if resp, err := svc.ShouldRateLimit(context.Background(), req); err != nil || resp.OverallCode != want {
+						t.Fatalf("%v %v, want %v", resp, err, want)
+					}
+				}
+				time.Sleep(2 * time.Second) // the refusal log's interval, on the bubble's clock
+				synctest.Wait()
+				buf.mu.Lock()
+				defer buf.mu.Unlock()
+				if got := out.String(); !strings.Contains(got, "rls: refused requests") || !strings.Contains(got, "by_limit.k=") {
+					t.Errorf("no refusal logged by decide:\n%s", got)
+				}
+			})
+		})
 	}
 }
