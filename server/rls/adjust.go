@@ -50,9 +50,16 @@ func (s *Service) refund(ctx context.Context, domain string, it *item, lim sluic
 // the work is already done (Envoy's hits_addend at the end of a stream,
 // whose answer it ignores) fill the budget instead of vanishing. The
 // request's other limits stay uncharged: all or nothing for what could
-// still be refused. Hits of 0 (a look) charge nothing. A store error
-// leaves the request refused and is logged by the Decider.
+// still be refused. A quota_mode limit, checked on its own, pays likewise
+// when it is over; a shadow_mode one never does. Hits of 0 (a look) charge
+// nothing. A store error leaves the request refused and is logged by the
+// Decider.
 func (s *Service) debit(ctx context.Context, r *request) {
+	for i := range r.items {
+		if it := &r.items[i]; it.result == ResultOverLimit && it.check >= 0 && it.cost > 0 && r.apart(it.rule) {
+			_, _ = s.dc.Adjust(ctx, &r.shadow[it.check], signed(it.cost))
+		}
+	}
 	for j := range r.enforced {
 		var cost uint64
 		refused := false

@@ -243,7 +243,8 @@
 // the enforced limits admitted.
 //
 // quota_mode limits are checked the same way, after the enforced ones; over,
-// their descriptor is OVER_LIMIT, but overall_code is OVER_LIMIT only when
+// their descriptor is OVER_LIMIT (and charged its hits into the bounded
+// debt, as an enforced limit that refuses), but overall_code is OVER_LIMIT only when
 // every quota_mode limit of the request is over (or an enforced one is), as
 // in envoyproxy/ratelimit. The enforced limits of such a request are
 // charged: the quota limits are decided after them. Options.QuotaMode (its

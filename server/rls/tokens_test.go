@@ -52,15 +52,18 @@ func TestEnvoyTokenPattern(t *testing.T) {
 		counting rls.Counting
 		flooded  string
 		paid     time.Duration // until a look is OK again
+		quota    bool          // Options.QuotaMode
 	}{
-		{"all-or-nothing", tokenBudget, rls.CountAllOrNothing, window, time.Hour},
-		{"peer", tokenBudget, rls.CountPeer, window, time.Hour},
-		{"all-or-nothing token_bucket", bucket, rls.CountAllOrNothing, fullDebt, 4 * time.Hour},
-		{"peer token_bucket", bucket, rls.CountPeer, fullDebt, 4 * time.Hour},
+		{"all-or-nothing", tokenBudget, rls.CountAllOrNothing, window, time.Hour, false},
+		{"all-or-nothing quota_mode", tokenBudget, rls.CountAllOrNothing, window, time.Hour, true},
+		{"peer quota_mode", tokenBudget, rls.CountPeer, window, time.Hour, true},
+		{"peer", tokenBudget, rls.CountPeer, window, time.Hour, false},
+		{"all-or-nothing token_bucket", bucket, rls.CountAllOrNothing, fullDebt, 4 * time.Hour, false},
+		{"peer token_bucket", bucket, rls.CountPeer, fullDebt, 4 * time.Hour, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, b backend) {
-				h := start(t, b, c.config, rls.Options{Counting: c.counting})
+				h := start(t, b, c.config, rls.Options{Counting: c.counting, QuotaMode: c.quota})
 				model := &envoyFixedWindow{counts: map[string]uint64{}}
 				admitted, peerAdmitted := 0, 0
 				for range 8 {
