@@ -56,7 +56,7 @@ func (s *Service) refund(ctx context.Context, domain string, it *item, lim sluic
 // Decider.
 func (s *Service) debit(ctx context.Context, r *request) {
 	for i := range r.items {
-		if it := &r.items[i]; it.result == ResultOverLimit && it.check >= 0 && it.cost > 0 && r.apart(it.rule) {
+		if it := &r.items[i]; it.result == ResultOverLimit && it.check >= 0 && it.cost > 0 && r.apart(it.rule) && owes(&r.shadow[it.check], it.d) {
 			_, _ = s.dc.Adjust(ctx, &r.shadow[it.check], signed(it.cost))
 		}
 	}
@@ -69,10 +69,20 @@ func (s *Service) debit(ctx context.Context, r *request) {
 				refused = refused || it.result == ResultOverLimit
 			}
 		}
-		if refused && cost > 0 {
+		if refused && cost > 0 && j < len(r.res.Each) && owes(&r.enforced[j], r.res.Each[j]) {
 			_, _ = s.dc.Adjust(ctx, &r.enforced[j], signed(cost)) // an error is logged; the request is refused either way
 		}
 	}
+}
+
+// owes reports whether a refused check, decided d, is worth charging: not
+// a fixed window with nothing left, which refuses every request, looks
+// included, until it ends whatever more it holds. So a key hammered once
+// it is spent costs no store round trip (redisstore's near cache answers
+// its refusals), as envoyproxy/ratelimit's local cache of over-limit keys
+// spares its Redis.
+func owes(c *decide.Check, d sluice.Decision) bool {
+	return c.Limit.Algorithm != sluice.AlgorithmFixedWindow || d.Remaining > 0
 }
 
 // signed is a count of hits as a cost, saturated (Adjust bounds it further).

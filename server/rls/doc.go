@@ -198,7 +198,11 @@
 // fills. The charge goes into a bounded debt (sluice.Limiter.Adjust: at
 // most sluice.AdjustCapacities capacities past the limit, the rest
 // dropped), which a fixed window forgets when it ends and a bucket pays
-// back as it refills; a refused look (hits 0) charges nothing. The others
+// back as it refills; a refused look (hits 0) charges nothing, and neither
+// does a refusal by a fixed window with nothing left (it refuses
+// everything until it ends, so a key hammered once spent costs no store
+// round trip; a refund then gives room back from the limit, not from what
+// it would have owed). The others
 // are OK with what they have left (redisstore may report 0 left when it
 // answered from its near cache without reading them). overall_code is
 // OVER_LIMIT if any enforced descriptor is. For one descriptor per request

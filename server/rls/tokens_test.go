@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -285,6 +286,59 @@ func TestPeerCountingThroughDecide(t *testing.T) {
 					t.Errorf("no refusal logged by decide:\n%s", got)
 				}
 			})
+		})
+	}
+}
+
+// adjustCounter is a store that counts the adjustments it is asked for.
+type adjustCounter struct {
+	sluice.Store
+	n atomic.Int64
+}
+
+func (s *adjustCounter) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	s.n.Add(1)
+	return s.Store.(sluice.Adjuster).Adjust(ctx, r)
+}
+
+// TestSpentWindowCostsNoCharge: a fixed window that has nothing left
+// refuses everything until it ends, so its refused hits are not charged
+// again: the token pattern makes one adjustment (the stream end that went
+// over), and a flood of refused charges after it none, so a spent key
+// hammered costs no store round trip (redisstore's near cache answers).
+func TestSpentWindowCostsNoCharge(t *testing.T) {
+	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
+		t.Run(counting.String(), func(t *testing.T) {
+			mem, err := memstore.New(memstore.Config{SweepInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			store := &adjustCounter{Store: mem}
+			cfg, err := rls.ParseConfig("t.yaml", []byte(tokenBudget))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := rls.New(sluice.New(store), cfg, rls.Options{Counting: counting, Logger: slog.New(slog.DiscardHandler)})
+			defer svc.Close()
+			ask := func(hits uint64) rlspb.RateLimitResponse_Code {
+				resp, err := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "ai", Descriptors: []*commonpb.RateLimitDescriptor{hitsDesc(hits, "user=u1")}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.OverallCode
+			}
+			for _, hits := range []uint64{300, 300, 300, 300} {
+				ask(hits)
+			}
+			for range 100 {
+				if ask(300) != rlspb.RateLimitResponse_OVER_LIMIT {
+					t.Fatal("a spent window admitted a charge")
+				}
+			}
+			if n := store.n.Load(); n > 1 {
+				t.Errorf("%d adjustments, want at most 1 (the charge that went over)", n)
+			}
 		})
 	}
 }
