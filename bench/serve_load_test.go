@@ -367,6 +367,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1000000000}
   - key: hot
     rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: tokens
+    rate_limit: {unit: hour, requests_per_unit: 1000}
 `
 
 // measureRLS drives one rate limit service with 64 concurrent callers over

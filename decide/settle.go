@@ -229,3 +229,23 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	}
 	return append(dst, s)
 }
+
+// Adjust charges delta, a signed amount, to c's key under c's limit at
+// once (sluice.Limiter.Adjust), cut to the largest adjustment the limit
+// allows (Limit.MaxAdjust) so that no amount a client sends is an error:
+// a charge goes into debt, never deeper than a key may owe; a refund never
+// leaves more room than the limit's capacity. It is the step for a cost
+// that is charged whatever the decision (the hits of a request refused
+// after its work was done: the Envoy RLS's end-of-stream hits) and for a
+// cost a client gives back (is_negative_hits). It returns the state after
+// it as a peek reports it; a store error is logged (at most once a
+// second) and returned. Delta 0 only peeks.
+func (dc *Decider) Adjust(ctx context.Context, c *Check, delta int64) (sluice.Decision, error) {
+	m := c.Limit.MaxAdjust()
+	delta = max(-m, min(delta, m))
+	d, err := dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Limit: c.Limit, Cost: delta, OnError: c.OnError})
+	if err != nil {
+		dc.logError("a charge or refund outside a check could not be made", err)
+	}
+	return d, err
+}

@@ -2,9 +2,13 @@ package decide_test
 
 import (
 	"context"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/decide"
 )
@@ -115,4 +119,37 @@ func FuzzLateCost(f *testing.F) {
 			t.Fatalf("%q: charged %d", v, cost)
 		}
 	})
+}
+
+// TestDeciderAdjust: an adjustment of any size is cut to the limit's
+// MaxAdjust, never an error: a charge stops at the deepest debt a key may
+// owe, a refund at an empty limit.
+func TestDeciderAdjust(t *testing.T) {
+	store, err := memstore.New(memstore.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	dc, err := decide.New(sluice.New(store), decide.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &decide.Check{Name: "l", Key: "k", Limit: sluice.FixedWindow(10, time.Hour)}
+	ctx := context.Background()
+	for _, step := range []struct {
+		delta     int64
+		allowed   bool
+		remaining int64
+	}{
+		{math.MaxInt64, false, 0}, // cut to 40: 30 past the limit
+		{math.MaxInt64, false, 0}, // 40 past the limit at most: 50, the rest dropped
+		{-40, false, 0},           // the debt paid back: 10 used
+		{-1, true, 1},
+		{math.MinInt64, true, 10}, // never below empty
+	} {
+		d, err := dc.Adjust(ctx, c, step.delta)
+		if err != nil || d.Allowed != step.allowed || d.Remaining != step.remaining {
+			t.Fatalf("Adjust(%d): %+v, %v; want allowed %v, remaining %d", step.delta, d, err, step.allowed, step.remaining)
+		}
+	}
 }

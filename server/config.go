@@ -369,6 +369,9 @@ var Env = []struct{ Name, Setting, Field string }{
 	{"SLUICE_RLS_HEALTHY_WITH_CONFIG", "rls-healthy-with-config", "envoy.healthy_with_config"},
 	{"SLUICE_RLS_SHADOW_MODE", "rls-shadow-mode", "envoy.shadow_mode"},
 	{"SLUICE_RLS_QUOTA_MODE", "rls-quota-mode", "envoy.quota_mode"},
+	{"SLUICE_RLS_MAX_DESCRIPTORS", "rls-max-descriptors", "envoy.max_descriptors"},
+	{"SLUICE_RLS_MAX_ENTRIES", "rls-max-entries", "envoy.max_entries"},
+	{"SLUICE_RLS_MAX_LENGTH", "rls-max-length", "envoy.max_length"},
 	{"SLUICE_STORE", "store", "store.type"},
 	{"SLUICE_MAX_KEYS", "max-keys", "store.max_keys"},
 	{"SLUICE_REDIS_ADDRS", "redis-addrs", "store.redis.addrs (comma-separated)"},
@@ -604,6 +607,9 @@ func (c *Config) Validate() error {
 	c.validateListeners(fail)
 	if _, err := c.Envoy.counting(); err != nil {
 		fail("envoy.counting", "%q: want all-or-nothing or peer", c.Envoy.Counting)
+	}
+	if err := c.Envoy.bounds().Check(); err != nil {
+		fail("envoy.max_descriptors, max_entries, max_length", "%v", err)
 	}
 	if c.Gateway == "" && c.API == "" && c.GRPC == "" {
 		fail("gateway", "gateway, api and grpc are all off: nothing to serve")

@@ -62,10 +62,37 @@ type EnvoyConfig struct {
 	// envoyproxy/ratelimit's QUOTA_MODE=true: a request is over only when
 	// every descriptor of it but the unlimited ones is over. Default false.
 	QuotaMode bool `yaml:"quota_mode"`
+
+	// MaxDescriptors, MaxEntries and MaxLength bound one RLS request: its
+	// descriptors, the entries of one, the bytes of its domain and of an
+	// entry's key or value. A request beyond them is refused
+	// (InvalidArgument; /json 400). 0 (the default) means 64, 16 and 1,024;
+	// at most 1,024, 64 and 65,536. envoyproxy/ratelimit has no such bounds.
+	MaxDescriptors int `yaml:"max_descriptors"`
+	MaxEntries     int `yaml:"max_entries"`
+	MaxLength      int `yaml:"max_length"`
 }
 
 // envoySettings are the rls-* settings EnvoyConfig.set reads.
-var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode", "rls-quota-mode"}
+var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode", "rls-quota-mode", "rls-max-descriptors", "rls-max-entries", "rls-max-length"}
+
+// bounds are the request bounds e sets.
+func (e *EnvoyConfig) bounds() rls.Bounds {
+	return rls.Bounds{Descriptors: e.MaxDescriptors, Entries: e.MaxEntries, Length: e.MaxLength}
+}
+
+// bound returns the field of the rls-max-* setting name, nil for another.
+func (e *EnvoyConfig) bound(name string) *int {
+	switch name {
+	case "rls-max-descriptors":
+		return &e.MaxDescriptors
+	case "rls-max-entries":
+		return &e.MaxEntries
+	case "rls-max-length":
+		return &e.MaxLength
+	}
+	return nil
+}
 
 // counting returns the Counting e names (0 when empty).
 func (e *EnvoyConfig) counting() (rls.Counting, error) {
@@ -86,6 +113,14 @@ func (e *EnvoyConfig) set(name, v string) error {
 			return errors.New("want all-or-nothing or peer")
 		}
 		e.Counting = v
+		return nil
+	}
+	if f := e.bound(name); f != nil {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errors.New("want a whole number, 0 for the default")
+		}
+		*f = n
 		return nil
 	}
 	b, err := strconv.ParseBool(v)

@@ -58,6 +58,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
 		ShadowMode:                 s.cfg.Envoy.ShadowMode,
 		QuotaMode:                  s.cfg.Envoy.QuotaMode,
+		Bounds:                     s.cfg.Envoy.bounds(),
 		Observe:                    newRLSObserver(s).observe,
 	})
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil

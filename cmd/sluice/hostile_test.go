@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -58,6 +59,7 @@ func TestHostile(t *testing.T) {
 			})
 			t.Run("api-explicit", func(t *testing.T) { hostileExplicit(t, st) })
 			t.Run("rls", func(t *testing.T) { hostileRLS(t, st) })
+			t.Run("rls-peer", func(t *testing.T) { hostileRLS(t, st, "--rls-counting", "peer") })
 		})
 	}
 }
@@ -293,16 +295,20 @@ descriptors:
       sluice: {algorithm: token_bucket, burst: 5}
 `
 
-// hostileRLS runs the RLS cases on one sluice, each case under descriptor
-// values of its own.
-func hostileRLS(t *testing.T, st string) {
+// hostileRLS runs the RLS cases on one sluice started with args, over
+// gRPC and over /json (envoyproxy/ratelimit's HTTP endpoint), each case
+// under descriptor values of its own.
+func hostileRLS(t *testing.T, st string, args ...string) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "hostile.yaml"), hostileRLSConfig)
-	p := start(t, nil, append(storeArgs(t, st), "--rls", dir)...)
+	p := start(t, nil, append(append(storeArgs(t, st), "--rls", dir, "--rls-http", "127.0.0.1:0"), args...)...)
 	c := rlsClient(t, p.addrs["grpc"])
 	for i := range rlsCases("") {
 		rc := rlsCases(fmt.Sprintf("case%02d-", i))[i]
 		t.Run(rc.Name, func(t *testing.T) { hostiletest.Run(t, "rls", rc, rlsSender(c)) })
+		if jc := rlsCases(fmt.Sprintf("json%02d-", i))[i]; jc.Name != "an empty value" { // its value has no prefix: gRPC spent it
+			t.Run(jc.Name+" (json)", func(t *testing.T) { hostiletest.Run(t, "rls", jc, rlsJSONSender(t, p.addrs["envoy-http"])) })
+		}
 	}
 	t.Run("a value with invalid UTF-8", func(t *testing.T) { hostileRLSInvalidUTF8(t, p.addrs["grpc"], c) })
 }
@@ -367,6 +373,24 @@ func rlsSender(c rlspb.RateLimitServiceClient) hostiletest.Sender[*rlspb.RateLim
 	return hostiletest.Sender[*rlspb.RateLimitRequest]{Send: send, Through: ok.Load}
 }
 
+// rlsJSONSender asks the RLS through POST /json: 200 (OK) counts as
+// through, 429 is OVER_LIMIT, 400 a request refused.
+func rlsJSONSender(t *testing.T, addr string) hostiletest.Sender[*rlspb.RateLimitRequest] {
+	var ok atomic.Int64
+	send := func(r *rlspb.RateLimitRequest) (int, error) {
+		body, err := protojson.Marshal(r)
+		if err != nil {
+			return 0, err
+		}
+		resp := do(t, "POST", "http://"+addr+"/json", string(body))
+		if resp.status == 200 {
+			ok.Add(1)
+		}
+		return resp.status, nil
+	}
+	return hostiletest.Sender[*rlspb.RateLimitRequest]{Send: send, Through: ok.Load}
+}
+
 // rlsReq is a request of the hostile domain with one descriptor per value,
 // each {user: value}.
 func rlsReq(values ...string) *rlspb.RateLimitRequest {
@@ -388,6 +412,17 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 	}
 	bad := func(what string, r *rlspb.RateLimitRequest) hostiletest.Case[*rlspb.RateLimitRequest] {
 		return hostiletest.Case[*rlspb.RateLimitRequest]{Name: what, Phases: []phase{{What: what, Reqs: hostileSame(n, r), Want: 0}, plain(burst)}}
+	}
+	// counted: refused, and its hits charged all the same, into a bounded
+	// debt that refuses the plain requests after it
+	counted := func(what string, r *rlspb.RateLimitRequest) hostiletest.Case[*rlspb.RateLimitRequest] {
+		return hostiletest.Case[*rlspb.RateLimitRequest]{Name: what, Phases: []phase{{What: what, Reqs: hostileSame(n, r), Want: 0}, plain(0)}}
+	}
+	giveBack := func(h uint64, v string) *rlspb.RateLimitRequest {
+		r := rlsReq(v)
+		r.Descriptors[0].HitsAddend = wrapperspb.UInt64(h)
+		r.Descriptors[0].IsNegativeHits = true
+		return r
 	}
 	kb := pfx + strings.Repeat("v", 1024-len(pfx))
 	withHits := func(h uint64) *rlspb.RateLimitRequest {
@@ -414,10 +449,23 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 		bad("65 descriptors", rlsReq(hostileTimes(65, func(i int) string { return fmt.Sprint(k, i) })...)),
 		bad("17 entries", deep),
 		bad("an empty domain", noDomain),
-		bad("64 copies of one descriptor", rlsReq(hostileSame(64, k)...)),
-		bad("request hits_addend 2^32-1", huge),
-		bad("descriptor hits_addend 2^64-1", withHits(math.MaxUint64)),
-		bad("descriptor hits_addend 6, above the capacity", withHits(6)),
+		counted("64 copies of one descriptor", rlsReq(hostileSame(64, k)...)),
+		counted("request hits_addend 2^32-1", huge),
+		counted("descriptor hits_addend 2^64-1", withHits(math.MaxUint64)),
+		counted("descriptor hits_addend 6, above the capacity", withHits(6)),
+		{Name: "is_negative_hits of 2^64-1 on a fresh counter", Phases: []phase{
+			{What: "giving back what was never used", Reqs: hostileSame(n, giveBack(math.MaxUint64, k)), Want: n},
+			plain(burst), // never below empty: no room beyond the limit
+		}},
+		{Name: "is_negative_hits on a spent counter", Phases: []phase{
+			{What: "plain requests", Reqs: hostileSame(n, rlsReq(k)), Want: burst},
+			{What: "giving back 2^64-1", Reqs: hostileSame(1, giveBack(math.MaxUint64, k)), Want: 1},
+			plain(burst), // back to empty, not below
+		}},
+		{Name: "is_negative_hits against another value's counter", Phases: []phase{
+			{What: "giving back on a neighbour's value", Reqs: hostileSame(n, giveBack(math.MaxUint64, k+"-other")), Want: n},
+			plain(burst),
+		}},
 		{Name: "all at once", Phases: []phase{
 			{What: "12 requests racing", Reqs: hostileSame(n, rlsReq(k)), Want: burst, Parallel: true},
 			{What: "12 more with the descriptor twice, racing", Reqs: hostileSame(n, rlsReq(k, k)), Want: 0, Parallel: true},
@@ -428,7 +476,7 @@ func rlsCases(pfx string) []hostiletest.Case[*rlspb.RateLimitRequest] {
 		}},
 		{Name: "the same descriptor twice", Phases: []phase{
 			{What: "twice in each request", Reqs: hostileSame(n, rlsReq(k, k)), Want: burst / 2},
-			plain(burst % 2),
+			plain(0), // the refused pairs were counted
 		}},
 		{Name: "descriptor hits_addend 0 peeks", Phases: []phase{
 			{What: "hits_addend 0", Reqs: hostileSame(n, withHits(0)), Want: n},

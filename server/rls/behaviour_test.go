@@ -259,10 +259,11 @@ descriptors:
 	})
 }
 
-// TestDifferenceFromEnvoyOnRefusedHits documents where the two differ: the
-// reference charges a refused request's hits to its counter, sluice does
-// not, so a later request that fits is admitted here and refused there.
-func TestDifferenceFromEnvoyOnRefusedHits(t *testing.T) {
+// TestRefusedHitsCountAsInEnvoy: the reference charges a refused request's
+// hits to its counter, and so does sluice's default counting (into a
+// bounded debt), so a later request that would fit what the admitted ones
+// left is refused in both.
+func TestRefusedHitsCountAsInEnvoy(t *testing.T) {
 	h := start(t, backends[0], "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n", rls.Options{})
 	model := &envoyFixedWindow{counts: map[string]uint64{}}
 	steps := []struct {
@@ -271,7 +272,7 @@ func TestDifferenceFromEnvoyOnRefusedHits(t *testing.T) {
 	}{
 		{3, "OK 2 45s", "OK 2 45s"},
 		{4, "OVER_LIMIT 0 45s", "OVER_LIMIT 0 45s"},
-		{2, "OK 0 45s", "OVER_LIMIT 0 45s"}, // sluice: 3+2 fits; envoyproxy: 3+4+2 > 5
+		{2, "OVER_LIMIT 0 45s", "OVER_LIMIT 0 45s"}, // 3+4+2 > 5
 	}
 	for i, s := range steps {
 		st := h.ask(t, "d", s.hits, desc("k=v")).Statuses[0]

@@ -24,8 +24,8 @@ import (
 // every other message, such as the health service's, to grpc's standard
 // codec. With it, a malformed request is answered InvalidArgument (grpc
 // answers Internal for what its codec cannot decode), and a request beyond
-// MaxDescriptors or MaxEntries is refused having decoded no more than
-// those. Register works without it.
+// the service's Bounds on descriptors or entries is refused having decoded
+// no more than those. Register works without it.
 func ServerCodec() grpc.ServerOption { return grpc.ForceServerCodecV2(codec{}) }
 
 // codec is the encoding.CodecV2 of ServerCodec.
@@ -68,13 +68,24 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 // their own.
 type wireRequest struct {
 	rlspb.RateLimitRequest
-	err error
+	err    error
+	bounds *Bounds // the service's; nil: the defaults
 
 	descs [1]commonpb.RateLimitDescriptor
 	dptrs [1]*commonpb.RateLimitDescriptor
 	ents  [3]commonpb.RateLimitDescriptor_Entry
 	eptrs [3]*commonpb.RateLimitDescriptor_Entry
 	nents int // of ents used
+}
+
+var defaultBounds = Bounds{}.withDefaults()
+
+// limits are the bounds w is decoded within.
+func (w *wireRequest) limits() *Bounds {
+	if w.bounds == nil {
+		return &defaultBounds
+	}
+	return w.bounds
 }
 
 // unmarshalRequest decodes data into w.
@@ -105,7 +116,7 @@ func (w *wireRequest) decode(b []byte) error {
 			}
 			req.Domain = f.s
 		case num == 2 && typ == protowire.BytesType:
-			if n++; n > MaxDescriptors {
+			if n++; n > w.limits().Descriptors {
 				return nil
 			}
 			desc := w.descriptor(len(req.Descriptors))
@@ -118,8 +129,8 @@ func (w *wireRequest) decode(b []byte) error {
 		}
 		return nil
 	})
-	if err == nil && n > MaxDescriptors {
-		err = fmt.Errorf("rls: the request has %d descriptors, more than %d", n, MaxDescriptors)
+	if err == nil && n > w.limits().Descriptors {
+		err = fmt.Errorf("rls: the request has %d descriptors, more than %d", n, w.limits().Descriptors)
 	}
 	return err
 }
@@ -152,7 +163,7 @@ func (w *wireRequest) decodeDescriptor(m wire, desc *commonpb.RateLimitDescripto
 	err := m.fields(func(num protowire.Number, typ protowire.Type, v uint64, f wire) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			if n++; n > MaxEntries {
+			if n++; n > w.limits().Entries {
 				return nil
 			}
 			e := w.entry()
@@ -175,8 +186,8 @@ func (w *wireRequest) decodeDescriptor(m wire, desc *commonpb.RateLimitDescripto
 		}
 		return nil
 	})
-	if err == nil && n > MaxEntries {
-		err = fmt.Errorf("rls: descriptor %d has %d entries, more than %d", i, n, MaxEntries)
+	if err == nil && n > w.limits().Entries {
+		err = fmt.Errorf("rls: descriptor %d has %d entries, more than %d", i, n, w.limits().Entries)
 	}
 	return err
 }

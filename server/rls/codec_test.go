@@ -78,7 +78,7 @@ func checkDecode(t *testing.T, b []byte) {
 	got, err := decodeWire(b)
 	switch {
 	case err != nil && wantErr == nil:
-		if validate(&want) == nil || !strings.Contains(err.Error(), "more than") {
+		if validate(&want, &defaultBounds) == nil || !strings.Contains(err.Error(), "more than") {
 			t.Fatalf("codec refuses %x (%v), proto.Unmarshal decodes it", b, err)
 		}
 	case err == nil && wantErr != nil:

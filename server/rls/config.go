@@ -476,8 +476,8 @@ func (l *loader) level(n *yaml.Node, w where, parent string, d *domain, depth in
 	if yamlload.IsNull(n) {
 		return lv
 	}
-	if depth > MaxEntries {
-		l.warn(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries); ignored", MaxEntries, MaxEntries)
+	if depth > ceiling.Entries {
+		l.warn(n, where{domain: w.domain, path: parent}, "descriptors", "nested deeper than %d levels, which no request can reach (a descriptor has at most %d entries); ignored", ceiling.Entries, ceiling.Entries)
 		return lv
 	}
 	if n.Kind != yaml.SequenceNode {

@@ -148,7 +148,9 @@
 // Wildcards work at every nesting level. A descriptor's own limit (the
 // protocol's limit override) is a fixed window of its requests_per_unit per
 // unit (× unit_multiplier) on the same entries, separate from the configured
-// limit's counter. A domain with no configuration limits nothing (OK), as
+// limit's counter (under CountPeer it shares that counter when both are
+// fixed windows of the same period, as the peer's counter key is the
+// entries and the window's start). A domain with no configuration limits nothing (OK), as
 // there, also for overrides; those requests are counted in an aggregated
 // warning.
 //
@@ -172,22 +174,42 @@
 // Envoy's check-then-charge pattern, a hits_addend 0 descriptor on the
 // request and 1 when the stream is done, the peer lets one more request
 // in). A cost above what the limit can ever admit is OVER_LIMIT,
-// not an error. is_negative_hits is refused (InvalidArgument).
+// not an error.
+//
+// A descriptor with is_negative_hits gives its hits back: its counter is
+// lowered by them before the request's checks, never below empty (giving
+// back more than was used makes no room beyond the limit), in both
+// countings; it answers OK with what is left (Result ResultRefunded).
+// envoyproxy/ratelimit, which predates the field, counts them as hits.
+// Hits and refunds are the caller's word, as the protocol has it: the
+// service's callers are Envoy proxies, not the clients they limit.
 //
 // # All or nothing
 //
 // envoyproxy/ratelimit increments every descriptor's counter independently,
 // and increments it even for a refused request. This service charges the
-// enforced limits of a request in one sluice Check: if any refuses, none is
-// charged, so a client refused on one dimension does not also use up its
-// other quotas. The descriptor that refused is OVER_LIMIT; the others are
-// OK with what they have left (redisstore may report 0 left when it answered
-// from its near cache without reading them). overall_code is OVER_LIMIT if
-// any enforced descriptor is. For unit-cost requests under fixed windows the
-// decisions are those of envoyproxy/ratelimit (same aligned windows, same
-// remaining, same duration_until_reset in whole seconds; a test replays a
-// timeline through both); they part when a refused request had hits: there
-// they still count, here they do not.
+// enforced limits of a request in one sluice Check: if any refuses, the
+// others are not charged, so a client refused on one dimension does not
+// also use up its other quotas. The descriptor that refused is OVER_LIMIT
+// and is charged its hits all the same, as envoyproxy/ratelimit charges
+// them: hits reported once the work is done (Envoy's token limiting sends a
+// hits_addend 0 check when a call starts and the tokens used when its
+// stream ends, ignoring that answer) must count, or the budget never
+// fills. The charge goes into a bounded debt (sluice.Limiter.Adjust: at
+// most sluice.AdjustCapacities capacities past the limit, the rest
+// dropped), which a fixed window forgets when it ends and a bucket pays
+// back as it refills; a refused look (hits 0) charges nothing, and neither
+// does a refusal by a fixed window with nothing left (it refuses
+// everything until it ends, so a key hammered once spent costs no store
+// round trip; a refund then gives room back from the limit, not from what
+// it would have owed). The others
+// are OK with what they have left (redisstore may report 0 left when it
+// answered from its near cache without reading them). overall_code is
+// OVER_LIMIT if any enforced descriptor is. For one descriptor per request
+// under fixed windows the decisions are those of envoyproxy/ratelimit
+// (same aligned windows, same remaining, same duration_until_reset in
+// whole seconds; a test replays a timeline through both), but for a look at
+// a counter exactly at its limit (above).
 //
 // # Counting as envoyproxy/ratelimit
 //
@@ -211,7 +233,10 @@
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: the counters are read first and,
 // when any descriptor would be over, only those that would be are
 // charged. A limit with a sluice: algorithm block is charged on its own
-// under its algorithm, a refused request not counted. Each descriptor is one
+// under its algorithm, its refused hits into the bounded debt all-or-nothing
+// charges them to. Each charge goes through package decide, the decision path
+// of every sluice front-end (refusal logs, failure modes), one descriptor at
+// a time. Each descriptor is one
 // store round trip (two with StopIncrementWhenOverLimit) where
 // all-or-nothing needs one for the whole request.
 //
@@ -222,7 +247,8 @@
 // the enforced limits admitted.
 //
 // quota_mode limits are checked the same way, after the enforced ones; over,
-// their descriptor is OVER_LIMIT, but overall_code is OVER_LIMIT only when
+// their descriptor is OVER_LIMIT (and charged its hits into the bounded
+// debt, as an enforced limit that refuses), but overall_code is OVER_LIMIT only when
 // every quota_mode limit of the request is over (or an enforced one is), as
 // in envoyproxy/ratelimit. The enforced limits of such a request are
 // charged: the quota limits are decided after them. Options.QuotaMode (its
@@ -232,9 +258,10 @@
 //
 // # Bad requests
 //
-// An empty domain, no descriptors, more than MaxDescriptors descriptors,
-// more than MaxEntries entries in one, a domain, key or value longer than
-// MaxLength bytes, or a limit override with an unknown unit is refused with
+// An empty domain, no descriptors, more descriptors than Options.Bounds
+// allows (default MaxDescriptors, 64), more entries in one (MaxEntries,
+// 16), a domain, key or value longer (MaxLength, 1,024 bytes), or a limit
+// override with an unknown unit is refused with
 // InvalidArgument; on a server with ServerCodec, so is a message that is not
 // a RateLimitRequest in protobuf wire format, or has a string that is not
 // UTF-8 (grpc's own codec answers those Internal). A store failure is

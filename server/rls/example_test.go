@@ -67,14 +67,16 @@ func ExampleLoadConfig() {
 }
 
 // ExampleCounting: the same requests counted sluice's way and
-// envoyproxy/ratelimit's (CountPeer): after 3 hits admitted and 4 refused
-// on a limit of 5, 2 more fit under all-or-nothing (the refused 4 were not
-// counted) and are over under CountPeer (they were).
+// envoyproxy/ratelimit's (CountPeer): a request refused by its user limit
+// charges its ip limit only under CountPeer, so 4 more hits on the ip fit
+// under all-or-nothing and are over under CountPeer.
 func ExampleCounting() {
 	cfg, err := rls.ParseConfig("edge.yaml", []byte(`
 domain: edge
 descriptors:
   - key: user
+    rate_limit: {unit: day, requests_per_unit: 5}
+  - key: ip
     rate_limit: {unit: day, requests_per_unit: 5}
 `))
 	if err != nil {
@@ -85,9 +87,17 @@ descriptors:
 		store, _ := memstore.New(memstore.Config{})
 		svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler), Counting: counting})
 		fmt.Print(counting, ":")
-		for _, hits := range []uint32{3, 4, 2} {
-			resp, _ := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: hits,
-				Descriptors: []*commonpb.RateLimitDescriptor{{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}}})
+		user := &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}
+		ip := &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "ip", Value: "192.0.2.1"}}}
+		for _, req := range []struct {
+			hits  uint32
+			descs []*commonpb.RateLimitDescriptor
+		}{
+			{4, []*commonpb.RateLimitDescriptor{user}},
+			{2, []*commonpb.RateLimitDescriptor{user, ip}}, // user refuses: is ip charged?
+			{4, []*commonpb.RateLimitDescriptor{ip}},
+		} {
+			resp, _ := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: req.hits, Descriptors: req.descs})
 			fmt.Print(" ", resp.OverallCode)
 		}
 		fmt.Println()

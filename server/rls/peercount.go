@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -15,8 +16,9 @@ type Counting uint8
 
 const (
 	// CountAllOrNothing charges the enforced limits of a request in one
-	// sluice Check: if any refuses, none is charged, and a refused request
-	// is not counted. sluice's default.
+	// sluice Check: if any refuses, the others are not charged, and those
+	// that refused are charged their hits into a bounded debt. sluice's
+	// default.
 	CountAllOrNothing Counting = iota + 1
 	// CountPeer counts as envoyproxy/ratelimit does: each descriptor on
 	// its own, in request order, refused hits included, so that a key over
@@ -71,7 +73,7 @@ func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
 // goes past the limit L; sluice's count m stays at min(n, L+1), which
 // answers alike: over when m > L, remaining L-m otherwise. A rule with
 // another algorithm (a sluice block) is counted under its own limit,
-// each descriptor on its own, refused requests not counted. Either keeps
+// each descriptor on its own, refused hits charged into a bounded debt. Either keeps
 // lim's calendar period and Version.
 func peerLimit(lim sluice.Limit, rpu uint32, period time.Duration) sluice.Limit {
 	if rpu == 0 || lim.Algorithm == sluice.AlgorithmFixedWindow {
@@ -101,7 +103,7 @@ func (r *rule) overMarked() bool {
 func (s *Service) runPeer(ctx context.Context, r *request) error {
 	for i := range r.items {
 		if it := &r.items[i]; it.result == 0 {
-			it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
+			it.key = r.peerKey(i)
 		}
 	}
 	if s.opts.StopIncrementWhenOverLimit {
@@ -114,7 +116,13 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 		if it.result != 0 {
 			continue
 		}
-		d, over, err := s.takePeer(ctx, it)
+		if it.refund {
+			if err := s.refundPeer(ctx, r.req.Domain, it); err != nil {
+				return err
+			}
+			continue
+		}
+		d, over, err := s.takePeer(ctx, &r.res, it)
 		if err != nil {
 			return s.storeError(ctx, r.req.Domain, err)
 		}
@@ -132,19 +140,48 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 	return nil
 }
 
+// peerKey is the counter of item i under CountPeer: envoyproxy/ratelimit
+// keys a counter by the descriptor's entries and the start of its window,
+// so a descriptor's own limit counts on the configured limit's counter
+// when both have the same window (a fixed window of the same period), and
+// apart otherwise.
+func (r *request) peerKey(i int) string {
+	if it := &r.items[i]; it.shares {
+		return key(r.req.Domain, r.req.Descriptors[i].Entries, nil)
+	}
+	return r.key(i)
+}
+
+// refundPeer is refund under CountPeer: the counter of an over-marked
+// limit reports one unit less left than it holds.
+func (s *Service) refundPeer(ctx context.Context, domain string, it *item) error {
+	if err := s.refund(ctx, domain, it, it.rule.peer); err != nil {
+		return err
+	}
+	if it.rule.overMarked() {
+		it.d.Remaining = max(0, it.d.Remaining-1)
+	}
+	return nil
+}
+
 // peekPeer reads every counter of r without charging, and when one of
 // them would be over after its hits, leaves only those to charge (cost 0
 // for the others), as envoyproxy/ratelimit does with
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 func (s *Service) peekPeer(ctx context.Context, r *request) error {
-	var near [MaxDescriptors]bool
+	var buf [MaxDescriptors]bool
+	near := buf[:0]
+	if len(r.items) > len(buf) {
+		near = make([]bool, 0, len(r.items))
+	}
+	near = near[:len(r.items)]
 	anyNear := false
 	for i := range r.items {
 		it := &r.items[i]
-		if it.result != 0 {
+		if it.result != 0 || it.refund {
 			continue
 		}
-		d, err := s.limiter.AllowN(ctx, it.key, it.rule.peer, 0)
+		d, err := s.take(ctx, &r.res, it, it.rule.peer, 0)
 		if err != nil {
 			return s.storeError(ctx, r.req.Domain, err)
 		}
@@ -171,12 +208,12 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 // of the mark is only closer to it.
 const maxFill = 4
 
-// takePeer charges one item under its peer limit and reports its
+// takePeer charges one item under its peer limit (take) and reports its
 // decision, with Remaining as envoyproxy/ratelimit reports it, and whether
 // it is over. Under an over-marked limit a refused charge still counts:
 // the counter is filled to its over mark; and it.before is set to the
 // count before the charge (at most the mark).
-func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, over bool, err error) {
+func (s *Service) takePeer(ctx context.Context, res *decide.Result, it *item) (d sluice.Decision, over bool, err error) {
 	lim, h := it.rule.peer, it.cost
 	if it.held {
 		h = 0
@@ -186,11 +223,14 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	if h > capacity {
 		cost = 0 // more than it can ever hold: over, and marked below
 	}
-	if d, err = s.limiter.AllowN(ctx, it.key, lim, cost); err != nil {
+	if d, err = s.take(ctx, res, it, lim, cost); err != nil {
 		return d, false, err
 	}
 	refused := !d.Allowed || h > capacity
 	if !it.rule.overMarked() {
+		if refused && h > 0 { // counted all the same, into a bounded debt, as under all-or-nothing
+			_, _ = s.dc.Adjust(ctx, &decide.Check{Name: it.rule.path, Key: it.key, Limit: lim}, signed(h))
+		}
 		return d, refused, nil
 	}
 	room := uint64(max(0, d.Remaining))
@@ -200,7 +240,7 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	filled := uint64(0)
 	for n := 0; refused && h > 0 && d.Remaining > 0 && n < maxFill; n++ {
 		var f sluice.Decision
-		if f, err = s.limiter.AllowN(ctx, it.key, lim, d.Remaining); err != nil {
+		if f, err = s.take(ctx, res, it, lim, d.Remaining); err != nil {
 			return d, false, err
 		}
 		if f.Allowed {
@@ -215,6 +255,20 @@ func (s *Service) takePeer(ctx context.Context, it *item) (d sluice.Decision, ov
 	over = refused || d.Remaining == 0
 	d.Remaining = max(0, d.Remaining-1)
 	return d, over, nil
+}
+
+// take charges cost to one item's counter under lim through the decision
+// path every front-end shares (decide.Decider.Run, with res reused), and
+// returns its decision, or the error of a check the store could not
+// decide.
+func (s *Service) take(ctx context.Context, res *decide.Result, it *item, lim sluice.Limit, cost int64) (sluice.Decision, error) {
+	check := [1]decide.Check{{Name: it.rule.path, Key: it.key, Limit: lim, Cost: cost}}
+	s.dc.Run(ctx, check[:], res)
+	switch res.Outcome {
+	case decide.Failed, decide.Invalid:
+		return sluice.Decision{}, res.Err
+	}
+	return res.Each[0], nil
 }
 
 // peerCounts sets the counts envoyproxy/ratelimit computes item i's

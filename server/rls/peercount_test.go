@@ -329,12 +329,12 @@ func TestPeerCountingPerDomain(t *testing.T) {
 		want      string
 	}{
 		{rls.CountPeer, 0, "OVER_LIMIT [OVER_LIMIT 0/5m 45s]"},
-		{rls.CountAllOrNothing, rls.CountPeer, "OK [OK 0/5m 45s]"},
+		{rls.CountAllOrNothing, rls.CountPeer, "OK [OK 2/5m 45s]"},
 	} {
 		h := start(t, backends[0], fmt.Sprintf(file, c.file), rls.Options{Counting: c.opt})
-		h.ask(t, "d", 3, desc("k=v"))
-		h.ask(t, "d", 4, desc("k=v")) // over: counted only by the peer's way
-		if got := brief(h.ask(t, "d", 2, desc("k=v"))); got != c.want {
+		h.ask(t, "d", 3, desc("k=x"))
+		h.ask(t, "d", 3, desc("k=x"), desc("k=y")) // x refuses: y is counted only by the peer's way
+		if got := brief(h.ask(t, "d", 3, desc("k=y"))); got != c.want {
 			t.Errorf("file %s, option %s: got %s, want %s", c.file, c.opt, got, c.want)
 		}
 	}

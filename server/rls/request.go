@@ -17,34 +17,31 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// validate checks a request against the protocol and the bounds.
-func validate(req *rlspb.RateLimitRequest) error {
+// validate checks a request against the protocol and the bounds b.
+func validate(req *rlspb.RateLimitRequest, b *Bounds) error {
 	switch {
 	case req.Domain == "":
 		return errors.New("rls: the domain must not be empty")
-	case len(req.Domain) > MaxLength:
-		return fmt.Errorf("rls: the domain is %d bytes long, more than %d", len(req.Domain), MaxLength)
+	case len(req.Domain) > b.Length:
+		return fmt.Errorf("rls: the domain is %d bytes long, more than %d", len(req.Domain), b.Length)
 	case len(req.Descriptors) == 0:
 		return errors.New("rls: the request has no descriptors")
-	case len(req.Descriptors) > MaxDescriptors:
-		return fmt.Errorf("rls: the request has %d descriptors, more than %d", len(req.Descriptors), MaxDescriptors)
+	case len(req.Descriptors) > b.Descriptors:
+		return fmt.Errorf("rls: the request has %d descriptors, more than %d", len(req.Descriptors), b.Descriptors)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil {
 			return fmt.Errorf("rls: descriptor %d is missing", i)
 		}
-		if len(d.Entries) > MaxEntries {
-			return fmt.Errorf("rls: descriptor %d has %d entries, more than %d", i, len(d.Entries), MaxEntries)
-		}
-		if d.IsNegativeHits {
-			return fmt.Errorf("rls: descriptor %d: is_negative_hits (giving hits back) is not supported", i)
+		if len(d.Entries) > b.Entries {
+			return fmt.Errorf("rls: descriptor %d has %d entries, more than %d", i, len(d.Entries), b.Entries)
 		}
 		for j, e := range d.Entries {
 			if e == nil {
 				return fmt.Errorf("rls: descriptor %d: entry %d is missing", i, j)
 			}
-			if len(e.Key) > MaxLength || len(e.Value) > MaxLength {
-				return fmt.Errorf("rls: descriptor %d: entry %d: keys and values are at most %d bytes", i, j, MaxLength)
+			if len(e.Key) > b.Length || len(e.Value) > b.Length {
+				return fmt.Errorf("rls: descriptor %d: entry %d: keys and values are at most %d bytes", i, j, b.Length)
 			}
 		}
 	}
@@ -212,4 +209,15 @@ func (s *Service) storeError(ctx context.Context, domain string, err error) erro
 		return status.Errorf(codes.Internal, "rls: %v", err)
 	}
 	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
+}
+
+// sameWindow reports whether a descriptor's own limit ov has the window of
+// the limit configured for entries: both fixed windows of one period,
+// without calendar or share_threshold pattern, so that
+// envoyproxy/ratelimit's counter key (entries and window start) is the
+// same for both.
+func (d *domain) sameWindow(entries []*commonpb.RateLimitDescriptor_Entry, ov *rule) bool {
+	r, shared := d.match(entries)
+	return r != nil && shared == nil && !r.unlimited && r.period == ov.period &&
+		r.peer.Algorithm == sluice.AlgorithmFixedWindow && r.peer.Calendar == 0
 }

@@ -20,14 +20,56 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Bounds on one ShouldRateLimit request. A request beyond them is refused
-// with InvalidArgument, so nothing a client sends can make the service
-// allocate or store without bound.
+// The default bounds on one ShouldRateLimit request (Bounds). A request
+// beyond them is refused with InvalidArgument, so nothing a client sends can
+// make the service allocate or store without bound.
 const (
 	MaxDescriptors = 64   // descriptors per request
 	MaxEntries     = 16   // entries per descriptor
 	MaxLength      = 1024 // bytes of a domain, an entry key or an entry value
 )
+
+// Bounds limit what one ShouldRateLimit request may hold; a request beyond
+// them is refused with InvalidArgument (ServerCodec refuses it having
+// decoded no more descriptors and entries than they allow). A zero field
+// means its default: MaxDescriptors, MaxEntries, MaxLength. The largest
+// accepted are 1,024 descriptors of 64 entries, strings of 64 KiB (a
+// descriptor nested deeper than 64 levels in a config is ignored).
+type Bounds struct {
+	Descriptors int // descriptors per request
+	Entries     int // entries per descriptor
+	Length      int // bytes of a domain, an entry key or an entry value
+}
+
+// ceiling is the largest Bounds a Service accepts.
+var ceiling = Bounds{Descriptors: 1024, Entries: 64, Length: 64 << 10}
+
+// withDefaults returns b with its zero fields set to their defaults.
+func (b Bounds) withDefaults() Bounds {
+	if b.Descriptors == 0 {
+		b.Descriptors = MaxDescriptors
+	}
+	if b.Entries == 0 {
+		b.Entries = MaxEntries
+	}
+	if b.Length == 0 {
+		b.Length = MaxLength
+	}
+	return b
+}
+
+// Check reports a field of b below 0 or above the largest accepted.
+func (b Bounds) Check() error {
+	for _, f := range []struct {
+		name     string
+		v, limit int
+	}{{"descriptors", b.Descriptors, ceiling.Descriptors}, {"entries", b.Entries, ceiling.Entries}, {"length", b.Length, ceiling.Length}} {
+		if f.v < 0 || f.v > f.limit {
+			return fmt.Errorf("rls: request bounds: %s %d: want 1 to %d, or 0 for the default", f.name, f.v, f.limit)
+		}
+	}
+	return nil
+}
 
 // Options configures a Service. The zero value is ready to use; each field
 // documents its default.
@@ -88,6 +130,11 @@ type Options struct {
 	// as within). Default false.
 	QuotaMode bool
 
+	// Bounds limit the size of one request. Default MaxDescriptors
+	// descriptors of MaxEntries entries, strings of MaxLength bytes. New
+	// panics on Bounds that fail Bounds.Check, a caller's bug.
+	Bounds Bounds
+
 	// Now replaces the clock used for limits that refuse everything
 	// (requests_per_unit: 0), which never reach the store, to compute
 	// their duration_until_reset. For tests. Default time.Now.
@@ -108,8 +155,10 @@ const (
 	ResultReplaced
 	// ResultOK: the limit admitted the request and was charged.
 	ResultOK
-	// ResultOverLimit: the limit refused the request; nothing of the
-	// request was charged anywhere.
+	// ResultOverLimit: the limit refused the request. Under
+	// CountAllOrNothing its hits were charged to it all the same, into a
+	// bounded debt (see the package documentation); nothing of the request
+	// was charged to its other limits.
 	ResultOverLimit
 	// ResultShadowOverLimit: a shadow_mode limit was over; the descriptor
 	// reports OK.
@@ -117,9 +166,12 @@ const (
 	// ResultNotCharged: the limit would have admitted the request, but
 	// another descriptor refused it, so nothing was charged (all-or-nothing).
 	ResultNotCharged
+	// ResultRefunded: the descriptor gave its hits back (is_negative_hits):
+	// its counter was lowered by them, never below empty. It is OK.
+	ResultRefunded
 )
 
-var resultNames = [...]string{"", "no_limit", "unlimited", "replaced", "ok", "over_limit", "shadow_over_limit", "not_charged"}
+var resultNames = [...]string{"", "no_limit", "unlimited", "replaced", "ok", "over_limit", "shadow_over_limit", "not_charged", "refunded"}
 
 // String returns the snake_case name of r, for metric labels.
 func (r Result) String() string {
@@ -169,11 +221,10 @@ type Outcome struct {
 // It is safe for concurrent use. Swap replaces the configuration atomically;
 // requests in flight finish under the configuration they started with.
 type Service struct {
-	limiter *sluice.Limiter
-	dc      *decide.Decider
-	cfg     atomic.Pointer[Config]
-	opts    Options
-	logs    *aggregator
+	dc   *decide.Decider // every charge goes through it, in both countings
+	cfg  atomic.Pointer[Config]
+	opts Options
+	logs *aggregator
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
@@ -191,6 +242,10 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	if err := opts.Bounds.Check(); err != nil {
+		panic(err) // a caller's bug: settings are checked before
+	}
+	opts.Bounds = opts.Bounds.withDefaults()
 	// A store error is answered UNAVAILABLE (on_error closed), so that
 	// Envoy's own failure_mode_deny decides, as with envoyproxy/ratelimit.
 	if opts.KeyText == nil {
@@ -200,7 +255,7 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	if err != nil {
 		panic(err) // only for a nil limiter, a caller's bug
 	}
-	s := &Service{limiter: limiter, dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
+	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
 	return s
@@ -247,15 +302,15 @@ var serviceDesc = grpc.ServiceDesc{
 // its pool once decided: nothing of a request outlives its answer but its
 // strings, which are a copy of the message of their own.
 func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+	s := srv.(*Service)
 	in := wireRequests.Get().(*wireRequest)
-	*in = wireRequest{}
+	*in = wireRequest{bounds: &s.opts.Bounds}
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if in.err != nil {
 		return nil, status.Error(codes.InvalidArgument, in.err.Error())
 	}
-	s := srv.(*Service)
 	if intercept == nil {
 		defer wireRequests.Put(in)
 		return s.ShouldRateLimit(ctx, &in.RateLimitRequest)
@@ -277,6 +332,8 @@ type item struct {
 	d      sluice.Decision
 	over   bool          // refused without asking the store
 	value  string        // detailed_metric value
+	refund bool          // is_negative_hits: the hits are given back
+	shares bool          // its own limit counts on the configured one's counter under CountPeer (see peerKey)
 	held   bool          // under StopIncrementWhenOverLimit, not charged (see peekPeer)
 	counts bool          // under CountPeer, before and after are the peer's counts
 	peek   uint64        // under StopIncrementWhenOverLimit, the count read first
@@ -316,7 +373,7 @@ func newRequest(req *rlspb.RateLimitRequest, quotas bool) *request {
 // request outside the protocol or the bounds, Unavailable when the store
 // fails, and the context's error when it ends.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	if err := validate(req); err != nil {
+	if err := validate(req, &s.opts.Bounds); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	dom := s.cfg.Load().domains[req.Domain]
@@ -335,9 +392,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		return s.answer(r), nil
 	}
 	r.plan()
+	if err := s.refunds(ctx, r); err != nil {
+		return nil, err
+	}
 	if err := s.run(ctx, r); err != nil {
 		return nil, err
 	}
+	s.debit(ctx, r)
 	return s.answer(r), nil
 }
 
@@ -363,13 +424,14 @@ func (r *request) match(dom *domain) error {
 	for i, desc := range r.req.Descriptors {
 		it := &r.items[i]
 		it.check = -1
-		it.cost = hits(r.req, desc)
+		it.cost, it.refund = hits(r.req, desc), desc.IsNegativeHits
 		if ov := desc.GetLimit(); ov != nil {
 			ru, err := override(ov)
 			if err != nil {
 				return fmt.Errorf("rls: descriptor %d: limit: %v", i, err)
 			}
 			it.rule = ru
+			it.shares = dom.sameWindow(desc.Entries, ru)
 		} else {
 			it.rule, it.shared = dom.match(desc.Entries)
 		}
@@ -408,9 +470,9 @@ func (r *request) plan() {
 			continue
 		}
 		ru := it.rule
-		it.key = key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
-		if ru.path == overridePath {
-			it.key = overrideKey(it.key, ru.period)
+		it.key = r.key(i)
+		if it.refund { // given back before the checks (see refunds)
+			continue
 		}
 		if ru.rpu == 0 && it.cost == 0 { // a peek of a limit that refuses all is within it
 			it.result = ResultOK
@@ -439,7 +501,7 @@ func (r *request) plan() {
 			}
 		}
 	}
-	if r.refused { // a refused request charges nothing, shadow limits included
+	if r.refused { // the check charges nothing (shadow limits included); debit charges the refusing ones
 		for j := range r.enforced {
 			r.enforced[j].Cost = 0
 		}
@@ -447,6 +509,17 @@ func (r *request) plan() {
 			r.shadow[j].Cost = 0
 		}
 	}
+}
+
+// key is the counter of item i: its descriptor's key, and for a
+// descriptor's own limit, the key of that limit's window.
+func (r *request) key(i int) string {
+	it := &r.items[i]
+	k := key(r.req.Domain, r.req.Descriptors[i].Entries, it.shared)
+	if it.rule.path == overridePath {
+		k = overrideKey(k, it.rule.period)
+	}
+	return k
 }
 
 // add plans the check of one item, merging it with an enforced check of
@@ -548,7 +621,7 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		switch it.result {
 		case ResultUnlimited:
 			st.LimitRemaining = math.MaxUint32
-		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit:
+		case ResultOK, ResultNotCharged, ResultOverLimit, ResultShadowOverLimit, ResultRefunded:
 			st.CurrentLimit = it.rule.currentIn(&m.cur)
 			it.reset = s.reset(it, &now)
 			m.dur.Seconds = seconds(it.reset)
@@ -559,7 +632,7 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 					resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 				}
 			}
-			if it.result == ResultOK || it.result == ResultNotCharged {
+			if it.result == ResultOK || it.result == ResultNotCharged || it.result == ResultRefunded {
 				st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
 			}
 		}
@@ -625,7 +698,7 @@ func quotasSpent(r *request) bool {
 	quotas := 0
 	for i := range r.items {
 		it := &r.items[i]
-		if it.rule == nil || !it.rule.quota || it.rule.shadow || it.rule.unlimited || it.result == ResultReplaced {
+		if it.rule == nil || !it.rule.quota || it.rule.shadow || it.rule.unlimited || it.result == ResultReplaced || it.result == ResultRefunded {
 			continue
 		}
 		if it.result != ResultOverLimit {
@@ -645,7 +718,7 @@ func allSpent(r *request) bool {
 	quotas := 0
 	for i := range r.items {
 		switch r.items[i].result {
-		case ResultUnlimited:
+		case ResultUnlimited, ResultRefunded:
 			continue
 		case ResultOverLimit:
 			quotas++

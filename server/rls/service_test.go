@@ -240,22 +240,22 @@ func TestHitsAddend(t *testing.T) {
 		if got := brief(h.ask(t, "edge", 3, ip)); got != "OVER_LIMIT [OVER_LIMIT 0/5m 45s]" {
 			t.Fatalf("3 more of the 2 left: %s", got)
 		}
-		// The refused 3 were not charged: 2 remain.
+		// The refused 3 were charged all the same, into debt: 6 of 5.
 		peek := desc("remote_address=198.51.100.7")
 		peek.HitsAddend = wrapperspb.UInt64(0)
-		if got := brief(h.ask(t, "edge", 7, peek)); got != "OK [OK 2/5m 45s]" {
+		if got := brief(h.ask(t, "edge", 7, peek)); got != "OVER_LIMIT [OVER_LIMIT 0/5m 45s]" {
 			t.Fatalf("peek: %s", got)
 		}
-		two := desc("remote_address=198.51.100.7")
+		two := desc("remote_address=198.51.100.8")
 		two.HitsAddend = wrapperspb.UInt64(2)
-		if got := brief(h.ask(t, "edge", 7, two)); got != "OK [OK 0/5m 45s]" {
+		if got := brief(h.ask(t, "edge", 7, two)); got != "OK [OK 3/5m 45s]" {
 			t.Fatalf("descriptor hits_addend 2 overrides the request's 7: %s", got)
 		}
-		// more than the limit could ever admit: over, not an error
+		// more than the limit could ever admit: over, not an error, and counted
 		if got := brief(h.ask(t, "edge", 6, desc("remote_address=198.51.100.9"))); got != "OVER_LIMIT [OVER_LIMIT 0/5m 45s]" {
 			t.Fatalf("cost 6 of 5: %s", got)
 		}
-		if got := brief(h.ask(t, "edge", 0, desc("remote_address=198.51.100.9"))); got != "OK [OK 4/5m 45s]" {
+		if got := brief(h.ask(t, "edge", 0, desc("remote_address=198.51.100.9"))); got != "OVER_LIMIT [OVER_LIMIT 0/5m 45s]" {
 			t.Fatalf("after the impossible request: %s", got)
 		}
 	})
@@ -447,8 +447,6 @@ func TestBadRequests(t *testing.T) {
 	for i := range deep {
 		deep[i] = "k=v"
 	}
-	neg := desc("remote_address=a")
-	neg.IsNegativeHits = true
 	cases := []struct {
 		req  *rlspb.RateLimitRequest
 		want string
@@ -459,7 +457,6 @@ func TestBadRequests(t *testing.T) {
 		{&rlspb.RateLimitRequest{Domain: "edge", Descriptors: many}, "rls: the request has 65 descriptors, more than 64"},
 		{&rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{desc(deep...)}}, "rls: descriptor 0 has 17 entries, more than 16"},
 		{&rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{desc("remote_address=" + long)}}, "rls: descriptor 0: entry 0: keys and values are at most 1024 bytes"},
-		{&rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{neg}}, "rls: descriptor 0: is_negative_hits (giving hits back) is not supported"},
 	}
 	for i, c := range cases {
 		_, err := h.client.ShouldRateLimit(context.Background(), c.req)
