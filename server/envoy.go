@@ -1,10 +1,8 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice/server/rls"
@@ -64,49 +62,12 @@ type EnvoyConfig struct {
 	QuotaMode bool `yaml:"quota_mode"`
 }
 
-// envoySettings are the rls-* settings EnvoyConfig.set reads.
-var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode", "rls-quota-mode"}
-
 // counting returns the Counting e names (0 when empty).
 func (e *EnvoyConfig) counting() (rls.Counting, error) {
 	if e.Counting == "" {
 		return 0, nil
 	}
 	return rls.ParseCounting(e.Counting)
-}
-
-// set sets one of the rls-* settings (see Config.Set).
-func (e *EnvoyConfig) set(name, v string) error {
-	switch name {
-	case "rls-http":
-		e.HTTP = v
-		return nil
-	case "rls-counting":
-		if _, err := rls.ParseCounting(v); err != nil {
-			return errors.New("want all-or-nothing or peer")
-		}
-		e.Counting = v
-		return nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return errors.New("want true or false")
-	}
-	switch name {
-	case "rls-merge-domains":
-		e.MergeDomains = b
-	case "rls-stop-increment":
-		e.StopIncrementWhenOverLimit = b
-	case "rls-healthy-with-config":
-		e.HealthyWithConfig = b
-	case "rls-shadow-mode":
-		e.ShadowMode = b
-	case "rls-quota-mode":
-		e.QuotaMode = b
-	default:
-		e.ResponseHeaders = &b
-	}
-	return nil
 }
 
 // responseHeaders reports whether RLS answers carry RateLimit headers.
