@@ -70,7 +70,8 @@ of a built-in demo upstream with a sample policy (5 requests at once per client,
 then 1 a second). Then:
 
   curl -i http://127.0.0.1:8080/
-  open http://127.0.0.1:8082/status
+
+and open http://127.0.0.1:8082/status in a browser: the live status page.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
