@@ -313,7 +313,9 @@ func LoadConfig(path string, base Config) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return base, fileError(path, yamlload.Syntax(err))
+			se := yamlload.Syntax(err)
+			se.Locate(data)
+			return base, fileError(path, se)
 		}
 		var errs []error
 		for _, e := range te.Errors {
