@@ -416,3 +416,41 @@ func FuzzParseTraffic(f *testing.F) {
 		}
 	})
 }
+
+// TestChartColours: simulate's chart draws what was admitted and replay's
+// what was refused, each in its outcome's colour on the status page
+// (server/status.html): blue meant admitted in one and refused in the
+// other.
+func TestChartColours(t *testing.T) {
+	page, err := os.ReadFile("../../server/status.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	colour := func(outcome string) string {
+		m := regexp.MustCompile(`--` + outcome + `:(#[0-9a-fA-F]{6})`).FindSubmatch(page)
+		if m == nil {
+			t.Fatalf("status.html has no --%s colour", outcome)
+		}
+		return strings.ToLower(string(m[1]))
+	}
+	admitted, refused := colour("admitted"), colour("refused")
+	dir := t.TempDir()
+	sim := filepath.Join(dir, "sim.svg")
+	simulateOut(t, "--svg", sim)
+	pol := filepath.Join(dir, "policy.yaml")
+	writeFile(t, pol, samplePolicy)
+	rep := filepath.Join(dir, "replay.svg")
+	if _, stderr, code := runSluice(t, "replay", "--log", sampleLog(t, "combined"), "--policy", pol, "--svg", rep); code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct {
+		file, outcome, want, not string
+	}{{sim, "admitted", admitted, refused}, {rep, "refused", refused, admitted}} {
+		b, err := os.ReadFile(c.file)
+		svg := strings.ToLower(string(b))
+		legend := `fill="` + c.want + `"/><text x="176" y="55">` + c.outcome + `</text>`
+		if err != nil || !strings.Contains(svg, legend) || strings.Count(svg, `fill="`+c.want+`"`) < 2 || strings.Contains(svg, c.not) {
+			t.Errorf("%s: want %s drawn in %s (legend %q), and no %s: %v\n%.600s", filepath.Base(c.file), c.outcome, c.want, legend, c.not, err, svg)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -174,5 +175,34 @@ func TestSuggestPolicyLeavesOutFailed(t *testing.T) {
 	stdout, _, code = runSluice(t, "suggest", "--log", log, "--policy", pol, "--count-failed", "--keep-outliers")
 	if want := "was 5, now 60 (higher"; code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("--count-failed --keep-outliers: exit %d, no %q in:\n%s", code, want, stdout)
+	}
+}
+
+// TestReplayAxisOneUnit: ten minutes of log in 10 s columns were labelled
+// 0s, 100s, 200s, 5m, 400s, 500s: one axis, two units. Every label of an
+// axis has the same unit now, in the text report and in the SVG chart.
+func TestReplayAxisOneUnit(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	writeFile(t, pol, "rules:\n  - name: login\n    match: {methods: [POST], path: /login}\n    limits:\n      - {name: per-ip, key: ip, algorithm: fixed_window, limit: 5, window: 1m}\n")
+	svg := filepath.Join(dir, "replay.svg")
+	out, stderr, code := runSluice(t, "replay", "--log", smallLog(t), "--policy", pol, "--width", "80", "--svg", svg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "\n    0s        100s      200s      300s      400s      500s\n"; !strings.Contains(out, want) {
+		t.Errorf("no %q in:\n%s", want, out)
+	}
+	simOut, _, _ := runSluice(t, "simulate", "--svg", svg)
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := map[string]bool{}
+	for _, m := range regexp.MustCompile(`text-anchor="middle">[0-9.]+([a-z]+)<`).FindAllStringSubmatch(string(b), -1) {
+		units[m[1]] = true
+	}
+	if len(units) != 1 {
+		t.Errorf("simulate's SVG axis in units %v, want one:\n%s", units, simOut)
 	}
 }
