@@ -28,6 +28,8 @@ Each asks a running sluice serve, on its admin listener (GET /status.json,
 GET /admin/keys, POST /admin/keys/reset). VALUE is one value per part of the
 limit's key, in order, as the request carries it (an address, a header's
 value); * for a global limit. 'sluice keys list' shows each limit's parts.
+The keys it lists are masked (key#...) unless the server shows them in
+clear: sluice serve --show-keys (show_keys: true, SLUICE_SHOW_KEYS=true).
 
   sluice keys inspect api per-user ann
   sluice keys reset --token-file /etc/sluice/admin-token api per-user ann
@@ -300,8 +302,9 @@ func msDuration(ms int64) string { return (time.Duration(ms) * time.Millisecond)
 
 // statusAnswer is what list reads of the server's /status.json.
 type statusAnswer struct {
-	Policy string `json:"policy"`
-	Rules  []struct {
+	Policy   string `json:"policy"`
+	ShowKeys bool   `json:"show_keys"`
+	Rules    []struct {
 		Name   string `json:"name"`
 		Limits []struct {
 			Name      string `json:"name"`
@@ -344,6 +347,9 @@ func (kc *keysClient) list(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\n", h.Limit, h.Key, h.Count)
 		}
 		tw.Flush()
+		if !st.ShowKeys {
+			fmt.Fprint(w, "  (keys masked; to see them in clear, run sluice serve with --show-keys,\n  show_keys: true in its config, or SLUICE_SHOW_KEYS=true)\n")
+		}
 	}
 	return nil
 }
