@@ -56,6 +56,11 @@ func TestServeBoolFlagsAlone(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(errOut, `store.type: "nope"`) {
 		t.Errorf("serve --redis-leases --max-delay 2s: exit %d, %s", code, errOut)
 	}
+	// A value after such a flag is an argument of its own: said so.
+	_, errOut, code = runSluice(t, "serve", "--redis-require", "true")
+	if want := `unexpected argument "true" (--redis-require takes no value: write --redis-require alone, or --redis-require=true)`; code != exitUsage || !strings.Contains(errOut, want) {
+		t.Errorf("serve --redis-require true: exit %d, %q; want %q", code, errOut, want)
+	}
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	set := defineSettingFlags(fs)
 	var stderr bytes.Buffer
