@@ -119,8 +119,8 @@ func knownEnv(name string) bool {
 	if name == "SLUICE_CONFIG" {
 		return true
 	}
-	for _, e := range server.Env {
-		if e.Name == name {
+	for _, s := range server.Settings {
+		if s.Env == name {
 			return true
 		}
 	}
@@ -212,7 +212,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	for k := range env {
 		if strings.HasPrefix(k, "SLUICE_") && !knownEnv(k) {
-			t.Errorf("ENV %s: sluice reads no such variable (server.Env)", k)
+			t.Errorf("ENV %s: sluice reads no such variable (server.Settings)", k)
 		}
 	}
 

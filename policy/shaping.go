@@ -63,7 +63,7 @@ func (l *loader) servable(n *yaml.Node, w where, field string, lim sluice.Limit,
 		fix = fmt.Sprintf("change the scale, lower the queue, raise nodelay, or raise %s to %s", raise, maxDelay)
 	}
 	if !b.action {
-		fix += " (sluice serve --max-delay; sluice check --max-delay)"
+		fix += " (sluice serve: max_delay in its config file, --max-delay or SLUICE_MAX_DELAY; sluice check --max-delay; httplimit.Config.MaxDelay)"
 	}
 	l.Fail(n, w, field, "the last queued request would wait %s (%s at %s), longer than %s of %s, so that place could never be served: %s",
 		sluice.FormatDuration(time.Duration(longest)*time.Microsecond), shape, sluice.Rate{Count: lim.Count, Period: lim.Period}, what, sluice.FormatDuration(b.d), fix)

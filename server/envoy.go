@@ -1,10 +1,8 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice/server/rls"
@@ -73,25 +71,9 @@ type EnvoyConfig struct {
 	MaxLength      int `yaml:"max_length"`
 }
 
-// envoySettings are the rls-* settings EnvoyConfig.set reads.
-var envoySettings = []string{"rls-http", "rls-merge-domains", "rls-response-headers", "rls-counting", "rls-stop-increment", "rls-healthy-with-config", "rls-shadow-mode", "rls-quota-mode", "rls-max-descriptors", "rls-max-entries", "rls-max-length"}
-
 // bounds are the request bounds e sets.
 func (e *EnvoyConfig) bounds() rls.Bounds {
 	return rls.Bounds{Descriptors: e.MaxDescriptors, Entries: e.MaxEntries, Length: e.MaxLength}
-}
-
-// bound returns the field of the rls-max-* setting name, nil for another.
-func (e *EnvoyConfig) bound(name string) *int {
-	switch name {
-	case "rls-max-descriptors":
-		return &e.MaxDescriptors
-	case "rls-max-entries":
-		return &e.MaxEntries
-	case "rls-max-length":
-		return &e.MaxLength
-	}
-	return nil
 }
 
 // counting returns the Counting e names (0 when empty).
@@ -100,48 +82,6 @@ func (e *EnvoyConfig) counting() (rls.Counting, error) {
 		return 0, nil
 	}
 	return rls.ParseCounting(e.Counting)
-}
-
-// set sets one of the rls-* settings (see Config.Set).
-func (e *EnvoyConfig) set(name, v string) error {
-	switch name {
-	case "rls-http":
-		e.HTTP = v
-		return nil
-	case "rls-counting":
-		if _, err := rls.ParseCounting(v); err != nil {
-			return errors.New("want all-or-nothing or peer")
-		}
-		e.Counting = v
-		return nil
-	}
-	if f := e.bound(name); f != nil {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return errors.New("want a whole number, 0 for the default")
-		}
-		*f = n
-		return nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return errors.New("want true or false")
-	}
-	switch name {
-	case "rls-merge-domains":
-		e.MergeDomains = b
-	case "rls-stop-increment":
-		e.StopIncrementWhenOverLimit = b
-	case "rls-healthy-with-config":
-		e.HealthyWithConfig = b
-	case "rls-shadow-mode":
-		e.ShadowMode = b
-	case "rls-quota-mode":
-		e.QuotaMode = b
-	default:
-		e.ResponseHeaders = &b
-	}
-	return nil
 }
 
 // responseHeaders reports whether RLS answers carry RateLimit headers.

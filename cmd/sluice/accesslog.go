@@ -29,7 +29,11 @@ type logRecord struct {
 	ip       string
 	header   [][2]string // chosen headers: name, value
 	duration time.Duration
+	status   int // the response's status code; 0 when not logged
 }
+
+// failed reports that the logged response was a failure: 4xx or 5xx.
+func (rec *logRecord) failed() bool { return rec.status >= 400 }
 
 // openFormat returns the reader of the format named (auto: told by the
 // first line: '{' starts JSON lines, a combined log line is one, anything
@@ -79,12 +83,12 @@ type logFormat interface {
 // holds each part of a request: its name (or, in CSV, a column number
 // from 1). Headers are requests' header names with their field.
 type logFields struct {
-	time, method, path, host, ip, duration string
-	headers                                [][2]string // header name, field
+	time, method, path, host, ip, duration, status string
+	headers                                        [][2]string // header name, field
 }
 
 // defaultFields are the names read when --field does not say.
-var defaultFields = logFields{time: "time", method: "method", path: "path", host: "host", ip: "ip", duration: "duration"}
+var defaultFields = logFields{time: "time", method: "method", path: "path", host: "host", ip: "ip", duration: "duration", status: "status"}
 
 // setField applies one --field NAME=FIELD.
 func (f *logFields) setField(s string) error {
@@ -105,10 +109,12 @@ func (f *logFields) setField(s string) error {
 		f.ip = field
 	case "duration":
 		f.duration = field
+	case "status":
+		f.status = field
 	default:
 		h, ok := strings.CutPrefix(name, "header:")
 		if !ok || h == "" {
-			return fmt.Errorf("%q: NAME is time, method, path, host, ip, duration or header:NAME", s)
+			return fmt.Errorf("%q: NAME is time, method, path, host, ip, duration, status or header:NAME", s)
 		}
 		f.headers = append(f.headers, [2]string{h, field})
 	}
@@ -199,7 +205,7 @@ func (m *malformed) add(line int, reason string) {
 // It gives the headers Referer and User-Agent.
 type combinedFormat struct{}
 
-var combinedRE = regexp.MustCompile(`^(\S+) \S+ (?:\S+|"[^"]*") \[([^\]]+)\] "((?:[^"\\]|\\.)*)" (?:\d{3}|-) (?:\d+|-)(?: "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)")?`)
+var combinedRE = regexp.MustCompile(`^(\S+) \S+ (?:\S+|"[^"]*") \[([^\]]+)\] "((?:[^"\\]|\\.)*)" (\d{3}|-) (?:\d+|-)(?: "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)")?`)
 
 const combinedTime = "02/Jan/2006:15:04:05 -0700"
 
@@ -220,8 +226,9 @@ func (combinedFormat) parse(line []byte, rec *logRecord) error {
 	if err := checkIP(rec.ip); err != nil {
 		return err
 	}
+	rec.status, _ = strconv.Atoi(string(m[4])) // "-": 0, not logged
 	for i, name := range []string{"Referer", "User-Agent"} {
-		if v := string(m[4+i]); v != "" && v != "-" {
+		if v := string(m[5+i]); v != "" && v != "-" {
 			rec.header = append(rec.header, [2]string{name, v})
 		}
 	}
@@ -322,6 +329,13 @@ func fillRecord(rec *logRecord, f logFields, get func(string) string) error {
 			return fmt.Errorf("duration %q: want seconds, from 0 to 86400", d)
 		}
 		rec.duration = time.Duration(s * float64(time.Second))
+	}
+	if st := get(f.status); st != "" {
+		n, err := strconv.Atoi(st)
+		if err != nil || n < 100 || n > 999 {
+			return fmt.Errorf("status %q: want an HTTP status code, 100 to 999 (field %q; --field status=NAME)", st, f.status)
+		}
+		rec.status = n
 	}
 	for _, h := range f.headers {
 		if v := get(h[1]); v != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,4 +74,17 @@ func runSluice(t *testing.T, args ...string) (stdout, stderr string, code int) {
 		t.Fatalf("sluice %s did not run", strings.Join(args, " "))
 	}
 	return o.String(), e.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestCheckLocatesYAMLError: yaml reports a mis-indented line at the
+// start of its block ("bad.yaml:4: did not find expected '-' indicator"
+// for line 10); sluice check adds the likely line and what to do.
+func TestCheckLocatesYAMLError(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, "# the API's limits\nrules:\n  - name: api\n    limits:\n      - name: per-ip\n        key: ip\n        algorithm: gcra\n        rate: 5/s\n      - name: per-user\n       key: header:X-User\n        algorithm: gcra\n        rate: 1/s\n")
+	out, _, code := runSluice(t, "check", bad)
+	want := bad + ":4: did not find expected '-' indicator; likely at line 10: indented 7 spaces, between the 8 of the lines before it and the 6 of their parent: YAML nests by indentation, so align it with the lines of its level"
+	if code != exitInvalid || !strings.Contains(out, want) {
+		t.Errorf("exit %d:\n%s\nwant %q", code, out, want)
+	}
 }

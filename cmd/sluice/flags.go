@@ -33,10 +33,34 @@ func parseFlags(fs *flag.FlagSet, args []string, positional bool, stdout, stderr
 		return exitUsage, true
 	}
 	if !positional && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q (flags only)\nRun '%s --help' for every flag.\n", fs.Name(), fs.Arg(0), fs.Name())
+		why := "flags only"
+		if name, ok := boolBefore(fs, args); ok {
+			why = fmt.Sprintf("--%s takes no value: write --%s alone, or --%s=%s", name, name, name, fs.Arg(0))
+		}
+		fmt.Fprintf(stderr, "%s: unexpected argument %q (%s)\nRun '%s --help' for every flag.\n", fs.Name(), fs.Arg(0), why, fs.Name())
 		return exitUsage, true
 	}
 	return 0, false
+}
+
+// boolBefore reports that the first argument left after parsing is a
+// true or false written after a flag that takes none (--redis-require
+// true), and names that flag.
+func boolBefore(fs *flag.FlagSet, args []string) (string, bool) {
+	if _, err := strconv.ParseBool(fs.Arg(0)); err != nil {
+		return "", false
+	}
+	i := len(args) - fs.NArg() - 1
+	if i < 0 || i >= len(args) {
+		return "", false
+	}
+	name := strings.TrimLeft(args[i], "-")
+	f := fs.Lookup(name)
+	if f == nil || !strings.HasPrefix(args[i], "-") {
+		return "", false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return name, ok && b.IsBoolFlag()
 }
 
 // flagError rewrites the flag package's error in sluice's spelling

@@ -305,8 +305,9 @@ func msDuration(ms int64) string { return (time.Duration(ms) * time.Millisecond)
 
 // statusAnswer is what list reads of the server's /status.json.
 type statusAnswer struct {
-	Policy string `json:"policy"`
-	Rules  []struct {
+	Policy   string `json:"policy"`
+	ShowKeys bool   `json:"show_keys"`
+	Rules    []struct {
 		Name   string `json:"name"`
 		Limits []struct {
 			Name      string `json:"name"`
@@ -349,6 +350,9 @@ func (kc *keysClient) list(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\n", h.Limit, h.Key, h.Count)
 		}
 		tw.Flush()
+		if !st.ShowKeys {
+			fmt.Fprint(w, "  (keys masked; to see them in clear, run sluice serve with --show-keys,\n  show_keys: true in its config, or SLUICE_SHOW_KEYS=true)\n")
+		}
 	}
 	return nil
 }

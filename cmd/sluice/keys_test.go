@@ -50,6 +50,13 @@ rules:
 	if code != 0 || !strings.Contains(out, "api") || !strings.Contains(out, "per-user-ip") || !strings.Contains(out, "header:X-User") {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
 	}
+	// ann's key is listed masked, with how to see it in clear.
+	if want := "(keys masked; to see them in clear, run sluice serve with --show-keys,\n  show_keys: true in its config, or SLUICE_SHOW_KEYS=true)"; !strings.Contains(out, "key#") || !strings.Contains(out, want) {
+		t.Errorf("list: no masked key, or no %q in:\n%s", want, out)
+	}
+	if _, help, _ := sluiceKeys("--help"); !strings.Contains(help, "sluice serve --show-keys") {
+		t.Errorf("keys --help does not say how to see keys in clear:\n%s", help)
+	}
 	code, out, errs = sluiceKeys("inspect", "api", "per-user", "ann", "--admin", admin, "--token-file", mine)
 	if code != 0 || !strings.Contains(out, "rule api, limit per-user, key ann: fixed_window(2 per 1h)") || !strings.Contains(out, "remaining 0; a request now would be refused, retry after") {
 		t.Fatalf("inspect: %d\n%s%s", code, out, errs)

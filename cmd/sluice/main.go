@@ -70,7 +70,8 @@ of a built-in demo upstream with a sample policy (5 requests at once per client,
 then 1 a second). Then:
 
   curl -i http://127.0.0.1:8080/
-  open http://127.0.0.1:8082/status
+
+and open http://127.0.0.1:8082/status in a browser: the live status page.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -148,69 +149,81 @@ func versionString() string {
 	return v + " " + bi.GoVersion
 }
 
-// settingFlags are serve's flags that map onto server.Config settings,
-// with their help.
-var settingFlags = []struct{ name, help string }{
-	{"gateway", "gateway listen address (reverse proxy applying the policy); empty turns it off"},
-	{"api", "decision API listen address (POST /v1/check); empty turns it off"},
-	{"grpc", "Envoy rate limit service listen address (gRPC); empty turns it off"},
-	{"admin", "admin listen address (/metrics, /healthz, /readyz, /status); keep it private"},
-	{"upstream", "URL the gateway forwards admitted requests to (default: the built-in demo upstream)"},
-	{"policy", "policy file (default: the embedded sample policy; see 'sluice serve --sample-policy')"},
-	{"rls", "Envoy RLS descriptor configs: files or directories (every file in them, nested ones too), comma-separated"},
-	{"watch", "reload the policy and RLS configs when their files change (true or false)"},
-	{"rls-http", "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
-	{"rls-merge-domains", "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)"},
-	{"rls-response-headers", "add RateLimit and RateLimit-Policy header fields to RLS responses (default true)"},
-	{"rls-counting", "how the RLS counts: all-or-nothing (default; a refused request charges only the limits that refused it) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)"},
-	{"rls-stop-increment", "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)"},
-	{"rls-shadow-mode", "answer every RLS request OK overall, descriptor statuses and counting unchanged (envoyproxy/ratelimit's SHADOW_MODE): compare before enforcing"},
-	{"rls-quota-mode", "make every RLS limit a quota_mode one (envoyproxy/ratelimit's QUOTA_MODE): a request is over only when all its limited descriptors are"},
-	{"rls-max-descriptors", "most descriptors in one RLS request; more is InvalidArgument (default 64, at most 1024)"},
-	{"rls-max-entries", "most entries in one RLS descriptor (default 16, at most 64)"},
-	{"rls-max-length", "most bytes of an RLS domain, entry key or entry value (default 1024, at most 65536)"},
-	{"rls-healthy-with-config", "/healthcheck and gRPC health of \"ratelimit\" fail while no RLS domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"},
-	{"store", "where limit state lives: memory or redis"},
-	{"max-keys", "most keys the memory store holds before evicting the least recently used"},
-	{"redis-addrs", "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels"},
-	{"redis-mode", "standalone, cluster or sentinel:MASTER_NAME"},
-	{"redis-password-file", "file whose first line is the Redis password (read for each new connection); or set SLUICE_REDIS_PASSWORD"},
-	{"redis-tls", "connect to Redis over TLS (also: rediss:// addresses)"},
-	{"redis-tls-ca", "CAs (PEM) that sign the Redis servers' certificates (default: the system's)"},
-	{"redis-tls-cert", "client certificate (PEM) for Redis servers with tls-auth-clients"},
-	{"redis-tls-key", "the client certificate's key (PEM)"},
-	{"redis-tls-server-name", "name the Redis servers' certificates carry (default: each address's host)"},
-	{"redis-db", "Redis database number (standalone and Sentinel)"},
-	{"redis-prefix", "prefix of every Redis key sluice writes (default sluice:)"},
-	{"redis-timeout", "deadline of each Redis call (default 50ms)"},
-	{"redis-on-error", "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed"},
-	{"fallback-scale", "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)"},
-	{"redis-require", "refuse to start when Redis does not answer at start (true or false)"},
-	{"redis-leases", "decide hot keys from quota leases taken from Redis ahead of use, never above the limit (true or false; tune in store.redis.leases)"},
-	{"shutdown-timeout", "how long in-flight requests may take to finish after SIGTERM"},
-	{"degraded-header", "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)"},
-	{"show-keys", "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks"},
-	{"read-header-timeout", "longest wait for a request's header, on every listener (default 10s)"},
-	{"read-timeout", "longest time to read a whole request, header and body (default 30s)"},
-	{"idle-timeout", "close keep-alive connections idle this long (default 2m)"},
-	{"max-conns", "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)"},
-	{"admin-max-conns", "most open connections of the admin listener (default 64)"},
-	{"max-header-bytes", "most bytes of a request's line and header fields, on every HTTP listener; more is a 431 (default 65536)"},
-	{"tls-cert", "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes"},
-	{"tls-key", "the server certificate's key (PEM)"},
-	{"tls-client-ca", "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)"},
-	{"tls-listeners", "listeners that serve TLS, comma-separated (default gateway,api,grpc)"},
-	{"tls-client-auth", "listeners that require a client certificate, comma-separated (default api,grpc)"},
-	{"auth-tokens", "file of bearer tokens (one a line) the decision API and admin ask for; reloaded when it changes"},
-	{"auth-listeners", "listeners that ask for a token, comma-separated (default api,admin; admin's /healthz and /readyz stay open)"},
-	{"pprof", "serve Go's profiler at /debug/pprof/ on the admin listener (true or false; default false)"},
-	{"log-level", "debug, info, warn or error"},
-	{"log-format", "text or json"},
+// settingFlags are the helps of serve's flags, one for each setting of
+// server.Settings that has a flag (by its name); the flags are made from
+// that table, in its order, and a boolean setting's flag may be given
+// alone (--show-keys) or with a value (--show-keys=false).
+var settingFlags = map[string]string{
+	"admin":                        "admin listen address (/metrics, /healthz, /readyz, /status); keep it private",
+	"admin-max-conns":              "most open connections of the admin listener (default 64)",
+	"api":                          "decision API listen address (POST /v1/check); empty turns it off",
+	"auth-listeners":               "listeners that ask for a token, comma-separated (default api,admin; admin's /healthz and /readyz stay open)",
+	"auth-tokens":                  "file of bearer tokens (one a line) the decision API and admin ask for; reloaded when it changes",
+	"degraded-header":              "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)",
+	"fallback-scale":               "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)",
+	"gateway":                      "gateway listen address (reverse proxy applying the policy); empty turns it off",
+	"grpc":                         "Envoy rate limit service listen address (gRPC); empty turns it off",
+	"idle-timeout":                 "close keep-alive connections idle this long (default 2m)",
+	"log-format":                   "text or json",
+	"log-level":                    "debug, info, warn or error",
+	"max-conns":                    "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)",
+	"max-header-bytes":             "most bytes of a request's line and header fields, on every HTTP listener; more is a 431 (default 65536)",
+	"max-delay":                    "longest shaping delay (leaky_bucket) the gateway waits before forwarding; a policy whose queue cannot be served within it is refused at load (default 1s, at most 1m)",
+	"max-keys":                     "most keys the memory store holds before evicting the least recently used",
+	"policy":                       "policy file (default: the embedded sample policy; see 'sluice serve --sample-policy')",
+	"pprof":                        "serve Go's profiler at /debug/pprof/ on the admin listener",
+	"read-header-timeout":          "longest wait for a request's header, on every listener (default 10s)",
+	"read-timeout":                 "longest time to read a whole request, header and body (default 30s)",
+	"redis-addrs":                  "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels",
+	"redis-breaker-failure-ratio":  "share of failed Redis calls in --redis-breaker-window that opens the breaker (default 0.5)",
+	"redis-breaker-failures":       "consecutive Redis failures that open the circuit breaker (default 5)",
+	"redis-breaker-min-calls":      "fewest calls in the window before the failure ratio counts (default 20)",
+	"redis-breaker-probe-interval": "how often an open breaker probes Redis (default 1s)",
+	"redis-breaker-window":         "the window the failure ratio is measured over (default 10s)",
+	"redis-db":                     "Redis database number (standalone and Sentinel)",
+	"redis-leases":                 "decide hot keys from quota leases taken from Redis ahead of use, never above the limit (tune with --redis-leases-*)",
+	"redis-leases-hold":            "with --redis-leases, unspent units go back to Redis after this (default 250ms)",
+	"redis-leases-keys":            "with --redis-leases, most keys holding a lease at once (default 10000)",
+	"redis-leases-share":           "with --redis-leases, a lease is at most 1/share of the limit's capacity (default 16)",
+	"redis-leases-traffic":         "with --redis-leases, a lease covers this much of the instance's own traffic (default 50ms)",
+	"redis-mode":                   "standalone, cluster or sentinel:MASTER_NAME",
+	"redis-near-cache":             "refused keys answered locally until their retry time, without a Redis call (default 10000; -1 off)",
+	"redis-on-error":               "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed",
+	"redis-password-file":          "file whose first line is the Redis password (read for each new connection); or set SLUICE_REDIS_PASSWORD",
+	"redis-prefix":                 "prefix of every Redis key sluice writes (default sluice:)",
+	"redis-require":                "refuse to start when Redis does not answer at start",
+	"redis-timeout":                "deadline of each Redis call (default 50ms)",
+	"redis-tls":                    "connect to Redis over TLS (also: rediss:// addresses)",
+	"redis-tls-ca":                 "CAs (PEM) that sign the Redis servers' certificates (default: the system's)",
+	"redis-tls-cert":               "client certificate (PEM) for Redis servers with tls-auth-clients",
+	"redis-tls-key":                "the client certificate's key (PEM)",
+	"redis-tls-server-name":        "name the Redis servers' certificates carry (default: each address's host)",
+	"redis-username":               "Redis ACL user name (the password: SLUICE_REDIS_PASSWORD or --redis-password-file)",
+	"rls":                          "Envoy RLS descriptor configs: files or directories (every file in them, nested ones too), comma-separated",
+	"rls-counting":                 "how the RLS counts: all-or-nothing (default; a refused request charges only the limits that refused it) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)",
+	"rls-max-descriptors":          "most descriptors in one RLS request; more is InvalidArgument (default 64, at most 1024)",
+	"rls-max-entries":              "most entries in one RLS descriptor (default 16, at most 64)",
+	"rls-max-length":               "most bytes of an RLS domain, entry key or entry value (default 1024, at most 65536)",
+	"rls-healthy-with-config":      "/healthcheck and gRPC health of \"ratelimit\" fail while no RLS domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)",
+	"rls-http":                     "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off",
+	"rls-merge-domains":            "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)",
+	"rls-quota-mode":               "make every RLS limit a quota_mode one (envoyproxy/ratelimit's QUOTA_MODE): a request is over only when all its limited descriptors are",
+	"rls-response-headers":         "add RateLimit and RateLimit-Policy header fields to RLS responses (default true; --rls-response-headers=false turns them off)",
+	"rls-shadow-mode":              "answer every RLS request OK overall, descriptor statuses and counting unchanged (envoyproxy/ratelimit's SHADOW_MODE): compare before enforcing",
+	"rls-stop-increment":           "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)",
+	"settle-secret-file":           "file of the secret (at least 32 bytes) that signs settle tokens, shared by the instances on one Redis (default: random per process)",
+	"settle-ttl":                   "how long a decision API settle token can be redeemed after its check (default 5m, at most 24h)",
+	"show-keys":                    "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks",
+	"shutdown-timeout":             "how long in-flight requests may take to finish after SIGTERM",
+	"store":                        "where limit state lives: memory or redis",
+	"tls-cert":                     "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes",
+	"tls-client-auth":              "listeners that require a client certificate, comma-separated (default api,grpc)",
+	"tls-client-ca":                "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)",
+	"tls-key":                      "the server certificate's key (PEM)",
+	"tls-listeners":                "listeners that serve TLS, comma-separated (default gateway,api,grpc)",
+	"upstream":                     "URL the gateway forwards admitted requests to (default: the built-in demo upstream)",
+	"watch":                        "reload the policy and RLS configs when their files change (default true; --watch=false turns it off)",
 }
-
-// boolFlags are the settingFlags that may be given alone (--show-keys) as
-// well as with a value (--show-keys=false).
-var boolFlags = map[string]bool{"show-keys": true, "pprof": true, "redis-tls": true, "rls-merge-domains": true, "rls-stop-increment": true, "rls-healthy-with-config": true, "rls-shadow-mode": true, "rls-quota-mode": true}
 
 // setting is one --name=value of sluice serve, applied in order after the
 // config file and the environment.
@@ -220,18 +233,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "server config file (YAML; env SLUICE_CONFIG)")
 	showSample := fs.Bool("sample-policy", false, "print the embedded sample policy and exit")
-	var set []setting
-	for _, f := range settingFlags {
-		add := func(v string) error {
-			set = append(set, setting{f.name, v})
-			return nil
-		}
-		if boolFlags[f.name] {
-			fs.BoolFunc(f.name, f.help, add)
-		} else {
-			fs.Func(f.name, f.help, add)
-		}
-	}
+	set := defineSettingFlags(fs)
 	fs.Usage = func() { serveUsage(fs, stdout) }
 	if code, done := parseFlags(fs, args, false, stdout, stderr); done {
 		return code
@@ -240,11 +242,33 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(server.SamplePolicy())
 		return exitOK
 	}
-	cfg, code := serveConfig(*configPath, set, stderr)
+	cfg, code := serveConfig(*configPath, *set, stderr)
 	if code != exitOK {
 		return code
 	}
 	return runServer(cfg, stderr)
+}
+
+// defineSettingFlags defines a flag for each setting of server.Settings
+// that has one; the settings given are appended to the slice returned,
+// in order.
+func defineSettingFlags(fs *flag.FlagSet) *[]setting {
+	set := new([]setting)
+	for _, s := range server.Settings {
+		if s.NoFlag != "" {
+			continue
+		}
+		add := func(v string) error {
+			*set = append(*set, setting{s.Name, v})
+			return nil
+		}
+		if s.Bool() {
+			fs.BoolFunc(s.Name, settingFlags[s.Name], add)
+		} else {
+			fs.Func(s.Name, settingFlags[s.Name], add)
+		}
+	}
+	return set
 }
 
 // serveConfig builds sluice serve's configuration: the defaults, the
@@ -325,8 +349,11 @@ Flags:
 `)
 	printFlags(w, fs, serveDefaults())
 	fmt.Fprint(w, "\nEnvironment variables (same meaning as the flag or config field):\n")
-	for _, e := range server.Env {
-		fmt.Fprintf(w, "  %-24s %s\n", e.Name, e.Field)
+	for _, s := range server.Settings {
+		fmt.Fprintf(w, "  %-36s %s\n", s.Env, s.Fields)
+		if s.NoFlag != "" {
+			fmt.Fprintf(w, "  %-36s (no flag: %s)\n", "", s.NoFlag)
+		}
 	}
 	fmt.Fprint(w, `
 Signals: SIGHUP reloads the policy and RLS configs (a config that fails to load
@@ -398,7 +425,7 @@ func indent(s string) string {
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
 	kind := fs.String("kind", "auto", "what the files are: auto, policy, rls or server")
-	maxDelay := fs.Duration("max-delay", time.Second, "the shaping delay sluice serve --max-delay allows: a policy's leaky_bucket queue must be served within it")
+	maxDelay := fs.Duration("max-delay", time.Second, "the shaping delay sluice serve allows (its max_delay, --max-delay or SLUICE_MAX_DELAY): a policy's leaky_bucket queue must be served within it")
 	quiet := fs.Bool("q", false, "print only errors")
 	var rc rlsCheck
 	fs.BoolVar(&rc.strict, "strict", false, "Envoy RLS configs: refuse what loads only with a warning (what envoyproxy/ratelimit accepts but a strict reading refuses)")

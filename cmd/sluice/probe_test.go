@@ -85,14 +85,14 @@ func TestServeStoreMisconfigured(t *testing.T) {
 		})
 	}
 	t.Run("required", func(t *testing.T) {
-		cmd := execSluice(append(append([]string(nil), serveArgs...), "--store", "redis", "--redis-addrs", deadAddr(t), "--redis-require", "true")...)
+		cmd := execSluice(append(append([]string(nil), serveArgs...), "--store", "redis", "--redis-addrs", deadAddr(t), "--redis-require")...)
 		out, _ := cmd.CombinedOutput()
 		if code := cmd.ProcessState.ExitCode(); code != exitInvalid || !strings.Contains(string(out), "does not answer (store.redis.require is set)") {
 			t.Errorf("exit %d, output:\n%s\nwant exit 1 saying the store does not answer", code, out)
 		}
 	})
 	t.Run("right password", func(t *testing.T) {
-		p := start(t, []string{"SLUICE_REDIS_PASSWORD=sesame"}, "--store", "redis", "--redis-addrs", locked.Addr, "--redis-require", "true")
+		p := start(t, []string{"SLUICE_REDIS_PASSWORD=sesame"}, "--store", "redis", "--redis-addrs", locked.Addr, "--redis-require")
 		if r := get(t, p.url("admin", "/readyz")); r.status != 200 {
 			t.Errorf("/readyz: %d %s", r.status, r.body)
 		}

@@ -119,3 +119,72 @@ func TestReadmeReplay(t *testing.T) {
 		t.Errorf("README shows %d sluice commands in its replay section, want replay, suggest and check", n)
 	}
 }
+
+// TestReadmeLayout keeps README's layout whole: it names every package of
+// the module (its directory), every command of sluice and every page of
+// docs/.
+func TestReadmeLayout(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(b), "## Layout")
+	if !ok {
+		t.Fatal(`README.md has no "## Layout" section`)
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "github.com/sluicehq/sluice/...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.Abs("../..")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(layout, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			listed[strings.TrimSuffix(f[0], "/")] = true
+		}
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, _ := filepath.Rel(root, dir)
+		if top, _, _ := strings.Cut(rel, "/"); rel == "." || listed[top] && (top == "examples" || top == "deploy") {
+			continue // the root package, and directories listed whole
+		}
+		if !listed[filepath.ToSlash(rel)] {
+			t.Errorf("README's layout does not list the package %s", rel)
+		}
+	}
+	cmdLine := ""
+	for _, line := range strings.Split(layout, "\n") {
+		if strings.HasPrefix(line, "cmd/sluice ") {
+			cmdLine = line
+		}
+	}
+	for _, c := range commands {
+		if c != "help" && !strings.Contains(cmdLine, " "+c) {
+			t.Errorf("README's layout does not name the command %s: %q", c, cmdLine)
+		}
+	}
+	pages, _ := filepath.Glob("../../docs/*.md")
+	for _, p := range pages {
+		if !strings.Contains(layout, filepath.Base(p)) {
+			t.Errorf("README's layout does not name docs/%s", filepath.Base(p))
+		}
+	}
+}
+
+// TestNoMacOnlyOpen: README's commands and sluice's help tell a reader to
+// open the status page in a browser, not with macOS's open command.
+func TestNoMacOnlyOpen(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help, _, _ := runSluice(t, "help")
+	for name, text := range map[string]string{"README.md": string(b), "sluice help": help} {
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "open ") {
+				t.Errorf("%s: %q: open is macOS's; say to open the address in a browser", name, line)
+			}
+		}
+	}
+}

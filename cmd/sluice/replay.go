@@ -32,7 +32,7 @@ func (f *replayFlags) define(fs *flag.FlagSet) {
 	f.fields = defaultFields
 	fs.StringVar(&f.log, "log", "", "the access log to replay (required; - for standard input)")
 	fs.StringVar(&f.format, "format", "auto", "the log's format: combined (nginx, Apache), json (one object a line), csv (first line names the columns), or auto (told by the first line)")
-	fs.Func("field", "for json and csv: NAME=FIELD, which field holds time, method, path, host, ip, duration (seconds) or header:NAME; repeat (default: fields named time, method, path, host, ip, duration)", f.fields.setField)
+	fs.Func("field", "for json and csv: NAME=FIELD, which field holds time, method, path, host, ip, duration (seconds), status (the response's code) or header:NAME; repeat (default: fields named time, method, path, host, ip, duration, status)", f.fields.setField)
 	fs.IntVar(&f.maxKeys, "max-keys", 100_000, "most keys held, for the limits' state and for the statistics of each limit: beyond it the least used are forgotten, so memory stays bounded on any log (statistics then approximate; the report says)")
 }
 
@@ -236,8 +236,8 @@ func (r *replayer) request(rec *logRecord) {
 	}
 	r.dec.Run(context.Background(), r.checks, &r.res)
 	r.rep.outcomes[r.res.Outcome]++
-	r.observe(t, r.res.Enforced, r.res.Each, r.res.Decided, r.res.Outcome)
-	r.observe(t, r.res.Shadow, r.res.ShadowEach, -1, 0)
+	r.observe(t, rec.failed(), r.res.Enforced, r.res.Each, r.res.Decided, r.res.Outcome)
+	r.observe(t, rec.failed(), r.res.Shadow, r.res.ShadowEach, -1, 0)
 	if !r.res.Proceed() || rec.duration <= 0 {
 		r.res.Release()
 		return
@@ -246,10 +246,11 @@ func (r *replayer) request(rec *logRecord) {
 	r.leases.holdChecks(r.res.Shadow, r.res.ShadowEach, t.Add(r.res.Decision.Delay+rec.duration))
 }
 
-// observe counts checks and their decisions under each limit: decided is
-// the index of the enforced check that refused (-1: none, or shadow
-// checks, each refused on its own).
-func (r *replayer) observe(t time.Time, checks []decide.Check, ds []sluice.Decision, decided int, outcome decide.Outcome) {
+// observe counts checks and their decisions under each limit: failed
+// says the logged response was a failure, decided is the index of the
+// enforced check that refused (-1: none, or shadow checks, each refused
+// on its own).
+func (r *replayer) observe(t time.Time, failed bool, checks []decide.Check, ds []sluice.Decision, decided int, outcome decide.Outcome) {
 	for i := range checks {
 		c := &checks[i]
 		if c.Key == "" || i >= len(ds) {
@@ -264,7 +265,7 @@ func (r *replayer) observe(t time.Time, checks []decide.Check, ds []sluice.Decis
 		} else {
 			refused = outcome == decide.Refused && i == decided
 		}
-		r.rep.limit(c).observe(t, c.Key, refused, ds[i].Delay > 0, r.peak(c))
+		r.rep.limit(c).observe(t, c.Key, keyEvent{refused: refused, delayed: ds[i].Delay > 0, failed: failed}, r.peak(c))
 	}
 }
 

@@ -177,8 +177,9 @@ func TestReplayCSVAndSVG(t *testing.T) {
 
 // TestSuggestSampleDay: sluice suggest on the sample day. Every normal
 // client's peak is 1 request in an aligned minute and the abusive
-// client's 60, so the 99th percentile of the 201 keys (the 199th
-// smallest peak) is 1: a limit of 1 per minute, which refuses the
+// client's 60, above the outlier fence (max(Q3 1 + 3×IQR 0, 3×Q3) = 3):
+// it is left out and listed, and the 99th percentile of the 200 keys
+// counted is 1: a limit of 1 per minute, which refuses the
 // abusive client 59 times in each of its ten minutes (590) and no one
 // else. The safe rate 100/s × 3 instances × 0.8 is 240/s, far above the
 // busiest second (5): nothing refused. The suggested policy passes sluice
@@ -192,7 +193,8 @@ func TestSuggestSampleDay(t *testing.T) {
 	}
 	for _, want := range []string{
 		"# (40,200 requests from 2026-03-02 00:00:05 UTC to 2026-03-02 23:59:54 UTC; 201 keys of ip).\n",
-		"counts them: p50 1, p90 1, p99 1, max 60. A limit of 1 refuses none of\n",
+		"counts them: p50 1, p90 1, p99 1, max 1 (200 keys counted). A limit of 1 refuses none of\n",
+		"#     203.0.113.66: peak 60 in 1m, above the outlier fence 3 (max(Q3 1 + 3×IQR 0, 3×Q3); --keep-outliers counts it)\n",
 		"# global: the measured safe rate 100/s × 3 instances × headroom 0.8 = 240/s,\n",
 		"#   per-ip: 590 of 40,200 requests (1.5%), from 1 of 201 keys: 203.0.113.66 (590)\n",
 		"#   global: 0 of 40,200 requests (0.0%), from 0 of 1 keys\n",
@@ -291,7 +293,7 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", "--log", empty}, 2, "--policy: name the policy"},
 		{[]string{"replay", "--log", filepath.Join(dir, "missing.log"), "--policy", pol}, 1, "no such file"},
 		{[]string{"replay", "--log", empty, "--policy", pol, "--format", "xml"}, 2, `--format "xml": want auto, combined, json or csv`},
-		{[]string{"replay", "--log", empty, "--policy", pol, "--field", "colour=x"}, 2, `"colour=x": NAME is time, method, path, host, ip, duration or header:NAME`},
+		{[]string{"replay", "--log", empty, "--policy", pol, "--field", "colour=x"}, 2, `"colour=x": NAME is time, method, path, host, ip, duration, status or header:NAME`},
 		{[]string{"replay", "--log", empty, "--policy", pol, "--max-keys", "5"}, 2, "--max-keys 5: want at least 100"},
 		{[]string{"suggest", "--log", filepath.Join(dir, "missing.log")}, 1, "no such file"},
 		{[]string{"suggest", "--log", "-"}, 2, "--log -: suggest reads the log twice"},
@@ -434,7 +436,7 @@ func TestSuggestSlidingWindow(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"counts them: p50 2, p90 2, p99 2, max 61. A limit of 2 refuses none of\n",
+		"counts them: p50 2, p90 2, p99 2, max 2 (200 keys counted). A limit of 2 refuses none of\n",
 		"#   per-ip: 589 of 40,200 requests (1.5%), from 1 of 201 keys: 203.0.113.66 (589)\n",
 		"        algorithm: sliding_window\n        limit: 2\n        window: 1m\n",
 	} {
@@ -473,8 +475,9 @@ rules:
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"# all/per-client: peaks p50 2, p90 2, p99 2, max 61 in 1m; was 100, now 2\n",
-		"# all/bucket: peaks p50 1, p90 1, p99 1, max 2 in 1s; gcra left as written\n",
+		"# all/per-client: peaks p50 2, p90 2, p99 2, max 2 in 1m (200 keys counted); was 100, now 2\n",
+		"#     203.0.113.66: peak 61 in 1m, above the outlier fence 6 (max(Q3 2 + 3×IQR 0, 3×Q3); --keep-outliers counts it)\n",
+		"# all/bucket: peaks p50 1, p90 1, p99 1, max 2 in 1s (201 keys counted); gcra left as written\n",
 		"#   per-client: 589 of 40,200 requests (1.5%), from 1 of 201 keys: 203.0.113.66 (589)\n",
 		"# every client\nrules:\n",
 		"      # per client, per minute\n      - name: per-client\n        key: ip\n        algorithm: sliding_window\n        rate: 2/m\n",

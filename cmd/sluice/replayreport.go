@@ -186,16 +186,25 @@ func (ls *limitStats) label() string {
 	return s
 }
 
-func (ls *limitStats) observe(t time.Time, key string, refused, delayed bool, peak int64) {
+// keyEvent is what happened to one request of a key under a limit.
+type keyEvent struct {
+	refused, delayed bool // by the policy replayed
+	failed           bool // the logged response was a 4xx or 5xx
+}
+
+func (ls *limitStats) observe(t time.Time, key string, ev keyEvent, peak int64) {
 	ls.checked++
 	ls.checks.add(ls.report.first, t, 1)
-	if delayed {
+	if ev.delayed {
 		ls.delayed++
 	}
 	ks := ls.keys.get(key)
 	ks.requests++
 	ks.peak = max(ks.peak, peak)
-	if refused {
+	if ev.failed {
+		ks.failed++
+	}
+	if ev.refused {
 		ls.refused++
 		ls.refusals.add(ls.report.first, t, 1)
 		if ks.refused == 0 {
@@ -209,6 +218,7 @@ func (ls *limitStats) observe(t time.Time, key string, refused, delayed bool, pe
 // keyStats is what one key did under one limit.
 type keyStats struct {
 	requests, refused         int
+	failed                    int // requests the log says failed (4xx, 5xx)
 	firstRefused, lastRefused time.Time
 	peak                      int64
 }

@@ -77,18 +77,19 @@ func (r *simRun) summary() string {
 }
 
 // timeScale returns a row of tick marks ('|' every few columns) and a row
-// of the times they stand for, each label starting under its tick and
-// left out where it would run into the next.
+// of the times they stand for, in one unit (axisUnit), each label
+// starting under its tick and left out where it would run into the next.
 func timeScale(slot time.Duration, columns int) (ticks, labels string) {
 	every := 10
 	if columns < 30 {
 		every = 5
 	}
+	unit := axisUnit(time.Duration(every) * slot)
 	t := []byte(strings.Repeat(" ", columns))
 	var l []byte
 	for c := 0; c < columns; c += every {
 		t[c] = '|'
-		label := sluice.FormatDuration(time.Duration(c) * slot)
+		label := axisLabel(time.Duration(c)*slot, unit)
 		if len(l) > c || c+len(label) > columns+8 {
 			continue
 		}
@@ -96,6 +97,30 @@ func timeScale(slot time.Duration, columns int) (ticks, labels string) {
 		l = append(l, label...)
 	}
 	return strings.TrimRight(string(t), " "), string(l)
+}
+
+// axisUnits are the units an axis is labelled in, largest first.
+var axisUnits = []struct {
+	d    time.Duration
+	name string
+}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}}
+
+// axisUnit is the unit of an axis whose ticks are step apart: the largest
+// in which every tick is a whole number or has one decimal (500ms ticks
+// are 0.5s, 1s, 1.5s; 100s ticks stay seconds, never 5m beside 400s).
+func axisUnit(step time.Duration) int {
+	for i, u := range axisUnits {
+		if step >= u.d/10 && (10*step)%u.d == 0 {
+			return i
+		}
+	}
+	return len(axisUnits) - 1
+}
+
+// axisLabel writes d in the axis unit: "1.5s", "400s".
+func axisLabel(d time.Duration, unit int) string {
+	u := axisUnits[unit]
+	return strconv.FormatFloat(float64(d)/float64(u.d), 'f', -1, 64) + u.name
 }
 
 // simRow draws counts: '.' for none, 1-9, '+' for ten or more.
@@ -142,7 +167,7 @@ type svgChart struct {
 	columns         int
 	back            []int // drawn behind every panel, grey
 	backName        string
-	frontName       string
+	frontName       string // "admitted" or "refused": its colour is the outcome's (outcomeColours)
 	panels          []svgPanel
 }
 
@@ -151,6 +176,11 @@ type svgPanel struct {
 	back  []int // instead of the chart's back, if set
 	front []int
 }
+
+// outcomeColours are the colours of the outcomes every chart of sluice
+// draws, the status page's (server/status.html): admitted green, refused
+// red, whichever the chart shows.
+var outcomeColours = map[string]string{"admitted": "#12805c", "refused": "#d92d20"}
 
 const (
 	svgLeft, svgRight = 12, 80 // margins; the right one holds the scale
@@ -175,7 +205,7 @@ func (c *svgChart) write(w io.Writer) {
 	fmt.Fprintf(w, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", svgLeft, html.EscapeString(c.title))
 	fmt.Fprintf(w, `<text x="%d" y="36" fill="#444">%s</text>`+"\n", svgLeft, html.EscapeString(c.subtitle))
 	fmt.Fprintf(w, `<rect x="%d" y="46" width="10" height="10" fill="#c8c8c8"/><text x="%d" y="55">%s</text>`+"\n", svgLeft, svgLeft+14, html.EscapeString(c.backName))
-	fmt.Fprintf(w, `<rect x="%d" y="46" width="10" height="10" fill="#2563a8"/><text x="%d" y="55">%s</text>`+"\n", svgLeft+150, svgLeft+164, html.EscapeString(c.frontName))
+	fmt.Fprintf(w, `<rect x="%d" y="46" width="10" height="10" fill="%s"/><text x="%d" y="55">%s</text>`+"\n", svgLeft+150, outcomeColours[c.frontName], svgLeft+164, html.EscapeString(c.frontName))
 	y := 70
 	for _, p := range c.panels {
 		fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", svgLeft, y+14, html.EscapeString(p.label))
@@ -185,7 +215,7 @@ func (c *svgChart) write(w io.Writer) {
 			back = p.back
 		}
 		c.bars(w, back, "#c8c8c8", bar, base, top)
-		c.bars(w, p.front, "#2563a8", bar, base, top)
+		c.bars(w, p.front, outcomeColours[c.frontName], bar, base, top)
 		fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`+"\n", svgLeft, base, svgLeft+svgChartW, base)
 		fmt.Fprintf(w, `<text x="%d" y="%d" fill="#444">%d</text>`+"\n", svgLeft+svgChartW+6, base-svgPanelH+10, top)
 		fmt.Fprintf(w, `<text x="%d" y="%d" fill="#444">%d</text>`+"\n", svgLeft+svgChartW+6, base-svgPanelH/2+4, top/4)
@@ -218,7 +248,7 @@ func (c *svgChart) axis(w io.Writer, y int, bar float64) {
 	for i := 0; i <= c.columns; i += every {
 		x := svgLeft + float64(i)*bar
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#888"/>`+"\n", x, y-4, x, y+2)
-		label := sluice.FormatDuration(time.Duration(i) * c.slot)
+		label := axisLabel(time.Duration(i)*c.slot, axisUnit(time.Duration(every)*c.slot))
 		if !c.origin.IsZero() {
 			label = c.origin.Add(time.Duration(i) * c.slot).UTC().Format("15:04")
 			if time.Duration(c.columns)*c.slot > 24*time.Hour {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -35,6 +36,8 @@ type simFlags struct {
 	width                                          int
 	csv                                            bool
 	limits                                         []string
+	maxDelay                                       time.Duration
+	notes                                          []string // limits left out, and why
 }
 
 func simulate(args []string, stdout, stderr io.Writer) int {
@@ -49,6 +52,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.hold, "hold", "500ms", "how long each admitted request stays in flight, for concurrency limits")
 	fs.BoolVar(&f.csv, "csv", false, "print a table of admissions per slot (CSV) instead of the drawing")
 	fs.StringVar(&f.svg, "svg", "", "also write the drawing as an SVG chart to this file")
+	fs.DurationVar(&f.maxDelay, "max-delay", time.Second, "the longest shaping delay the server waits (sluice serve's max_delay): a leaky_bucket whose queue cannot be served within it is refused by sluice check, so it is not drawn")
 	fs.StringVar(&f.policy, "policy", "", "draw the limits of this policy file: each limit of each rule, each override, and each rule as a whole (all its limits at once, as the gateway checks them)")
 	fs.Func("limit", "a limit to draw, written as in a policy file, e.g. '{algorithm: gcra, rate: 100/s, burst: 20}'; repeat to compare several (replaces the default set)", func(s string) error {
 		f.limits = append(f.limits, s)
@@ -59,6 +63,9 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	sim, err := f.build()
+	for _, n := range f.notes {
+		fmt.Fprintf(stderr, "sluice simulate: %s\n", n)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 		return exitUsage
@@ -87,7 +94,9 @@ were admitted: '.' none, 1-9 that many, '+' ten or more (--csv prints the
 exact counts). By default every rate algorithm at the same rate; --limit and
 --policy draw your own (a policy's limits as if one client, on one key per
 limit, sent all the traffic; each admitted request holds a concurrency
-limit's lease for --hold).
+limit's lease for --hold). A leaky_bucket whose queue the server could not
+serve within --max-delay (its max_delay) is not drawn, as sluice check
+refuses it.
 
   sluice simulate
   sluice simulate --traffic '100, 20/s for 5s' --rate 10/s --burst 50
@@ -197,7 +206,7 @@ var niceSlots = func() []time.Duration {
 func (f *simFlags) subjects() ([]simSubject, error) {
 	var subjects []simSubject
 	if f.policy != "" {
-		p, err := policy.Load(f.policy, policy.Options{})
+		p, err := policy.Load(f.policy, policy.Options{MaxDelay: f.maxDelay})
 		if err != nil {
 			return nil, fmt.Errorf("--policy: %v", each(err, policy.Errors(err)))
 		}
@@ -210,6 +219,9 @@ func (f *simFlags) subjects() ([]simSubject, error) {
 		lim, err := policy.ParseLimit(fmt.Sprintf("--limit %d", i+1), []byte(spec))
 		if err != nil {
 			return nil, each(err, policy.Errors(err))
+		}
+		if err := unservable(lim, f.maxDelay); err != nil {
+			return nil, fmt.Errorf("--limit %d: %v", i+1, err)
 		}
 		subjects = append(subjects, simSubject{lim.String(), []sluice.Limit{lim}})
 	}
@@ -271,9 +283,28 @@ func (f *simFlags) defaultSubjects() ([]simSubject, error) {
 		if err := lim.Validate(); err != nil {
 			return nil, fmt.Errorf("%s (check --rate, --burst and --warmup)", limitDetail(err))
 		}
+		if err := unservable(lim, f.maxDelay); err != nil {
+			f.notes = append(f.notes, "not drawn: "+err.Error())
+			continue
+		}
 		subjects = append(subjects, simSubject{lim.String(), []sluice.Limit{lim}})
 	}
 	return subjects, nil
+}
+
+// unservable says why a leaky_bucket's queue cannot be served within
+// maxDelay, as sluice check refuses it in a policy (nil when it can, or
+// for another algorithm).
+func unservable(lim sluice.Limit, maxDelay time.Duration) error {
+	if lim.Algorithm != sluice.AlgorithmLeakyBucket || maxDelay <= 0 {
+		return nil
+	}
+	p, err := algo.Compile(lim)
+	if err != nil || p.LongestDelay() <= algo.MaxDelay(maxDelay) {
+		return nil
+	}
+	return fmt.Errorf("%s: the last queued request would wait %s, longer than the server's max_delay of %s, so sluice check refuses it; lower --burst, or give --max-delay as the server's",
+		lim, sluice.FormatDuration(time.Duration(p.LongestDelay())*time.Microsecond), sluice.FormatDuration(maxDelay))
 }
 
 // writeFileWith writes what write writes to path.

@@ -19,6 +19,8 @@ type suggestFlags struct {
 	policyFile                                    string
 	percentile, headroom                          float64
 	instances                                     int
+	countFailed, keepOutliers                     bool
+	warnings                                      []string // also printed to standard error
 }
 
 func suggest(args []string, stdout, stderr io.Writer) int {
@@ -35,11 +37,16 @@ func suggest(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.instances, "instances", 1, "instances of the service behind sluice, for --safe-rate")
 	fs.StringVar(&f.policyFile, "policy", "", "instead of a new rule, set the count of each window limit (fixed_window, sliding_window, sliding_log) of this policy from its own keys' peaks, keeping the rest of the file")
 	fs.Float64Var(&f.headroom, "headroom", 0.8, "the share of the safe rate to allow, for --safe-rate (0.7 to 0.85 is usual)")
+	fs.BoolVar(&f.countFailed, "count-failed", false, "size from the keys most of whose requests failed (the log's status 4xx or 5xx) too; by default they are left out as probable abuse")
+	fs.BoolVar(&f.keepOutliers, "keep-outliers", false, "size from the keys whose peak is above the outlier fence too; by default they are left out as probable abuse")
 	fs.Usage = func() { suggestUsage(fs) }
 	if code, done := parseFlags(fs, args, false, stdout, stderr); done {
 		return code
 	}
 	out, err := f.run()
+	for _, w := range f.warnings {
+		fmt.Fprintf(stderr, "sluice suggest: warning: %s\n", w)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice suggest: %v\n", err)
 		var fe *fileError
@@ -59,8 +66,16 @@ Proposes a policy from real traffic, printed as YAML with the reasoning in
 comments. It replays the access log (as sluice replay does) to measure each
 key's peak, the most requests it sent within --window, and suggests the
 limit that refuses none of the keys at or below --percentile (so at most
-100-P% of the keys seen); then it replays the log through the suggested
-policy and says what it would have refused. With --safe-rate it adds a
+100-P% of the keys counted); then it replays the log through the suggested
+policy and says what it would have refused.
+
+It leaves out, and lists as probable abuse, the keys most of whose requests
+failed (the log's status 4xx or 5xx: a credential stuffer's 401s; unless
+--count-failed) and the keys whose peak is above the outlier fence
+max(Q3 + 3×IQR, 3×Q3) of the peaks (a scraper; unless --keep-outliers;
+no fence under 8 keys). It warns when there are too few keys for the
+percentile to be below the busiest one: P needs 100/(100-P) keys (100
+for p99). With --safe-rate it adds a
 global limit: the rate one instance serves safely × --instances ×
 --headroom. Shadow the result first (action: {refuse: shadow}), watch what
 it would refuse, then enforce it.
@@ -111,8 +126,12 @@ func (f *suggestFlags) run() (string, error) {
 	if measured.limits[0].checked == 0 {
 		return "", fmt.Errorf("--log %s: no request had a value for --key %s (%s readable requests)", f.log, f.key, commas(measured.requests))
 	}
-	peaks := measured.limits[0].keys.peakList()
-	n := max(1, quantile(peaks, f.percentile))
+	sz := sizeKeys(&measured.limits[0].keys, f.countFailed, f.keepOutliers)
+	if len(sz.peaks) == 0 {
+		return "", fmt.Errorf("--log %s: every key was left out as probable abuse (%d of them); --count-failed or --keep-outliers to size from them", f.log, len(sz.failing)+len(sz.outliers)+sz.unnamed)
+	}
+	f.warnings = append(f.warnings, sz.warnings(f.limitName(), f.percentile)...)
+	n := max(1, quantile(sz.peaks, f.percentile))
 	final, err := f.policy(n, global)
 	if err != nil {
 		return "", err
@@ -122,7 +141,7 @@ func (f *suggestFlags) run() (string, error) {
 		return "", &fileError{err}
 	}
 	var b strings.Builder
-	f.explain(&b, measured, peaks, n, global, checked)
+	f.explain(&b, measured, &sz, n, global, checked)
 	b.WriteString(f.yaml(n, global))
 	return b.String(), nil
 }
@@ -206,21 +225,31 @@ func (f *suggestFlags) policy(n int64, global string) (*policy.Policy, error) {
 
 // explain writes the reasoning as YAML comments: what was measured, why
 // the limits are what they are, and what they refuse on the same log.
-func (f *suggestFlags) explain(b *strings.Builder, measured *replayReport, peaks []int64, n int64, global string, checked *replayReport) {
+func (f *suggestFlags) explain(b *strings.Builder, measured *replayReport, sz *sizing, n int64, global string, checked *replayReport) {
+	peaks := sz.peaks
 	fmt.Fprintf(b, "# sluice suggest: limits for the traffic of %s\n", f.log)
-	fmt.Fprintf(b, "# (%s requests from %s to %s; %s keys of %s).\n", commas(measured.requests), logTime(measured.first), logTime(measured.last), commas(len(peaks)), f.key)
+	fmt.Fprintf(b, "# (%s requests from %s to %s; %s keys of %s).\n", commas(measured.requests), logTime(measured.first), logTime(measured.last), commas(sz.countKeys), f.key)
 	if measured.bad.total > 0 {
 		fmt.Fprintf(b, "# %s line(s) of the log could not be read and were left out (sluice replay lists them).\n", commas(measured.bad.total))
 	}
+	writeWarnings(b, f.warnings)
 	fmt.Fprintf(b, "#\n# %s: each key's peak is the most requests it sent in any %s, as %s\n", f.limitName(), f.window, f.algorithm)
-	fmt.Fprintf(b, "# counts them: p50 %d, p90 %d, p99 %d, max %d. A limit of %d refuses none of\n", quantile(peaks, 50), quantile(peaks, 90), quantile(peaks, 99), peaks[len(peaks)-1], n)
+	fmt.Fprintf(b, "# counts them: p50 %d, p90 %d, p99 %d, max %d (%s keys counted). A limit of %d refuses none of\n", quantile(peaks, 50), quantile(peaks, 90), quantile(peaks, 99), peaks[len(peaks)-1], commas(len(peaks)), n)
 	fmt.Fprintf(b, "# the keys at or below the %gth percentile (it is the peak of the key there).\n", f.percentile)
+	sz.explainLeftOut(b, f.window)
 	if global != "" {
 		fmt.Fprintf(b, "#\n# global: the measured safe rate %s × %d instances × headroom %g = %s,\n", f.safeRate, f.instances, f.headroom, global)
 		fmt.Fprintf(b, "# with a burst of one period's worth: lower it if the service cannot take that at once.\n")
 	}
 	writeRefusals(b, checked)
 	fmt.Fprintf(b, "# Shadow it first (action: {refuse: shadow}) and watch what it would refuse.\n")
+}
+
+// writeWarnings writes warnings as YAML comments.
+func writeWarnings(b *strings.Builder, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(b, "# WARNING: %s.\n", w)
+	}
 }
 
 // writeRefusals writes, as YAML comments, what a suggested policy

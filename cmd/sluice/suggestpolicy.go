@@ -68,12 +68,15 @@ func (f *suggestFlags) runPolicy() (string, error) {
 func (f *suggestFlags) suggestCounts(b *strings.Builder, measured *replayReport) map[string]int64 {
 	counts := map[string]int64{}
 	for _, ls := range measured.limits {
-		peaks := ls.keys.peakList()
-		if len(peaks) == 0 || ls.limit.Period == 0 {
-			fmt.Fprintf(b, "# %s/%s: no request checked, or no window; left as written\n", ls.rule, ls.name)
+		sz := sizeKeys(&ls.keys, f.countFailed, f.keepOutliers)
+		name := ls.rule + "/" + ls.name
+		if len(sz.peaks) == 0 || ls.limit.Period == 0 {
+			fmt.Fprintf(b, "# %s: no request counted, or no window; left as written\n", name)
+			sz.explainLeftOut(b, sluice.FormatDuration(ls.limit.Period))
 			continue
 		}
-		what := fmt.Sprintf("# %s/%s: peaks p50 %d, p90 %d, p99 %d, max %d in %s", ls.rule, ls.name, quantile(peaks, 50), quantile(peaks, 90), quantile(peaks, 99), peaks[len(peaks)-1], sluice.FormatDuration(ls.limit.Period))
+		peaks := sz.peaks
+		what := fmt.Sprintf("# %s: peaks p50 %d, p90 %d, p99 %d, max %d in %s (%s keys counted)", name, quantile(peaks, 50), quantile(peaks, 90), quantile(peaks, 99), peaks[len(peaks)-1], sluice.FormatDuration(ls.limit.Period), commas(len(peaks)))
 		if !windowed(ls.limit) {
 			fmt.Fprintf(b, "%s; %s left as written\n", what, ls.limit.Algorithm)
 			continue
@@ -85,6 +88,10 @@ func (f *suggestFlags) suggestCounts(b *strings.Builder, measured *replayReport)
 			fmt.Fprint(b, " (higher: the key at that percentile sent more than it allowed)")
 		}
 		fmt.Fprintln(b)
+		warnings := sz.warnings(name, f.percentile)
+		f.warnings = append(f.warnings, warnings...)
+		writeWarnings(b, warnings)
+		sz.explainLeftOut(b, sluice.FormatDuration(ls.limit.Period))
 	}
 	return counts
 }

@@ -235,6 +235,9 @@ func ParseDuration(s string) (time.Duration, error) {
 type SyntaxError struct {
 	Line int
 	Msg  string
+	// Likely is the line that likely caused the error when yaml's Line is
+	// where its block starts (see Locate); 0 when not known.
+	Likely int
 }
 
 // Error returns "line 3: did not find expected node content", or the bare
@@ -272,7 +275,9 @@ func Decode(data []byte) (doc *yaml.Node, more int, err error) {
 		if err == io.EOF {
 			return nil, 0, nil
 		}
-		return nil, 0, Syntax(err)
+		se := Syntax(err)
+		se.Locate(data)
+		return nil, 0, se
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
