@@ -30,8 +30,9 @@ limit's key, in order, as the request carries it (an address, a header's
 value); * for a global limit. 'sluice keys list' shows each limit's parts.
 A VALUE may also be a mask the server showed (key#3f09a1c2d4e5, alone or as
 shown: ip=key#3f09a1c2d4e5), copied from the list, the status page or a log
-line: it names the value it masks, which stays unwritten. The server shows
-values in clear only with show_keys (--show-keys, SLUICE_SHOW_KEYS=true).
+line: it names the value it masks, which stays unwritten. The keys it lists
+are masked (key#...) unless the server shows them in clear:
+sluice serve --show-keys (show_keys: true, SLUICE_SHOW_KEYS=true).
 
   sluice keys inspect api per-user ann
   sluice keys inspect api per-user key#3f09a1c2d4e5
