@@ -1,21 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/accesslog"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -24,15 +19,15 @@ import (
 // log and how to read it.
 type replayFlags struct {
 	log, format string
-	fields      logFields
+	fields      accesslog.Fields
 	maxKeys     int
 }
 
 func (f *replayFlags) define(fs *flag.FlagSet) {
-	f.fields = defaultFields
+	f.fields = accesslog.DefaultFields
 	fs.StringVar(&f.log, "log", "", "the access log to replay (required; - for standard input)")
 	fs.StringVar(&f.format, "format", "auto", "the log's format: combined (nginx, Apache), json (one object a line), csv (first line names the columns), or auto (told by the first line)")
-	fs.Func("field", "for json and csv: NAME=FIELD, which field holds time, method, path, host, ip, duration (seconds), status (the response's code) or header:NAME; repeat (default: fields named time, method, path, host, ip, duration, status)", f.fields.setField)
+	fs.Func("field", "for json and csv: NAME=FIELD, which field holds time, method, path, host, ip, duration (seconds), status (the response's code) or header:NAME; repeat (default: fields named time, method, path, host, ip, duration, status)", f.fields.Set)
 	fs.IntVar(&f.maxKeys, "max-keys", 100_000, "most keys held, for the limits' state and for the statistics of each limit: beyond it the least used are forgotten, so memory stays bounded on any log (statistics then approximate; the report says)")
 }
 
@@ -44,36 +39,10 @@ func (f *replayFlags) check() error {
 	if f.maxKeys < 100 {
 		return fmt.Errorf("--max-keys %d: want at least 100", f.maxKeys)
 	}
-	if _, err := openFormat(f.format, nil, f.fields); err != nil && f.format != "auto" {
+	if _, err := accesslog.OpenFormat(f.format, nil, f.fields); err != nil && f.format != "auto" {
 		return err
 	}
 	return nil
-}
-
-// open opens the log and tells its format.
-func (f *replayFlags) open() (io.ReadCloser, logFormat, error) {
-	var rc io.ReadCloser = os.Stdin
-	if f.log != "-" {
-		file, err := os.Open(f.log)
-		if err != nil {
-			return nil, nil, err
-		}
-		rc = file
-	}
-	br := bufio.NewReaderSize(rc, maxLogLine)
-	first, _ := br.Peek(maxLogLine)
-	if i := strings.IndexByte(string(first), '\n'); i >= 0 {
-		first = first[:i]
-	}
-	format, err := openFormat(f.format, first, f.fields)
-	if err != nil {
-		rc.Close()
-		return nil, nil, err
-	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{br, rc}, format, nil
 }
 
 // replay runs a log through a policy and reports.
@@ -151,7 +120,7 @@ Flags:
 
 // replayLog replays the log rf names through p.
 func replayLog(rf *replayFlags, p *policy.Policy) (*replayReport, error) {
-	rc, format, err := rf.open()
+	rc, format, err := accesslog.Open(rf.log, rf.format, rf.fields)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +134,7 @@ func replayLog(rf *replayFlags, p *policy.Policy) (*replayReport, error) {
 	if rf.log == "-" {
 		r.rep.file = "standard input"
 	}
-	if err := readLog(rc, format, &r.rep.bad, r.request); err != nil {
+	if err := accesslog.Read(rc, format, &r.rep.bad, r.request); err != nil {
 		return nil, fmt.Errorf("reading %s: %v", rf.log, err)
 	}
 	return r.rep, nil
@@ -217,8 +186,8 @@ func (r *replayer) close() {
 }
 
 // request decides one logged request as sluice serve would have.
-func (r *replayer) request(rec *logRecord) {
-	t := rec.time
+func (r *replayer) request(rec *accesslog.Record) {
+	t := rec.Time
 	if t.Before(r.now) { // logs written at completion are a little out of order
 		r.rep.outOfOrder++
 		t = r.now
@@ -226,7 +195,7 @@ func (r *replayer) request(rec *logRecord) {
 	r.now = t
 	r.leases.releaseUntil(r.limiter, t) // a memstore does not fail
 	r.rep.arrive(t)
-	req, err := httpRequest(rec)
+	req, err := rec.Request()
 	if err == nil {
 		r.checks, err = r.pol.Plan(req, r.checks[:0])
 	}
@@ -236,14 +205,14 @@ func (r *replayer) request(rec *logRecord) {
 	}
 	r.dec.Run(context.Background(), r.checks, &r.res)
 	r.rep.outcomes[r.res.Outcome]++
-	r.observe(t, rec.failed(), r.res.Enforced, r.res.Each, r.res.Decided, r.res.Outcome)
-	r.observe(t, rec.failed(), r.res.Shadow, r.res.ShadowEach, -1, 0)
-	if !r.res.Proceed() || rec.duration <= 0 {
+	r.observe(t, rec.Failed(), r.res.Enforced, r.res.Each, r.res.Decided, r.res.Outcome)
+	r.observe(t, rec.Failed(), r.res.Shadow, r.res.ShadowEach, -1, 0)
+	if !r.res.Proceed() || rec.Duration <= 0 {
 		r.res.Release()
 		return
 	}
-	r.leases.holdChecks(r.res.Enforced, r.res.Each, t.Add(r.res.Decision.Delay+rec.duration))
-	r.leases.holdChecks(r.res.Shadow, r.res.ShadowEach, t.Add(r.res.Decision.Delay+rec.duration))
+	r.leases.holdChecks(r.res.Enforced, r.res.Each, t.Add(r.res.Decision.Delay+rec.Duration))
+	r.leases.holdChecks(r.res.Shadow, r.res.ShadowEach, t.Add(r.res.Decision.Delay+rec.Duration))
 }
 
 // observe counts checks and their decisions under each limit: failed
@@ -298,26 +267,6 @@ func measureLimit(l sluice.Limit) (sluice.Limit, bool) {
 		return sluice.FixedWindow(measureHuge, l.Period), true
 	}
 	return sluice.SlidingWindow(measureHuge, l.Period), true
-}
-
-// httpRequest builds the request a logged line stands for, as sluice
-// serve's gateway would have received it from the logged client.
-func httpRequest(rec *logRecord) (*http.Request, error) {
-	u, err := url.ParseRequestURI(rec.target)
-	if err != nil {
-		return nil, &decide.ClientError{Field: "path", Reason: "not a request target"}
-	}
-	req := &http.Request{
-		Method: rec.method, URL: u, RequestURI: rec.target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Host: rec.host, Header: http.Header{}, RemoteAddr: net.JoinHostPort(rec.ip, "40000"),
-	}
-	if req.Host == "" {
-		req.Host = "localhost"
-	}
-	for _, h := range rec.header {
-		req.Header.Add(h[0], h[1])
-	}
-	return req.WithContext(context.Background()), nil
 }
 
 // holdChecks holds the concurrency leases of checks admitted with ds

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/accesslog"
 )
 
 // replayReport is what a replay found, in bounded memory: counts, series
@@ -23,9 +24,9 @@ type replayReport struct {
 	requests         int
 	first, last      time.Time
 	outcomes         [decide.Invalid + 1]int
-	invalidReasons   malformed // requests sluice serve would answer 4xx, by reason
+	invalidReasons   accesslog.Malformed // requests sluice serve would answer 4xx, by reason
 	outOfOrder       int
-	bad              malformed
+	bad              accesslog.Malformed
 	traffic          series
 	busiest          [3]busiest // second, minute, hour
 	limits           []*limitStats
@@ -60,7 +61,7 @@ func (rep *replayReport) invalid(err error) {
 	if ce, ok := decide.AsClientError(err); ok {
 		reason = ce.Field + ": " + ce.Reason
 	}
-	rep.invalidReasons.add(rep.requests, reason)
+	rep.invalidReasons.Add(rep.requests, reason)
 }
 
 // limit returns the statistics of c's rule and limit.

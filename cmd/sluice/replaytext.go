@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/accesslog"
 )
 
 // logTime formats a time of the log for the report.
@@ -66,19 +67,19 @@ func (rep *replayReport) writeText(w io.Writer, top, width int) {
 }
 
 // writeMalformed lists the reasons of m, if any.
-func writeMalformed(w io.Writer, what string, m *malformed) {
-	if m.total == 0 {
+func writeMalformed(w io.Writer, what string, m *accesslog.Malformed) {
+	if m.Total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%s: %s\n", what, commas(m.total))
-	for _, reason := range m.order {
-		r := m.reasons[reason]
-		lines := make([]string, len(r.lines))
-		for i, n := range r.lines {
+	fmt.Fprintf(w, "%s: %s\n", what, commas(m.Total))
+	for _, reason := range m.Order {
+		r := m.Reasons[reason]
+		lines := make([]string, len(r.Lines))
+		for i, n := range r.Lines {
 			lines[i] = strconv.Itoa(n)
 		}
-		fmt.Fprintf(w, "  %s × %s (line %s", commas(r.count), reason, strings.Join(lines, ", "))
-		if r.count > len(r.lines) {
+		fmt.Fprintf(w, "  %s × %s (line %s", commas(r.Count), reason, strings.Join(lines, ", "))
+		if r.Count > len(r.Lines) {
 			fmt.Fprint(w, ", ...")
 		}
 		fmt.Fprintln(w, ")")

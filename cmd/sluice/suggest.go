@@ -229,8 +229,8 @@ func (f *suggestFlags) explain(b *strings.Builder, measured *replayReport, sz *s
 	peaks := sz.peaks
 	fmt.Fprintf(b, "# sluice suggest: limits for the traffic of %s\n", f.log)
 	fmt.Fprintf(b, "# (%s requests from %s to %s; %s keys of %s).\n", commas(measured.requests), logTime(measured.first), logTime(measured.last), commas(sz.countKeys), f.key)
-	if measured.bad.total > 0 {
-		fmt.Fprintf(b, "# %s line(s) of the log could not be read and were left out (sluice replay lists them).\n", commas(measured.bad.total))
+	if measured.bad.Total > 0 {
+		fmt.Fprintf(b, "# %s line(s) of the log could not be read and were left out (sluice replay lists them).\n", commas(measured.bad.Total))
 	}
 	writeWarnings(b, f.warnings)
 	fmt.Fprintf(b, "#\n# %s: each key's peak is the most requests it sent in any %s, as %s\n", f.limitName(), f.window, f.algorithm)
