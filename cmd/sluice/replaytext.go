@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/accesslog"
+	"github.com/sluicehq/sluice/internal/draw"
 )
 
 // logTime formats a time of the log for the report.
@@ -113,10 +114,10 @@ func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int)
 	}
 	slot, cols := rep.columns(width-4, ls.checks.width, ls.refusals.width)
 	counts := ls.refusals.resampled(slot, rep.span())[:cols]
-	most := slicesMax(counts)
+	most := draw.Max(counts)
 	fmt.Fprintf(w, "  refused over time, each column %s from %s:\n  1-9 ninths of the busiest column (%s refused), '.' none\n", sluice.FormatDuration(slot), logTime(rep.first), commas(most))
-	ticks, labels := timeScale(slot, cols)
-	fmt.Fprintf(w, "    %s\n    %s\n    %s\n", ninths(counts, most), ticks, labels)
+	ticks, labels := draw.TimeScale(slot, cols)
+	fmt.Fprintf(w, "    %s\n    %s\n    %s\n", draw.Ninths(counts, most), ticks, labels)
 	fmt.Fprintln(w, "  keys refused most:")
 	for i, k := range ls.keys.sortedKeys(func(a, b *keyStats) int { return b.refused - a.refused }) {
 		ks := ls.keys.m[k]
@@ -162,27 +163,6 @@ func (rep *replayReport) columns(room int, widths ...time.Duration) (time.Durati
 	return slot, int(rep.span()/slot) + 1
 }
 
-// ninths draws counts as digits 1-9, ninths of most ('.' for none).
-func ninths(counts []int, most int) string {
-	var b strings.Builder
-	for _, n := range counts {
-		if n == 0 {
-			b.WriteByte('.')
-			continue
-		}
-		b.WriteByte(byte('0' + (9*n+most-1)/most))
-	}
-	return b.String()
-}
-
-func slicesMax(s []int) int {
-	m := 0
-	for _, n := range s {
-		m = max(m, n)
-	}
-	return m
-}
-
 // quantile is the q-th percentile of sorted values: the least value that
 // at least q% of them do not exceed.
 func quantile(sorted []int64, q float64) int64 {
@@ -206,21 +186,21 @@ func (rep *replayReport) writeSVG(w io.Writer) {
 	if slot == 0 {
 		slot, cols = seriesWidths[0], 1
 	}
-	c := svgChart{
-		title:     "sluice replay: " + rep.file + " through " + rep.policyFile,
-		subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count; times in UTC", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
-		origin:    rep.first,
-		slot:      slot,
-		columns:   cols,
-		backName:  "checked",
-		frontName: "refused",
+	c := draw.Chart{
+		Title:     "sluice replay: " + rep.file + " through " + rep.policyFile,
+		Subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count; times in UTC", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
+		Origin:    rep.first,
+		Slot:      slot,
+		Columns:   cols,
+		BackName:  "checked",
+		FrontName: "refused",
 	}
 	for _, ls := range rep.limits {
-		c.panels = append(c.panels, svgPanel{
-			label: fmt.Sprintf("%s: %s refused of %s", ls.label(), commas(ls.refused), commas(ls.checked)),
-			back:  ls.checks.resampled(slot, rep.span())[:cols],
-			front: ls.refusals.resampled(slot, rep.span())[:cols],
+		c.Panels = append(c.Panels, draw.Panel{
+			Label: fmt.Sprintf("%s: %s refused of %s", ls.label(), commas(ls.refused), commas(ls.checked)),
+			Back:  ls.checks.resampled(slot, rep.span())[:cols],
+			Front: ls.refusals.resampled(slot, rep.span())[:cols],
 		})
 	}
-	c.write(w)
+	c.Write(w)
 }
