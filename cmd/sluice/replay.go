@@ -11,6 +11,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/accesslog"
+	sim "github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -69,12 +71,12 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	if *policyFile == "" {
 		return fail(exitUsage, "--policy: name the policy to replay the log through")
 	}
-	if *width < 20 || *width > maxSimColumns || *top < 0 {
-		return fail(exitUsage, "--width %d, --top %d: want 20 to %d columns and 0 or more keys", *width, *top, maxSimColumns)
+	if *width < 20 || *width > sim.MaxColumns || *top < 0 {
+		return fail(exitUsage, "--width %d, --top %d: want 20 to %d columns and 0 or more keys", *width, *top, sim.MaxColumns)
 	}
 	p, err := policy.Load(*policyFile, policy.Options{})
 	if err != nil {
-		return fail(exitInvalid, "--policy: %v", each(err, policy.Errors(err)))
+		return fail(exitInvalid, "--policy: %v", yamlload.Each(err, policy.Errors(err)))
 	}
 	rep, err := replayLog(&rf, p)
 	if err != nil {
@@ -149,7 +151,7 @@ type replayer struct {
 	stores  []*memstore.Store
 	dec     *decide.Decider
 	measure *sluice.Limiter // the same keys under unbounded limits: their peaks
-	leases  leaseQueue
+	leases  sim.Leases
 	checks  []decide.Check
 	res     decide.Result
 	rep     *replayReport
@@ -193,7 +195,7 @@ func (r *replayer) request(rec *accesslog.Record) {
 		t = r.now
 	}
 	r.now = t
-	r.leases.releaseUntil(r.limiter, t) // a memstore does not fail
+	r.leases.ReleaseUntil(r.limiter, t) // a memstore does not fail
 	r.rep.arrive(t)
 	req, err := rec.Request()
 	if err == nil {
@@ -211,8 +213,8 @@ func (r *replayer) request(rec *accesslog.Record) {
 		r.res.Release()
 		return
 	}
-	r.leases.holdChecks(r.res.Enforced, r.res.Each, t.Add(r.res.Decision.Delay+rec.Duration))
-	r.leases.holdChecks(r.res.Shadow, r.res.ShadowEach, t.Add(r.res.Decision.Delay+rec.Duration))
+	holdChecks(&r.leases, r.res.Enforced, r.res.Each, t.Add(r.res.Decision.Delay+rec.Duration))
+	holdChecks(&r.leases, r.res.Shadow, r.res.ShadowEach, t.Add(r.res.Decision.Delay+rec.Duration))
 }
 
 // observe counts checks and their decisions under each limit: failed
@@ -271,10 +273,10 @@ func measureLimit(l sluice.Limit) (sluice.Limit, bool) {
 
 // holdChecks holds the concurrency leases of checks admitted with ds
 // until until.
-func (q *leaseQueue) holdChecks(checks []decide.Check, ds []sluice.Decision, until time.Time) {
+func holdChecks(q *sim.Leases, checks []decide.Check, ds []sluice.Decision, until time.Time) {
 	reqs := make([]sluice.Request, len(checks))
 	for i, c := range checks {
 		reqs[i] = sluice.Request{Key: c.Key, Limit: c.Limit}
 	}
-	q.hold(reqs, ds[:len(reqs)], until)
+	q.Hold(reqs, ds[:len(reqs)], until)
 }

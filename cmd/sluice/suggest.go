@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -218,7 +219,7 @@ func (f *suggestFlags) yaml(n int64, global string) string {
 func (f *suggestFlags) policy(n int64, global string) (*policy.Policy, error) {
 	p, err := policy.Parse("suggested policy", []byte(f.yaml(n, global)), policy.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("--key, --window, --match or --name: %v", each(err, policy.Errors(err)))
+		return nil, fmt.Errorf("--key, --window, --match or --name: %v", yamlload.Each(err, policy.Errors(err)))
 	}
 	return p, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -33,7 +34,7 @@ func (f *suggestFlags) runPolicy() (string, error) {
 	}
 	p, err := policy.Parse(f.policyFile, data, policy.Options{})
 	if err != nil {
-		return "", &fileError{fmt.Errorf("--policy: %v", each(err, policy.Errors(err)))}
+		return "", &fileError{fmt.Errorf("--policy: %v", yamlload.Each(err, policy.Errors(err)))}
 	}
 	measured, err := replayLog(&f.replayFlags, p)
 	if err != nil {
@@ -51,7 +52,7 @@ func (f *suggestFlags) runPolicy() (string, error) {
 	}
 	final, err := policy.Parse(f.policyFile+" (suggested)", out, policy.Options{})
 	if err != nil {
-		return "", &fileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", each(err, policy.Errors(err)))}
+		return "", &fileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", yamlload.Each(err, policy.Errors(err)))}
 	}
 	checked, err := replayLog(&f.replayFlags, final)
 	if err != nil {

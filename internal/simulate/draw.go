@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"encoding/csv"
@@ -24,10 +24,10 @@ func perColumn(times []time.Duration, width time.Duration, columns int) []int {
 	return out
 }
 
-// writeSimDrawing draws the simulation for a terminal: per subject a line
+// WriteDrawing draws the simulation for a terminal: per subject a line
 // saying what it is and did, and its row indented by two, then the time
 // scale; no line of rows and scale is wider than s.width.
-func writeSimDrawing(w io.Writer, s *sim) {
+func (s *Sim) WriteDrawing(w io.Writer) {
 	fmt.Fprint(w, draw.Wrap(fmt.Sprintf("traffic: %s: %d requests over %s", s.traffic, len(s.arrivals), sluice.FormatDuration(s.span)), s.width))
 	fmt.Fprint(w, draw.Wrap(fmt.Sprintf("each column %s: %s", sluice.FormatDuration(s.slot), simLegend), s.width), "\n")
 	fmt.Fprintf(w, "arrivals: %d\n  %s\n", len(s.arrivals), draw.Row(perColumn(s.arrivals, s.slot, s.columns)))
@@ -54,7 +54,9 @@ func (r *simRun) summary() string {
 	return b.String()
 }
 
-func writeSimCSV(w io.Writer, s *sim) {
+// WriteCSV writes the admissions per slot as CSV: a column per row of
+// the drawing.
+func (s *Sim) WriteCSV(w io.Writer) {
 	arrived := perColumn(s.arrivals, s.slot, s.columns)
 	cw := csv.NewWriter(w)
 	row := []string{"slot_start_ms", "arrivals"}
@@ -72,8 +74,8 @@ func writeSimCSV(w io.Writer, s *sim) {
 	cw.Flush()
 }
 
-// writeSimSVG draws the simulation as an SVG chart.
-func writeSimSVG(w io.Writer, s *sim) {
+// WriteSVG draws the simulation as an SVG chart.
+func (s *Sim) WriteSVG(w io.Writer) {
 	c := draw.Chart{
 		Title:     "sluice simulate: " + s.traffic,
 		Subtitle:  fmt.Sprintf("%d requests over %s; each bar is %s, its height the square root of its count (scale on the right)", len(s.arrivals), sluice.FormatDuration(s.span), sluice.FormatDuration(s.slot)),
