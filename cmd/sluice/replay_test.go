@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/accesslog"
+	rp "github.com/sluicehq/sluice/internal/replay"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -226,57 +227,6 @@ func TestSuggestSampleDay(t *testing.T) {
 	}
 }
 
-// TestReplayBoundedMemory: a log of more distinct clients than --max-keys
-// is replayed with at most max-keys/4 keys held per limit (the rest
-// forgotten, and said so), and the refused key is never the one
-// forgotten; a line longer than 64 KiB is counted, not held.
-func TestReplayBoundedMemory(t *testing.T) {
-	var b strings.Builder
-	at := sampleDay
-	for i := range 5000 {
-		at = at.Add(time.Millisecond)
-		fmt.Fprintf(&b, "10.2.%d.%d - - [%s] \"GET /api/x HTTP/1.1\" 200 1 \"-\" \"-\"\n", i/250, i%250, at.Format(accesslog.CombinedTime))
-		if i%10 == 0 { // the abusive client, all along
-			fmt.Fprintf(&b, "203.0.113.66 - - [%s] \"POST /login HTTP/1.1\" 200 1 \"-\" \"-\"\n", at.Format(accesslog.CombinedTime))
-		}
-	}
-	b.WriteString("10.0.0.1 - - [" + at.Format(accesslog.CombinedTime) + "] \"GET /" + strings.Repeat("a", 100_000) + " HTTP/1.1\" 200 1 \"-\" \"-\"\n")
-	dir := t.TempDir()
-	log, pol := filepath.Join(dir, "access.log"), filepath.Join(dir, "policy.yaml")
-	writeFile(t, log, b.String())
-	writeFile(t, pol, samplePolicy)
-	rep, err := replayLog(&replayFlags{log: log, format: "auto", fields: accesslog.DefaultFields, maxKeys: 400}, mustLoadPolicy(t, pol))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, login := rep.limits[1], rep.limits[0]
-	if held := len(api.keys.m); held > 100 || api.keys.forgotten < 4900 || api.checked != 5000 {
-		t.Errorf("api: %d keys held (at most 100), %d forgotten, %d checked", held, api.keys.forgotten, api.checked)
-	}
-	if n, exact := api.keys.count(); exact || n < 4750 || n > 5250 { // HyperLogLog: 1.6% standard error
-		t.Errorf("api: %d keys counted (exact %v), want about 5,000", n, exact)
-	}
-	if ks := login.keys.m[loginKey(login)]; ks == nil || ks.refused != 500-30 { // 500 logins within 5 s: 30 admitted in minute 00:00
-		t.Errorf("login: %+v", login.keys.m)
-	}
-	if rep.bad.Total != 1 || rep.bad.Reasons["line longer than 64 KiB"] == nil {
-		t.Errorf("unreadable: %+v", rep.bad)
-	}
-	var text bytes.Buffer
-	rep.writeText(&text, 5, 80)
-	if !strings.Contains(text.String(), "keys used least were forgotten") {
-		t.Errorf("the report does not say keys were forgotten:\n%s", text.String())
-	}
-}
-
-// loginKey is the key of the only client the login limit holds.
-func loginKey(ls *limitStats) string {
-	for k := range ls.keys.m {
-		return k
-	}
-	return ""
-}
-
 // TestReplayErrors: bad command lines and files get exit 2 (usage) or 1
 // (a file), with a message that says what to do; a log of nothing
 // readable is reported, not fatal.
@@ -314,15 +264,6 @@ func TestReplayErrors(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "no request could be read from the log\nunreadable lines (skipped): 1\n") {
 		t.Errorf("a log of garbage: exit %d\n%s", code, stdout)
 	}
-}
-
-func mustLoadPolicy(t *testing.T, path string) *policy.Policy {
-	t.Helper()
-	p, err := policy.Load(path, policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestReplayConcurrencyAndShadow: a concurrency limit holds each admitted
@@ -382,7 +323,7 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := replayLog(&replayFlags{log: log, format: "auto", fields: accesslog.DefaultFields, maxKeys: 100_000}, p); err != nil {
+		if _, err := rp.Run(&rp.Input{Log: log, Format: "auto", Fields: accesslog.DefaultFields, MaxKeys: 100_000}, p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"fmt"
@@ -37,10 +37,10 @@ func percent(part, whole int) string {
 }
 
 // span is how long the replayed log lasts.
-func (rep *replayReport) span() time.Duration { return rep.last.Sub(rep.first) }
+func (rep *Report) span() time.Duration { return rep.last.Sub(rep.first) }
 
-func (rep *replayReport) writeText(w io.Writer, top, width int) {
-	fmt.Fprintf(w, "replay of %s through %s\n", rep.file, rep.policyFile)
+func (rep *Report) WriteText(w io.Writer, top, width int) {
+	fmt.Fprintf(w, "replay of %s through %s\n", rep.file, rep.PolicyFile)
 	if rep.requests == 0 {
 		fmt.Fprintln(w, "no request could be read from the log")
 	} else {
@@ -89,7 +89,7 @@ func writeMalformed(w io.Writer, what string, m *accesslog.Malformed) {
 
 // writeLimit reports one limit: counts, peaks, refusals over time, and
 // the keys refused most.
-func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int) {
+func (rep *Report) writeLimit(w io.Writer, ls *limitStats, top, width int) {
 	fmt.Fprintln(w, ls.label())
 	refusedKeys := 0
 	for _, ks := range ls.keys.m {
@@ -152,7 +152,7 @@ func peakHow(l sluice.Limit) string {
 
 // columns picks the slot of a time row: the narrowest of seriesWidths,
 // no narrower than the series' own buckets, whose columns fit room.
-func (rep *replayReport) columns(room int, widths ...time.Duration) (time.Duration, int) {
+func (rep *Report) columns(room int, widths ...time.Duration) (time.Duration, int) {
 	slot := seriesWidths[0]
 	for _, w := range widths {
 		slot = max(slot, w)
@@ -174,7 +174,7 @@ func quantile(sorted []int64, q float64) int64 {
 }
 
 // writeSVG draws, per limit, the requests checked and refused over time.
-func (rep *replayReport) writeSVG(w io.Writer) {
+func (rep *Report) WriteSVG(w io.Writer) {
 	var slot time.Duration
 	cols := 0
 	for _, ls := range rep.limits {
@@ -187,7 +187,7 @@ func (rep *replayReport) writeSVG(w io.Writer) {
 		slot, cols = seriesWidths[0], 1
 	}
 	c := draw.Chart{
-		Title:     "sluice replay: " + rep.file + " through " + rep.policyFile,
+		Title:     "sluice replay: " + rep.file + " through " + rep.PolicyFile,
 		Subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count; times in UTC", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
 		Origin:    rep.first,
 		Slot:      slot,
