@@ -24,7 +24,8 @@ value); * for a global limit. 'sluice keys list' shows each limit's parts.
 A VALUE may also be a mask the server showed (key#3f09a1c2d4e5, alone or as
 shown: ip=key#3f09a1c2d4e5), copied from the list, the status page or a log
 line: it names the value it masks, which stays unwritten. The server shows
-values in clear only with show_keys (--show-keys, SLUICE_SHOW_KEYS=true).
+values in clear only with show_keys (sluice serve --show-keys,
+SLUICE_SHOW_KEYS=true).
 
   sluice keys inspect api per-user ann
   sluice keys inspect api per-user key#3f09a1c2d4e5
