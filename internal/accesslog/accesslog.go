@@ -214,6 +214,7 @@ type combinedFormat struct{}
 
 var combinedRE = regexp.MustCompile(`^(\S+) \S+ (?:\S+|"[^"]*") \[([^\]]+)\] "((?:[^"\\]|\\.)*)" (\d{3}|-) (?:\d+|-)(?: "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)")?`)
 
+// CombinedTime is the layout of the combined format's times.
 const CombinedTime = "02/Jan/2006:15:04:05 -0700"
 
 func (combinedFormat) parse(line []byte, rec *Record) error {

@@ -331,6 +331,8 @@ func (kt *keyTable) sortedKeys(less func(a, b *keyStats) int) []string {
 	return keys
 }
 
+// WriteCSV writes one CSV line per limit and key: its requests, refusals
+// and peak, the keys refused most first.
 func (rep *Report) WriteCSV(w io.Writer) {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"rule", "limit", "key", "requests", "refused", "first_refused", "last_refused", "peak", "peak_window"})

@@ -39,6 +39,9 @@ func percent(part, whole int) string {
 // span is how long the replayed log lasts.
 func (rep *Report) span() time.Duration { return rep.last.Sub(rep.first) }
 
+// WriteText writes the report for people: the log's span and outcomes,
+// then per limit its counts, peaks, refusals over time in rows of width
+// columns, and its top keys refused most.
 func (rep *Report) WriteText(w io.Writer, top, width int) {
 	fmt.Fprintf(w, "replay of %s through %s\n", rep.file, rep.PolicyFile)
 	if rep.requests == 0 {
