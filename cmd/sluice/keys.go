@@ -1,22 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/adminclient"
 )
 
 const keysUsage = `Usage:
@@ -46,22 +39,14 @@ its Retry-After. Exit code: 0 done, 1 the server refused or could not answer,
 Flags:
 `
 
-// keysClient asks one sluice serve's admin listener about keys.
-type keysClient struct {
-	base   *url.URL // scheme and host of the admin listener
-	token  string   // bearer token; "" sends none
-	json   bool     // print the server's JSON as it is
-	client *http.Client
-}
-
 func keys(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice keys", flag.ContinueOnError)
 	admin := fs.String("admin", envOr("SLUICE_ADMIN", "127.0.0.1:8082"), "the admin listener: `ADDR` as HOST:PORT, or https://HOST:PORT when it serves TLS (env SLUICE_ADMIN, as sluice serve reads it)")
 	tokenFile := fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "a `FILE` holding the admin token (its first line that is not blank or a # comment; sluice serve's auth.tokens_file will do); env SLUICE_ADMIN_TOKEN_FILE, or SLUICE_ADMIN_TOKEN for the token itself")
-	var tc tlsFiles
-	fs.StringVar(&tc.ca, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
-	fs.StringVar(&tc.cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
-	fs.StringVar(&tc.key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
+	var tc adminclient.TLSFiles
+	fs.StringVar(&tc.CA, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
+	fs.StringVar(&tc.Cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
+	fs.StringVar(&tc.Key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
 	asJSON := fs.Bool("json", false, "print the server's JSON answer as it is")
 	fs.Usage = func() {
@@ -79,19 +64,22 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	if code, ok := keysArgs(op, rest, stderr); !ok {
 		return code
 	}
-	kc, err := newKeysClient(*admin, *tokenFile, tc, *timeout)
+	kc, err := adminclient.New(*admin, *tokenFile, tc, *timeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice keys: %v\n", err)
 		return exitUsage
 	}
-	kc.json = *asJSON
+	var body []byte
 	switch op {
 	case "list":
-		err = kc.list(stdout)
+		body, err = kc.Status()
 	case "inspect":
-		err = kc.key(stdout, "GET", "/admin/keys", rest)
+		body, err = kc.Key("GET", "/admin/keys", rest)
 	case "reset":
-		err = kc.key(stdout, "POST", "/admin/keys/reset", rest)
+		body, err = kc.Key("POST", "/admin/keys/reset", rest)
+	}
+	if err == nil {
+		err = printKeys(stdout, kc, op, body, *asJSON)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice keys %s: %v\n", op, err)
@@ -148,146 +136,31 @@ func envOr(name, def string) string {
 	return def
 }
 
-// tlsFiles are the files of --ca-file, --cert-file and --key-file.
-type tlsFiles struct{ ca, cert, key string }
-
-// config returns the TLS client configuration of the files.
-func (tf tlsFiles) config() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if tf.ca != "" {
-		pem, err := os.ReadFile(tf.ca)
-		if err != nil {
-			return nil, fmt.Errorf("--ca-file: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", tf.ca)
-		}
-	}
-	if (tf.cert == "") != (tf.key == "") {
-		return nil, errors.New("--cert-file and --key-file go together: give both or neither")
-	}
-	if tf.cert != "" {
-		pair, err := tls.LoadX509KeyPair(tf.cert, tf.key)
-		if err != nil {
-			return nil, fmt.Errorf("--cert-file, --key-file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
-}
-
-// newKeysClient returns a client of the admin listener at addr.
-func newKeysClient(addr, tokenFile string, tf tlsFiles, timeout time.Duration) (*keysClient, error) {
-	base, err := adminURL(addr)
-	if err != nil {
-		return nil, err
-	}
-	kc := &keysClient{base: base, token: strings.TrimSpace(os.Getenv("SLUICE_ADMIN_TOKEN"))}
-	if tokenFile != "" {
-		if kc.token, err = readToken(tokenFile); err != nil {
-			return nil, err
-		}
-	}
-	tc, err := tf.config()
-	if err != nil {
-		return nil, err
-	}
-	kc.client = &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil, TLSClientConfig: tc}}
-	return kc, nil
-}
-
-// adminURL reads --admin: HOST:PORT (http), or a URL with http or https.
-// A listen address without a host (":8082", "0.0.0.0:8082") is asked on
-// loopback.
-func adminURL(addr string) (*url.URL, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("--admin %q: want HOST:PORT or https://HOST:PORT, such as 127.0.0.1:8082", strings.TrimPrefix(addr, "http://"))
-	}
-	if host, port, err := net.SplitHostPort(u.Host); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
-		u.Host = net.JoinHostPort("127.0.0.1", port)
-	}
-	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
-}
-
-// readToken reads the first token of path: its first line that is
-// neither blank nor a # comment, trimmed.
-func readToken(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("--token-file %s: %w", path, err)
-	}
-	return "", fmt.Errorf("--token-file %s: no token in it (one a line; # starts a comment)", path)
-}
-
-// keyAnswer is the server's answer about one key (server's keyState).
-type keyAnswer struct {
-	Rule         string   `json:"rule"`
-	Limit        string   `json:"limit"`
-	Values       []string `json:"values"`
-	Spec         string   `json:"spec"`
-	Remaining    int64    `json:"remaining"`
-	Allowed      bool     `json:"allowed"`
-	RetryAfterMs int64    `json:"retry_after_ms"`
-	ResetAfterMs int64    `json:"reset_after_ms"`
-	Degraded     bool     `json:"degraded"`
-	Reset        bool     `json:"reset"`
-}
-
-// key inspects or resets the key of args (RULE LIMIT VALUE...).
-func (kc *keysClient) key(w io.Writer, method, path string, args []string) error {
-	form := url.Values{"rule": {args[0]}, "limit": {args[1]}, "value": args[2:]}
-	req, err := http.NewRequest(method, kc.base.String()+path, nil)
-	if err != nil {
+// printKeys prints the server's answer: as it came with --json, else
+// read and printed for people.
+func printKeys(w io.Writer, kc *adminclient.Client, op string, body []byte, asJSON bool) error {
+	if asJSON {
+		_, err := w.Write(body)
 		return err
 	}
-	if q := form.Encode(); method == "GET" {
-		req.URL.RawQuery = q
-	} else {
-		req.Body = io.NopCloser(strings.NewReader(q))
-		req.ContentLength = int64(len(q))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if op == "list" {
+		var st adminclient.StatusAnswer
+		if err := kc.Decode(body, &st); err != nil {
+			return err
+		}
+		printList(w, st)
+		return nil
 	}
-	var ka keyAnswer
-	if printed, err := kc.fetch(req, w, &ka); printed || err != nil {
+	var ka adminclient.KeyAnswer
+	if err := kc.Decode(body, &ka); err != nil {
 		return err
 	}
-	ka.print(w)
+	printKey(w, ka)
 	return nil
 }
 
-// fetch sends req and reads its answer into v, or, with --json, writes
-// the answer to w as it came (printed).
-func (kc *keysClient) fetch(req *http.Request, w io.Writer, v any) (printed bool, err error) {
-	body, err := kc.do(req)
-	if err != nil {
-		return false, err
-	}
-	if kc.json {
-		_, err = w.Write(body)
-		return true, err
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return false, kc.notAdmin(body)
-	}
-	return false, nil
-}
-
-func (ka keyAnswer) print(w io.Writer) {
+// printKey prints the state of one key.
+func printKey(w io.Writer, ka adminclient.KeyAnswer) {
 	if ka.Reset {
 		fmt.Fprintln(w, "reset: the key's usage starts afresh")
 	}
@@ -304,35 +177,8 @@ func (ka keyAnswer) print(w io.Writer) {
 
 func msDuration(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
 
-// statusAnswer is what list reads of the server's /status.json.
-type statusAnswer struct {
-	Policy   string `json:"policy"`
-	ShowKeys bool   `json:"show_keys"`
-	Rules    []struct {
-		Name   string `json:"name"`
-		Limits []struct {
-			Name      string `json:"name"`
-			Key       string `json:"key"`
-			Algorithm string `json:"algorithm"`
-		} `json:"limits"`
-	} `json:"rules"`
-	HeavyKeys []struct {
-		Limit string `json:"limit"`
-		Key   string `json:"key"`
-		Count int64  `json:"count"`
-	} `json:"heavy_keys"`
-}
-
-// list prints the policy's limits and the keys refused most.
-func (kc *keysClient) list(w io.Writer) error {
-	req, err := http.NewRequest("GET", kc.base.String()+"/status.json", nil)
-	if err != nil {
-		return err
-	}
-	var st statusAnswer
-	if printed, err := kc.fetch(req, w, &st); printed || err != nil {
-		return err
-	}
+// printList prints the policy's limits and the keys refused most.
+func printList(w io.Writer, st adminclient.StatusAnswer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "RULE\tLIMIT\tKEY (one VALUE per part)\tLIMIT SPEC\n")
 	for _, r := range st.Rules {
@@ -355,91 +201,4 @@ func (kc *keysClient) list(w io.Writer) error {
 			fmt.Fprint(w, "  (keys masked; to see them in clear, run sluice serve with --show-keys,\n  show_keys: true in its config, or SLUICE_SHOW_KEYS=true)\n")
 		}
 	}
-	return nil
-}
-
-// do sends req with the token and returns the body of a 200, or an error
-// that says what to do about any other answer.
-func (kc *keysClient) do(req *http.Request) ([]byte, error) {
-	if kc.token != "" {
-		req.Header.Set("Authorization", "Bearer "+kc.token)
-	}
-	resp, err := kc.client.Do(req)
-	if err != nil {
-		return nil, kc.connError(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %w", kc.base.Host, err)
-	}
-	if resp.StatusCode == http.StatusOK {
-		return body, nil
-	}
-	return nil, kc.statusError(resp.StatusCode, req.URL.Path, serverMessage(body))
-}
-
-// connError explains a request that got no answer.
-func (kc *keysClient) connError(err error) error {
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("nothing listens at %s: is sluice serve running, with its admin listener there (--admin, default 127.0.0.1:8082)? Pass the address with --admin or SLUICE_ADMIN", kc.base.Host)
-	case errors.As(err, &ne) && ne.Timeout():
-		return fmt.Errorf("%s did not answer in time (--timeout): %v", kc.base.Host, err)
-	case kc.base.Scheme == "http" && strings.Contains(err.Error(), "malformed HTTP response"):
-		return fmt.Errorf("%s speaks TLS: pass --admin https://%s", kc.base.Host, kc.base.Host)
-	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)):
-		return fmt.Errorf("%s's certificate is not trusted: pass --ca-file with the CA that signs it (%v)", kc.base.Host, err)
-	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
-		return fmt.Errorf("%s asks for a client certificate (tls.client_auth) and refused this one or its absence: pass --cert-file and --key-file (%v)", kc.base.Host, err)
-	}
-	return fmt.Errorf("asking %s: %w", kc.base.Host, err)
-}
-
-// notAdmin explains an answer that is not the admin listener's JSON.
-func (kc *keysClient) notAdmin(body []byte) error {
-	return fmt.Errorf("%s answered %q, not sluice's admin JSON: is --admin sluice serve's admin listener (not its gateway or decision API)?", kc.base.Host, serverMessage(body))
-}
-
-// statusError explains an answer other than 200.
-func (kc *keysClient) statusError(status int, path, msg string) error {
-	switch status {
-	case http.StatusUnauthorized:
-		if kc.token == "" {
-			return fmt.Errorf("401: %s asks for a token (its auth.tokens_file): pass --token-file FILE, or set SLUICE_ADMIN_TOKEN_FILE or SLUICE_ADMIN_TOKEN", kc.base.Host)
-		}
-		return fmt.Errorf("401: %s refused the token: it is not in the server's auth.tokens_file (which the server reads again when it changes)", kc.base.Host)
-	case http.StatusForbidden:
-		return fmt.Errorf("403: %s forbids %s: something in front of sluice (a proxy, a client-certificate check) refuses this caller: %s", kc.base.Host, path, msg)
-	case http.StatusNotFound:
-		if strings.HasPrefix(msg, "the policy has no limit") {
-			return fmt.Errorf("404: %s; 'sluice keys list' shows its rules and limits", msg)
-		}
-		return fmt.Errorf("404: %s has no %s: is --admin sluice serve's admin listener (not its gateway or decision API), of a sluice that has this endpoint?", kc.base.Host, path)
-	case http.StatusBadRequest:
-		if strings.Contains(msg, "HTTP request to an HTTPS server") {
-			return fmt.Errorf("%s speaks TLS: pass --admin https://%s", kc.base.Host, kc.base.Host)
-		}
-		return fmt.Errorf("400: %s", msg)
-	case http.StatusNotImplemented:
-		return fmt.Errorf("501: %s", msg)
-	case http.StatusServiceUnavailable:
-		return fmt.Errorf("503: %s; try again once the store answers (sluice keys list, or /readyz, shows the store's state)", msg)
-	}
-	return fmt.Errorf("%d from %s%s: %s", status, kc.base.Host, path, msg)
-}
-
-// serverMessage is the message of an error answer: sluice's {"error"} or
-// a problem document's detail, else the body's first line.
-func serverMessage(body []byte) string {
-	var m struct{ Error, Detail string }
-	if json.Unmarshal(body, &m) == nil && (m.Error != "" || m.Detail != "") {
-		return m.Error + m.Detail
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-	if len(line) > 200 {
-		line = line[:200] + "..."
-	}
-	return line
 }

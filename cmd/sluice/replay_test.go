@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/accesslog"
+	rp "github.com/sluicehq/sluice/internal/replay"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -78,7 +80,7 @@ func sampleLog(t *testing.T, format string) string {
 	for _, r := range sampleRequests() {
 		switch format {
 		case "combined":
-			fmt.Fprintf(&b, "%s - - [%s] \"%s %s HTTP/1.1\" 200 512 \"-\" \"sample/1.0\"\n", r.ip, r.at.Format(combinedTime), r.method, r.path)
+			fmt.Fprintf(&b, "%s - - [%s] \"%s %s HTTP/1.1\" 200 512 \"-\" \"sample/1.0\"\n", r.ip, r.at.Format(accesslog.CombinedTime), r.method, r.path)
 		case "json":
 			line, _ := json.Marshal(map[string]any{"time": float64(r.at.Unix()), "method": r.method, "path": r.path, "remote_addr": r.ip, "user": r.user})
 			b.Write(append(line, '\n'))
@@ -225,57 +227,6 @@ func TestSuggestSampleDay(t *testing.T) {
 	}
 }
 
-// TestReplayBoundedMemory: a log of more distinct clients than --max-keys
-// is replayed with at most max-keys/4 keys held per limit (the rest
-// forgotten, and said so), and the refused key is never the one
-// forgotten; a line longer than 64 KiB is counted, not held.
-func TestReplayBoundedMemory(t *testing.T) {
-	var b strings.Builder
-	at := sampleDay
-	for i := range 5000 {
-		at = at.Add(time.Millisecond)
-		fmt.Fprintf(&b, "10.2.%d.%d - - [%s] \"GET /api/x HTTP/1.1\" 200 1 \"-\" \"-\"\n", i/250, i%250, at.Format(combinedTime))
-		if i%10 == 0 { // the abusive client, all along
-			fmt.Fprintf(&b, "203.0.113.66 - - [%s] \"POST /login HTTP/1.1\" 200 1 \"-\" \"-\"\n", at.Format(combinedTime))
-		}
-	}
-	b.WriteString("10.0.0.1 - - [" + at.Format(combinedTime) + "] \"GET /" + strings.Repeat("a", 100_000) + " HTTP/1.1\" 200 1 \"-\" \"-\"\n")
-	dir := t.TempDir()
-	log, pol := filepath.Join(dir, "access.log"), filepath.Join(dir, "policy.yaml")
-	writeFile(t, log, b.String())
-	writeFile(t, pol, samplePolicy)
-	rep, err := replayLog(&replayFlags{log: log, format: "auto", fields: defaultFields, maxKeys: 400}, mustLoadPolicy(t, pol))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, login := rep.limits[1], rep.limits[0]
-	if held := len(api.keys.m); held > 100 || api.keys.forgotten < 4900 || api.checked != 5000 {
-		t.Errorf("api: %d keys held (at most 100), %d forgotten, %d checked", held, api.keys.forgotten, api.checked)
-	}
-	if n, exact := api.keys.count(); exact || n < 4750 || n > 5250 { // HyperLogLog: 1.6% standard error
-		t.Errorf("api: %d keys counted (exact %v), want about 5,000", n, exact)
-	}
-	if ks := login.keys.m[loginKey(login)]; ks == nil || ks.refused != 500-30 { // 500 logins within 5 s: 30 admitted in minute 00:00
-		t.Errorf("login: %+v", login.keys.m)
-	}
-	if rep.bad.total != 1 || rep.bad.reasons["line longer than 64 KiB"] == nil {
-		t.Errorf("unreadable: %+v", rep.bad)
-	}
-	var text bytes.Buffer
-	rep.writeText(&text, 5, 80)
-	if !strings.Contains(text.String(), "keys used least were forgotten") {
-		t.Errorf("the report does not say keys were forgotten:\n%s", text.String())
-	}
-}
-
-// loginKey is the key of the only client the login limit holds.
-func loginKey(ls *limitStats) string {
-	for k := range ls.keys.m {
-		return k
-	}
-	return ""
-}
-
 // TestReplayErrors: bad command lines and files get exit 2 (usage) or 1
 // (a file), with a message that says what to do; a log of nothing
 // readable is reported, not fatal.
@@ -313,48 +264,6 @@ func TestReplayErrors(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "no request could be read from the log\nunreadable lines (skipped): 1\n") {
 		t.Errorf("a log of garbage: exit %d\n%s", code, stdout)
 	}
-}
-
-// FuzzAccessLog: no line makes a parser panic, and a line read gives a
-// request with a time, a target and an IP address.
-func FuzzAccessLog(f *testing.F) {
-	for _, s := range []string{
-		`203.0.113.7 - - [01/Jan/2026:12:00:00 +0000] "GET /a?b=1 HTTP/1.1" 200 512 "-" "curl/8.5"`,
-		`::1 - "a b" [01/Jan/2026:12:00:00 +0000] "GET / HTTP/1.1" 200 - "x\"y" "z"`,
-		`{"time": 1767268800.5, "method": "GET", "path": "/", "ip": "10.0.0.1", "duration": "0.2"}`,
-		`{"time": "2026-01-01T12:00:00Z", "path": "/x", "ip": "::1", "user": 7}`,
-		`2026-01-01 12:00:00,GET,/x,10.0.0.1,alice`, `"a,b",1e308,/,::ffff:1.2.3.4`, `{}`, `[]`, `"`,
-	} {
-		f.Add(s)
-	}
-	fields := defaultFields
-	fields.setField("header:X-User=user")
-	fields.setField("time=1")
-	fields.setField("method=2")
-	fields.setField("path=3")
-	fields.setField("ip=4")
-	f.Fuzz(func(t *testing.T, line string) {
-		for _, format := range []logFormat{combinedFormat{}, jsonFormat{defaultFields}, &csvFormat{fields: fields, columns: map[string]int{}}} {
-			var bad malformed
-			readLog(strings.NewReader(line), format, &bad, func(r *logRecord) {
-				if r.time.IsZero() && !strings.Contains(line, "0001") || r.target == "" || checkIP(r.ip) != nil || r.duration < 0 {
-					t.Fatalf("%T read %q as %+v", format, line, *r)
-				}
-				if req, err := httpRequest(r); err == nil && req.RemoteAddr == "" {
-					t.Fatalf("no remote address for %q", line)
-				}
-			})
-		}
-	})
-}
-
-func mustLoadPolicy(t *testing.T, path string) *policy.Policy {
-	t.Helper()
-	p, err := policy.Load(path, policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestReplayConcurrencyAndShadow: a concurrency limit holds each admitted
@@ -404,7 +313,7 @@ func BenchmarkReplay(b *testing.B) {
 	log, pol := filepath.Join(dir, "access.log"), filepath.Join(dir, "policy.yaml")
 	var buf bytes.Buffer
 	for _, r := range sampleRequests() {
-		fmt.Fprintf(&buf, "%s - - [%s] \"%s %s HTTP/1.1\" 200 512 \"-\" \"sample/1.0\"\n", r.ip, r.at.Format(combinedTime), r.method, r.path)
+		fmt.Fprintf(&buf, "%s - - [%s] \"%s %s HTTP/1.1\" 200 512 \"-\" \"sample/1.0\"\n", r.ip, r.at.Format(accesslog.CombinedTime), r.method, r.path)
 	}
 	os.WriteFile(log, buf.Bytes(), 0o644)
 	os.WriteFile(pol, []byte(samplePolicy), 0o644)
@@ -414,7 +323,7 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := replayLog(&replayFlags{log: log, format: "auto", fields: defaultFields, maxKeys: 100_000}, p); err != nil {
+		if _, err := rp.Run(&rp.Input{Log: log, Format: "auto", Fields: accesslog.DefaultFields, MaxKeys: 100_000}, p); err != nil {
 			b.Fatal(err)
 		}
 	}

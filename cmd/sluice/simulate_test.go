@@ -394,29 +394,6 @@ func TestSimulateWidth(t *testing.T) {
 	}
 }
 
-// FuzzParseTraffic: no traffic description panics or yields more than the
-// bound; what parses is in order, from 0, within the time its phases last
-// (a burst at the very end included).
-func FuzzParseTraffic(f *testing.F) {
-	for _, s := range []string{defaultTraffic, "10", "10 at once", "pause 1s, 5", "3/250ms for 1s", "1/d for 3d", "9223372036854775807/ns for 1d", ",", "pause", "for for for"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		arrivals, span, err := parseTraffic(s)
-		if err != nil {
-			return
-		}
-		if len(arrivals) == 0 || len(arrivals) > maxSimRequests {
-			t.Fatalf("%q: %d arrivals", s, len(arrivals))
-		}
-		for i, at := range arrivals {
-			if at < 0 || at > span || i > 0 && at < arrivals[i-1] {
-				t.Fatalf("%q: arrival %d at %v (span %v, previous %v)", s, i, at, span, arrivals[max(i-1, 0)])
-			}
-		}
-	})
-}
-
 // TestChartColours: simulate's chart draws what was admitted and replay's
 // what was refused, each in its outcome's colour on the status page
 // (server/status.html): blue meant admitted in one and refused in the

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/accesslog"
 )
 
 // smallLog writes ten minutes of an nginx log, 09:00 to 09:09:
@@ -62,7 +64,7 @@ func smallLog(t *testing.T) string {
 	sortByTime(rs)
 	var b bytes.Buffer
 	for _, r := range rs {
-		fmt.Fprintf(&b, "%s - - [%s] \"%s %s HTTP/1.1\" %s 512 \"-\" \"client/1.0\"\n", r.ip, r.at.Format(combinedTime), r.method, r.path, r.user)
+		fmt.Fprintf(&b, "%s - - [%s] \"%s %s HTTP/1.1\" %s 512 \"-\" \"client/1.0\"\n", r.ip, r.at.Format(accesslog.CombinedTime), r.method, r.path, r.user)
 	}
 	path := filepath.Join(t.TempDir(), "access.log")
 	writeFile(t, path, b.String())

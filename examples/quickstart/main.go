@@ -12,10 +12,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/draw"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -44,7 +44,7 @@ func main() {
 		sluice.LeakyBucket(sluice.PerSecond(10), 10),
 		sluice.WarmUp(sluice.PerSecond(10), 2*time.Second),
 	}
-	fmt.Printf("%-40s %s\n", "arrivals per 50ms slot", row(arrivals))
+	fmt.Printf("%-40s %s\n", "arrivals per 50ms slot", draw.Row(arrivals))
 	for _, lim := range limits {
 		fmt.Printf("%-40s %s   %d admitted\n", lim, simulate(lim, arrivals, slot), total(lim, arrivals, slot))
 	}
@@ -81,7 +81,7 @@ func run(lim sluice.Limit, arrivals []int, slot time.Duration) []int {
 }
 
 func simulate(lim sluice.Limit, arrivals []int, slot time.Duration) string {
-	return row(run(lim, arrivals, slot))
+	return draw.Row(run(lim, arrivals, slot))
 }
 
 func total(lim sluice.Limit, arrivals []int, slot time.Duration) int {
@@ -90,19 +90,4 @@ func total(lim sluice.Limit, arrivals []int, slot time.Duration) int {
 		sum += n
 	}
 	return sum
-}
-
-func row(counts []int) string {
-	var b strings.Builder
-	for _, n := range counts {
-		switch {
-		case n == 0:
-			b.WriteByte('.')
-		case n >= 10:
-			b.WriteByte('+')
-		default:
-			b.WriteByte(byte('0' + n))
-		}
-	}
-	return b.String()
 }

@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"encoding/csv"
@@ -13,27 +13,28 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/accesslog"
 )
 
-// replayReport is what a replay found, in bounded memory: counts, series
+// Report is what a replay found, in bounded memory: counts, series
 // of bounded length, and per limit a bounded table of keys.
-type replayReport struct {
-	file, policyFile string
+type Report struct {
+	file, PolicyFile string
 	maxKeys          int
 	requests         int
 	first, last      time.Time
 	outcomes         [decide.Invalid + 1]int
-	invalidReasons   malformed // requests sluice serve would answer 4xx, by reason
+	invalidReasons   accesslog.Malformed // requests sluice serve would answer 4xx, by reason
 	outOfOrder       int
-	bad              malformed
+	bad              accesslog.Malformed
 	traffic          series
 	busiest          [3]busiest // second, minute, hour
 	limits           []*limitStats
 	byKey            map[string]*limitStats // by rule and limit name
 }
 
-func newReplayReport(maxKeys int) *replayReport {
-	rep := &replayReport{maxKeys: maxKeys, byKey: map[string]*limitStats{}}
+func newReport(maxKeys int) *Report {
+	rep := &Report{maxKeys: maxKeys, byKey: map[string]*limitStats{}}
 	for i, w := range []time.Duration{time.Second, time.Minute, time.Hour} {
 		rep.busiest[i].width = w
 	}
@@ -41,7 +42,7 @@ func newReplayReport(maxKeys int) *replayReport {
 }
 
 // arrive counts a request at t (never earlier than the one before).
-func (rep *replayReport) arrive(t time.Time) {
+func (rep *Report) arrive(t time.Time) {
 	if rep.requests == 0 {
 		rep.first = t
 	}
@@ -54,17 +55,17 @@ func (rep *replayReport) arrive(t time.Time) {
 }
 
 // invalid counts a request planning refused as the client's error.
-func (rep *replayReport) invalid(err error) {
+func (rep *Report) invalid(err error) {
 	rep.outcomes[decide.Invalid]++
 	reason := err.Error()
 	if ce, ok := decide.AsClientError(err); ok {
 		reason = ce.Field + ": " + ce.Reason
 	}
-	rep.invalidReasons.add(rep.requests, reason)
+	rep.invalidReasons.Add(rep.requests, reason)
 }
 
 // limit returns the statistics of c's rule and limit.
-func (rep *replayReport) limit(c *decide.Check) *limitStats {
+func (rep *Report) limit(c *decide.Check) *limitStats {
 	parts, ok := decide.KeyParts(c.Key)
 	rule := ""
 	if ok && len(parts) >= 2 {
@@ -79,7 +80,7 @@ func (rep *replayReport) limit(c *decide.Check) *limitStats {
 }
 
 // addLimit adds the statistics of a limit, listed in the order added.
-func (rep *replayReport) addLimit(rule, name string, l sluice.Limit) *limitStats {
+func (rep *Report) addLimit(rule, name string, l sluice.Limit) *limitStats {
 	ls := &limitStats{rule: rule, name: name, limit: l, keys: keyTable{max: max(100, rep.maxKeys/4)}, report: rep}
 	rep.byKey[rule+"\x00"+name] = ls
 	rep.limits = append(rep.limits, ls)
@@ -168,8 +169,8 @@ func (s *series) resampled(width, span time.Duration) []int {
 type limitStats struct {
 	rule, name string
 	limit      sluice.Limit
-	report     *replayReport // whose first request starts the series
-	shadow     bool          // a shadow rule's: its refusals would have been
+	report     *Report // whose first request starts the series
+	shadow     bool    // a shadow rule's: its refusals would have been
 	checked    int
 	refused    int
 	delayed    int
@@ -330,7 +331,9 @@ func (kt *keyTable) sortedKeys(less func(a, b *keyStats) int) []string {
 	return keys
 }
 
-func (rep *replayReport) writeCSV(w io.Writer) {
+// WriteCSV writes one CSV line per limit and key: its requests, refusals
+// and peak, the keys refused most first.
+func (rep *Report) WriteCSV(w io.Writer) {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"rule", "limit", "key", "requests", "refused", "first_refused", "last_refused", "peak", "peak_window"})
 	for _, ls := range rep.limits {

@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/accesslog"
+	"github.com/sluicehq/sluice/internal/draw"
 )
 
 // logTime formats a time of the log for the report.
@@ -35,10 +37,13 @@ func percent(part, whole int) string {
 }
 
 // span is how long the replayed log lasts.
-func (rep *replayReport) span() time.Duration { return rep.last.Sub(rep.first) }
+func (rep *Report) span() time.Duration { return rep.last.Sub(rep.first) }
 
-func (rep *replayReport) writeText(w io.Writer, top, width int) {
-	fmt.Fprintf(w, "replay of %s through %s\n", rep.file, rep.policyFile)
+// WriteText writes the report for people: the log's span and outcomes,
+// then per limit its counts, peaks, refusals over time in rows of width
+// columns, and its top keys refused most.
+func (rep *Report) WriteText(w io.Writer, top, width int) {
+	fmt.Fprintf(w, "replay of %s through %s\n", rep.file, rep.PolicyFile)
 	if rep.requests == 0 {
 		fmt.Fprintln(w, "no request could be read from the log")
 	} else {
@@ -66,19 +71,19 @@ func (rep *replayReport) writeText(w io.Writer, top, width int) {
 }
 
 // writeMalformed lists the reasons of m, if any.
-func writeMalformed(w io.Writer, what string, m *malformed) {
-	if m.total == 0 {
+func writeMalformed(w io.Writer, what string, m *accesslog.Malformed) {
+	if m.Total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%s: %s\n", what, commas(m.total))
-	for _, reason := range m.order {
-		r := m.reasons[reason]
-		lines := make([]string, len(r.lines))
-		for i, n := range r.lines {
+	fmt.Fprintf(w, "%s: %s\n", what, commas(m.Total))
+	for _, reason := range m.Order {
+		r := m.Reasons[reason]
+		lines := make([]string, len(r.Lines))
+		for i, n := range r.Lines {
 			lines[i] = strconv.Itoa(n)
 		}
-		fmt.Fprintf(w, "  %s × %s (line %s", commas(r.count), reason, strings.Join(lines, ", "))
-		if r.count > len(r.lines) {
+		fmt.Fprintf(w, "  %s × %s (line %s", commas(r.Count), reason, strings.Join(lines, ", "))
+		if r.Count > len(r.Lines) {
 			fmt.Fprint(w, ", ...")
 		}
 		fmt.Fprintln(w, ")")
@@ -87,7 +92,7 @@ func writeMalformed(w io.Writer, what string, m *malformed) {
 
 // writeLimit reports one limit: counts, peaks, refusals over time, and
 // the keys refused most.
-func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int) {
+func (rep *Report) writeLimit(w io.Writer, ls *limitStats, top, width int) {
 	fmt.Fprintln(w, ls.label())
 	refusedKeys := 0
 	for _, ks := range ls.keys.m {
@@ -112,10 +117,10 @@ func (rep *replayReport) writeLimit(w io.Writer, ls *limitStats, top, width int)
 	}
 	slot, cols := rep.columns(width-4, ls.checks.width, ls.refusals.width)
 	counts := ls.refusals.resampled(slot, rep.span())[:cols]
-	most := slicesMax(counts)
+	most := draw.Max(counts)
 	fmt.Fprintf(w, "  refused over time, each column %s from %s:\n  1-9 ninths of the busiest column (%s refused), '.' none\n", sluice.FormatDuration(slot), logTime(rep.first), commas(most))
-	ticks, labels := timeScale(slot, cols)
-	fmt.Fprintf(w, "    %s\n    %s\n    %s\n", ninths(counts, most), ticks, labels)
+	ticks, labels := draw.TimeScale(slot, cols)
+	fmt.Fprintf(w, "    %s\n    %s\n    %s\n", draw.Ninths(counts, most), ticks, labels)
 	fmt.Fprintln(w, "  keys refused most:")
 	for i, k := range ls.keys.sortedKeys(func(a, b *keyStats) int { return b.refused - a.refused }) {
 		ks := ls.keys.m[k]
@@ -150,7 +155,7 @@ func peakHow(l sluice.Limit) string {
 
 // columns picks the slot of a time row: the narrowest of seriesWidths,
 // no narrower than the series' own buckets, whose columns fit room.
-func (rep *replayReport) columns(room int, widths ...time.Duration) (time.Duration, int) {
+func (rep *Report) columns(room int, widths ...time.Duration) (time.Duration, int) {
 	slot := seriesWidths[0]
 	for _, w := range widths {
 		slot = max(slot, w)
@@ -159,27 +164,6 @@ func (rep *replayReport) columns(room int, widths ...time.Duration) (time.Durati
 		slot = nextWidth(slot)
 	}
 	return slot, int(rep.span()/slot) + 1
-}
-
-// ninths draws counts as digits 1-9, ninths of most ('.' for none).
-func ninths(counts []int, most int) string {
-	var b strings.Builder
-	for _, n := range counts {
-		if n == 0 {
-			b.WriteByte('.')
-			continue
-		}
-		b.WriteByte(byte('0' + (9*n+most-1)/most))
-	}
-	return b.String()
-}
-
-func slicesMax(s []int) int {
-	m := 0
-	for _, n := range s {
-		m = max(m, n)
-	}
-	return m
 }
 
 // quantile is the q-th percentile of sorted values: the least value that
@@ -193,7 +177,7 @@ func quantile(sorted []int64, q float64) int64 {
 }
 
 // writeSVG draws, per limit, the requests checked and refused over time.
-func (rep *replayReport) writeSVG(w io.Writer) {
+func (rep *Report) WriteSVG(w io.Writer) {
 	var slot time.Duration
 	cols := 0
 	for _, ls := range rep.limits {
@@ -205,21 +189,21 @@ func (rep *replayReport) writeSVG(w io.Writer) {
 	if slot == 0 {
 		slot, cols = seriesWidths[0], 1
 	}
-	c := svgChart{
-		title:     "sluice replay: " + rep.file + " through " + rep.policyFile,
-		subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count; times in UTC", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
-		origin:    rep.first,
-		slot:      slot,
-		columns:   cols,
-		backName:  "checked",
-		frontName: "refused",
+	c := draw.Chart{
+		Title:     "sluice replay: " + rep.file + " through " + rep.PolicyFile,
+		Subtitle:  fmt.Sprintf("%s requests from %s; each bar is %s, its height the square root of its count; times in UTC", commas(rep.requests), logTime(rep.first), sluice.FormatDuration(slot)),
+		Origin:    rep.first,
+		Slot:      slot,
+		Columns:   cols,
+		BackName:  "checked",
+		FrontName: "refused",
 	}
 	for _, ls := range rep.limits {
-		c.panels = append(c.panels, svgPanel{
-			label: fmt.Sprintf("%s: %s refused of %s", ls.label(), commas(ls.refused), commas(ls.checked)),
-			back:  ls.checks.resampled(slot, rep.span())[:cols],
-			front: ls.refusals.resampled(slot, rep.span())[:cols],
+		c.Panels = append(c.Panels, draw.Panel{
+			Label: fmt.Sprintf("%s: %s refused of %s", ls.label(), commas(ls.refused), commas(ls.checked)),
+			Back:  ls.checks.resampled(slot, rep.span())[:cols],
+			Front: ls.refusals.resampled(slot, rep.span())[:cols],
 		})
 	}
-	c.write(w)
+	c.Write(w)
 }

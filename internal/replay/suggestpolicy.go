@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -26,36 +27,36 @@ func windowed(l sluice.Limit) bool {
 // runPolicy suggests the counts of the window limits of an existing
 // policy from the peaks of their own keys, and returns the policy with
 // those counts (its comments and layout kept), checked on the same log.
-func (f *suggestFlags) runPolicy() (string, error) {
-	data, err := os.ReadFile(f.policyFile)
+func (f *Suggest) runPolicy() (string, error) {
+	data, err := os.ReadFile(f.PolicyFile)
 	if err != nil {
-		return "", &fileError{err}
+		return "", &FileError{err}
 	}
-	p, err := policy.Parse(f.policyFile, data, policy.Options{})
+	p, err := policy.Parse(f.PolicyFile, data, policy.Options{})
 	if err != nil {
-		return "", &fileError{fmt.Errorf("--policy: %v", each(err, policy.Errors(err)))}
+		return "", &FileError{fmt.Errorf("--policy: %v", yamlload.Each(err, policy.Errors(err)))}
 	}
-	measured, err := replayLog(&f.replayFlags, p)
+	measured, err := Run(&f.Input, p)
 	if err != nil {
-		return "", &fileError{err}
+		return "", &FileError{err}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# sluice suggest: the window limits of %s for the traffic of %s\n", f.policyFile, f.log)
+	fmt.Fprintf(&b, "# sluice suggest: the window limits of %s for the traffic of %s\n", f.PolicyFile, f.Log)
 	fmt.Fprintf(&b, "# (%s requests from %s to %s),\n", commas(measured.requests), logTime(measured.first), logTime(measured.last))
-	fmt.Fprintf(&b, "# each set to the peak of its key at the %gth percentile: it refuses none of the\n", f.percentile)
+	fmt.Fprintf(&b, "# each set to the peak of its key at the %gth percentile: it refuses none of the\n", f.Percentile)
 	fmt.Fprintf(&b, "# keys at or below it. A key's peak is the most it sent in any window of the limit.\n#\n")
 	counts := f.suggestCounts(&b, measured)
 	out, err := setCounts(data, counts)
 	if err != nil {
-		return "", &fileError{fmt.Errorf("--policy %s: %v", f.policyFile, err)}
+		return "", &FileError{fmt.Errorf("--policy %s: %v", f.PolicyFile, err)}
 	}
-	final, err := policy.Parse(f.policyFile+" (suggested)", out, policy.Options{})
+	final, err := policy.Parse(f.PolicyFile+" (suggested)", out, policy.Options{})
 	if err != nil {
-		return "", &fileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", each(err, policy.Errors(err)))}
+		return "", &FileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", yamlload.Each(err, policy.Errors(err)))}
 	}
-	checked, err := replayLog(&f.replayFlags, final)
+	checked, err := Run(&f.Input, final)
 	if err != nil {
-		return "", &fileError{err}
+		return "", &FileError{err}
 	}
 	writeRefusals(&b, checked)
 	b.WriteString("# Shadow it first (action: {refuse: shadow}) and watch what it would refuse.\n")
@@ -65,10 +66,10 @@ func (f *suggestFlags) runPolicy() (string, error) {
 
 // suggestCounts returns the suggested count of each window limit that
 // checked requests (by rule and limit name), and says why in comments.
-func (f *suggestFlags) suggestCounts(b *strings.Builder, measured *replayReport) map[string]int64 {
+func (f *Suggest) suggestCounts(b *strings.Builder, measured *Report) map[string]int64 {
 	counts := map[string]int64{}
 	for _, ls := range measured.limits {
-		sz := sizeKeys(&ls.keys, f.countFailed, f.keepOutliers)
+		sz := sizeKeys(&ls.keys, f.CountFailed, f.KeepOutliers)
 		name := ls.rule + "/" + ls.name
 		if len(sz.peaks) == 0 || ls.limit.Period == 0 {
 			fmt.Fprintf(b, "# %s: no request counted, or no window; left as written\n", name)
@@ -81,15 +82,15 @@ func (f *suggestFlags) suggestCounts(b *strings.Builder, measured *replayReport)
 			fmt.Fprintf(b, "%s; %s left as written\n", what, ls.limit.Algorithm)
 			continue
 		}
-		n := max(1, quantile(peaks, f.percentile))
+		n := max(1, quantile(peaks, f.Percentile))
 		counts[ls.rule+"\x00"+ls.name] = n
 		fmt.Fprintf(b, "%s; was %d, now %d", what, ls.limit.Count, n)
 		if n > ls.limit.Count {
 			fmt.Fprint(b, " (higher: the key at that percentile sent more than it allowed)")
 		}
 		fmt.Fprintln(b)
-		warnings := sz.warnings(name, f.percentile)
-		f.warnings = append(f.warnings, warnings...)
+		warnings := sz.warnings(name, f.Percentile)
+		f.Warnings = append(f.Warnings, warnings...)
 		writeWarnings(b, warnings)
 		sz.explainLeftOut(b, sluice.FormatDuration(ls.limit.Period))
 	}

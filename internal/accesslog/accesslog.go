@@ -1,4 +1,8 @@
-package main
+// Package accesslog reads access logs, the input of sluice replay and
+// sluice suggest: nginx/Apache combined logs, JSON lines and CSV, one
+// request a line, in bounded memory. A line it cannot read is counted by
+// reason (Malformed), never fatal; a line longer than MaxLine is skipped.
+package accesslog
 
 import (
 	"bufio"
@@ -16,29 +20,29 @@ import (
 	"time"
 )
 
-// maxLogLine bounds one line of an access log: a longer one is counted as
+// MaxLine bounds one line of an access log: a longer one is counted as
 // malformed and skipped, so no line can make sluice hold more.
-const maxLogLine = 64 << 10
+const MaxLine = 64 << 10
 
-// logRecord is one request read from an access log.
-type logRecord struct {
-	time     time.Time
-	method   string
-	target   string // path and query, as requested
-	host     string
-	ip       string
-	header   [][2]string // chosen headers: name, value
-	duration time.Duration
-	status   int // the response's status code; 0 when not logged
+// Record is one request read from an access log.
+type Record struct {
+	Time     time.Time
+	Method   string
+	Target   string // path and query, as requested
+	Host     string
+	IP       string
+	Header   [][2]string // chosen headers: name, value
+	Duration time.Duration
+	Status   int // the response's status code; 0 when not logged
 }
 
-// failed reports that the logged response was a failure: 4xx or 5xx.
-func (rec *logRecord) failed() bool { return rec.status >= 400 }
+// Failed reports that the logged response was a failure: 4xx or 5xx.
+func (rec *Record) Failed() bool { return rec.Status >= 400 }
 
-// openFormat returns the reader of the format named (auto: told by the
+// OpenFormat returns the reader of the format named (auto: told by the
 // first line: '{' starts JSON lines, a combined log line is one, anything
 // else is CSV).
-func openFormat(name string, first []byte, fields logFields) (logFormat, error) {
+func OpenFormat(name string, first []byte, fields Fields) (Format, error) {
 	if name == "auto" {
 		switch line := bytes.TrimSpace(first); {
 		case bytes.HasPrefix(line, []byte("{")):
@@ -62,7 +66,7 @@ func openFormat(name string, first []byte, fields logFields) (logFormat, error) 
 
 // looksLikeCSVHeader reports that line names the time column of a CSV
 // log (or that the columns are given by number).
-func looksLikeCSVHeader(line []byte, fields logFields) bool {
+func looksLikeCSVHeader(line []byte, fields Fields) bool {
 	if _, err := strconv.Atoi(fields.time); err == nil {
 		return true
 	}
@@ -74,24 +78,24 @@ func looksLikeCSVHeader(line []byte, fields logFields) bool {
 	return false
 }
 
-// logFormat reads one line into a record, or says why it cannot.
-type logFormat interface {
-	parse(line []byte, rec *logRecord) error
+// Format reads one line into a record, or says why it cannot.
+type Format interface {
+	parse(line []byte, rec *Record) error
 }
 
-// logFields says which field of a JSON line or which column of a CSV file
+// Fields says which field of a JSON line or which column of a CSV file
 // holds each part of a request: its name (or, in CSV, a column number
 // from 1). Headers are requests' header names with their field.
-type logFields struct {
+type Fields struct {
 	time, method, path, host, ip, duration, status string
 	headers                                        [][2]string // header name, field
 }
 
-// defaultFields are the names read when --field does not say.
-var defaultFields = logFields{time: "time", method: "method", path: "path", host: "host", ip: "ip", duration: "duration", status: "status"}
+// DefaultFields are the names read when --field does not say.
+var DefaultFields = Fields{time: "time", method: "method", path: "path", host: "host", ip: "ip", duration: "duration", status: "status"}
 
-// setField applies one --field NAME=FIELD.
-func (f *logFields) setField(s string) error {
+// Set applies one --field NAME=FIELD.
+func (f *Fields) Set(s string) error {
 	name, field, ok := strings.Cut(s, "=")
 	if !ok || field == "" {
 		return fmt.Errorf("%q: want NAME=FIELD, such as ip=remote_addr or header:X-User=user", s)
@@ -121,28 +125,28 @@ func (f *logFields) setField(s string) error {
 	return nil
 }
 
-// readLog reads an access log line by line, handing each record to fn and
-// counting what it cannot read. A line longer than maxLogLine is malformed.
-func readLog(r io.Reader, format logFormat, bad *malformed, fn func(*logRecord)) error {
-	br := bufio.NewReaderSize(r, maxLogLine)
-	var rec logRecord
+// Read reads an access log line by line, handing each record to fn and
+// counting what it cannot read. A line longer than MaxLine is malformed.
+func Read(r io.Reader, format Format, bad *Malformed, fn func(*Record)) error {
+	br := bufio.NewReaderSize(r, MaxLine)
+	var rec Record
 	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			for errors.Is(err, bufio.ErrBufferFull) { // skip the rest of it
 				_, err = br.ReadSlice('\n')
 			}
-			bad.add(n, "line longer than 64 KiB")
+			bad.Add(n, "line longer than 64 KiB")
 			if err == nil {
 				continue
 			}
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			rec = logRecord{header: rec.header[:0]}
+			rec = Record{Header: rec.Header[:0]}
 			switch perr := format.parse(bytes.TrimRight(line, "\r\n"), &rec); {
 			case errors.Is(perr, errHeaderLine):
 			case perr != nil:
-				bad.add(n, perr.Error())
+				bad.Add(n, perr.Error())
 			default:
 				fn(&rec)
 			}
@@ -156,44 +160,47 @@ func readLog(r io.Reader, format logFormat, bad *malformed, fn func(*logRecord))
 	}
 }
 
-// malformed counts the lines that could not be read, by reason, with the
+// Malformed counts the lines that could not be read, by reason, with the
 // first few line numbers of each (bounded: at most maxReasons reasons).
-type malformed struct {
-	total   int
-	reasons map[string]*malformedReason
-	order   []string
+type Malformed struct {
+	Total   int
+	Reasons map[string]*Reason // by reason
+	Order   []string           // the reasons, in the order first met
 }
 
-type malformedReason struct {
-	count int
-	lines []int
+// Reason is how many lines one reason made unreadable, and the numbers
+// of the first three.
+type Reason struct {
+	Count int
+	Lines []int
 }
 
 const maxReasons = 20
 
-func (m *malformed) add(line int, reason string) {
-	m.total++
-	if m.reasons == nil {
-		m.reasons = map[string]*malformedReason{}
+// Add counts line as unreadable for reason.
+func (m *Malformed) Add(line int, reason string) {
+	m.Total++
+	if m.Reasons == nil {
+		m.Reasons = map[string]*Reason{}
 	}
-	r := m.reasons[reason]
+	r := m.Reasons[reason]
 	if r == nil {
-		if len(m.reasons) >= maxReasons {
+		if len(m.Reasons) >= maxReasons {
 			reason = "other reasons"
-			if r = m.reasons[reason]; r == nil {
-				r = &malformedReason{}
-				m.reasons[reason] = r
-				m.order = append(m.order, reason)
+			if r = m.Reasons[reason]; r == nil {
+				r = &Reason{}
+				m.Reasons[reason] = r
+				m.Order = append(m.Order, reason)
 			}
 		} else {
-			r = &malformedReason{}
-			m.reasons[reason] = r
-			m.order = append(m.order, reason)
+			r = &Reason{}
+			m.Reasons[reason] = r
+			m.Order = append(m.Order, reason)
 		}
 	}
-	r.count++
-	if len(r.lines) < 3 {
-		r.lines = append(r.lines, line)
+	r.Count++
+	if len(r.Lines) < 3 {
+		r.Lines = append(r.Lines, line)
 	}
 }
 
@@ -207,29 +214,30 @@ type combinedFormat struct{}
 
 var combinedRE = regexp.MustCompile(`^(\S+) \S+ (?:\S+|"[^"]*") \[([^\]]+)\] "((?:[^"\\]|\\.)*)" (\d{3}|-) (?:\d+|-)(?: "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)")?`)
 
-const combinedTime = "02/Jan/2006:15:04:05 -0700"
+// CombinedTime is the layout of the combined format's times.
+const CombinedTime = "02/Jan/2006:15:04:05 -0700"
 
-func (combinedFormat) parse(line []byte, rec *logRecord) error {
+func (combinedFormat) parse(line []byte, rec *Record) error {
 	m := combinedRE.FindSubmatch(line)
 	if m == nil {
 		return errors.New("not in combined log format")
 	}
-	t, err := time.Parse(combinedTime, string(m[2]))
+	t, err := time.Parse(CombinedTime, string(m[2]))
 	if err != nil {
-		return fmt.Errorf("time %q: want %s", m[2], combinedTime)
+		return fmt.Errorf("time %q: want %s", m[2], CombinedTime)
 	}
 	f := strings.Fields(string(m[3]))
 	if len(f) < 2 {
 		return fmt.Errorf("request %q: want METHOD TARGET PROTOCOL", m[3])
 	}
-	rec.time, rec.method, rec.target, rec.ip = t, f[0], f[1], string(m[1])
-	if err := checkIP(rec.ip); err != nil {
+	rec.Time, rec.Method, rec.Target, rec.IP = t, f[0], f[1], string(m[1])
+	if err := checkIP(rec.IP); err != nil {
 		return err
 	}
-	rec.status, _ = strconv.Atoi(string(m[4])) // "-": 0, not logged
+	rec.Status, _ = strconv.Atoi(string(m[4])) // "-": 0, not logged
 	for i, name := range []string{"Referer", "User-Agent"} {
 		if v := string(m[5+i]); v != "" && v != "-" {
-			rec.header = append(rec.header, [2]string{name, v})
+			rec.Header = append(rec.Header, [2]string{name, v})
 		}
 	}
 	return nil
@@ -244,10 +252,10 @@ func checkIP(ip string) error {
 }
 
 // jsonFormat reads JSON lines: one object per line, its fields named by
-// logFields.
-type jsonFormat struct{ fields logFields }
+// Fields.
+type jsonFormat struct{ fields Fields }
 
-func (j jsonFormat) parse(line []byte, rec *logRecord) error {
+func (j jsonFormat) parse(line []byte, rec *Record) error {
 	var obj map[string]any
 	d := json.NewDecoder(bytes.NewReader(line))
 	d.UseNumber()
@@ -267,13 +275,13 @@ func (j jsonFormat) parse(line []byte, rec *logRecord) error {
 }
 
 // csvFormat reads CSV whose first line names the columns (or whose
-// columns logFields gives by number).
+// columns Fields gives by number).
 type csvFormat struct {
-	fields  logFields
+	fields  Fields
 	columns map[string]int // by name, from the first line
 }
 
-func (c *csvFormat) parse(line []byte, rec *logRecord) error {
+func (c *csvFormat) parse(line []byte, rec *Record) error {
 	r := csv.NewReader(bytes.NewReader(line))
 	r.FieldsPerRecord = -1
 	row, err := r.Read()
@@ -304,7 +312,7 @@ func (c *csvFormat) parse(line []byte, rec *logRecord) error {
 var errHeaderLine = errors.New("header line")
 
 // fillRecord reads a record's parts by field name.
-func fillRecord(rec *logRecord, f logFields, get func(string) string) error {
+func fillRecord(rec *Record, f Fields, get func(string) string) error {
 	ts := get(f.time)
 	if ts == "" {
 		return fmt.Errorf("no time (field %q; --field time=NAME)", f.time)
@@ -313,14 +321,14 @@ func fillRecord(rec *logRecord, f logFields, get func(string) string) error {
 	if err != nil {
 		return err
 	}
-	rec.time, rec.method, rec.target, rec.host, rec.ip = t, get(f.method), get(f.path), get(f.host), get(f.ip)
-	if rec.method == "" {
-		rec.method = "GET"
+	rec.Time, rec.Method, rec.Target, rec.Host, rec.IP = t, get(f.method), get(f.path), get(f.host), get(f.ip)
+	if rec.Method == "" {
+		rec.Method = "GET"
 	}
-	if rec.target == "" {
+	if rec.Target == "" {
 		return fmt.Errorf("no path (field %q; --field path=NAME)", f.path)
 	}
-	if err := checkIP(rec.ip); err != nil {
+	if err := checkIP(rec.IP); err != nil {
 		return fmt.Errorf("%v (field %q; --field ip=NAME)", err, f.ip)
 	}
 	if d := get(f.duration); d != "" {
@@ -328,18 +336,18 @@ func fillRecord(rec *logRecord, f logFields, get func(string) string) error {
 		if err != nil || s < 0 || s > 86400 || math.IsNaN(s) {
 			return fmt.Errorf("duration %q: want seconds, from 0 to 86400", d)
 		}
-		rec.duration = time.Duration(s * float64(time.Second))
+		rec.Duration = time.Duration(s * float64(time.Second))
 	}
 	if st := get(f.status); st != "" {
 		n, err := strconv.Atoi(st)
 		if err != nil || n < 100 || n > 999 {
 			return fmt.Errorf("status %q: want an HTTP status code, 100 to 999 (field %q; --field status=NAME)", st, f.status)
 		}
-		rec.status = n
+		rec.Status = n
 	}
 	for _, h := range f.headers {
 		if v := get(h[1]); v != "" {
-			rec.header = append(rec.header, [2]string{h[0], v})
+			rec.Header = append(rec.Header, [2]string{h[0], v})
 		}
 	}
 	return nil
@@ -349,14 +357,14 @@ func fillRecord(rec *logRecord, f logFields, get func(string) string) error {
 // format's, "2006-01-02 15:04:05" (UTC), or Unix seconds (or
 // milliseconds, from 10^11 on) with a fraction.
 func parseLogTime(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, combinedTime, "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999"} {
+	for _, layout := range []string{time.RFC3339Nano, CombinedTime, "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999"} {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t, nil
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f > 1e14 || math.IsNaN(f) {
-		return time.Time{}, fmt.Errorf("time %q: want RFC 3339, %s or Unix seconds", s, combinedTime)
+		return time.Time{}, fmt.Errorf("time %q: want RFC 3339, %s or Unix seconds", s, CombinedTime)
 	}
 	if f >= 1e11 {
 		f /= 1000

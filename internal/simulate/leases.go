@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"container/heap"
@@ -8,10 +8,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// leaseQueue holds the concurrency leases of admitted requests on a
+// Leases holds the concurrency leases of admitted requests on a
 // simulated clock until their requests end: a heap by end time, one entry
 // per request.
-type leaseQueue struct{ h leaseHeap }
+type Leases struct{ h leaseHeap }
 
 type heldLease struct {
 	key   string
@@ -24,9 +24,9 @@ type leaseEntry struct {
 	leases []heldLease
 }
 
-// hold keeps the leases each[i] of the concurrency requests reqs[i] until
+// Hold keeps the leases each[i] of the concurrency requests reqs[i] until
 // until; requests with none are not held.
-func (q *leaseQueue) hold(reqs []sluice.Request, each []sluice.Decision, until time.Time) {
+func (q *Leases) Hold(reqs []sluice.Request, each []sluice.Decision, until time.Time) {
 	var e leaseEntry
 	for i, r := range reqs {
 		if r.Limit.Algorithm == sluice.AlgorithmConcurrency && each[i].Lease != 0 {
@@ -39,8 +39,8 @@ func (q *leaseQueue) hold(reqs []sluice.Request, each []sluice.Decision, until t
 	}
 }
 
-// releaseUntil gives back the leases of every request ended by now.
-func (q *leaseQueue) releaseUntil(l *sluice.Limiter, now time.Time) error {
+// ReleaseUntil gives back the leases of every request ended by now.
+func (q *Leases) ReleaseUntil(l *sluice.Limiter, now time.Time) error {
 	for len(q.h) > 0 && !q.h[0].until.After(now) {
 		e := heap.Pop(&q.h).(leaseEntry)
 		for _, hl := range e.leases {
@@ -52,8 +52,8 @@ func (q *leaseQueue) releaseUntil(l *sluice.Limiter, now time.Time) error {
 	return nil
 }
 
-// len is how many requests hold leases.
-func (q *leaseQueue) len() int { return len(q.h) }
+// Len is how many requests hold leases.
+func (q *Leases) Len() int { return len(q.h) }
 
 type leaseHeap []leaseEntry
 
