@@ -405,7 +405,7 @@ func (dc *Decider) waitForRoom(ctx context.Context, res *Result, d sluice.Decisi
 func (dc *Decider) failed(res *Result, err error) bool {
 	res.Err = err
 	name := res.Enforced[0].Name
-	if invalid(err) {
+	if sluice.IsRequestError(err) {
 		res.Outcome = Failed
 		dc.logError("refusing a request whose limits the store cannot check (a configuration error)", err)
 		res.observe(Observation{Limit: name, Outcome: Failed, Err: err})
@@ -423,13 +423,6 @@ func (dc *Decider) failed(res *Result, err error) bool {
 	dc.logError("admitting a request the store could not decide (on_error: open)", err)
 	res.observe(Observation{Limit: name, Outcome: AdmittedUncounted, Err: err})
 	return true
-}
-
-// invalid reports whether err says a request could never be decided by any
-// store: a bug in planning or configuration, not a failure of the store.
-func invalid(err error) bool {
-	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrCostExceedsCapacity) ||
-		errors.Is(err, sluice.ErrNegativeCost) || errors.Is(err, sluice.ErrDuplicateRequest)
 }
 
 func (dc *Decider) mode(m sluice.FailureMode) sluice.FailureMode {

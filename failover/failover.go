@@ -20,10 +20,10 @@
 //
 // What counts as a failure: a deadline that passed, a connection error,
 // and every error reply of the store (LOADING, READONLY, CLUSTERDOWN,
-// MASTERDOWN, TRYAGAIN, ...). What does not: sluice's validation errors
-// (sluice.ErrInvalidLimit, ErrCostExceedsCapacity, ErrNegativeCost,
-// ErrDuplicateRequest), which are returned as they are because no store
-// could decide such a request, and the end of the caller's own context.
+// MASTERDOWN, TRYAGAIN, ...). What does not: errors about the request
+// itself (sluice.IsRequestError), which are returned as they are because
+// no store could decide such a request, and the end of the caller's own
+// context.
 // redisstore already reloads its scripts on NOSCRIPT (after a restart or
 // SCRIPT FLUSH), and go-redis's ClusterClient follows MOVED and ASK, so
 // neither reaches the breaker.
@@ -644,14 +644,8 @@ func classify(ctx, cctx context.Context, err error) outcome {
 		return success
 	case ctx.Err() != nil:
 		return neutral // the caller gave up or its own deadline passed
-	case errors.Is(err, sluice.ErrInvalidLimit),
-		errors.Is(err, sluice.ErrCostExceedsCapacity),
-		errors.Is(err, sluice.ErrNegativeCost),
-		errors.Is(err, sluice.ErrNegativeMaxDelay),
-		errors.Is(err, sluice.ErrDuplicateRequest),
-		errors.Is(err, sluice.ErrNotAdjustable),
-		errors.Is(err, sluice.ErrWouldExceedDeadline):
-		return neutral
+	case sluice.IsRequestError(err), errors.Is(err, sluice.ErrWouldExceedDeadline):
+		return neutral // about the request, or the caller's deadline
 	}
 	return failure
 }
