@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/httpname"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -378,7 +379,7 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 // for the policy to plan.
 func apiHTTPRequest(a *apiRequest) (*http.Request, error) {
 	method := cmp.Or(a.Method, http.MethodGet)
-	if !validToken(method) {
+	if !httpname.Valid(method) {
 		return nil, fmt.Errorf("request.method: %q is not an HTTP method", a.Method)
 	}
 	path := cmp.Or(a.Path, "/")
@@ -441,7 +442,7 @@ func onlyRule(p *policy.Policy, planned []decide.Check, name string) ([]decide.C
 func apiHeaders(hr *http.Request, a *apiRequest) error {
 	names := make(map[string]string, len(a.Headers))
 	for k, v := range a.Headers {
-		if !validToken(k) {
+		if !httpname.Valid(k) {
 			return fmt.Errorf("request.headers: %q is not a header name", k)
 		}
 		ck := http.CanonicalHeaderKey(k)
@@ -455,7 +456,7 @@ func apiHeaders(hr *http.Request, a *apiRequest) error {
 		hr.Header.Set(k, v)
 	}
 	for k, v := range a.Cookies {
-		if !validToken(k) {
+		if !httpname.Valid(k) {
 			return fmt.Errorf("request.cookies: %q is not a cookie name", k)
 		}
 		hr.AddCookie(&http.Cookie{Name: k, Value: v, Quoted: false})
@@ -633,20 +634,6 @@ func limitError(err error) error {
 		errs[i] = e
 	}
 	return errors.Join(errs...)
-}
-
-// validToken reports whether s is an HTTP token (a method or header name).
-func validToken(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func printableASCII(s string) bool {
