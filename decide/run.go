@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 // Config configures a Decider. The zero value is ready to use; each field
@@ -368,7 +369,7 @@ func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
 		dc.refused.add(c.Name, c.Key)
 		return false
 	}
-	if d.Delay > 0 && dc.cfg.Wait && !sleep(ctx, d.Delay) {
+	if d.Delay > 0 && dc.cfg.Wait && deadline.Sleep(ctx, d.Delay) != nil {
 		res.Err = ctx.Err()
 		return false // the client has gone
 	}
@@ -385,9 +386,9 @@ func (dc *Decider) waitForRoom(ctx context.Context, res *Result, d sluice.Decisi
 		return d, i, false, nil
 	}
 	defer dc.waiting.leave(c.Name)
-	deadline := time.Now().Add(a.MaxDelay)
-	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(deadline.Add(time.Millisecond)) {
-		if !sleep(ctx, d.RetryAfter) {
+	end := time.Now().Add(a.MaxDelay)
+	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(end.Add(time.Millisecond)) {
+		if deadline.Sleep(ctx, d.RetryAfter) != nil {
 			return d, i, false, nil // the client has gone; refused, nothing charged
 		}
 		var err error
@@ -483,16 +484,5 @@ func (dc *Decider) logRare(last *time.Time, msg string, args ...any) {
 	dc.logMu.Unlock()
 	if due {
 		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, args...)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
