@@ -3,7 +3,6 @@ package httplimit
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -208,12 +207,7 @@ func (cw *costWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	switch {
-	case l.Late == nil && l.Reserve != 0:
-		return errors.New("Reserve applies only with Late (a cost the response reports)")
-	case l.Late == nil:
-		return nil
-	case l.Late.Header == "" || !httpname.Valid(l.Late.Header):
+	if l.Late != nil && !httpname.Valid(l.Late.Header) {
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)
