@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/httpname"
+	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -647,16 +648,5 @@ func printableASCII(s string) bool {
 
 // writeJSONProblem writes an RFC 9457 problem document.
 func writeJSONProblem(w http.ResponseWriter, status int, title, detail string) {
-	body := problemBody(status, title, detail)
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-// problemBody is the body of an RFC 9457 problem document, ending in a
-// newline.
-func problemBody(status int, title, detail string) []byte {
-	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
-	return append(body, '\n')
+	problem.Write(w, status, title, detail, nil)
 }
