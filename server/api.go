@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/httpname"
 	"github.com/sluicehq/sluice/internal/problem"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -625,17 +626,7 @@ func (lc *limitCache) parse(field string, raw []byte) (sluice.Limit, error) {
 // limitError lists the errors of ParseLimit, one per line, without
 // policy's "invalid" prefix: the API's answer already says the request was
 // bad.
-func limitError(err error) error {
-	list := policy.Errors(err)
-	if len(list) == 0 {
-		return err
-	}
-	errs := make([]error, len(list))
-	for i, e := range list {
-		errs[i] = e
-	}
-	return errors.Join(errs...)
-}
+func limitError(err error) error { return yamlload.Join(err, policy.Errors(err)) }
 
 func printableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -16,7 +16,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server"
 )
@@ -542,16 +542,7 @@ func checkFile(path, kind string, maxDelay time.Duration, rc rlsCheck) (string, 
 // each returns the errors of list joined, one per line, without the
 // wrapping error's prefix ("policy: invalid:"); err itself when list is
 // empty (an error that is not about the file's content).
-func each[E error](err error, list []E) error {
-	if len(list) == 0 {
-		return err
-	}
-	errs := make([]error, len(list))
-	for i, e := range list {
-		errs[i] = e
-	}
-	return errors.Join(errs...)
-}
+func each[E error](err error, list []E) error { return yamlload.Join(err, list) }
 
 // sniff tells a policy (rules:) from an RLS config (domain:) from a
 // server config by the top-level keys.
