@@ -1307,7 +1307,6 @@ func startPod(t *testing.T) *pod {
 	return p
 }
 
-
 func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
