@@ -85,3 +85,17 @@ func (e *LimitError) Detail() string {
 	}
 	return s
 }
+
+// IsRequestError reports whether err is about the request itself, so that
+// no store could decide it: an invalid limit, a cost over the capacity or
+// below zero, a negative MaxDelay, a key and limit named twice in one
+// check, an adjustment of what cannot be adjusted. Such an error is a
+// planning or configuration bug, never a failure of the store: a failure
+// mode must not admit the request, and a circuit breaker must not count
+// it. This is the one list of them; front-ends and store wrappers ask it
+// instead of keeping their own.
+func IsRequestError(err error) bool {
+	return errors.Is(err, ErrInvalidLimit) || errors.Is(err, ErrCostExceedsCapacity) ||
+		errors.Is(err, ErrNegativeCost) || errors.Is(err, ErrNegativeMaxDelay) ||
+		errors.Is(err, ErrDuplicateRequest) || errors.Is(err, ErrNotAdjustable)
+}

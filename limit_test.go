@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 func TestLimitString(t *testing.T) {
@@ -118,6 +120,37 @@ func TestLimitError(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestIsRequestError: what every store's own validation returns is an error
+// about the request, wrapped or not; a store's failure and the caller's
+// deadline are not.
+func TestIsRequestError(t *testing.T) {
+	ctx := context.Background()
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	l := sluice.New(mem)
+	bucket := sluice.TokenBucket(sluice.PerSecond(1), 2)
+	for _, err := range []error{
+		second(l.AllowN(ctx, "k", sluice.Limit{}, 1)),
+		second(l.AllowN(ctx, "k", bucket, 3)),
+		second(l.AllowN(ctx, "k", bucket, -1)),
+		second(l.Check(ctx, sluice.Request{Key: "k", Limit: bucket, Cost: 1, MaxDelay: -1})),
+		second(l.Check(ctx, sluice.Request{Key: "k", Limit: bucket, Cost: 1}, sluice.Request{Key: "k", Limit: bucket, Cost: 1})),
+		second(l.Adjust(ctx, sluice.Request{Key: "k", Limit: sluice.Concurrency(1, time.Second), Cost: 1})),
+	} {
+		if !sluice.IsRequestError(err) || !sluice.IsRequestError(fmt.Errorf("wrapped: %w", err)) {
+			t.Errorf("IsRequestError(%v) = false", err)
+		}
+	}
+	for _, err := range []error{nil, errors.New("connection refused"), context.DeadlineExceeded, sluice.ErrClosed, sluice.ErrWouldExceedDeadline} {
+		if sluice.IsRequestError(err) {
+			t.Errorf("IsRequestError(%v) = true", err)
+		}
+	}
+}
 
 // everyAlgorithm is one valid limit of each algorithm; TestAlgorithmTable
 // fails when an algorithm is added without a row here.

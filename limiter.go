@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 // Limiter decides requests against a Store. It is safe for concurrent use and
@@ -108,9 +110,9 @@ func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, cost int64
 		if err := ctx.Err(); err != nil {
 			return Decision{}, err
 		}
-		deadline, bounded := ctx.Deadline()
+		end, bounded := ctx.Deadline()
 		if bounded {
-			if req.MaxDelay = time.Until(deadline); req.MaxDelay <= 0 {
+			if req.MaxDelay = time.Until(end); req.MaxDelay <= 0 {
 				<-ctx.Done() // the deadline has passed; ctx is about to say so
 				return Decision{}, ctx.Err()
 			}
@@ -129,10 +131,10 @@ func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, cost int64
 		// Refused with room left in the limit: refused for its delay alone.
 		// Its start does not come sooner by asking later.
 		late := bounded && d.Remaining >= max(cost, 1)
-		if late || bounded && time.Until(deadline) < d.RetryAfter {
+		if late || bounded && time.Until(end) < d.RetryAfter {
 			return d, fmt.Errorf("%w: %s under %s needs %s", ErrWouldExceedDeadline, key, limit, d.RetryAfter)
 		}
-		if err := sleep(ctx, d.RetryAfter); err != nil {
+		if err := deadline.Sleep(ctx, d.RetryAfter); err != nil {
 			return d, err
 		}
 	}
@@ -219,19 +221,5 @@ func sleepAdmitted(ctx context.Context, d time.Duration) error {
 			}
 			done = nil
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 // Config configures a Decider. The zero value is ready to use; each field
@@ -368,7 +369,7 @@ func (dc *Decider) enforce(ctx context.Context, res *Result) bool {
 		dc.refused.add(c.Name, c.Key)
 		return false
 	}
-	if d.Delay > 0 && dc.cfg.Wait && !sleep(ctx, d.Delay) {
+	if d.Delay > 0 && dc.cfg.Wait && deadline.Sleep(ctx, d.Delay) != nil {
 		res.Err = ctx.Err()
 		return false // the client has gone
 	}
@@ -385,9 +386,9 @@ func (dc *Decider) waitForRoom(ctx context.Context, res *Result, d sluice.Decisi
 		return d, i, false, nil
 	}
 	defer dc.waiting.leave(c.Name)
-	deadline := time.Now().Add(a.MaxDelay)
-	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(deadline.Add(time.Millisecond)) {
-		if !sleep(ctx, d.RetryAfter) {
+	end := time.Now().Add(a.MaxDelay)
+	for !d.Allowed && time.Now().Add(d.RetryAfter).Before(end.Add(time.Millisecond)) {
+		if deadline.Sleep(ctx, d.RetryAfter) != nil {
 			return d, i, false, nil // the client has gone; refused, nothing charged
 		}
 		var err error
@@ -405,7 +406,7 @@ func (dc *Decider) waitForRoom(ctx context.Context, res *Result, d sluice.Decisi
 func (dc *Decider) failed(res *Result, err error) bool {
 	res.Err = err
 	name := res.Enforced[0].Name
-	if invalid(err) {
+	if sluice.IsRequestError(err) {
 		res.Outcome = Failed
 		dc.logError("refusing a request whose limits the store cannot check (a configuration error)", err)
 		res.observe(Observation{Limit: name, Outcome: Failed, Err: err})
@@ -423,13 +424,6 @@ func (dc *Decider) failed(res *Result, err error) bool {
 	dc.logError("admitting a request the store could not decide (on_error: open)", err)
 	res.observe(Observation{Limit: name, Outcome: AdmittedUncounted, Err: err})
 	return true
-}
-
-// invalid reports whether err says a request could never be decided by any
-// store: a bug in planning or configuration, not a failure of the store.
-func invalid(err error) bool {
-	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrCostExceedsCapacity) ||
-		errors.Is(err, sluice.ErrNegativeCost) || errors.Is(err, sluice.ErrDuplicateRequest)
 }
 
 func (dc *Decider) mode(m sluice.FailureMode) sluice.FailureMode {
@@ -490,16 +484,5 @@ func (dc *Decider) logRare(last *time.Time, msg string, args ...any) {
 	dc.logMu.Unlock()
 	if due {
 		dc.cfg.Logger.Warn(dc.cfg.Component+": "+msg, args...)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

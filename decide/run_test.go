@@ -108,6 +108,8 @@ func TestRunStoreErrors(t *testing.T) {
 		{"one closed check", down, []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed}, 0, decide.Failed},
 		{"invalid limit, open", sluice.ErrInvalidLimit, []sluice.FailureMode{sluice.FailOpen, sluice.FailOpen}, 0, decide.Failed},
 		{"cost over capacity, open", sluice.ErrCostExceedsCapacity, []sluice.FailureMode{sluice.FailOpen, 0}, 0, decide.Failed},
+		{"negative max delay, open", sluice.ErrNegativeMaxDelay, []sluice.FailureMode{sluice.FailOpen, 0}, 0, decide.Failed},
+		{"not adjustable, open", sluice.ErrNotAdjustable, []sluice.FailureMode{0, 0}, 0, decide.Failed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dc, err := decide.New(sluice.New(failing{tc.err}), decide.Config{OnError: tc.cfg, Logger: slog.New(slog.DiscardHandler)})

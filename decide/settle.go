@@ -2,6 +2,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -61,8 +62,15 @@ const (
 // requests in flight, not costs), a reservation outside 0 to the limit's
 // capacity, a Max below the reservation or beyond what one settle may
 // charge (reserve + limit.MaxAdjust(), the deepest debt a key may owe).
+// A nil LateCost (a cost known before the work) takes no reservation: any
+// but 0 is reported. Front-ends check the name of the header or metadata
+// key themselves, then call Check.
 func (lc *LateCost) Check(reserve int64, limit sluice.Limit) error {
 	switch {
+	case lc == nil && reserve != 0:
+		return errors.New("Reserve applies only with Late (a cost the response reports)")
+	case lc == nil:
+		return nil
 	case limit.Algorithm == sluice.AlgorithmConcurrency:
 		return fmt.Errorf("%s cannot settle a cost after the response", limit.Algorithm)
 	case reserve < 0 || reserve > limit.Capacity():

@@ -153,3 +153,24 @@ func TestDeciderAdjust(t *testing.T) {
 		}
 	}
 }
+
+// TestLateCostCheck: a reservation needs a late cost, and a late cost a
+// reservation the limit can hold; no late cost and no reservation is fine.
+func TestLateCostCheck(t *testing.T) {
+	budget := sluice.FixedWindow(100, time.Minute)
+	for _, tc := range []struct {
+		lc      *decide.LateCost
+		reserve int64
+		want    string // "" for no error
+	}{
+		{nil, 0, ""},
+		{nil, 5, "Reserve applies only with Late"},
+		{&decide.LateCost{Header: "X-Cost"}, 5, ""},
+		{&decide.LateCost{Header: "X-Cost"}, 101, "between 0 and the limit's capacity 100"},
+	} {
+		err := tc.lc.Check(tc.reserve, budget)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v reserving %d: %v, want %q", tc.lc, tc.reserve, err, tc.want)
+		}
+	}
+}

@@ -7,7 +7,6 @@
 package deploy_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,11 +18,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +40,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/server"
 )
@@ -53,41 +51,7 @@ const root = ".."
 // binary is sluice, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-deploy-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "sluice")
-	args := []string{"build", "-o", binary}
-	if raceEnabled() { // share cmd/sluice's race build in the cache
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "./cmd/sluice")...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sluice:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := redistest.Run(m)
-	os.RemoveAll(dir) // the binary; a defer would not run past os.Exit
-	os.Exit(code)
-}
-
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return true
-		}
-	}
-	return false
-}
+func TestMain(m *testing.M) { proctest.Main(m, root, "./cmd/sluice", &binary) }
 
 // ---------------------------------------------------------------- sluice's own facts
 
@@ -1245,13 +1209,9 @@ next:
 // pod is a running sluice with the Deployment's arguments, its ConfigMaps
 // laid out as the kubelet mounts them, and the Redis overlay's environment.
 type pod struct {
-	cmd    *exec.Cmd
+	*proctest.Proc
 	addrs  map[string]string
 	mounts map[string]string // mount path -> directory standing in for it
-	mu     sync.Mutex
-	log    bytes.Buffer
-	done   chan error    // Wait's result, once
-	exited chan struct{} // closed when the process has exited
 }
 
 // mountConfigMap writes files as the kubelet does: the data in a timestamped
@@ -1292,7 +1252,7 @@ func startPod(t *testing.T) *pod {
 		volumes[v.Name] = v.ConfigMap.Name
 	}
 	fs := t.TempDir()
-	p := &pod{mounts: map[string]string{}, done: make(chan error, 1), exited: make(chan struct{})}
+	p := &pod{mounts: map[string]string{}}
 	names := listeners(t)
 	for _, m := range c.VolumeMounts {
 		dir := filepath.Join(fs, m.MountPath)
@@ -1326,12 +1286,7 @@ func startPod(t *testing.T) *pod {
 
 	// The environment: the base's and the Redis overlay's, on the test's
 	// Redis, without the harness's own SLUICE_* variables.
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SLUICE_") {
-			env = append(env, kv)
-		}
-	}
+	env := proctest.CleanEnv()
 	redisAddr := redistest.Standalone(t).Options().Addr
 	for _, e := range append(slices.Clone(c.Env), redisEnv(t)...) {
 		switch {
@@ -1344,58 +1299,12 @@ func startPod(t *testing.T) *pod {
 	}
 	env = append(env, "SLUICE_REDIS_PREFIX="+redistest.Prefix(t))
 
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = env
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serving := make(chan map[string]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Bytes()
-			p.mu.Lock()
-			p.log.Write(line)
-			p.log.WriteByte('\n')
-			p.mu.Unlock()
-			var rec map[string]any
-			if json.Unmarshal(line, &rec) == nil && rec["msg"] == "sluice serving" {
-				addrs := map[string]string{}
-				for name := range names {
-					addrs[name], _ = rec[name].(string)
-				}
-				serving <- addrs
-			}
-		}
-		p.done <- p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill() // an error if it has exited already
-		<-p.exited
-		if t.Failed() {
-			t.Logf("sluice's log:\n%s", p.logs())
-		}
-	})
-	select {
-	case p.addrs = <-serving:
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("sluice exited: %v\n%s", err, p.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sluice did not start in 30s:\n%s", p.logs())
+	p.Proc = proctest.Start(t, binary, env, args...)
+	p.addrs = map[string]string{}
+	for name := range names {
+		p.addrs[name] = p.Addr(name)
 	}
 	return p
-}
-
-func (p *pod) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
 }
 
 func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
@@ -1557,10 +1466,10 @@ func TestAsDeployed(t *testing.T) {
 
 	// Kubernetes stops the pod with SIGTERM: sluice drains and exits 0
 	// within --shutdown-timeout.
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
-		if err != nil {
+	case <-p.Done():
+		if err := p.Err(); err != nil {
 			t.Errorf("after SIGTERM: %v", err)
 		}
 	case <-time.After(20 * time.Second):

@@ -75,7 +75,7 @@ func (s *Store) degradedAdjust(ctx context.Context, r sluice.Request, cause erro
 // fallbackAdjustment is r under its scaled limit, its delta capped at the
 // scaled limit's MaxAdjust either way.
 func (s *Store) fallbackAdjustment(r sluice.Request) sluice.Request {
-	r.Limit = scaleLimit(r.Limit, s.FallbackScale())
+	r.Limit = s.scale.Load().limit(r.Limit)
 	c := r.Limit.MaxAdjust()
 	r.Cost = max(-c, min(r.Cost, c))
 	return r

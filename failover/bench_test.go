@@ -38,6 +38,30 @@ func BenchmarkTakeAnsweredAtOnce(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeFallbackScaled: a call its primary answers at once under
+// the fallback mode with a scaled fallback (an instance among two): the
+// warm fallback is shown every request under its scaled limit.
+func BenchmarkTakeFallbackScaled(b *testing.B) {
+	primary, err := memstore.New(memstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer primary.Close()
+	s, err := failover.New(primary, failover.Config{FallbackScale: 0.5, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r := sluice.Request{Key: "hot", Limit: sluice.TokenBucket(sluice.PerSecond(1_000_000_000), 1_000_000_000), Cost: 1}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Take(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkTakeLeased is the gateway's store with quota leases on a hot
 // key (failover in front of redisstore with leases, a warm memstore
 // fallback), beside the memory store alone: what a request that its lease

@@ -20,10 +20,10 @@
 //
 // What counts as a failure: a deadline that passed, a connection error,
 // and every error reply of the store (LOADING, READONLY, CLUSTERDOWN,
-// MASTERDOWN, TRYAGAIN, ...). What does not: sluice's validation errors
-// (sluice.ErrInvalidLimit, ErrCostExceedsCapacity, ErrNegativeCost,
-// ErrDuplicateRequest), which are returned as they are because no store
-// could decide such a request, and the end of the caller's own context.
+// MASTERDOWN, TRYAGAIN, ...). What does not: errors about the request
+// itself (sluice.IsRequestError), which are returned as they are because
+// no store could decide such a request, and the end of the caller's own
+// context.
 // redisstore already reloads its scripts on NOSCRIPT (after a restart or
 // SCRIPT FLUSH), and go-redis's ClusterClient follows MOVED and ASK, so
 // neither reaches the breaker.
@@ -261,8 +261,8 @@ type Store struct {
 	gate, lastFail atomic.Int64
 	born           time.Time
 
-	debts debts         // what the fallback admitted, owed to the primary
-	scale atomic.Uint64 // the fallback scale's float64 bits
+	debts debts                  // what the fallback admitted, owed to the primary
+	scale atomic.Pointer[scaled] // the fallback scale and the limits scaled under it
 
 	calls, failures, shorted, opens atomic.Int64
 	degraded                        [4]atomic.Int64 // by Mode
@@ -326,7 +326,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg, born: time.Now()}
 	s.local, _ = primary.(localTaker)
 	s.debts.closing = make(chan struct{})
-	s.scale.Store(math.Float64bits(cfg.FallbackScale))
+	s.scale.Store(&scaled{f: cfg.FallbackScale})
 	if s.fallback == nil {
 		own, err := memstore.New(memstore.Config{})
 		if err != nil {
@@ -358,7 +358,7 @@ func (s *Store) Close() error {
 
 // FallbackScale returns the scale of the limits the fallback store
 // decides: Config.FallbackScale, or what SetFallbackScale set last.
-func (s *Store) FallbackScale() float64 { return math.Float64frombits(s.scale.Load()) }
+func (s *Store) FallbackScale() float64 { return s.scale.Load().f }
 
 // SetFallbackScale changes the scale of the limits the fallback store
 // decides, for example to 1/N when a count of the instances sharing the
@@ -369,7 +369,7 @@ func (s *Store) SetFallbackScale(f float64) error {
 	if err := checkScale(f); err != nil {
 		return err
 	}
-	s.scale.Store(math.Float64bits(f))
+	s.scale.Store(&scaled{f: f})
 	return nil
 }
 
@@ -470,7 +470,7 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 	case lease == 0:
 		return nil
 	case lease&fallbackLease != 0:
-		return s.fallback.Release(ctx, key, scaleLimit(limit, s.FallbackScale()), lease&^fallbackLease)
+		return s.fallback.Release(ctx, key, s.scale.Load().limit(limit), lease&^fallbackLease)
 	}
 	start, probe, ok := s.admit()
 	if !ok {
@@ -493,7 +493,7 @@ var _ sluice.Resetter = (*Store)(nil)
 func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error {
 	var errs []error
 	if r, ok := s.fallback.(sluice.Resetter); ok {
-		errs = append(errs, r.Reset(ctx, key, scaleLimit(limit, s.FallbackScale())))
+		errs = append(errs, r.Reset(ctx, key, s.scale.Load().limit(limit)))
 	}
 	r, ok := s.primary.(sluice.Resetter)
 	if !ok {
@@ -644,14 +644,8 @@ func classify(ctx, cctx context.Context, err error) outcome {
 		return success
 	case ctx.Err() != nil:
 		return neutral // the caller gave up or its own deadline passed
-	case errors.Is(err, sluice.ErrInvalidLimit),
-		errors.Is(err, sluice.ErrCostExceedsCapacity),
-		errors.Is(err, sluice.ErrNegativeCost),
-		errors.Is(err, sluice.ErrNegativeMaxDelay),
-		errors.Is(err, sluice.ErrDuplicateRequest),
-		errors.Is(err, sluice.ErrNotAdjustable),
-		errors.Is(err, sluice.ErrWouldExceedDeadline):
-		return neutral
+	case sluice.IsRequestError(err), errors.Is(err, sluice.ErrWouldExceedDeadline):
+		return neutral // about the request, or the caller's deadline
 	}
 	return failure
 }
@@ -812,7 +806,7 @@ func (s *Store) mode(r sluice.Request) Mode {
 // fallbackRequest is r under its scaled limit, its cost capped at the
 // scaled limit's capacity.
 func (s *Store) fallbackRequest(r sluice.Request) sluice.Request {
-	r.Limit = scaleLimit(r.Limit, s.FallbackScale())
+	r.Limit = s.scale.Load().limit(r.Limit)
 	r.Cost = min(r.Cost, r.Limit.Capacity())
 	return r
 }
@@ -831,17 +825,4 @@ func marked(d sluice.Decision) sluice.Decision {
 func admitted(r sluice.Request) sluice.Decision {
 	c := r.Limit.Capacity()
 	return sluice.Decision{Allowed: true, Degraded: true, Uncounted: true, Limit: c, Remaining: max(0, c-r.Cost)}
-}
-
-// scaleLimit is l scaled by f under sluice's one rule (sluice.Limit.Scale),
-// or l itself when the scaled limit is not valid, or when f is 1 (a lone
-// instance's share: no validation on every decision the fallback is shown).
-func scaleLimit(l sluice.Limit, f float64) sluice.Limit {
-	if f == 1 {
-		return l
-	}
-	if s, err := l.Scale(f); err == nil {
-		return s
-	}
-	return l
 }

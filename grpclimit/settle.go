@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -119,12 +118,7 @@ func settle(ctx context.Context, res *decide.Result, md *costMD) {
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	switch {
-	case l.Late == nil && l.Reserve != 0:
-		return errors.New("Reserve applies only with Late (a cost the response reports)")
-	case l.Late == nil:
-		return nil
-	case l.Late.Header == "" || strings.ContainsAny(l.Late.Header, " \t\r\n:"):
+	if l.Late != nil && (l.Late.Header == "" || strings.ContainsAny(l.Late.Header, " \t\r\n:")) {
 		return fmt.Errorf("Late.Header %q is not a metadata key", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)

@@ -32,7 +32,6 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +44,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // Limit is one limit the middleware applies to each request.
@@ -399,7 +399,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	switch res.Outcome {
 	case decide.Invalid:
 		ce, _ := decide.AsClientError(res.Err)
-		writeProblem(w, ce.HTTPStatus(), http.StatusText(ce.HTTPStatus()), ce.Error(), nil)
+		problem.Write(w, ce.HTTPStatus(), http.StatusText(ce.HTTPStatus()), ce.Error(), nil)
 		return
 	case decide.Failed:
 		unavailable(w, res.Err)
@@ -491,7 +491,7 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, res *decide.
 		w.Write(a.Body)
 		return
 	}
-	writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
+	problem.Write(w, http.StatusTooManyRequests, "Too Many Requests",
 		fmt.Sprintf("Rate limit %q exceeded; retry in %d s.", c.Name, retry),
 		map[string]any{"limit": c.Name, "retry_after": retry})
 }
@@ -505,20 +505,7 @@ func unavailable(w http.ResponseWriter, err error) {
 		retry = max(1, decide.Seconds(ra.RetryAfter()))
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The rate limiter is unavailable.", nil)
-}
-
-// writeProblem writes an RFC 9457 problem document.
-func writeProblem(w http.ResponseWriter, status int, title, detail string, ext map[string]any) {
-	doc := map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail}
-	for k, v := range ext {
-		doc[k] = v
-	}
-	body, _ := json.Marshal(doc) // only strings and ints: cannot fail
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
+	problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The rate limiter is unavailable.", nil)
 }
 
 var (

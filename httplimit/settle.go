@@ -3,7 +3,6 @@ package httplimit
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/httpname"
 )
 
 // costWriter watches the response of a request whose cost is known only
@@ -207,23 +207,8 @@ func (cw *costWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	switch {
-	case l.Late == nil && l.Reserve != 0:
-		return errors.New("Reserve applies only with Late (a cost the response reports)")
-	case l.Late == nil:
-		return nil
-	case l.Late.Header == "" || !validToken(l.Late.Header):
+	if l.Late != nil && !httpname.Valid(l.Late.Header) {
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)
-}
-
-// validToken reports whether s is an HTTP token, as header names are.
-func validToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -290,6 +290,7 @@ func TestLateConfigErrors(t *testing.T) {
 	}{
 		{httplimit.Limit{Reserve: 5}, "Reserve applies only with Late"},
 		{httplimit.Limit{Late: &decide.LateCost{Header: "X Cost"}}, `Late.Header "X Cost" is not a header name`},
+		{httplimit.Limit{Late: &decide.LateCost{Header: strings.Repeat("X", 129)}}, "is not a header name"}, // 128 bytes at most
 		{httplimit.Limit{Reserve: 101, Late: &decide.LateCost{Header: "X-Cost"}}, "the reservation must be between 0 and the limit's capacity 100 (got 101)"},
 		{httplimit.Limit{Reserve: 10, Late: &decide.LateCost{Header: "X-Cost", Max: 5}}, "Max must be 0 (the capacity) or at least the reservation 10 (got 5)"},
 		{httplimit.Limit{Reserve: 10, Late: &decide.LateCost{Header: "X-Cost", Max: 411}}, "Max must be at most 410"},

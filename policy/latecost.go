@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/httpname"
 )
 
 // maxLateCost bounds the cost a response may report: costs add up in
@@ -37,7 +38,7 @@ func (l *loader) lateCost(v *yaml.Node, w where, lim *Limit) {
 	if h := f["response_header"]; h == nil {
 		l.Fail(v, w, "cost.response_header", "missing: the response header or trailer that reports the cost (X-Tokens-Used)")
 	} else if s, ok := l.Str(h, w, "cost.response_header"); ok {
-		if !validHeaderName(s) {
+		if !httpname.Valid(s) {
 			l.Fail(h, w, "cost.response_header", "%q is not a header name", s)
 		}
 		lc.Header = http.CanonicalHeaderKey(s)
@@ -85,19 +86,4 @@ func mostLateCost(lim *Limit) int64 {
 		return maxLateCost // the limit's own error is reported
 	}
 	return min(maxLateCost, lim.cost+lim.Limit.MaxAdjust())
-}
-
-// validHeaderName reports whether s is an HTTP token, as header names are.
-func validHeaderName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || c == '"' || c == '(' || c == ')' || c == ',' || c == '/' || c == ':' || c == ';' ||
-			c == '<' || c == '=' || c == '>' || c == '?' || c == '@' || c == '[' || c == '\\' || c == ']' || c == '{' || c == '}' {
-			return false
-		}
-	}
-	return true
 }

@@ -99,23 +99,7 @@ type Error struct {
 // Error formats e as `file:line: rule "r": limit "l": field: msg`,
 // leaving out the parts e does not have.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(e.Line))
-	}
-	b.WriteString(": ")
-	if e.Rule != "" {
-		fmt.Fprintf(&b, "rule %q: ", e.Rule)
-	}
-	if e.Limit != "" {
-		fmt.Fprintf(&b, "limit %q: ", e.Limit)
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return yamlload.Message(e.File, e.Line, []string{yamlload.Named("rule", e.Rule), yamlload.Named("limit", e.Limit)}, e.Field, e.Msg)
 }
 
 // Errors returns the *Error values err carries (none when err is not a

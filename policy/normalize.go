@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/decide"
+	"golang.org/x/net/http/httpguts"
 )
 
 // A rule must match the request the upstream receives: if a rule matched
@@ -119,7 +120,7 @@ func NormalizeMethod(m string) (string, error) {
 	upper := true
 	for i := 0; i < len(m); i++ {
 		c := m[i]
-		if !tokenByte(c) {
+		if !httpguts.IsTokenRune(rune(c)) {
 			return "", &decide.ClientError{Field: "method", Reason: "not an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"}
 		}
 		upper = upper && !('a' <= c && c <= 'z')
@@ -134,13 +135,6 @@ func NormalizeMethod(m string) (string, error) {
 		}
 	}
 	return string(b), nil
-}
-
-// tokenByte reports whether c may appear in an HTTP token (RFC 9110
-// tchar).
-func tokenByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // methodOverrides are the request headers that name another method

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/httpname"
 	"github.com/sluicehq/sluice/shed"
 	"go.yaml.in/yaml/v3"
 )
@@ -110,7 +111,7 @@ func (l *loader) shed(n *yaml.Node) *Shed {
 	if v := f["priority_header"]; v != nil {
 		name, _ := l.Str(v, w, "shed.priority_header")
 		s.PriorityHeader = http.CanonicalHeaderKey(name)
-		if name == "" || !validHeaderName(name) {
+		if name == "" || !httpname.Valid(name) {
 			l.Fail(v, w, "shed.priority_header", "%q is not a header name", name)
 		}
 	}

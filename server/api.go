@@ -19,6 +19,9 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/httpname"
+	"github.com/sluicehq/sluice/internal/problem"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -378,7 +381,7 @@ func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, erro
 // for the policy to plan.
 func apiHTTPRequest(a *apiRequest) (*http.Request, error) {
 	method := cmp.Or(a.Method, http.MethodGet)
-	if !validToken(method) {
+	if !httpname.Valid(method) {
 		return nil, fmt.Errorf("request.method: %q is not an HTTP method", a.Method)
 	}
 	path := cmp.Or(a.Path, "/")
@@ -441,7 +444,7 @@ func onlyRule(p *policy.Policy, planned []decide.Check, name string) ([]decide.C
 func apiHeaders(hr *http.Request, a *apiRequest) error {
 	names := make(map[string]string, len(a.Headers))
 	for k, v := range a.Headers {
-		if !validToken(k) {
+		if !httpname.Valid(k) {
 			return fmt.Errorf("request.headers: %q is not a header name", k)
 		}
 		ck := http.CanonicalHeaderKey(k)
@@ -455,7 +458,7 @@ func apiHeaders(hr *http.Request, a *apiRequest) error {
 		hr.Header.Set(k, v)
 	}
 	for k, v := range a.Cookies {
-		if !validToken(k) {
+		if !httpname.Valid(k) {
 			return fmt.Errorf("request.cookies: %q is not a cookie name", k)
 		}
 		hr.AddCookie(&http.Cookie{Name: k, Value: v, Quoted: false})
@@ -623,31 +626,7 @@ func (lc *limitCache) parse(field string, raw []byte) (sluice.Limit, error) {
 // limitError lists the errors of ParseLimit, one per line, without
 // policy's "invalid" prefix: the API's answer already says the request was
 // bad.
-func limitError(err error) error {
-	list := policy.Errors(err)
-	if len(list) == 0 {
-		return err
-	}
-	errs := make([]error, len(list))
-	for i, e := range list {
-		errs[i] = e
-	}
-	return errors.Join(errs...)
-}
-
-// validToken reports whether s is an HTTP token (a method or header name).
-func validToken(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
+func limitError(err error) error { return yamlload.Join(err, policy.Errors(err)) }
 
 func printableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -660,16 +639,5 @@ func printableASCII(s string) bool {
 
 // writeJSONProblem writes an RFC 9457 problem document.
 func writeJSONProblem(w http.ResponseWriter, status int, title, detail string) {
-	body := problemBody(status, title, detail)
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-// problemBody is the body of an RFC 9457 problem document, ending in a
-// newline.
-func problemBody(status int, title, detail string) []byte {
-	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
-	return append(body, '\n')
+	problem.Write(w, status, title, detail, nil)
 }

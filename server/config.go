@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/httpname"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -450,7 +451,7 @@ func (c *Config) validateBounds(fail func(field, format string, args ...any)) {
 	if c.SettleTTL < 0 || time.Duration(c.SettleTTL) > 24*time.Hour {
 		fail("settle_ttl", "must be between 0 (the default, 5m) and 24h (got %s)", time.Duration(c.SettleTTL))
 	}
-	if c.DegradedHeader != "" && !validHeaderName(c.DegradedHeader) {
+	if c.DegradedHeader != "" && !httpname.Valid(c.DegradedHeader) {
 		fail("degraded_header", "%q is not a header field name", c.DegradedHeader)
 	}
 }
@@ -523,14 +524,3 @@ func (t TLSConfig) validate(fail func(field, format string, args ...any)) {
 
 // watch reports whether file changes trigger reloads.
 func (c *Config) watch() bool { return c.Watch == nil || *c.Watch }
-
-// validHeaderName reports whether s is an HTTP token.
-func validHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return s != ""
-}

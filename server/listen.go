@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // Defaults of the connection settings (Config.Timeouts, MaxConns,
@@ -201,7 +203,7 @@ type tooLargeListener struct {
 // newTooLargeListener wraps ln, a listener in clear whose server has a
 // setting of n header bytes.
 func newTooLargeListener(ln net.Listener, n int, tooLarge func()) net.Listener {
-	body := problemBody(http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
+	body := problem.Body(http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n), nil)
 	answer := fmt.Appendf(nil, "HTTP/1.1 431 %s\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		tooLargeTitle, len(body), body)
 	return &tooLargeListener{Listener: ln, answer: answer, tooLarge: tooLarge}

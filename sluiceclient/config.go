@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/httpname"
 )
 
 // Config configures a Client. The zero value is ready to use: up to 3
@@ -159,21 +160,9 @@ func (c Config) validate() error {
 		return &ConfigError{"Config.ThrottleK", fmt.Sprint(k),
 			"must be 0 (off) or at least 1; 2 is the usual choice"}
 	}
-	if c.IdempotencyKeyHeader != "" && !validHeaderName(c.IdempotencyKeyHeader) {
+	if c.IdempotencyKeyHeader != "" && !httpname.Valid(c.IdempotencyKeyHeader) {
 		return &ConfigError{"Config.IdempotencyKeyHeader", fmt.Sprintf("%q", c.IdempotencyKeyHeader),
-			"must be a header field name (letters, digits and !#$%&'*+-.^_`|~)"}
+			"must be a header field name (1 to 128 letters, digits and !#$%&'*+-.^_`|~)"}
 	}
 	return nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		if !alnum && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
@@ -41,7 +43,7 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			}
 			if wait, ok := c.retryWait(ctx, n, wait); !ok || !c.budget.withdraw(time.Now()) {
 				return err
-			} else if serr := sleep(ctx, wait); serr != nil {
+			} else if serr := deadline.Sleep(ctx, wait); serr != nil {
 				return status.FromContextError(serr).Err()
 			}
 			last = err
@@ -76,7 +78,7 @@ func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			}
 			if wait, ok := c.retryWait(ctx, n, wait); !ok || !c.budget.withdraw(time.Now()) {
 				return nil, err
-			} else if serr := sleep(ctx, wait); serr != nil {
+			} else if serr := deadline.Sleep(ctx, wait); serr != nil {
 				return nil, status.FromContextError(serr).Err()
 			}
 		}

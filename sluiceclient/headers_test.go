@@ -75,6 +75,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{ThrottleK: 0.5}, "Config.ThrottleK"},
 		{Config{ThrottleK: -2}, "Config.ThrottleK"},
 		{Config{IdempotencyKeyHeader: "Idempotency Key"}, "Config.IdempotencyKeyHeader"},
+		{Config{IdempotencyKeyHeader: strings.Repeat("K", 129)}, "Config.IdempotencyKeyHeader"}, // 128 bytes at most
 	} {
 		_, err := New(tc.cfg)
 		var ce *ConfigError

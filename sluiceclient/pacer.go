@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -107,7 +108,7 @@ func (p *Pacer) Wait(ctx context.Context) error {
 		p.next = slot.Add(p.interval)
 	}
 	p.mu.Unlock()
-	return sleep(ctx, slot.Sub(now))
+	return deadline.Sleep(ctx, slot.Sub(now))
 }
 
 // observe learns the server's pace from a response's header fields.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 var _ http.RoundTripper = (*Client)(nil)
@@ -68,7 +70,7 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		last = resp
-		if err := sleep(ctx, wait); err != nil {
+		if err := deadline.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}

@@ -511,7 +511,7 @@ func checkFile(path, kind string, maxDelay time.Duration, rc rlsCheck) (string, 
 	case "policy":
 		p, err := policy.Parse(path, data, policy.Options{MaxDelay: maxDelay})
 		if err != nil { // each error on a line; INVALID says the file is invalid
-			return "", yamlload.Each(err, policy.Errors(err))
+			return "", yamlload.Join(err, policy.Errors(err))
 		}
 		n := 0
 		for _, r := range p.Rules {

@@ -1,72 +1,33 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/proctest"
 )
 
 // binary is the sluice binary the process tests run, built once by
 // TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "sluice")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sluice:", err)
-		os.Exit(1)
-	}
-	code := redistest.Run(m)
-	os.RemoveAll(dir) // a binary of tens of MB, left in the temporary directory otherwise
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m, ".", ".", &binary) }
 
 // proc is a running `sluice serve`.
 type proc struct {
+	*proctest.Proc
 	t     *testing.T
-	cmd   *exec.Cmd
-	addrs map[string]string // gateway, api, grpc, admin
-	mu    sync.Mutex
-	log   bytes.Buffer
-	done  chan struct{}
-	err   error // of Wait, once done is closed
+	addrs map[string]string // gateway, api, grpc, admin, envoy-http
 }
 
 // cleanEnv is the environment without SLUICE_* variables, so that the test
 // harness's own (SLUICE_REDIS_ADDR, ...) never configure the server.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SLUICE_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
+func cleanEnv(extra ...string) []string { return proctest.CleanEnv(extra...) }
 
 // serveArgs are the flags every test process gets: every listener on a
 // free loopback port, JSON logs.
@@ -82,66 +43,16 @@ func start(t *testing.T, env []string, args ...string) *proc {
 // startArgs runs sluice with exactly args.
 func startArgs(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, addrs: map[string]string{}, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = cleanEnv(env...)
-	dieWithParent(p.cmd)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serving := make(chan map[string]any, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			p.mu.Lock()
-			p.log.Write(line)
-			p.log.WriteByte('\n')
-			p.mu.Unlock()
-			var rec map[string]any
-			if json.Unmarshal(line, &rec) == nil && rec["msg"] == "sluice serving" {
-				serving <- rec
-			}
+	p := &proc{Proc: proctest.Start(t, binary, cleanEnv(env...), args...), t: t, addrs: map[string]string{}}
+	for _, name := range []string{"gateway", "api", "grpc", "admin", "envoy-http"} {
+		if a := p.Addr(name); a != "" {
+			p.addrs[name] = a
 		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("sluice log:\n%s", p.logs())
-		}
-	})
-	select {
-	case rec := <-serving:
-		for _, name := range []string{"gateway", "api", "grpc", "admin", "envoy-http"} {
-			if a, ok := rec[name].(string); ok {
-				p.addrs[name] = a
-			}
-		}
-	case <-p.done:
-		t.Fatalf("sluice exited before serving (%v):\n%s", p.err, p.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sluice did not serve within 30s:\n%s", p.logs())
 	}
 	return p
 }
 
-func (p *proc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
+func (p *proc) logs() string { return p.Logs() }
 
 // url returns the URL of path on a listener.
 func (p *proc) url(listener, path string) string {
@@ -153,7 +64,7 @@ func (p *proc) url(listener, path string) string {
 }
 
 func (p *proc) signal(sig syscall.Signal) {
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Cmd.Process.Signal(sig); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -162,11 +73,11 @@ func (p *proc) signal(sig syscall.Signal) {
 func (p *proc) wait(timeout time.Duration) int {
 	p.t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(timeout):
 		p.t.Fatalf("sluice did not exit within %v", timeout)
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return p.Cmd.ProcessState.ExitCode()
 }
 
 // waitLog waits until the log contains s.

@@ -51,7 +51,7 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	}
 	p, err := policy.Load(*policyFile, policy.Options{})
 	if err != nil {
-		return fail(exitInvalid, "--policy: %v", yamlload.Each(err, policy.Errors(err)))
+		return fail(exitInvalid, "--policy: %v", yamlload.Join(err, policy.Errors(err)))
 	}
 	rep, err := rp.Run(&rf, p)
 	if err != nil {

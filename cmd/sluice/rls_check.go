@@ -32,10 +32,10 @@ func (c rlsCheck) checkDir(dir string) (string, error) {
 
 func (c rlsCheck) result(cfg *rls.Config, err error) (string, error) {
 	if err != nil { // each error on a line; INVALID says the file is invalid
-		return "", yamlload.Each(err, rls.ConfigErrors(err))
+		return "", yamlload.Join(err, rls.ConfigErrors(err))
 	}
 	if c.strict && len(cfg.Warnings()) > 0 {
-		return "", yamlload.Each(errors.New("warnings"), cfg.Warnings())
+		return "", yamlload.Join(errors.New("warnings"), cfg.Warnings())
 	}
 	msg := fmt.Sprintf("Envoy RLS config, domain %s", strings.Join(cfg.Domains(), ", "))
 	for _, w := range cfg.Warnings() {

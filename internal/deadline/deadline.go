@@ -1,7 +1,8 @@
-// Package deadline is the context failover.Store bounds each call to its
-// primary store with: a deadline whose timer starts only when something
-// waits on it, and which a store that keeps its own timer for the deadline
-// can wait on without starting one (ParentDone).
+// Package deadline holds sluice's waits on a context: Sleep, the one sleep
+// that a context cuts short, and Lazy, the context failover.Store bounds
+// each call to its primary store with: a deadline whose timer starts only
+// when something waits on it, and which a store that keeps its own timer
+// for the deadline can wait on without starting one (ParentDone).
 package deadline
 
 import (
@@ -130,4 +131,20 @@ func ParentDone(ctx context.Context) <-chan struct{} {
 		}
 	}
 	return ctx.Done()
+}
+
+// Sleep waits for d or until ctx is done, and returns nil or ctx.Err(). A
+// d of zero or less does not wait: it returns ctx.Err().
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

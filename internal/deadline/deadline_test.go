@@ -127,3 +127,26 @@ func TestParentDone(t *testing.T) {
 		}
 	})
 }
+
+// TestSleep: Sleep waits the whole duration, ends early with the context
+// and says why, and does not wait for a duration of zero or less.
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if err := Sleep(context.Background(), time.Second); err != nil || time.Since(start) != time.Second {
+			t.Fatalf("Sleep(1s) = %v after %v", err, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		if err := Sleep(ctx, time.Hour); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("Sleep(1h) under a 100ms deadline = %v after %v", err, time.Since(start))
+		}
+		if err := Sleep(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Sleep(0) on an ended context = %v", err)
+		}
+		if err := Sleep(context.Background(), -time.Second); err != nil || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("Sleep(-1s) = %v, waited %v", err, time.Since(start)-100*time.Millisecond)
+		}
+	})
+}

@@ -151,7 +151,7 @@ func (f *Suggest) yaml(n int64, global string) string {
 func (f *Suggest) policy(n int64, global string) (*policy.Policy, error) {
 	p, err := policy.Parse("suggested policy", []byte(f.yaml(n, global)), policy.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("--key, --window, --match or --name: %v", yamlload.Each(err, policy.Errors(err)))
+		return nil, fmt.Errorf("--key, --window, --match or --name: %v", yamlload.Join(err, policy.Errors(err)))
 	}
 	return p, nil
 }

@@ -34,7 +34,7 @@ func (f *Suggest) runPolicy() (string, error) {
 	}
 	p, err := policy.Parse(f.PolicyFile, data, policy.Options{})
 	if err != nil {
-		return "", &FileError{fmt.Errorf("--policy: %v", yamlload.Each(err, policy.Errors(err)))}
+		return "", &FileError{fmt.Errorf("--policy: %v", yamlload.Join(err, policy.Errors(err)))}
 	}
 	measured, err := Run(&f.Input, p)
 	if err != nil {
@@ -52,7 +52,7 @@ func (f *Suggest) runPolicy() (string, error) {
 	}
 	final, err := policy.Parse(f.PolicyFile+" (suggested)", out, policy.Options{})
 	if err != nil {
-		return "", &FileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", yamlload.Each(err, policy.Errors(err)))}
+		return "", &FileError{fmt.Errorf("the suggested policy does not load (a defect of sluice suggest): %v", yamlload.Join(err, policy.Errors(err)))}
 	}
 	checked, err := Run(&f.Input, final)
 	if err != nil {

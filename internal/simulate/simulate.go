@@ -135,7 +135,7 @@ func (f *Options) subjects() ([]simSubject, error) {
 	if f.Policy != "" {
 		p, err := policy.Load(f.Policy, policy.Options{MaxDelay: f.MaxDelay})
 		if err != nil {
-			return nil, fmt.Errorf("--policy: %v", yamlload.Each(err, policy.Errors(err)))
+			return nil, fmt.Errorf("--policy: %v", yamlload.Join(err, policy.Errors(err)))
 		}
 		subjects = policySubjects(p)
 		if len(subjects) == 0 {
@@ -145,7 +145,7 @@ func (f *Options) subjects() ([]simSubject, error) {
 	for i, spec := range f.Limits {
 		lim, err := policy.ParseLimit(fmt.Sprintf("--limit %d", i+1), []byte(spec))
 		if err != nil {
-			return nil, yamlload.Each(err, policy.Errors(err))
+			return nil, yamlload.Join(err, policy.Errors(err))
 		}
 		if err := unservable(lim, f.MaxDelay); err != nil {
 			return nil, fmt.Errorf("--limit %d: %v", i+1, err)

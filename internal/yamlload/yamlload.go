@@ -317,3 +317,50 @@ func Collect[E error](err error) []E {
 	}
 	return out
 }
+
+// Message formats a loader's error as `file:line: place: place: field:
+// msg`, leaving out a line of 0 and the empty places and field. Each
+// place is already worded (`rule "api"`), so that each loader's error
+// type keeps its own places and they all read alike.
+func Message(file string, line int, places []string, field, msg string) string {
+	var b strings.Builder
+	b.WriteString(file)
+	if line > 0 {
+		b.WriteString(":" + strconv.Itoa(line))
+	}
+	b.WriteString(": ")
+	for _, p := range places {
+		if p != "" {
+			b.WriteString(p + ": ")
+		}
+	}
+	if field != "" {
+		b.WriteString(field + ": ")
+	}
+	b.WriteString(msg)
+	return b.String()
+}
+
+// Named words a place for Message: kind and the quoted name, or "" when
+// name is empty.
+func Named(kind, name string) string {
+	if name == "" {
+		return ""
+	}
+	return kind + " " + strconv.Quote(name)
+}
+
+// Join returns the errors of list joined, one per line, without the
+// prefix of the error err that carries them ("policy: invalid:"); err
+// itself when list is empty (an error that is not about the file's
+// content).
+func Join[E error](err error, list []E) error {
+	if len(list) == 0 {
+		return err
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}

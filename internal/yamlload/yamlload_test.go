@@ -98,3 +98,32 @@ func TestCollect(t *testing.T) {
 		t.Errorf("Collect(nil) = %v", got)
 	}
 }
+
+// TestMessage: the parts an error has, in order, and none it lacks.
+func TestMessage(t *testing.T) {
+	for _, tc := range []struct {
+		line        int
+		places      []string
+		field, want string
+	}{
+		{3, []string{Named("rule", "api"), Named("limit", `per "ip"`)}, "count", `p.yaml:3: rule "api": limit "per \"ip\"": count: bad`},
+		{0, []string{Named("rule", ""), "descriptor a/b"}, "", "p.yaml: descriptor a/b: bad"},
+		{7, nil, "rules", "p.yaml:7: rules: bad"},
+	} {
+		if got := Message("p.yaml", tc.line, tc.places, tc.field, "bad"); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+	}
+}
+
+// TestJoin: the listed errors one per line, or the carrier when there are
+// none.
+func TestJoin(t *testing.T) {
+	carrier := errors.New("policy: invalid")
+	if got := Join[error](carrier, nil); got != carrier {
+		t.Fatalf("Join of none = %v, want the carrier", got)
+	}
+	if got := Join(carrier, []error{errors.New("a"), errors.New("b")}).Error(); got != "a\nb" {
+		t.Fatalf("Join = %q", got)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -215,23 +214,11 @@ type ConfigError struct {
 // Error formats e as `file:line: domain "d": descriptor PATH: field: msg`,
 // leaving out the parts e does not have.
 func (e *ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(e.Line))
-	}
-	b.WriteString(": ")
-	if e.Domain != "" {
-		fmt.Fprintf(&b, "domain %q: ", e.Domain)
-	}
+	desc := ""
 	if e.Descriptor != "" {
-		b.WriteString("descriptor " + e.Descriptor + ": ")
+		desc = "descriptor " + e.Descriptor
 	}
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return yamlload.Message(e.File, e.Line, []string{yamlload.Named("domain", e.Domain), desc}, e.Field, e.Msg)
 }
 
 // ConfigErrors returns the *ConfigError values err carries (none when err

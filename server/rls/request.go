@@ -205,7 +205,7 @@ func (s *Service) storeError(ctx context.Context, domain string, err error) erro
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	s.logs.storeError(domain, err)
-	if errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrCostExceedsCapacity) {
+	if sluice.IsRequestError(err) {
 		return status.Errorf(codes.Internal, "rls: %v", err)
 	}
 	return status.Errorf(codes.Unavailable, "rls: store: %v", err)

@@ -1,4 +1,4 @@
-package main
+package proctest
 
 import (
 	"os/exec"
