@@ -278,25 +278,9 @@ func (s *Store) compileNew(l sluice.Limit) (*compiled, error) {
 		return nil, err
 	}
 	b := strconv.AppendInt(nil, int64(p.Alg), 10)
-	var vs []int64
-	switch p.Alg {
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		vs = []int64{p.A, p.B, p.Cap, p.Full}
-	case sluice.AlgorithmLeakyBucket:
-		vs = []int64{p.A, p.B, p.Cap, p.Full, p.NoDelay}
-	case sluice.AlgorithmWarmUp:
-		vs = []int64{p.N, p.P, p.Warm}
-	case sluice.AlgorithmConcurrency:
-		vs = []int64{p.N, p.TTL}
-	case sluice.AlgorithmFixedWindow:
-		vs = []int64{p.N}
-		if !p.Calendar() {
-			vs = append(vs, p.P)
-		}
-	default: // sliding log, sliding window
-		vs = []int64{p.N, p.P}
-	}
-	for _, v := range vs { // in hexadecimal: cheaper for Lua to read
+	var buf [8]int64
+	vs := p.WireValues(buf[:0]) // the vector of algo.Desc.Wire
+	for _, v := range vs {      // in hexadecimal: cheaper for Lua to read
 		b = append(b, ':')
 		b = strconv.AppendInt(b, v, 16)
 	}
@@ -330,7 +314,7 @@ func (s *Store) prepare(r sluice.Request) (q request, err error) {
 // lease id.
 func (s *Store) prepareKeys(q *request, state []byte) {
 	q.state, q.log = keysFrom(state, usesLog(q.p.Alg))
-	if q.p.Alg == sluice.AlgorithmConcurrency && q.Cost > 0 {
+	if q.p.Desc().Leases && q.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
 	}
 }
@@ -351,7 +335,7 @@ func (s *Store) prepareArgs(r sluice.Request, q *request) (*compiled, error) {
 	if c.cal != nil {
 		q.params = c.calendar(s.wallNow().UnixMicro())
 	}
-	if p.Alg == sluice.AlgorithmLeakyBucket && r.MaxDelay > 0 {
+	if p.Desc().Shapes && r.MaxDelay > 0 {
 		// the request's bound rides with its limit (scripts/state.lua)
 		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)
 	}
@@ -361,7 +345,7 @@ func (s *Store) prepareArgs(r sluice.Request, q *request) (*compiled, error) {
 // usesLog reports whether an algorithm keeps a log (a sorted set) beside its
 // state hash.
 func usesLog(alg sluice.Algorithm) bool {
-	return alg == sluice.AlgorithmSlidingLog || alg == sluice.AlgorithmConcurrency
+	return algo.Of(alg).State == algo.StateLog
 }
 
 // clock returns the first script argument: "" for Redis TIME, or the test
@@ -636,7 +620,7 @@ func (s *Store) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) b
 // remember puts a refusal in the near cache. Concurrency refusals are not
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
-	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && q.p.Alg != sluice.AlgorithmConcurrency {
+	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && !q.p.Desc().Leases {
 		s.near.put(q.state, &q.Limit, q.Cost, q.MaxDelay, d, s.localNow())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // The Lua sources: one file per algorithm, a shared library and state
@@ -22,18 +23,6 @@ import (
 //
 //go:embed scripts/*.lua
 var sources embed.FS
-
-// algorithmFiles maps each algorithm to its file and Lua function.
-var algorithmFiles = map[sluice.Algorithm][2]string{
-	sluice.AlgorithmFixedWindow:   {"fixed_window.lua", "fixed_window"},
-	sluice.AlgorithmSlidingLog:    {"sliding_log.lua", "sliding_log"},
-	sluice.AlgorithmSlidingWindow: {"sliding_window.lua", "sliding_window"},
-	sluice.AlgorithmTokenBucket:   {"bucket.lua", "token_bucket"},
-	sluice.AlgorithmGCRA:          {"bucket.lua", "gcra"},
-	sluice.AlgorithmLeakyBucket:   {"bucket.lua", "gcra"},
-	sluice.AlgorithmWarmUp:        {"warm_up.lua", "warm_up"},
-	sluice.AlgorithmConcurrency:   {"concurrency.lua", "concurrency"},
-}
 
 // script is one assembled Lua script and its SHA1, for EVALSHA, and the
 // name of the function of the library that does the same job, for FCALL.
@@ -62,12 +51,12 @@ func common(b *strings.Builder, algs ...sluice.Algorithm) {
 	seen := map[string]bool{}
 	dispatch := "local algorithms = {"
 	for _, a := range algs {
-		f := algorithmFiles[a]
-		if !seen[f[0]] {
-			seen[f[0]] = true
-			b.WriteString(read(f[0]))
+		d := algo.Of(a)
+		if !seen[d.LuaFile] {
+			seen[d.LuaFile] = true
+			b.WriteString(read(d.LuaFile))
 		}
-		dispatch += "[" + string(rune('0'+int(a))) + "] = " + f[1] + ", "
+		dispatch += "[" + string(rune('0'+int(a))) + "] = " + d.LuaStep + ", "
 	}
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("adopt.lua"))
@@ -85,10 +74,17 @@ func (l library) assemble(entry string, algs ...sluice.Algorithm) *script {
 	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:]), fn: l.fn[entry]}
 }
 
-var every = []sluice.Algorithm{
-	sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingLog, sluice.AlgorithmSlidingWindow,
-	sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket,
-	sluice.AlgorithmWarmUp, sluice.AlgorithmConcurrency,
+var every = sluice.Algorithms()
+
+// where returns the algorithms whose description has the property f.
+func where(f func(*algo.Desc) bool) []sluice.Algorithm {
+	var out []sluice.Algorithm
+	for _, a := range every {
+		if f(algo.Of(a)) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // library is every entry point as a function of one Redis function
@@ -160,9 +156,9 @@ var scripts = sync.OnceValue(func() *scriptSet {
 		lib:     l,
 		take:    withBatch(l.assemble("take.lua", every...), every...),
 		refund:  l.assemble("refund.lua", every...),
-		release: l.assemble("release.lua", sluice.AlgorithmConcurrency),
+		release: l.assemble("release.lua", where(func(d *algo.Desc) bool { return d.Leases })...),
 		adjust:  l.assemble("adjust.lua", every...),
-		lease:   l.assemble("lease.lua", sluice.AlgorithmFixedWindow, sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA),
+		lease:   l.assemble("lease.lua", where(func(d *algo.Desc) bool { return d.QuotaLeases })...),
 		takeOne: map[sluice.Algorithm]*script{},
 	}
 	for _, a := range every {

@@ -42,6 +42,9 @@ type Params struct {
 	// that has just room for one request takes to be full (see Closed).
 	shutFull int64
 
+	// bucket is the algorithm's Desc.Bucket, kept here for the fast path.
+	bucket BucketForm
+
 	// cal is a calendar window's period and zone, nil for any other limit.
 	cal *calendar
 }
@@ -60,6 +63,7 @@ func Compile(l sluice.Limit) (Params, error) {
 		Warm:    int64(l.Warmup / time.Microsecond),
 		TTL:     int64(l.LeaseTTL / time.Microsecond),
 		Cap:     l.Capacity(),
+		bucket:  descs[l.Algorithm].Bucket,
 	}
 	if l.Calendar != 0 {
 		loc, err := sluice.LoadZone(l.Zone) // loaded once by Validate: a cache hit
@@ -83,7 +87,7 @@ func Compile(l sluice.Limit) (Params, error) {
 // place of its queue: the one a unit-cost request gets when the queue
 // holds all it can, (queue - nodelay) intervals. It is 0 for other limits.
 func (p *Params) LongestDelay() int64 {
-	if p.Alg != sluice.AlgorithmLeakyBucket {
+	if !p.Desc().Shapes {
 		return 0
 	}
 	return p.byA.ceil((p.Burst - p.NoDelay) * p.B)
