@@ -14,7 +14,8 @@ import (
 )
 
 // The Lua sources: one file per algorithm, a shared library and state
-// handling, and one entry point per job. A script is assembled from the
+// handling, the algorithm constants (algorithms.lua, generated from
+// internal/algo's table), and one entry point per job. A script is assembled from the
 // library, the algorithm files it needs, a dispatch table, state.lua and its
 // entry point, so that one EVALSHA can decide requests under different
 // algorithms atomically, while a single request runs a script holding only
@@ -48,6 +49,7 @@ func read(f string) string {
 // algorithms and their dispatch table, and state.lua.
 func common(b *strings.Builder, algs ...sluice.Algorithm) {
 	b.WriteString(read("lib.lua"))
+	b.WriteString(read("algorithms.lua"))
 	seen := map[string]bool{}
 	dispatch := "local algorithms = {"
 	for _, a := range algs {
@@ -56,7 +58,7 @@ func common(b *strings.Builder, algs ...sluice.Algorithm) {
 			seen[d.LuaFile] = true
 			b.WriteString(read(d.LuaFile))
 		}
-		dispatch += "[" + string(rune('0'+int(a))) + "] = " + d.LuaStep + ", "
+		dispatch += "[" + algo.LuaName(a) + "] = " + d.LuaStep + ", "
 	}
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("adopt.lua"))

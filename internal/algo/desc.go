@@ -8,7 +8,9 @@ import "github.com/sluicehq/sluice"
 // aligned windows). Every store operation reads it instead of switching on
 // the algorithm: a new algorithm is one new row of descs (beside its row of
 // sluice's own table, algorithm.go, and its Lua step), and
-// TestDescriptionsComplete fails while a row misses a part.
+// TestDescriptionsComplete fails while a row misses a part. The Lua
+// constants (redisstore/scripts/algorithms.lua) are generated from this
+// table by `go generate ./internal/algo` (lua.go).
 type Desc struct {
 	// Wire is the parameters sent to the Lua port, in order, and those
 	// Same compares. A calendar fixed window sends its periods instead of

@@ -24,7 +24,7 @@ for i = 1, n do
   local r
   r, b, k = load(k, b, now) -- carried over to the request's limit (state.lua)
   local alg = r.p.alg
-  if alg ~= 1 and alg ~= 4 and alg ~= 5 then
+  if alg ~= FIXED_WINDOW and alg ~= TOKEN_BUCKET and alg ~= GCRA then
     error('sluice: lease of algorithm ' .. alg .. ' (only fixed_window, token_bucket and gcra lease)')
   end
   local want = tonumber(r.lease)

@@ -14,17 +14,9 @@
 -- slot migrates, Redis refuses such a script with TRYAGAIN.) Each request
 -- sends one argument after that of the request before it (the first after
 -- the count, or after the clock when there is none): its limit,
--- "<algorithm code>:<parameters>", the parameters in hexadecimal and only
--- those its algorithm reads:
---     fixed_window (1), sliding_log (2), sliding_window (3): N, P (µs)
---     fixed_window (1) of a calendar: N, then the starts of the periods
---       before, holding and after the sending instance's now, and the end
---       of the last (µs), for example "1:3e8:<b0>:<b1>:<b2>:<b3>"
---     token_bucket (4), gcra (5): A, B, Cap, Full
---     leaky_bucket (6): A, B, Cap, Full, NoDelay[, MaxDelay (µs)]
---     warm_up (7): N, P (µs), Warm (µs)
---     concurrency (8): N, TTL (µs)
--- for example "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6).
+-- "<algorithm code>:<parameters>", as algorithms.lua lists them (generated
+-- from the algorithm table, internal/algo/desc.go), for example
+-- "5:1:1:f4240:f4240" (GCRA, 1e6 per second, burst 1e6).
 -- MaxDelay is the request's bound on its delay (sluice.Request.MaxDelay),
 -- sent only when it has one: it rides with the limit, where every path
 -- reads it, and a caller's bound is usually the same on every request, so
@@ -73,16 +65,6 @@ end
 -- params.
 local plists, nplists, MAX_PLISTS = {}, 0, 1024
 
--- The patterns of a limit argument by algorithm: exactly the parameters
--- state.lua's header lists (a pattern without optional parts costs the
--- server less to match).
-local two, four = '^%d:(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+):(%x+)$'
-local patterns = {
-  two, two, two, four, four, '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$', '^%d:(%x+):(%x+):(%x+)$', two,
-}
-local leaky_bounded = '^6:(%x+):(%x+):(%x+):(%x+):(%x+):(%x+)$' -- with a MaxDelay
-local calendar = '^1:(%x+):(%x+):(%x+):(%x+):(%x+)$' -- a calendar window
-
 -- params returns the parameters a limit argument holds, parsed:
 -- hexadecimal, which tonumber reads with strtoul, for a fraction of what
 -- strtod costs it for base 10. limit is what a decision reports as its
@@ -98,12 +80,12 @@ local function params(s)
   if pattern then
     v1, v2, v3, v4, v5 = string.match(s, pattern)
   end
-  if not v1 and alg == 6 then
-    v1, v2, v3, v4, v5, v6 = string.match(s, leaky_bounded)
+  if not v1 and alg == LEAKY_BUCKET then
+    v1, v2, v3, v4, v5, v6 = string.match(s, bounded_leaky_bucket)
   end
   local bounds = false
-  if not v1 and alg == 1 then
-    v1, v2, v3, v4, v5 = string.match(s, calendar)
+  if not v1 and alg == FIXED_WINDOW then
+    v1, v2, v3, v4, v5 = string.match(s, calendar_fixed_window)
     if v1 then
       bounds = { tonumber(v2, 16), tonumber(v3, 16), tonumber(v4, 16), tonumber(v5, 16) }
       v2 = '0'
@@ -114,30 +96,30 @@ local function params(s)
   end
   -- Built with every field it will hold, so that Lua sizes it once.
   p = {
-    alg = alg, limit = 0, leaky = alg == 6, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, MaxDelay = -1,
+    alg = alg, limit = 0, leaky = alg == LEAKY_BUCKET, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, MaxDelay = -1,
     N = 0, P = 0, Warm = 0, TTL = 0, bounds = bounds, canon = s,
   }
-  if alg >= 4 and alg <= 6 then
+  if alg == TOKEN_BUCKET or alg == GCRA or alg == LEAKY_BUCKET then
     p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
     p.Cap, p.Full = tonumber(v3, 16), tonumber(v4, 16)
     p.limit = p.Cap
     -- how far (µs) a clock may go back before the bucket must refuse
     -- whatever it holds (algo's backstop)
     p.back = cdiv(p.Full, p.A) + 1
-    if alg == 6 then
+    if alg == LEAKY_BUCKET then
       p.NoDelay = tonumber(v5, 16)
       if v6 then
         p.MaxDelay = tonumber(v6, 16)
         p.canon = string.match(s, '^(.*):%x+$') -- a request's bound is no parameter of the state
       end
     end
-  elseif alg == 8 then
+  elseif alg == CONCURRENCY then
     p.N, p.TTL = tonumber(v1, 16), tonumber(v2, 16)
     p.limit = p.N
   else
     p.N, p.P = tonumber(v1, 16), tonumber(v2, 16)
     p.limit = p.N
-    if alg == 7 then
+    if alg == WARM_UP then
       p.Warm = tonumber(v3, 16)
       p.limit = 1
     end
@@ -181,7 +163,7 @@ end
 -- algorithm keeps a log), and where the next request's keys start.
 local function request(k, b)
   local p, c, lease, undo = limit_arg(argv[b])
-  if p.alg == 2 or p.alg == 8 then
+  if p.alg == SLIDING_LOG or p.alg == CONCURRENCY then
     return p, c, lease, undo, keys[k], keys[k + 1], k + 2
   end
   return p, c, lease, undo, keys[k], nil, k + 1
@@ -197,13 +179,13 @@ end
 -- writes, makes the call fail rather than read as a fresh state.
 local function read_state(alg, key)
   local v
-  if alg == 8 then
+  if alg == CONCURRENCY then
     v = redis.call('HMGET', key, 'y', 'z')
     return 0, (v[1] or 0) + 0, (v[2] or 0) + 0, 0, v[1] ~= false
-  elseif alg == 2 then
+  elseif alg == SLIDING_LOG then
     v = redis.call('HMGET', key, 'y', 'z', 'q')
     return (v[3] or 0) + 0, (v[1] or 0) + 0, (v[2] or 0) + 0, 0, v[1] ~= false
-  elseif alg == 3 then
+  elseif alg == SLIDING_WINDOW then
     v = redis.call('HMGET', key, 'x', 'y', 'z', 'e', 'q', 'p')
     return (v[1] or 0) + 0, (v[2] or 0) + 0, (v[3] or 0) + 0, v[5] == false and (v[4] or 0) + 0 or 0, v[1] ~= false, v[6]
   end
@@ -246,7 +228,7 @@ end
 local function state(p, key, now)
   local alg = p.alg
   local x, y, z, e, existed, ps = read_state(alg, key)
-  if alg == 2 or alg == 8 then
+  if alg == SLIDING_LOG or alg == CONCURRENCY then
     return x, y, z, e, existed, false
   end
   if not existed then
@@ -296,8 +278,8 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
       idle = a
     end
   end
-  if alg == 2 or alg == 8 then
-    if alg == 2 then
+  if alg == SLIDING_LOG or alg == CONCURRENCY then
+    if alg == SLIDING_LOG then
       redis.call('HSET', key, 'y', int(y), 'z', int(z), 'q', int(x))
     else
       redis.call('HSET', key, 'y', int(y), 'z', int(z))
@@ -341,12 +323,12 @@ local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy
   if pw then -- parameters new or changed: every field, and p, in one command
     sx, sy = format('%d', x), int(y)
     local se = format('%d', max(until_, e))
-    if alg == 3 then
+    if alg == SLIDING_WINDOW then
       redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'p', pw, 'e', se)
     else
       redis.call('HSET', key, 'x', sx, 'y', sy, 'p', pw, 'e', se)
     end
-  elseif alg == 3 then -- the sliding window writes all three
+  elseif alg == SLIDING_WINDOW then -- the sliding window writes all three
     sx, sy = format('%d', x), int(y)
     if until_ > 0 then
       redis.call('HSET', key, 'x', sx, 'y', sy, 'z', int(z), 'e', format('%d', until_))
@@ -394,11 +376,11 @@ end
 -- the log member (sliding log), the time and warmth taken (warm-up).
 local function undo_token(alg, before, x, y, z, c, e1, e2)
   local extra = ''
-  if alg == 1 or alg == 3 then
+  if alg == FIXED_WINDOW or alg == SLIDING_WINDOW then
     extra = int(e1)
-  elseif alg == 7 then
+  elseif alg == WARM_UP then
     extra = int(e1) .. ':' .. int(e2)
-  elseif alg == 2 then
+  elseif alg == SLIDING_LOG then
     extra = int(x) .. ':' .. int(c)
   end
   return before .. '|' .. snap(x, y, z) .. '|' .. extra
@@ -425,7 +407,7 @@ local function take(f, p, existed, x, y, z, now, c, commit, log, lease, undo)
   local allowed, remaining, retry, reset, delay, x2, y2, z2, idle, e1, e2 = f(p, x, y, z, now, c, commit, log, lease)
   local rl, ru = '', ''
   if allowed and commit then
-    if p.alg == 8 then
+    if p.alg == CONCURRENCY then
       rl = lease
     end
     if before then
@@ -550,7 +532,7 @@ local function many(now, n, b, k, out, o)
       p, c, _, undo = limit_arg(a)
     end
     local alg = p.alg
-    if c == 0 or undo ~= '' or alg == 2 or alg == 8 then
+    if c == 0 or undo ~= '' or alg == SLIDING_LOG or alg == CONCURRENCY then
       return false
     end
     local key = keys[k + i]
@@ -602,7 +584,7 @@ local function check(now, n, b, k, out, o)
     end
     local alg = p.alg
     local key, log = keys[k], nil
-    if alg == 2 or alg == 8 then
+    if alg == SLIDING_LOG or alg == CONCURRENCY then
       log = keys[k + 1]
       k = k + 2
     else
@@ -610,7 +592,7 @@ local function check(now, n, b, k, out, o)
     end
     local x, y, z, e, existed, pw = state(p, key, now)
     local allowed, remaining, retry, reset, delay, x2, y2, z2, idle, rl, ru
-    if c > 0 and undo == '' and alg ~= 8 then
+    if c > 0 and undo == '' and alg ~= CONCURRENCY then
       allowed, remaining, retry, reset, delay, x2, y2, z2, idle = algorithms[alg](p, x, y, z, now, c, true, log)
       rl, ru = '', ''
     else
@@ -650,7 +632,7 @@ local function check(now, n, b, k, out, o)
   local all = true
   for i = 1, n do
     local r = rs[i]
-    r.commit = r.c > 0 and r.p.alg ~= 2 and r.p.alg ~= 8
+    r.commit = r.c > 0 and r.p.alg ~= SLIDING_LOG and r.p.alg ~= CONCURRENCY
     r.allowed, r.remaining, r.retry, r.reset, r.delay, r.sx, r.sy, r.sz, r.idle, r.rl, r.ru =
       take(r.f, r.p, r.existed, r.x, r.y, r.z, now, r.c, r.commit, r.log, r.lease, r.undo)
     all = all and r.allowed
