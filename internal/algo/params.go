@@ -21,8 +21,11 @@ import (
 // once per limit; a store caches them beside the key's state.
 type Params struct {
 	Alg sluice.Algorithm
-	N   int64 // Count
-	P   int64 // Period in µs (window, or rate period)
+	// bucket is the algorithm's Desc.Bucket, kept here for the fast path
+	// (beside Alg, in its padding: Params is copied into every request).
+	bucket BucketForm
+	N      int64 // Count
+	P      int64 // Period in µs (window, or rate period)
 	// A and B express the rate N/P exactly: credit accrues at A units per
 	// µs and one request costs B units (A = N/g, B = P/g, g = gcd(N, P)).
 	A, B    int64
@@ -41,9 +44,6 @@ type Params struct {
 	// shutFull is ⌊(Full - B)/A⌋: how long (µs, or one more) a bucket
 	// that has just room for one request takes to be full (see Closed).
 	shutFull int64
-
-	// bucket is the algorithm's Desc.Bucket, kept here for the fast path.
-	bucket BucketForm
 
 	// cal is a calendar window's period and zone, nil for any other limit.
 	cal *calendar
