@@ -16,7 +16,8 @@ import (
 // The Lua sources: one file per algorithm, a shared library and state
 // handling, the algorithm constants (algorithms.lua, generated from
 // internal/algo's table), and one entry point per job. A script is assembled from the
-// library, the algorithm files it needs, a dispatch table, state.lua and its
+// library, the algorithm files it needs, a dispatch table, the shared code
+// (stateFiles) and its
 // entry point, so that one EVALSHA can decide requests under different
 // algorithms atomically, while a single request runs a script holding only
 // its own algorithm (less Lua to set up on every call). The function
@@ -45,8 +46,14 @@ func read(f string) string {
 	return "-- " + f + "\n" + string(src) + "\n"
 }
 
+// stateFiles are the shared code of the entry points, by role, in the order
+// they are assembled: the arguments and reading them, state I/O, one
+// request decided (take, peek, undo), the reply's encoding, checks of
+// several requests.
+var stateFiles = []string{"args.lua", "stateio.lua", "decide.lua", "reply.lua", "check.lua"}
+
 // common writes what every entry point needs: the library, the given
-// algorithms and their dispatch table, and state.lua.
+// algorithms and their dispatch table, adopt.lua and stateFiles.
 func common(b *strings.Builder, algs ...sluice.Algorithm) {
 	b.WriteString(read("lib.lua"))
 	b.WriteString(read("algorithms.lua"))
@@ -62,7 +69,9 @@ func common(b *strings.Builder, algs ...sluice.Algorithm) {
 	}
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("adopt.lua"))
-	b.WriteString(read("state.lua"))
+	for _, f := range stateFiles {
+		b.WriteString(read(f))
+	}
 }
 
 // assemble builds entry with the given algorithms; l names its function.

@@ -3,7 +3,7 @@ package algo
 // Same reports whether a state kept under p is read under q as it is,
 // without Adopt: the parameters its algorithm's state depends on are equal
 // (the limit itself, or one written differently, such as 2/2s and 1/s).
-// They are the parameters the Lua port is sent (scripts/state.lua), which
+// They are the parameters the Lua port is sent (scripts/algorithms.lua), which
 // stores them with the state and compares them the same way.
 func (p *Params) Same(q *Params) bool {
 	if p.Alg != q.Alg {

@@ -2,7 +2,7 @@
 -- package internal/algo does in Adjust (read it for the rules and the
 -- reasoning): a charge into a debt of at most CAPACITIES capacities past an
 -- exhausted limit, a refund down to an unused limit. KEYS and ARGV as in
--- state.lua, with the count 1 and one request whose cost is not sent, then
+-- args.lua, with the count 1 and one request whose cost is not sent, then
 -- one more argument: the delta, a signed decimal integer. Returns the 6
 -- values take.lua returns for one request: the state after the adjustment
 -- as a peek reports it.
@@ -120,7 +120,7 @@ local function adjust_warm_up(p, x, y, now, delta)
 end
 
 local now = clock()
-local r = load(1, 3, now) -- carried over to the request's limit (state.lua)
+local r = load(1, 3, now) -- carried over to the request's limit (stateio.lua)
 local delta = tonumber(argv[4])
 if not delta or delta ~= floor(delta) then
   error('sluice: malformed adjustment "' .. tostring(argv[4]) .. '"')

@@ -1,6 +1,6 @@
 -- refund.lua: give back what take.lua charged for requests of a check that
 -- was refused on another Redis Cluster slot, then report each request's state
--- as a peek with allowed = 0. KEYS and ARGV as in state.lua; each request
+-- as a peek with allowed = 0. KEYS and ARGV as in args.lua; each request
 -- carries the cost it was charged, its lease and the undo token take.lua
 -- returned. Returns the values take.lua returns.
 --
