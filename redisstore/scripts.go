@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -80,7 +81,7 @@ func (l library) assemble(entry string, algs ...sluice.Algorithm) *script {
 	common(&b, algs...)
 	b.WriteString("keys, argv = KEYS, ARGV\n")
 	b.WriteString(read(entry))
-	src := prune(b.String())
+	src := prune(inline(b.String()))
 	sum := sha1.Sum([]byte(src))
 	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:]), fn: l.fn[entry]}
 }
@@ -125,7 +126,7 @@ func newLibrary() library {
 		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time = k, a, nil\n%send,\n", e, read(e))
 	}
 	body.WriteString("}\n")
-	text := prune(body.String())
+	text := prune(inline(body.String()))
 	sum := sha1.Sum([]byte(text))
 	l := library{name: "sluice_" + hex.EncodeToString(sum[:6]), fn: map[string]string{}}
 	var b strings.Builder
@@ -186,6 +187,33 @@ func takeFor(rs []request) *script {
 		}
 	}
 	return scripts().takeOne[rs[0].p.Alg]
+}
+
+// constantRe matches the algorithm constants of algorithms.lua: their
+// declarations, and their names as words elsewhere.
+var constantRe = sync.OnceValue(func() *regexp.Regexp {
+	names := make([]string, 0, len(every))
+	for _, a := range every {
+		names = append(names, algo.LuaName(a))
+	}
+	alt := strings.Join(names, "|")
+	return regexp.MustCompile(`(?m)^local (?:` + alt + `) = \d+\n|\b(?:` + alt + `)\b`)
+})
+
+// inline writes each algorithm constant's code in place of its name and
+// drops the declarations: the Lua reads names (algorithms.lua), the server
+// runs literals. Every top-level local a function reads is an upvalue its
+// closure captures, and a script creates its closures on every call: as
+// locals, the constants cost an EVALSHA of a lone GCRA decision about a
+// fifth more server time (bench/REDIS.md).
+func inline(src string) string {
+	return constantRe().ReplaceAllStringFunc(src, func(m string) string {
+		if strings.HasPrefix(m, "local ") {
+			return ""
+		}
+		a, _ := sluice.ParseAlgorithm(strings.ToLower(m))
+		return strconv.Itoa(int(a))
+	})
 }
 
 // prune drops the top-level functions a script never calls. Redis runs the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
@@ -104,6 +105,12 @@ func TestAlgorithmsLuaGenerated(t *testing.T) {
 	}
 	if string(got) != algo.Lua() {
 		t.Fatal("scripts/algorithms.lua is stale: run go generate ./internal/algo")
+	}
+	// assembled, the names are codes (inline)
+	for _, src := range []string{scripts().take.src, scripts().takeOne[sluice.AlgorithmGCRA].src, scripts().lib.src} {
+		if strings.Contains(src, "local GCRA") || strings.Contains(src, "alg == GCRA") || !strings.Contains(src, "alg == 5") {
+			t.Error("an assembled script reads the algorithm constants by name")
+		}
 	}
 	numeric := regexp.MustCompile(`alg\s*[=~<>]=?\s*[0-9]`)
 	files, _ := sources.ReadDir("scripts")

@@ -42,6 +42,11 @@ func TestDescriptionsComplete(t *testing.T) {
 			t.Errorf("%s: a bucket form without a bucket's parameters", a)
 		}
 	}
+	for _, a := range sluice.Algorithms() {
+		if a > 9 {
+			t.Errorf("%s: code %d: the Lua port reads a limit argument's code as its first character (args.lua params)", a, a)
+		}
+	}
 	if n := len(descs) - 1; n != len(sluice.Algorithms()) {
 		t.Errorf("%d descriptions for %d algorithms", n, len(sluice.Algorithms()))
 	}

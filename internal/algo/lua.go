@@ -16,6 +16,8 @@ var wireNames = [...]string{WireN: "N", WireP: "P", WireA: "A", WireB: "B", Wire
 	WireNoDelay: "NoDelay", WireWarm: "Warm", WireTTL: "TTL"}
 
 // LuaName is the name of a's constant in the Lua port, such as GCRA.
+// redisstore writes the code in its place when it assembles a script (a
+// literal costs the server less than an upvalue).
 func LuaName(a sluice.Algorithm) string { return strings.ToUpper(a.String()) }
 
 // Lua returns redisstore/scripts/algorithms.lua: the algorithm codes as
@@ -42,9 +44,12 @@ func Lua() string {
 	for _, a := range sluice.Algorithms() {
 		fmt.Fprintf(&b, "local %s = %d\n", LuaName(a), a)
 	}
-	b.WriteString("\n-- patterns[code] matches a limit argument of that algorithm (a pattern\n-- without optional parts costs the server less to match).\nlocal patterns = {\n")
-	for _, a := range sluice.Algorithms() {
-		fmt.Fprintf(&b, "  [%s] = '%s',\n", LuaName(a), pattern(len(Of(a).Wire)))
+	b.WriteString("\n-- patterns[code] matches a limit argument of that algorithm (a pattern\n-- without optional parts costs the server less to match). A list: the\n-- codes run from 1.\nlocal patterns = {\n")
+	for i, a := range sluice.Algorithms() {
+		if int(a) != i+1 {
+			panic("algo: the algorithm codes do not run from 1") // TestDescriptionsComplete
+		}
+		fmt.Fprintf(&b, "  '%s', -- %s\n", pattern(len(Of(a).Wire)), LuaName(a))
 	}
 	b.WriteString("}\n")
 	for _, a := range sluice.Algorithms() {

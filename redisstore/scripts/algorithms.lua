@@ -26,16 +26,17 @@ local WARM_UP = 7
 local CONCURRENCY = 8
 
 -- patterns[code] matches a limit argument of that algorithm (a pattern
--- without optional parts costs the server less to match).
+-- without optional parts costs the server less to match). A list: the
+-- codes run from 1.
 local patterns = {
-  [FIXED_WINDOW] = '^%d:(%x+):(%x+)$',
-  [SLIDING_LOG] = '^%d:(%x+):(%x+)$',
-  [SLIDING_WINDOW] = '^%d:(%x+):(%x+)$',
-  [TOKEN_BUCKET] = '^%d:(%x+):(%x+):(%x+):(%x+)$',
-  [GCRA] = '^%d:(%x+):(%x+):(%x+):(%x+)$',
-  [LEAKY_BUCKET] = '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$',
-  [WARM_UP] = '^%d:(%x+):(%x+):(%x+)$',
-  [CONCURRENCY] = '^%d:(%x+):(%x+)$',
+  '^%d:(%x+):(%x+)$', -- FIXED_WINDOW
+  '^%d:(%x+):(%x+)$', -- SLIDING_LOG
+  '^%d:(%x+):(%x+)$', -- SLIDING_WINDOW
+  '^%d:(%x+):(%x+):(%x+):(%x+)$', -- TOKEN_BUCKET
+  '^%d:(%x+):(%x+):(%x+):(%x+)$', -- GCRA
+  '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$', -- LEAKY_BUCKET
+  '^%d:(%x+):(%x+):(%x+)$', -- WARM_UP
+  '^%d:(%x+):(%x+)$', -- CONCURRENCY
 }
 local calendar_fixed_window = '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$' -- of a calendar
 local bounded_leaky_bucket = '^%d:(%x+):(%x+):(%x+):(%x+):(%x+):(%x+)$' -- with a MaxDelay
