@@ -117,83 +117,78 @@ var (
 	bucketWire = []Wire{WireA, WireB, WireCap, WireFull}
 )
 
-// descs is the table, indexed by algorithm. It is filled at init: the steps
-// it holds read it.
-var descs [sluice.AlgorithmConcurrency + 1]Desc
-
-func init() {
-	descs = [...]Desc{
-		sluice.AlgorithmFixedWindow: {
-			Wire: twoWire, LuaFile: "fixed_window.lua", LuaStep: "fixed_window",
-			Aligned: true, Windowed: true, QuotaLeases: true,
-			adjust: func(p *Params, s *State, _, delta int64) { s.Y = adjustCount(s.Y, delta, debtCeiling*p.N) },
-			adopt:  func(old, p *Params, s *State, now int64) { adoptWindow(old, p, s, now, false) },
-			idle:   idleFixedWindow,
+// descs is the table, indexed by algorithm.
+var descs = [...]Desc{
+	sluice.AlgorithmFixedWindow: {
+		Wire: twoWire, LuaFile: "fixed_window.lua", LuaStep: "fixed_window",
+		Aligned: true, Windowed: true, QuotaLeases: true,
+		adjust: func(p *Params, s *State, _, delta int64) { s.Y = adjustCount(s.Y, delta, debtCeiling*p.N) },
+		adopt:  func(old, p *Params, s *State, now int64) { adoptWindow(old, p, s, now, false) },
+		idle:   idleFixedWindow,
+	},
+	sluice.AlgorithmSlidingLog: {
+		Wire: twoWire, LuaFile: "sliding_log.lua", LuaStep: "sliding_log",
+		State: StateLog, Windowed: true,
+		adjust: func(p *Params, s *State, _, delta int64) { adjustLog(p, s, delta) },
+		idle: func(p *Params, s *State) int64 {
+			if n := s.newest(); n >= 0 {
+				return n + p.P // the Lua port keeps no parameters for a log: its TTL is the last charge's
+			}
+			return 0
 		},
-		sluice.AlgorithmSlidingLog: {
-			Wire: twoWire, LuaFile: "sliding_log.lua", LuaStep: "sliding_log",
-			State: StateLog, Windowed: true,
-			adjust: func(p *Params, s *State, _, delta int64) { adjustLog(p, s, delta) },
-			idle: func(p *Params, s *State) int64 {
-				if n := s.newest(); n >= 0 {
-					return n + p.P // the Lua port keeps no parameters for a log: its TTL is the last charge's
-				}
+	},
+	sluice.AlgorithmSlidingWindow: {
+		Wire: twoWire, LuaFile: "sliding_window.lua", LuaStep: "sliding_window",
+		State: StateXYZ, Windowed: true,
+		adjust: func(p *Params, s *State, _, delta int64) {
+			// at most 2^37, so that the weighted count stays exact
+			s.Y, s.Z = adjustTwo(s.Y, s.Z, delta, min(debtCeiling*p.N, 1<<37))
+		},
+		adopt: func(old, p *Params, s *State, now int64) {
+			if old.P != p.P {
+				adoptWindow(old, p, s, now, true)
+			}
+		},
+		idle: func(p *Params, s *State) int64 {
+			if s.Y == 0 && s.Z == 0 {
 				return 0
-			},
+			}
+			return s.X + 2*p.P
 		},
-		sluice.AlgorithmSlidingWindow: {
-			Wire: twoWire, LuaFile: "sliding_window.lua", LuaStep: "sliding_window",
-			State: StateXYZ, Windowed: true,
-			adjust: func(p *Params, s *State, _, delta int64) {
-				// at most 2^37, so that the weighted count stays exact
-				s.Y, s.Z = adjustTwo(s.Y, s.Z, delta, min(debtCeiling*p.N, 1<<37))
-			},
-			adopt: func(old, p *Params, s *State, now int64) {
-				if old.P != p.P {
-					adoptWindow(old, p, s, now, true)
-				}
-			},
-			idle: func(p *Params, s *State) int64 {
-				if s.Y == 0 && s.Z == 0 {
-					return 0
-				}
-				return s.X + 2*p.P
-			},
+	},
+	sluice.AlgorithmTokenBucket: {
+		Wire: bucketWire, LuaFile: "bucket.lua", LuaStep: "token_bucket",
+		QuotaLeases: true, Bucket: bucketTokens,
+		adjust: func(p *Params, s *State, now, delta int64) {
+			at, used := tokenUsed(p, s, now)
+			s.X, s.Y = adjustDebt(p, used, at-now, delta), at
 		},
-		sluice.AlgorithmTokenBucket: {
-			Wire: bucketWire, LuaFile: "bucket.lua", LuaStep: "token_bucket",
-			QuotaLeases: true, Bucket: bucketTokens,
-			adjust: func(p *Params, s *State, now, delta int64) {
-				at, used := tokenUsed(p, s, now)
-				s.X, s.Y = adjustDebt(p, used, at-now, delta), at
-			},
-			// X is the credit used at time Y: as whole requests, in new units.
-			adopt: func(old, p *Params, s *State, _ int64) { s.X = requests(old, p, s.X) },
-			idle:  func(p *Params, s *State) int64 { return s.Y + p.byA.ceil(s.X) },
-		},
-		sluice.AlgorithmGCRA: {
-			Wire: bucketWire, LuaFile: "bucket.lua", LuaStep: "gcra",
-			QuotaLeases: true, Bucket: bucketArrival,
-			adjust: adjustGCRA, adopt: adoptGCRA, idle: idleArrival,
-		},
-		sluice.AlgorithmLeakyBucket: {
-			Wire: append(bucketWire[:len(bucketWire):len(bucketWire)], WireNoDelay), LuaFile: "bucket.lua", LuaStep: "gcra",
-			Shapes: true,
-			adjust: adjustGCRA, adopt: adoptGCRA, idle: idleArrival,
-		},
-		sluice.AlgorithmWarmUp: {
-			Wire: []Wire{WireN, WireP, WireWarm}, LuaFile: "warm_up.lua", LuaStep: "warm_up",
-			Paced:  true,
-			adjust: adjustWarmUp,
-			adopt:  func(_, p *Params, s *State, _ int64) { s.Y = min(s.Y, p.Warm) },
-			idle:   func(p *Params, s *State) int64 { return s.X + s.Y },
-		},
-		sluice.AlgorithmConcurrency: {
-			Wire: []Wire{WireN, WireTTL}, LuaFile: "concurrency.lua", LuaStep: "concurrency",
-			State: StateLog, Leases: true,
-			idle: func(*Params, *State) int64 { return 0 },
-		},
-	}
+		// X is the credit used at time Y: as whole requests, in new units.
+		adopt: func(old, p *Params, s *State, _ int64) { s.X = requests(old, p, s.X) },
+		idle:  func(p *Params, s *State) int64 { return s.Y + p.byA.ceil(s.X) },
+	},
+	sluice.AlgorithmGCRA: {
+		Wire: bucketWire, LuaFile: "bucket.lua", LuaStep: "gcra",
+		QuotaLeases: true, Bucket: bucketArrival,
+		adjust: adjustGCRA, adopt: adoptGCRA, idle: idleArrival,
+	},
+	sluice.AlgorithmLeakyBucket: {
+		Wire: append(bucketWire[:len(bucketWire):len(bucketWire)], WireNoDelay), LuaFile: "bucket.lua", LuaStep: "gcra",
+		Shapes: true,
+		adjust: adjustGCRA, adopt: adoptGCRA, idle: idleArrival,
+	},
+	sluice.AlgorithmWarmUp: {
+		Wire: []Wire{WireN, WireP, WireWarm}, LuaFile: "warm_up.lua", LuaStep: "warm_up",
+		Paced:  true,
+		adjust: adjustWarmUp,
+		adopt:  func(_, p *Params, s *State, _ int64) { s.Y = min(s.Y, p.Warm) },
+		idle:   func(p *Params, s *State) int64 { return s.X + s.Y },
+	},
+	sluice.AlgorithmConcurrency: {
+		Wire: []Wire{WireN, WireTTL}, LuaFile: "concurrency.lua", LuaStep: "concurrency",
+		State: StateLog, Leases: true,
+		idle: func(*Params, *State) int64 { return 0 },
+	},
 }
 
 // Of returns the description of a, or nil for an unknown algorithm.

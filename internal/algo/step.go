@@ -353,7 +353,7 @@ func gcra(p *Params, s *State, now, c, maxDelay int64, commit bool, r *result) {
 	}
 	before := debt
 	debt = bucket(p, debt, c, r)
-	if p.Desc().Shapes {
+	if p.shapes {
 		debt = shape(p, before, debt, maxDelay, r)
 	}
 	shift(r, at-now)
