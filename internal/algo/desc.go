@@ -16,8 +16,8 @@ type Desc struct {
 	// Same compares. A calendar fixed window sends its periods instead of
 	// P (redisstore).
 	Wire []Wire
-	// Lua is the file of redisstore/scripts holding the algorithm's step
-	// and the name of that Lua function.
+	// LuaFile is the file of redisstore/scripts holding the algorithm's
+	// Lua step, LuaStep the name of that Lua function.
 	LuaFile, LuaStep string
 
 	// State is what the state uses besides X, Y and Idle.

@@ -61,7 +61,43 @@ func Lua() string {
 			fmt.Fprintf(&b, "local calendar_%s = '%s' -- of a calendar\n", a, pattern(5))
 		}
 	}
+	writeWire(&b)
 	return b.String()
+}
+
+// writeWire writes the Lua function that reads a limit argument's
+// parameters into its table, in the order of each algorithm's wire vector;
+// algorithms sending the same vector share a branch.
+func writeWire(b *strings.Builder) {
+	b.WriteString(`
+-- wire sets p's parameters from the values v1... of a limit argument
+-- (hexadecimal strings), in the order of its algorithm's wire vector.
+local function wire(alg, p, v1, v2, v3, v4, v5)
+`)
+	var order []string
+	groups := map[string][]string{}
+	for _, a := range sluice.Algorithms() {
+		k := strings.Join(wireList(Of(a)), ", ")
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], "alg == "+LuaName(a))
+	}
+	for i, k := range order {
+		if i == 0 {
+			b.WriteString("  if ")
+		} else {
+			b.WriteString("  elseif ")
+		}
+		names := strings.Split(k, ", ")
+		vals := make([]string, len(names))
+		for j := range names {
+			names[j] = "p." + names[j]
+			vals[j] = fmt.Sprintf("tonumber(v%d, 16)", j+1)
+		}
+		fmt.Fprintf(b, "%s then\n    %s = %s\n", strings.Join(groups[k], " or "), strings.Join(names, ", "), strings.Join(vals, ", "))
+	}
+	b.WriteString("  else\n    error('sluice: no wire vector for algorithm ' .. alg)\n  end\nend\n")
 }
 
 func wireList(d *Desc) []string {

@@ -40,3 +40,21 @@ local patterns = {
 }
 local calendar_fixed_window = '^%d:(%x+):(%x+):(%x+):(%x+):(%x+)$' -- of a calendar
 local bounded_leaky_bucket = '^%d:(%x+):(%x+):(%x+):(%x+):(%x+):(%x+)$' -- with a MaxDelay
+
+-- wire sets p's parameters from the values v1... of a limit argument
+-- (hexadecimal strings), in the order of its algorithm's wire vector.
+local function wire(alg, p, v1, v2, v3, v4, v5)
+  if alg == FIXED_WINDOW or alg == SLIDING_LOG or alg == SLIDING_WINDOW then
+    p.N, p.P = tonumber(v1, 16), tonumber(v2, 16)
+  elseif alg == TOKEN_BUCKET or alg == GCRA then
+    p.A, p.B, p.Cap, p.Full = tonumber(v1, 16), tonumber(v2, 16), tonumber(v3, 16), tonumber(v4, 16)
+  elseif alg == LEAKY_BUCKET then
+    p.A, p.B, p.Cap, p.Full, p.NoDelay = tonumber(v1, 16), tonumber(v2, 16), tonumber(v3, 16), tonumber(v4, 16), tonumber(v5, 16)
+  elseif alg == WARM_UP then
+    p.N, p.P, p.Warm = tonumber(v1, 16), tonumber(v2, 16), tonumber(v3, 16)
+  elseif alg == CONCURRENCY then
+    p.N, p.TTL = tonumber(v1, 16), tonumber(v2, 16)
+  else
+    error('sluice: no wire vector for algorithm ' .. alg)
+  end
+end

@@ -96,30 +96,20 @@ local function params(s)
     alg = alg, limit = 0, leaky = alg == LEAKY_BUCKET, A = 0, B = 0, Cap = 0, Full = 0, back = 0, NoDelay = 0, MaxDelay = -1,
     N = 0, P = 0, Warm = 0, TTL = 0, bounds = bounds, canon = s,
   }
+  wire(alg, p, v1, v2, v3, v4, v5) -- algorithms.lua
   if alg == TOKEN_BUCKET or alg == GCRA or alg == LEAKY_BUCKET then
-    p.A, p.B = tonumber(v1, 16), tonumber(v2, 16)
-    p.Cap, p.Full = tonumber(v3, 16), tonumber(v4, 16)
     p.limit = p.Cap
     -- how far (µs) a clock may go back before the bucket must refuse
     -- whatever it holds (algo's backstop)
     p.back = cdiv(p.Full, p.A) + 1
-    if alg == LEAKY_BUCKET then
-      p.NoDelay = tonumber(v5, 16)
-      if v6 then
-        p.MaxDelay = tonumber(v6, 16)
-        p.canon = string.match(s, '^(.*):%x+$') -- a request's bound is no parameter of the state
-      end
+    if v6 then -- a leaky bucket's request bounding its delay
+      p.MaxDelay = tonumber(v6, 16)
+      p.canon = string.match(s, '^(.*):%x+$') -- a request's bound is no parameter of the state
     end
-  elseif alg == CONCURRENCY then
-    p.N, p.TTL = tonumber(v1, 16), tonumber(v2, 16)
-    p.limit = p.N
+  elseif alg == WARM_UP then
+    p.limit = 1
   else
-    p.N, p.P = tonumber(v1, 16), tonumber(v2, 16)
     p.limit = p.N
-    if alg == WARM_UP then
-      p.Warm = tonumber(v3, 16)
-      p.limit = 1
-    end
   end
   if nplists == MAX_PLISTS then
     plists, nplists = {}, 0
