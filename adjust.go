@@ -15,7 +15,7 @@ const AdjustCapacities = 4
 // must be valid.
 func (l Limit) MaxAdjust() int64 {
 	m := AdjustCapacities * l.Capacity()
-	if l.Algorithm == AlgorithmWarmUp {
+	if s := l.Algorithm.spec(); s != nil && s.pacedAdjust {
 		if us := int64(l.Period / time.Microsecond); us > 0 {
 			m = min(m, maxExact/us)
 		}

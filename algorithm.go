@@ -57,6 +57,10 @@ type algorithmSpec struct {
 	warmup    bool // uses Warmup (at most maxWarmup)
 	leaseTTL  bool // uses LeaseTTL (at most maxLeaseTTL)
 	calendar  bool // may use Calendar and Zone instead of Period
+	// pacedAdjust: an adjustment moves the time of the next admission by
+	// the delta's time at the stable rate, so MaxAdjust bounds it to stay
+	// exact (warm_up).
+	pacedAdjust bool
 	// maxCount bounds Count below maxCountGeneral; tooMany is the reason
 	// given when Count exceeds it (%[1]d the bound, %[2]d the count).
 	maxCount int64
@@ -78,7 +82,7 @@ var algorithms = [...]algorithmSpec{
 		maxCount: maxCountGeneral, tooMany: countTooLarge},
 	AlgorithmLeakyBucket: {name: "leaky_bucket", period: ratePeriod, maxPeriod: maxPeriod, burst: queueBurst, noDelay: true,
 		maxCount: maxCountGeneral, tooMany: countTooLarge},
-	AlgorithmWarmUp: {name: "warm_up", period: ratePeriod, maxPeriod: maxPeriod, warmup: true,
+	AlgorithmWarmUp: {name: "warm_up", period: ratePeriod, maxPeriod: maxPeriod, warmup: true, pacedAdjust: true,
 		maxCount: maxCountGeneral, tooMany: countTooLarge},
 	AlgorithmConcurrency: {name: "concurrency", leaseTTL: true,
 		maxCount: maxConcurrency, tooMany: countTooLarge},

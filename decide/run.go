@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/deadline"
 )
 
@@ -307,7 +308,7 @@ const noDelay = time.Nanosecond
 // give a shaping delay, or -1.
 func shaper(res *Result) int {
 	for i := range res.Enforced {
-		if res.Enforced[i].Limit.Algorithm == sluice.AlgorithmLeakyBucket {
+		if algo.Shapes(res.Enforced[i].Limit.Algorithm) {
 			return i
 		}
 	}

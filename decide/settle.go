@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // LateCost is the cost of a check that is known only once the work is
@@ -71,7 +72,7 @@ func (lc *LateCost) Check(reserve int64, limit sluice.Limit) error {
 		return errors.New("Reserve applies only with Late (a cost the response reports)")
 	case lc == nil:
 		return nil
-	case limit.Algorithm == sluice.AlgorithmConcurrency:
+	case algo.Leases(limit.Algorithm):
 		return fmt.Errorf("%s cannot settle a cost after the response", limit.Algorithm)
 	case reserve < 0 || reserve > limit.Capacity():
 		return fmt.Errorf("the reservation must be between 0 and the limit's capacity %d (got %d)", limit.Capacity(), reserve)

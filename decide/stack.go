@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // Stacked front-ends. A request may pass several front-ends of one process
@@ -186,7 +187,7 @@ func (r *Result) refund(ctx context.Context, reqs []sluice.Request, each []sluic
 		switch {
 		case !each[i].Allowed || q.Cost == 0:
 			continue
-		case q.Limit.Algorithm == sluice.AlgorithmConcurrency:
+		case algo.Leases(q.Limit.Algorithm):
 			each[i].Remaining = min(each[i].Remaining+q.Cost, q.Limit.Capacity())
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // debts are the costs the fallback store admitted while the primary could
@@ -70,7 +71,7 @@ const maxDebts = 10_000
 // refund, see Store.Adjust), lowers what is owed for its key. Concurrency
 // leases are not debts: they end by their TTL or their release.
 func (d *debts) add(r sluice.Request) {
-	if r.Limit.Algorithm == sluice.AlgorithmConcurrency || r.Cost == 0 {
+	if algo.Leases(r.Limit.Algorithm) || r.Cost == 0 {
 		return
 	}
 	k := debtKey{r.Key, r.Limit.Algorithm, r.Limit.Version}

@@ -85,6 +85,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -789,7 +790,7 @@ func (s *Store) shadow(ctx context.Context, rs []sluice.Request) {
 
 // shadows reports whether the fallback store is shown r (see shadow).
 func (s *Store) shadows(r sluice.Request) bool {
-	return r.Limit.Algorithm != sluice.AlgorithmConcurrency && s.mode(r) == Fallback
+	return !algo.Leases(r.Limit.Algorithm) && s.mode(r) == Fallback
 }
 
 func (s *Store) mode(r sluice.Request) Mode {

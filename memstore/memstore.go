@@ -650,7 +650,7 @@ func (s *Store) recheck(e *entry, p *algo.Params, st *algo.State, cost int64, ma
 }
 
 func (s *Store) lease(p *algo.Params, cost int64) uint64 {
-	if p.Alg != sluice.AlgorithmConcurrency || cost == 0 {
+	if !p.Desc().Leases || cost == 0 {
 		return 0
 	}
 	return s.leases.Add(1)

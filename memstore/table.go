@@ -280,10 +280,10 @@ func (e *entry) store(st *algo.State, k *cold) {
 // newCold returns a cold part for an entry under c, or nil if its
 // algorithm's state is X, Y and Idle alone.
 func newCold(c *compiled) *cold {
-	switch c.lim.Algorithm {
-	case sluice.AlgorithmSlidingWindow:
+	switch c.p.Desc().State {
+	case algo.StateXYZ:
 		return &cold{}
-	case sluice.AlgorithmSlidingLog, sluice.AlgorithmConcurrency:
+	case algo.StateLog:
 		l := &coldLog{}
 		l.hasLog = true
 		return &l.cold

@@ -6,8 +6,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/httpname"
 )
 
@@ -28,7 +28,7 @@ func (l *loader) lateCost(v *yaml.Node, w where, lim *Limit) {
 	f := l.Fields(v, w, "cost", lateCostFields...)
 	lc := &decide.LateCost{}
 	capacity := max(1, lim.Limit.Capacity())
-	if lim.Limit.Algorithm == sluice.AlgorithmConcurrency {
+	if algo.Leases(lim.Limit.Algorithm) {
 		l.Fail(v, w, "cost", "%s cannot settle a cost after the response (it counts requests in flight, not what they cost): use a number or header:NAME", lim.Limit.Algorithm)
 	}
 	lim.cost = 1

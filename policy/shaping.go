@@ -38,7 +38,7 @@ func (l *loader) delayBound(a decide.Action) delayBound {
 // every time, so the place is never served. field names what to fix: queue,
 // or overrides.scale for an override's scaled limit.
 func (l *loader) servable(n *yaml.Node, w where, field string, lim sluice.Limit, b delayBound) {
-	if lim.Algorithm != sluice.AlgorithmLeakyBucket || b.d <= 0 || lim.Validate() != nil {
+	if !algo.Shapes(lim.Algorithm) || b.d <= 0 || lim.Validate() != nil {
 		return
 	}
 	p, err := algo.Compile(lim)

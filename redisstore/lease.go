@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // LeaseConfig turns on quota leases: an instance takes a few tokens (or
@@ -111,7 +112,8 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 
 // leasable reports whether a limit's room can be handed out ahead of use.
 func leasable(alg sluice.Algorithm) bool {
-	return alg == sluice.AlgorithmFixedWindow || alg == sluice.AlgorithmTokenBucket || alg == sluice.AlgorithmGCRA
+	d := algo.Of(alg)
+	return d != nil && d.QuotaLeases
 }
 
 // leaser holds the leases of one Store: one per (key, limit) in use, at
@@ -265,7 +267,7 @@ func (e *lease) expire(now time.Time, l *leaser) {
 	}
 	n := e.tokens
 	e.tokens = 0
-	if e.q.p.Alg == sluice.AlgorithmFixedWindow && !now.Before(e.end) {
+	if e.q.p.Desc().Aligned && !now.Before(e.end) {
 		l.n.expired.Add(n)
 		return // the window they belong to is over: nothing to give back
 	}
@@ -377,7 +379,7 @@ func (l *leaser) rebase(ctx context.Context, ls []*lease, qs []request, now time
 			return e.refill
 		}
 		old, n, start := e.q, e.tokens, e.start
-		if old.p.Alg == sluice.AlgorithmFixedWindow && !now.Before(e.end) {
+		if old.p.Desc().Aligned && !now.Before(e.end) {
 			l.n.expired.Add(n)
 			n = 0 // their window is over: nothing to give back
 		}
@@ -575,7 +577,7 @@ func (l *leaser) prefetch(e *lease, now time.Time) {
 	q := e.q
 	ask := min(w, max(1, q.p.Cap/l.cfg.Share)-e.tokens)
 	q.Cost, q.lease = 1, strconv.FormatInt(ask, 10)
-	if q.p.Alg != sluice.AlgorithmFixedWindow {
+	if !q.p.Desc().Aligned {
 		q.Cost = max(1, ask/2) // as least does
 	}
 	ch := make(chan struct{})
@@ -675,7 +677,7 @@ func (l *leaser) refill(ctx context.Context, ls []*lease, qs []request, ds []slu
 // the few that trickle in one call each. A fixed window's is q's cost:
 // room left near the end of a window would be lost if it waited.
 func least(q request, w int64) int64 {
-	if q.p.Alg == sluice.AlgorithmFixedWindow {
+	if q.p.Desc().Aligned {
 		return q.Cost
 	}
 	return max(q.Cost, w/2)
@@ -707,7 +709,7 @@ func (l *leaser) add(e *lease, g grant, cost int64, sent time.Time) {
 	l.n.spent.Add(cost)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.q.p.Alg == sluice.AlgorithmFixedWindow && g.start != e.start {
+	if e.q.p.Desc().Aligned && g.start != e.start {
 		l.n.expired.Add(e.tokens)
 		e.tokens = 0 // of a window that is over
 	}

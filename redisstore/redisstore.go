@@ -217,7 +217,7 @@ type request struct {
 
 // compiled is a limit as the scripts take it: its parameters, and the
 // script argument that holds its algorithm code and, in hexadecimal, the
-// parameters the algorithm reads, in the order scripts/state.lua documents.
+// parameters the algorithm reads, in the order scripts/algorithms.lua documents.
 type compiled struct {
 	p      algo.Params
 	params any    // the script argument, a string boxed once
@@ -238,7 +238,7 @@ type calendarBounds struct {
 }
 
 // arg returns the script argument of the calendar window c at now (µs):
-// "1:<N>:<4 bounds>" (see scripts/state.lua).
+// "1:<N>:<4 bounds>" (see scripts/algorithms.lua).
 func (c *compiled) calendar(now int64) any {
 	if b := c.cal.last.Load(); b != nil && b.from <= now && now < b.to {
 		return b.arg
@@ -278,25 +278,9 @@ func (s *Store) compileNew(l sluice.Limit) (*compiled, error) {
 		return nil, err
 	}
 	b := strconv.AppendInt(nil, int64(p.Alg), 10)
-	var vs []int64
-	switch p.Alg {
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		vs = []int64{p.A, p.B, p.Cap, p.Full}
-	case sluice.AlgorithmLeakyBucket:
-		vs = []int64{p.A, p.B, p.Cap, p.Full, p.NoDelay}
-	case sluice.AlgorithmWarmUp:
-		vs = []int64{p.N, p.P, p.Warm}
-	case sluice.AlgorithmConcurrency:
-		vs = []int64{p.N, p.TTL}
-	case sluice.AlgorithmFixedWindow:
-		vs = []int64{p.N}
-		if !p.Calendar() {
-			vs = append(vs, p.P)
-		}
-	default: // sliding log, sliding window
-		vs = []int64{p.N, p.P}
-	}
-	for _, v := range vs { // in hexadecimal: cheaper for Lua to read
+	var buf [8]int64
+	vs := p.WireValues(buf[:0]) // the vector of algo.Desc.Wire
+	for _, v := range vs {      // in hexadecimal: cheaper for Lua to read
 		b = append(b, ':')
 		b = strconv.AppendInt(b, v, 16)
 	}
@@ -330,7 +314,7 @@ func (s *Store) prepare(r sluice.Request) (q request, err error) {
 // lease id.
 func (s *Store) prepareKeys(q *request, state []byte) {
 	q.state, q.log = keysFrom(state, usesLog(q.p.Alg))
-	if q.p.Alg == sluice.AlgorithmConcurrency && q.Cost > 0 {
+	if q.p.Desc().Leases && q.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
 	}
 }
@@ -351,8 +335,8 @@ func (s *Store) prepareArgs(r sluice.Request, q *request) (*compiled, error) {
 	if c.cal != nil {
 		q.params = c.calendar(s.wallNow().UnixMicro())
 	}
-	if p.Alg == sluice.AlgorithmLeakyBucket && r.MaxDelay > 0 {
-		// the request's bound rides with its limit (scripts/state.lua)
+	if p.Desc().Shapes && r.MaxDelay > 0 {
+		// the request's bound rides with its limit (scripts/args.lua)
 		q.params = c.params.(string) + ":" + strconv.FormatInt(algo.MaxDelay(r.MaxDelay), 16)
 	}
 	return c, nil
@@ -361,7 +345,7 @@ func (s *Store) prepareArgs(r sluice.Request, q *request) (*compiled, error) {
 // usesLog reports whether an algorithm keeps a log (a sorted set) beside its
 // state hash.
 func usesLog(alg sluice.Algorithm) bool {
-	return alg == sluice.AlgorithmSlidingLog || alg == sluice.AlgorithmConcurrency
+	return algo.Of(alg).State == algo.StateLog
 }
 
 // clock returns the first script argument: "" for Redis TIME, or the test
@@ -398,7 +382,7 @@ func (s *Store) wallNow() time.Time {
 // call builds one script invocation for rs; undo, if not nil, holds each
 // request's undo field. A request names its state key, and its log key only
 // if its algorithm keeps one, and sends one argument (see
-// scripts/state.lua): its limit (compiled.params), followed by its cost,
+// scripts/args.lua): its limit (compiled.params), followed by its cost,
 // lease id and undo field unless its cost is 1 and it has neither. Every key
 // and argument costs the server time: a batch script spends about as much
 // on them as on the decision itself.
@@ -407,7 +391,7 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	keys, args := c.keyBuf[:0], c.argBuf[:0] // room for a lone request's
 	args = append(args, s.clock())
 	if len(rs) > 1 || sc.batch == nil {
-		// the count; a take call of one request sends none (state.lua)
+		// the count; a take call of one request sends none (args.lua)
 		args = append(args, len(rs))
 	}
 	for i, r := range rs {
@@ -636,7 +620,7 @@ func (s *Store) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) b
 // remember puts a refusal in the near cache. Concurrency refusals are not
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
-	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && q.p.Alg != sluice.AlgorithmConcurrency {
+	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && !q.p.Desc().Leases {
 		s.near.put(q.state, &q.Limit, q.Cost, q.MaxDelay, d, s.localNow())
 	}
 }
@@ -910,7 +894,7 @@ func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lea
 // wrap names the operation, key and limit in a Redis error.
 func (s *Store) wrap(err error, op string, q request) error {
 	if strings.Contains(err.Error(), "attempt to perform arithmetic on a string value") {
-		// read_state (state.lua) found a field that is not a number
+		// read_state (stateio.lua) found a field that is not a number
 		return fmt.Errorf("redisstore: %s %q under %s: a state hash under prefix %q holds a field that is not a number "+
 			"(sluice writes only integers: did something else write it?); delete the key to start that limit afresh: %w",
 			op, q.Key, q.Limit, s.prefix, err)
@@ -920,7 +904,7 @@ func (s *Store) wrap(err error, op string, q request) error {
 
 // decode reads a script reply into the decisions, and returns the undo
 // tokens: 6 integers per request, or 8 values per request when the script
-// added each one's lease and undo token (see reply in scripts/state.lua);
+// added each one's lease and undo token (see emit in scripts/reply.lua);
 // nil when the reply has none. Every value is checked.
 func decode(reply []any, into any) ([]string, error) {
 	var set func(k int, d sluice.Decision)

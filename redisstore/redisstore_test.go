@@ -457,7 +457,7 @@ func TestCheckOnClusterSlotKey(t *testing.T) {
 }
 
 // TestLargeCheck: checks of 2 to 100 requests on a standalone server, each
-// one script (chain in state.lua decides up to 64 plain requests, larger
+// one script (chain in check.lua decides up to 64 plain requests, larger
 // checks go through tables): all admitted while every limit has room; once
 // one request's limit is spent, the check is refused and no other limit is
 // charged.

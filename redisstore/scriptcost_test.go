@@ -206,7 +206,7 @@ func TestBatchCost(t *testing.T) {
 		return
 	}
 	// Every key used, then used again over a second later, when the store
-	// extends its TTL by REUSE_MS (state.lua): the measured calls then find
+	// extends its TTL by REUSE_MS (stateio.lua): the measured calls then find
 	// keys in use, as a busy limit's are, which need no PEXPIRE.
 	send(1000/32+1, 0)
 	time.Sleep(1200 * time.Millisecond)

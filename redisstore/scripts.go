@@ -6,15 +6,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // The Lua sources: one file per algorithm, a shared library and state
-// handling, and one entry point per job. A script is assembled from the
-// library, the algorithm files it needs, a dispatch table, state.lua and its
+// handling, the algorithm constants (algorithms.lua, generated from
+// internal/algo's table), and one entry point per job. A script is assembled from the
+// library, the algorithm files it needs, a dispatch table, the shared code
+// (stateFiles) and its
 // entry point, so that one EVALSHA can decide requests under different
 // algorithms atomically, while a single request runs a script holding only
 // its own algorithm (less Lua to set up on every call). The function
@@ -22,18 +26,6 @@ import (
 //
 //go:embed scripts/*.lua
 var sources embed.FS
-
-// algorithmFiles maps each algorithm to its file and Lua function.
-var algorithmFiles = map[sluice.Algorithm][2]string{
-	sluice.AlgorithmFixedWindow:   {"fixed_window.lua", "fixed_window"},
-	sluice.AlgorithmSlidingLog:    {"sliding_log.lua", "sliding_log"},
-	sluice.AlgorithmSlidingWindow: {"sliding_window.lua", "sliding_window"},
-	sluice.AlgorithmTokenBucket:   {"bucket.lua", "token_bucket"},
-	sluice.AlgorithmGCRA:          {"bucket.lua", "gcra"},
-	sluice.AlgorithmLeakyBucket:   {"bucket.lua", "gcra"},
-	sluice.AlgorithmWarmUp:        {"warm_up.lua", "warm_up"},
-	sluice.AlgorithmConcurrency:   {"concurrency.lua", "concurrency"},
-}
 
 // script is one assembled Lua script and its SHA1, for EVALSHA, and the
 // name of the function of the library that does the same job, for FCALL.
@@ -55,23 +47,32 @@ func read(f string) string {
 	return "-- " + f + "\n" + string(src) + "\n"
 }
 
+// stateFiles are the shared code of the entry points, by role, in the order
+// they are assembled: the arguments and reading them, state I/O, one
+// request decided (take, peek, undo), the reply's encoding, checks of
+// several requests.
+var stateFiles = []string{"args.lua", "stateio.lua", "decide.lua", "reply.lua", "check.lua"}
+
 // common writes what every entry point needs: the library, the given
-// algorithms and their dispatch table, and state.lua.
+// algorithms and their dispatch table, adopt.lua and stateFiles.
 func common(b *strings.Builder, algs ...sluice.Algorithm) {
 	b.WriteString(read("lib.lua"))
+	b.WriteString(read("algorithms.lua"))
 	seen := map[string]bool{}
 	dispatch := "local algorithms = {"
 	for _, a := range algs {
-		f := algorithmFiles[a]
-		if !seen[f[0]] {
-			seen[f[0]] = true
-			b.WriteString(read(f[0]))
+		d := algo.Of(a)
+		if !seen[d.LuaFile] {
+			seen[d.LuaFile] = true
+			b.WriteString(read(d.LuaFile))
 		}
-		dispatch += "[" + string(rune('0'+int(a))) + "] = " + f[1] + ", "
+		dispatch += "[" + algo.LuaName(a) + "] = " + d.LuaStep + ", "
 	}
 	b.WriteString(dispatch + "}\n")
 	b.WriteString(read("adopt.lua"))
-	b.WriteString(read("state.lua"))
+	for _, f := range stateFiles {
+		b.WriteString(read(f))
+	}
 }
 
 // assemble builds entry with the given algorithms; l names its function.
@@ -80,15 +81,22 @@ func (l library) assemble(entry string, algs ...sluice.Algorithm) *script {
 	common(&b, algs...)
 	b.WriteString("keys, argv = KEYS, ARGV\n")
 	b.WriteString(read(entry))
-	src := prune(b.String())
+	src := prune(inline(b.String()))
 	sum := sha1.Sum([]byte(src))
 	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:]), fn: l.fn[entry]}
 }
 
-var every = []sluice.Algorithm{
-	sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingLog, sluice.AlgorithmSlidingWindow,
-	sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket,
-	sluice.AlgorithmWarmUp, sluice.AlgorithmConcurrency,
+var every = sluice.Algorithms()
+
+// where returns the algorithms whose description has the property f.
+func where(f func(*algo.Desc) bool) []sluice.Algorithm {
+	var out []sluice.Algorithm
+	for _, a := range every {
+		if f(algo.Of(a)) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // library is every entry point as a function of one Redis function
@@ -118,7 +126,7 @@ func newLibrary() library {
 		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time = k, a, nil\n%send,\n", e, read(e))
 	}
 	body.WriteString("}\n")
-	text := prune(body.String())
+	text := prune(inline(body.String()))
 	sum := sha1.Sum([]byte(text))
 	l := library{name: "sluice_" + hex.EncodeToString(sum[:6]), fn: map[string]string{}}
 	var b strings.Builder
@@ -160,9 +168,9 @@ var scripts = sync.OnceValue(func() *scriptSet {
 		lib:     l,
 		take:    withBatch(l.assemble("take.lua", every...), every...),
 		refund:  l.assemble("refund.lua", every...),
-		release: l.assemble("release.lua", sluice.AlgorithmConcurrency),
+		release: l.assemble("release.lua", where(func(d *algo.Desc) bool { return d.Leases })...),
 		adjust:  l.assemble("adjust.lua", every...),
-		lease:   l.assemble("lease.lua", sluice.AlgorithmFixedWindow, sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA),
+		lease:   l.assemble("lease.lua", where(func(d *algo.Desc) bool { return d.QuotaLeases })...),
 		takeOne: map[sluice.Algorithm]*script{},
 	}
 	for _, a := range every {
@@ -179,6 +187,33 @@ func takeFor(rs []request) *script {
 		}
 	}
 	return scripts().takeOne[rs[0].p.Alg]
+}
+
+// constantRe matches the algorithm constants of algorithms.lua: their
+// declarations, and their names as words elsewhere.
+var constantRe = sync.OnceValue(func() *regexp.Regexp {
+	names := make([]string, 0, len(every))
+	for _, a := range every {
+		names = append(names, algo.LuaName(a))
+	}
+	alt := strings.Join(names, "|")
+	return regexp.MustCompile(`(?m)^local (?:` + alt + `) = \d+\n|\b(?:` + alt + `)\b`)
+})
+
+// inline writes each algorithm constant's code in place of its name and
+// drops the declarations: the Lua reads names (algorithms.lua), the server
+// runs literals. Every top-level local a function reads is an upvalue its
+// closure captures, and a script creates its closures on every call: as
+// locals, the constants cost an EVALSHA of a lone GCRA decision about a
+// fifth more server time (bench/REDIS.md).
+func inline(src string) string {
+	return constantRe().ReplaceAllStringFunc(src, func(m string) string {
+		if strings.HasPrefix(m, "local ") {
+			return ""
+		}
+		a, _ := sluice.ParseAlgorithm(strings.ToLower(m))
+		return strconv.Itoa(int(a))
+	})
 }
 
 // prune drops the top-level functions a script never calls. Redis runs the

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // TestPrune: prune keeps the functions the code outside functions reaches,
@@ -90,4 +93,33 @@ func TestImportBuildsNoScript(t *testing.T) {
 		t.Fatalf("scripts() built an incomplete set: %+v", set)
 	}
 	t.Logf("redisstore's init allocated %d bytes; building every script took %v", bytes, time.Since(start))
+}
+
+// TestAlgorithmsLuaGenerated: scripts/algorithms.lua is what
+// `go generate ./internal/algo` writes from the algorithm table, and the
+// scripts compare algorithms by its names, never by a bare code.
+func TestAlgorithmsLuaGenerated(t *testing.T) {
+	got, err := sources.ReadFile("scripts/algorithms.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != algo.Lua() {
+		t.Fatal("scripts/algorithms.lua is stale: run go generate ./internal/algo")
+	}
+	// assembled, the names are codes (inline)
+	for _, src := range []string{scripts().take.src, scripts().takeOne[sluice.AlgorithmGCRA].src, scripts().lib.src} {
+		if strings.Contains(src, "local GCRA") || strings.Contains(src, "alg == GCRA") || !strings.Contains(src, "alg == 5") {
+			t.Error("an assembled script reads the algorithm constants by name")
+		}
+	}
+	numeric := regexp.MustCompile(`alg\s*[=~<>]=?\s*[0-9]`)
+	files, _ := sources.ReadDir("scripts")
+	for _, f := range files {
+		src, _ := sources.ReadFile("scripts/" + f.Name())
+		for i, l := range strings.Split(string(src), "\n") {
+			if numeric.MatchString(l) {
+				t.Errorf("scripts/%s:%d compares an algorithm with a bare code: %s", f.Name(), i+1, l)
+			}
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/httpname"
 	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/internal/yamlload"
@@ -572,7 +573,7 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if lim.Algorithm != sluice.AlgorithmConcurrency {
+	if !algo.Leases(lim.Algorithm) {
 		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "only concurrency limits hold leases")
 		return
 	}

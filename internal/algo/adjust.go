@@ -17,7 +17,7 @@ const exact = 1 << 53
 // leases).
 func (p *Params) CheckAdjust(r sluice.Request) error {
 	l := r.Limit
-	if p.Alg == sluice.AlgorithmConcurrency {
+	if p.Desc().adjust == nil {
 		return &sluice.LimitError{Algorithm: l.Algorithm, Field: "algorithm", Err: sluice.ErrNotAdjustable,
 			Reason: fmt.Sprintf("%s holds leases, not usage: give a lease back with Release (key %q)", l, r.Key)}
 	}
@@ -52,29 +52,16 @@ func Adjust(p *Params, s *State, now, delta int64) sluice.Decision {
 	if delta != 0 {
 		var r result
 		step(p, s, now, 0, NoMaxDelay, 0, false, &r) // roll windows over, prune logs
-		switch p.Alg {
-		case sluice.AlgorithmFixedWindow:
-			s.Y = adjustCount(s.Y, delta, debtCeiling*p.N)
-		case sluice.AlgorithmSlidingWindow:
-			// at most 2^37, so that the weighted count stays exact
-			s.Y, s.Z = adjustTwo(s.Y, s.Z, delta, min(debtCeiling*p.N, 1<<37))
-		case sluice.AlgorithmSlidingLog:
-			adjustLog(p, s, delta)
-		case sluice.AlgorithmTokenBucket:
-			at, used := tokenUsed(p, s, now)
-			s.X, s.Y = adjustDebt(p, used, at-now, delta), at
-		case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
-			adjustGCRA(p, s, now, delta)
-		case sluice.AlgorithmWarmUp:
-			adjustWarmUp(p, s, now, delta)
-		default:
+		adjust := p.Desc().adjust
+		if adjust == nil {
 			panic("algo: Adjust of " + p.Alg.String()) // CheckAdjust refuses it
 		}
+		adjust(p, s, now, delta)
 	}
 	d := Step(p, s, now, 0, NoMaxDelay, 0, false)
 	idle := now + int64(d.ResetAfter/time.Microsecond)
-	if p.Alg == sluice.AlgorithmWarmUp {
-		idle = s.X + s.Y
+	if d := p.Desc(); d.Paced {
+		idle = d.idle(p, s)
 	}
 	if delta > 0 || s.Idle > 0 {
 		s.Idle = max(s.Idle, idle)

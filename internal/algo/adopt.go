@@ -1,30 +1,20 @@
 package algo
 
-import "github.com/sluicehq/sluice"
-
 // Same reports whether a state kept under p is read under q as it is,
 // without Adopt: the parameters its algorithm's state depends on are equal
 // (the limit itself, or one written differently, such as 2/2s and 1/s).
-// They are the parameters the Lua port is sent (scripts/state.lua), which
+// They are the parameters the Lua port is sent (scripts/algorithms.lua), which
 // stores them with the state and compares them the same way.
 func (p *Params) Same(q *Params) bool {
 	if p.Alg != q.Alg {
 		return false
 	}
-	switch p.Alg {
-	case sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA:
-		return p.A == q.A && p.B == q.B && p.Cap == q.Cap && p.Full == q.Full
-	case sluice.AlgorithmLeakyBucket:
-		return p.A == q.A && p.B == q.B && p.Cap == q.Cap && p.Full == q.Full && p.NoDelay == q.NoDelay
-	case sluice.AlgorithmWarmUp:
-		return p.N == q.N && p.P == q.P && p.Warm == q.Warm
-	case sluice.AlgorithmConcurrency:
-		return p.N == q.N && p.TTL == q.TTL
+	for _, w := range p.Desc().Wire {
+		if w.Of(p) != w.Of(q) {
+			return false
+		}
 	}
-	if (p.cal == nil) != (q.cal == nil) || p.cal != nil && (p.cal.unit != q.cal.unit || p.cal.loc.String() != q.cal.loc.String()) {
-		return false
-	}
-	return p.N == q.N && p.P == q.P
+	return (p.cal == nil) == (q.cal == nil) && (p.cal == nil || p.cal.unit == q.cal.unit && p.cal.loc.String() == q.cal.loc.String())
 }
 
 // Adopt carries s, a state kept under the parameters old, over to p (of
@@ -32,22 +22,10 @@ func (p *Params) Same(q *Params) bool {
 // documents. The Lua port (scripts/adopt.lua) computes the same. Adopt
 // with old.Same(p) changes nothing a decision would see.
 func Adopt(old, p *Params, s *State, now int64) {
-	switch p.Alg {
-	case sluice.AlgorithmFixedWindow:
-		adoptWindow(old, p, s, now, false)
-	case sluice.AlgorithmSlidingWindow:
-		if old.P != p.P {
-			adoptWindow(old, p, s, now, true)
-		}
-	case sluice.AlgorithmTokenBucket:
-		// X is the credit used at time Y: as whole requests, in new units.
-		s.X = requests(old, p, s.X)
-	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
-		adoptGCRA(old, p, s, now)
-	case sluice.AlgorithmWarmUp:
-		s.Y = min(s.Y, p.Warm)
+	if adopt := p.Desc().adopt; adopt != nil {
+		adopt(old, p, s, now)
 	}
-	// sliding_log and concurrency keep their log as it is.
+	// An algorithm without adopt (a log) keeps its state as it is.
 	s.Idle = max(s.Idle, AdoptedIdle(p, s))
 }
 
@@ -57,33 +35,7 @@ func Adopt(old, p *Params, s *State, now int64) {
 // longer window or a slower refill keeps it longer than the old limit
 // did). The Lua port computes the same to extend the key's TTL.
 func AdoptedIdle(p *Params, s *State) int64 {
-	switch p.Alg {
-	case sluice.AlgorithmFixedWindow:
-		if s.Y == 0 {
-			return 0
-		}
-		if p.cal != nil {
-			_, end := p.cal.compute(s.X)
-			return end
-		}
-		return s.X + p.P
-	case sluice.AlgorithmSlidingWindow:
-		if s.Y == 0 && s.Z == 0 {
-			return 0
-		}
-		return s.X + 2*p.P
-	case sluice.AlgorithmTokenBucket:
-		return s.Y + p.byA.ceil(s.X)
-	case sluice.AlgorithmGCRA, sluice.AlgorithmLeakyBucket:
-		return s.X
-	case sluice.AlgorithmWarmUp:
-		return s.X + s.Y
-	case sluice.AlgorithmSlidingLog:
-		if n := s.newest(); n >= 0 {
-			return n + p.P // the Lua port keeps no parameters for a log: its TTL is the last charge's
-		}
-	}
-	return 0
+	return p.Desc().idle(p, s)
 }
 
 // adoptWindow keeps the count Y of the window starting at X if that window

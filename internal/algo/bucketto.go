@@ -19,10 +19,10 @@ func BucketTo(p *Params, s *State, now, c int64, commit bool, d *sluice.Decision
 		return false
 	}
 	var at, used int64
-	switch p.Alg {
-	case sluice.AlgorithmTokenBucket:
+	switch p.bucket {
+	case bucketTokens:
 		at, used = tokenUsed(p, s, now)
-	case sluice.AlgorithmGCRA:
+	case bucketArrival:
 		at = max(now, s.X-p.backstop)
 		if s.X > at {
 			used = (s.X-at)*p.A - s.Y
@@ -62,7 +62,7 @@ func BucketTo(p *Params, s *State, now, c int64, commit bool, d *sluice.Decision
 // bucketCharge stores the credit used after an admission at time at, whose
 // debt takes reset µs to refill, as tokenBucket and gcra do.
 func bucketCharge(p *Params, s *State, at, used, reset int64) {
-	if p.Alg == sluice.AlgorithmTokenBucket {
+	if p.bucket == bucketTokens {
 		s.X, s.Y, s.Idle = used, at, at+reset
 		return
 	}

@@ -23,12 +23,12 @@ import (
 // holds RefuseClosed to BucketTo over random limits, states and times.
 func Closed(p *Params, s *State, now int64) int64 {
 	var w, f int64
-	switch p.Alg {
-	case sluice.AlgorithmTokenBucket:
+	switch p.bucket {
+	case bucketTokens:
 		// used(t) + B > Full  ⟺  (t - Y)·A < X + B - Full
 		w = s.Y + ceilSigned(p.byA, s.X+p.B-p.Full)
 		f = s.Y + ceilSigned(p.byA, s.X)
-	case sluice.AlgorithmGCRA:
+	case bucketArrival:
 		// (X - t)·A - Y > Full - B  ⟺  t < X - (Full - B + Y)/A
 		w = s.X - p.byA.div(p.Full-p.B+s.Y)
 		f = s.X

@@ -21,8 +21,13 @@ import (
 // once per limit; a store caches them beside the key's state.
 type Params struct {
 	Alg sluice.Algorithm
-	N   int64 // Count
-	P   int64 // Period in µs (window, or rate period)
+	// bucket and shapes are the algorithm's Desc.Bucket and Desc.Shapes,
+	// kept here for the steps (beside Alg, in its padding: Params is copied
+	// into every request).
+	bucket BucketForm
+	shapes bool
+	N      int64 // Count
+	P      int64 // Period in µs (window, or rate period)
 	// A and B express the rate N/P exactly: credit accrues at A units per
 	// µs and one request costs B units (A = N/g, B = P/g, g = gcd(N, P)).
 	A, B    int64
@@ -60,6 +65,8 @@ func Compile(l sluice.Limit) (Params, error) {
 		Warm:    int64(l.Warmup / time.Microsecond),
 		TTL:     int64(l.LeaseTTL / time.Microsecond),
 		Cap:     l.Capacity(),
+		bucket:  descs[l.Algorithm].Bucket,
+		shapes:  descs[l.Algorithm].Shapes,
 	}
 	if l.Calendar != 0 {
 		loc, err := sluice.LoadZone(l.Zone) // loaded once by Validate: a cache hit
@@ -83,7 +90,7 @@ func Compile(l sluice.Limit) (Params, error) {
 // place of its queue: the one a unit-cost request gets when the queue
 // holds all it can, (queue - nodelay) intervals. It is 0 for other limits.
 func (p *Params) LongestDelay() int64 {
-	if p.Alg != sluice.AlgorithmLeakyBucket {
+	if !p.shapes {
 		return 0
 	}
 	return p.byA.ceil((p.Burst - p.NoDelay) * p.B)

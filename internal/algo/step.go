@@ -105,6 +105,8 @@ func stepTo(p *Params, s *State, now, cost, maxDelay int64, lease uint64, commit
 	d.Lease, d.Degraded = r.lease, false
 }
 
+// step runs p's algorithm. It is the one switch on the algorithm beside
+// the table (desc.go): a func value there would make s and r escape.
 func step(p *Params, s *State, now, c, maxDelay int64, lease uint64, commit bool, r *result) {
 	switch p.Alg {
 	case sluice.AlgorithmFixedWindow:
@@ -351,7 +353,7 @@ func gcra(p *Params, s *State, now, c, maxDelay int64, commit bool, r *result) {
 	}
 	before := debt
 	debt = bucket(p, debt, c, r)
-	if p.Alg == sluice.AlgorithmLeakyBucket {
+	if p.shapes {
 		debt = shape(p, before, debt, maxDelay, r)
 	}
 	shift(r, at-now)

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/accesslog"
+	"github.com/sluicehq/sluice/internal/algo"
 	sim "github.com/sluicehq/sluice/internal/simulate"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
@@ -187,9 +188,9 @@ const measureHuge = 1 << 32
 // for the rest (the period of a bucket's rate); none for concurrency.
 func measureLimit(l sluice.Limit) (sluice.Limit, bool) {
 	switch {
-	case l.Algorithm == sluice.AlgorithmConcurrency || l.Period <= 0:
+	case algo.Leases(l.Algorithm) || l.Period <= 0:
 		return sluice.Limit{}, false
-	case l.Algorithm == sluice.AlgorithmFixedWindow:
+	case algo.Aligned(l.Algorithm):
 		return sluice.FixedWindow(measureHuge, l.Period), true
 	}
 	return sluice.SlidingWindow(measureHuge, l.Period), true

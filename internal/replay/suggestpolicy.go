@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -17,11 +18,8 @@ import (
 // windowed reports that a limit's count is what suggest sets from peaks:
 // a window algorithm, whose peaks are counted as it counts.
 func windowed(l sluice.Limit) bool {
-	switch l.Algorithm {
-	case sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow, sluice.AlgorithmSlidingLog:
-		return true
-	}
-	return false
+	d := algo.Of(l.Algorithm)
+	return d != nil && d.Windowed
 }
 
 // runPolicy suggests the counts of the window limits of an existing

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/accesslog"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/draw"
 )
 
@@ -147,7 +148,7 @@ func (kt *keyTable) countText() string {
 
 // peakHow says how a limit's peaks are counted (measureLimit).
 func peakHow(l sluice.Limit) string {
-	if l.Algorithm == sluice.AlgorithmFixedWindow {
+	if algo.Aligned(l.Algorithm) {
 		return "aligned windows"
 	}
 	return "as a sliding_window counts"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // Leases holds the concurrency leases of admitted requests on a
@@ -29,7 +30,7 @@ type leaseEntry struct {
 func (q *Leases) Hold(reqs []sluice.Request, each []sluice.Decision, until time.Time) {
 	var e leaseEntry
 	for i, r := range reqs {
-		if r.Limit.Algorithm == sluice.AlgorithmConcurrency && each[i].Lease != 0 {
+		if algo.Leases(r.Limit.Algorithm) && each[i].Lease != 0 {
 			e.leases = append(e.leases, heldLease{r.Key, r.Limit, each[i].Lease})
 		}
 	}

@@ -223,7 +223,7 @@ func (f *Options) defaultSubjects() ([]simSubject, error) {
 // maxDelay, as sluice check refuses it in a policy (nil when it can, or
 // for another algorithm).
 func unservable(lim sluice.Limit, maxDelay time.Duration) error {
-	if lim.Algorithm != sluice.AlgorithmLeakyBucket || maxDelay <= 0 {
+	if !algo.Shapes(lim.Algorithm) || maxDelay <= 0 {
 		return nil
 	}
 	p, err := algo.Compile(lim)
@@ -353,7 +353,7 @@ func runSim(sub simSubject, arrivals []time.Duration, width time.Duration, colum
 	reqs := make([]sluice.Request, len(sub.limits))
 	for i, lim := range sub.limits {
 		reqs[i] = sluice.Request{Key: "sim" + strconv.Itoa(i), Limit: lim, Cost: 1}
-		if lim.Algorithm != sluice.AlgorithmConcurrency {
+		if !algo.Leases(lim.Algorithm) {
 			r.period = max(r.period, lim.Period)
 		}
 	}

@@ -2,7 +2,7 @@
 -- package internal/algo does in Adjust (read it for the rules and the
 -- reasoning): a charge into a debt of at most CAPACITIES capacities past an
 -- exhausted limit, a refund down to an unused limit. KEYS and ARGV as in
--- state.lua, with the count 1 and one request whose cost is not sent, then
+-- args.lua, with the count 1 and one request whose cost is not sent, then
 -- one more argument: the delta, a signed decimal integer. Returns the 6
 -- values take.lua returns for one request: the state after the adjustment
 -- as a peek reports it.
@@ -120,7 +120,7 @@ local function adjust_warm_up(p, x, y, now, delta)
 end
 
 local now = clock()
-local r = load(1, 3, now) -- carried over to the request's limit (state.lua)
+local r = load(1, 3, now) -- carried over to the request's limit (stateio.lua)
 local delta = tonumber(argv[4])
 if not delta or delta ~= floor(delta) then
   error('sluice: malformed adjustment "' .. tostring(argv[4]) .. '"')
@@ -131,17 +131,17 @@ local x, y, z = r.x, r.y, r.z
 if delta ~= 0 then
   local _
   _, _, _, _, _, x, y, z = f(p, x, y, z, now, 0, false, log) -- windows rolled over, logs pruned
-  if alg == 1 then
+  if alg == FIXED_WINDOW then
     y = adjust_count(y, delta, CEILING * p.N)
-  elseif alg == 3 then
+  elseif alg == SLIDING_WINDOW then
     y, z = adjust_two(y, z, delta, min(CEILING * p.N, 2 ^ 37)) -- the weighted count stays exact
-  elseif alg == 2 then
+  elseif alg == SLIDING_LOG then
     x, y = adjust_log(p, x, y, z, delta, log)
-  elseif alg == 4 then
+  elseif alg == TOKEN_BUCKET then
     x, y = adjust_token_bucket(p, x, y, now, delta)
-  elseif alg == 5 or alg == 6 then
+  elseif alg == GCRA or alg == LEAKY_BUCKET then
     x, y = adjust_gcra(p, x, y, now, delta)
-  elseif alg == 7 then
+  elseif alg == WARM_UP then
     x, y = adjust_warm_up(p, x, y, now, delta)
   else
     error('sluice: cannot adjust a limit of algorithm ' .. alg)
@@ -151,7 +151,7 @@ local allowed, remaining, retry, reset, delay, x2, y2, z2 = peek(f, p, x, y, z, 
 local idle = 0
 if delta > 0 then -- charged: the key lives until its state is fresh again
   idle = now + reset
-  if alg == 7 then
+  if alg == WARM_UP then
     idle = x2 + y2
   end
 end

@@ -49,11 +49,11 @@ end
 -- now.
 local function adopt(o, p, x, y, z, now)
   local alg = p.alg
-  if alg == 1 or alg == 3 and o.P ~= p.P then
-    return adopt_window(o, p, x, y, z, now, alg == 3)
-  elseif alg == 4 then
+  if alg == FIXED_WINDOW or alg == SLIDING_WINDOW and o.P ~= p.P then
+    return adopt_window(o, p, x, y, z, now, alg == SLIDING_WINDOW)
+  elseif alg == TOKEN_BUCKET then
     return requests(o, p, x), y, z
-  elseif alg == 5 or alg == 6 then
+  elseif alg == GCRA or alg == LEAKY_BUCKET then
     local at = max(now, x - o.back)
     local debt = 0
     if x > at then
@@ -65,7 +65,7 @@ local function adopt(o, p, x, y, z, now)
     end
     local ahead = cdiv(debt, p.A)
     return at + ahead, ahead * p.A - debt, z
-  elseif alg == 7 and y > p.Warm then
+  elseif alg == WARM_UP and y > p.Warm then
     y = p.Warm
   end
   return x, y, z
@@ -76,7 +76,7 @@ end
 -- to it, although nothing has charged it under p yet.
 local function adopted_idle(p, x, y, z)
   local alg = p.alg
-  if alg == 1 then
+  if alg == FIXED_WINDOW then
     if y == 0 then
       return 0
     end
@@ -84,16 +84,16 @@ local function adopted_idle(p, x, y, z)
       return select(2, calendar_window(p.bounds, x, x))
     end
     return x + p.P
-  elseif alg == 3 then
+  elseif alg == SLIDING_WINDOW then
     if y == 0 and z == 0 then
       return 0
     end
     return x + 2 * p.P
-  elseif alg == 4 then
+  elseif alg == TOKEN_BUCKET then
     return y + cdiv(x, p.A)
-  elseif alg == 5 or alg == 6 then
+  elseif alg == GCRA or alg == LEAKY_BUCKET then
     return x
-  elseif alg == 7 then
+  elseif alg == WARM_UP then
     return x + y
   end
   return 0

@@ -1,7 +1,7 @@
 -- batch.lua: decide several independent checks in one call, one after
 -- another, each all-or-nothing exactly as take.lua decides it, at one time.
--- argv[1] is the clock (as in state.lua); then come the checks' requests,
--- in order, each as in state.lua, those of a check of several requests
+-- argv[1] is the clock (as in args.lua); then come the checks' requests,
+-- in order, each as in args.lua, those of a check of several requests
 -- preceded by their count (a limit argument is never shorter than 5
 -- characters, a count is). KEYS are the checks' own, concatenated in order.
 -- On a Redis Cluster every key must be in one slot, as for any script.

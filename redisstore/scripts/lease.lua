@@ -1,5 +1,5 @@
 -- lease.lua: hand out quota leases for n requests, all-or-nothing (see
--- lease.go). KEYS and ARGV as in state.lua, the count always sent; each
+-- lease.go). KEYS and ARGV as in args.lua, the count always sent; each
 -- request is "<limit>|<cost>,<want>," under a scalar algorithm whose room
 -- can be handed out ahead of use: fixed_window (1), token_bucket (4) or
 -- gcra (5). <cost> is what the instance must have now, <want> (at least
@@ -22,9 +22,9 @@ local rs = {}
 local b, k, all = 3, 1, true
 for i = 1, n do
   local r
-  r, b, k = load(k, b, now) -- carried over to the request's limit (state.lua)
+  r, b, k = load(k, b, now) -- carried over to the request's limit (stateio.lua)
   local alg = r.p.alg
-  if alg ~= 1 and alg ~= 4 and alg ~= 5 then
+  if alg ~= FIXED_WINDOW and alg ~= TOKEN_BUCKET and alg ~= GCRA then
     error('sluice: lease of algorithm ' .. alg .. ' (only fixed_window, token_bucket and gcra lease)')
   end
   local want = tonumber(r.lease)

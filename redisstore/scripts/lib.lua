@@ -142,6 +142,6 @@ end
 -- requests may charge them with commit and keep or drop the states
 -- returned; the log algorithms write their log at once, and are charged only
 -- when the whole check is admitted. e1 and e2 are what an undo token needs
--- beyond the states (see undo_token in state.lua). Plain values rather than
+-- beyond the states (see undo_token in decide.lua). Plain values rather than
 -- tables: a table costs the server several times the arithmetic of a
 -- decision.

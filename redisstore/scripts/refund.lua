@@ -1,6 +1,6 @@
 -- refund.lua: give back what take.lua charged for requests of a check that
 -- was refused on another Redis Cluster slot, then report each request's state
--- as a peek with allowed = 0. KEYS and ARGV as in state.lua; each request
+-- as a peek with allowed = 0. KEYS and ARGV as in args.lua; each request
 -- carries the cost it was charged, its lease and the undo token take.lua
 -- returned. Returns the values take.lua returns.
 --
@@ -29,26 +29,26 @@ for i = 1, n do
       redis.call('DEL', r.key)
     end
     x, y, z, r.existed = 0, 0, 0, false
-  elseif alg == 2 then
+  elseif alg == SLIDING_LOG then
     if redis.call('ZREM', r.log, extra) == 1 then
       y = y - c
     end
-  elseif alg == 8 then
+  elseif alg == CONCURRENCY then
     local _
     _, y = release_lease(r.log, r.lease, y)
   elseif before and before ~= '' and untouched then
     local bx, by, bz = string.match(before, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
     x, y, z = tonumber(bx), tonumber(by), tonumber(bz)
-  elseif alg == 1 or alg == 3 then
+  elseif alg == FIXED_WINDOW or alg == SLIDING_WINDOW then
     local start = tonumber(extra)
     if x == start then
       y = max(0, y - c)
-    elseif alg == 3 and x - start == p.P then
+    elseif alg == SLIDING_WINDOW and x - start == p.P then
       z = max(0, z - c)
     end
-  elseif alg == 4 then
+  elseif alg == TOKEN_BUCKET then
     x = max(0, x - c * p.B)
-  elseif alg == 5 or alg == 6 then
+  elseif alg == GCRA or alg == LEAKY_BUCKET then
     local debt = 0
     if x > now then
       debt = (x - now) * p.A - y
@@ -60,7 +60,7 @@ for i = 1, n do
       local ahead = cdiv(debt, p.A)
       x, y = now + ahead, ahead * p.A - debt
     end
-  elseif alg == 7 then
+  elseif alg == WARM_UP then
     local spent, took = string.match(extra, '^(%d+):(%d+)$')
     x = x - tonumber(spent)
     y = max(0, y - tonumber(took))

@@ -1,4 +1,4 @@
--- release.lua: end a concurrency lease. KEYS and ARGV as in state.lua with
+-- release.lua: end a concurrency lease. KEYS and ARGV as in args.lua with
 -- one request whose lease field names the lease. Returns {1} if it was held,
 -- {0} if not (released already, or expired).
 local r = load(1, 3, clock())

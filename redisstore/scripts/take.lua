@@ -1,6 +1,6 @@
--- take.lua: decide n requests all-or-nothing (see state.lua for KEYS and
--- ARGV, and check there for how). Returns 6 or 8 values per request (see
--- emit in state.lua): allowed, limit, remaining, retry (µs), reset (µs),
+-- take.lua: decide n requests all-or-nothing (see args.lua for KEYS and
+-- ARGV, and check in check.lua for how). Returns 6 or 8 values per request (see
+-- emit in reply.lua): allowed, limit, remaining, retry (µs), reset (µs),
 -- delay (µs)[, lease, undo token].
 local a = argv[2]
 if #a < 5 then -- a count: a check of several requests

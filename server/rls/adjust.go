@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // Charges outside the all-or-nothing check: the hits of a refused
@@ -82,7 +83,7 @@ func (s *Service) debit(ctx context.Context, r *request) {
 // its refusals), as envoyproxy/ratelimit's local cache of over-limit keys
 // spares its Redis.
 func owes(c *decide.Check, d sluice.Decision) bool {
-	return c.Limit.Algorithm != sluice.AlgorithmFixedWindow || d.Remaining > 0
+	return !algo.Aligned(c.Limit.Algorithm) || d.Remaining > 0
 }
 
 // signed is a count of hits as a cost, saturated (Adjust bounds it further).

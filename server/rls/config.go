@@ -15,6 +15,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"go.yaml.in/yaml/v3"
 )
@@ -793,7 +794,7 @@ func extFields(alg sluice.Algorithm) []string {
 func algorithmNames() string {
 	var names []string
 	for _, a := range sluice.Algorithms() {
-		if a != sluice.AlgorithmConcurrency {
+		if !algo.Leases(a) {
 			names = append(names, a.String())
 		}
 	}
@@ -810,7 +811,7 @@ func (l *loader) extension(n *yaml.Node, w where) extension {
 		switch {
 		case !ok:
 			return ext
-		case alg == sluice.AlgorithmConcurrency:
+		case algo.Leases(alg):
 			l.Fail(v, w, "rate_limit.sluice.algorithm", "concurrency limits requests in flight and needs each one released when it ends, which the rate limit service protocol cannot do; use sluice's gateway or middleware for it")
 			return ext
 		case err != nil:
@@ -841,7 +842,7 @@ func (l *loader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *
 	}
 	if v := f["queue"]; v != nil {
 		ext.queue, _ = l.Int(v, w, "rate_limit.sluice.queue", 0, maxBurst)
-	} else if ext.alg == sluice.AlgorithmLeakyBucket {
+	} else if slices.Contains(ext.alg.Fields(), "queue") {
 		l.Fail(n, w, "rate_limit.sluice.queue", "missing: leaky_bucket needs the number of requests that may wait")
 	}
 	if v := f["nodelay"]; v != nil {
@@ -853,7 +854,7 @@ func (l *loader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *
 		} else {
 			ext.warmup = d
 		}
-	} else if ext.alg == sluice.AlgorithmWarmUp {
+	} else if slices.Contains(ext.alg.Fields(), "warmup") {
 		l.Fail(n, w, "rate_limit.sluice.warmup", "missing: warm_up needs the time the rate takes to climb")
 	}
 	if v := f["calendar"]; v != nil {

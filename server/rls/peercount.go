@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/algo"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -76,7 +77,7 @@ func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
 // each descriptor on its own, refused hits charged into a bounded debt. Either keeps
 // lim's calendar period and Version.
 func peerLimit(lim sluice.Limit, rpu uint32, period time.Duration) sluice.Limit {
-	if rpu == 0 || lim.Algorithm == sluice.AlgorithmFixedWindow {
+	if rpu == 0 || algo.Aligned(lim.Algorithm) {
 		p := sluice.FixedWindow(int64(rpu)+1, period)
 		p.Calendar, p.Zone, p.Version = lim.Calendar, lim.Zone, lim.Version
 		if p.Calendar != 0 {
@@ -90,7 +91,7 @@ func peerLimit(lim sluice.Limit, rpu uint32, period time.Duration) sluice.Limit 
 // overMarked reports whether r is counted with the extra "over" unit of
 // peerLimit.
 func (r *rule) overMarked() bool {
-	return r.peer.Algorithm == sluice.AlgorithmFixedWindow && r.peer != r.limit
+	return algo.Aligned(r.peer.Algorithm) && r.peer != r.limit
 }
 
 // runPeer decides a request under CountPeer: each descriptor with a limit

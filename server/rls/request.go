@@ -12,6 +12,7 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/algo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -219,5 +220,5 @@ func (s *Service) storeError(ctx context.Context, domain string, err error) erro
 func (d *domain) sameWindow(entries []*commonpb.RateLimitDescriptor_Entry, ov *rule) bool {
 	r, shared := d.match(entries)
 	return r != nil && shared == nil && !r.unlimited && r.period == ov.period &&
-		r.peer.Algorithm == sluice.AlgorithmFixedWindow && r.peer.Calendar == 0
+		algo.Aligned(r.peer.Algorithm) && r.peer.Calendar == 0
 }

@@ -14,6 +14,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/algo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -741,7 +742,7 @@ func (r *request) apart(ru *rule) bool { return ru.apart() || r.quotas }
 // to yet), the time left in the aligned window by this process's clock.
 func (s *Service) reset(it *item, now *time.Time) time.Duration {
 	reset := it.d.ResetAfter
-	if it.rule.rpu == 0 || reset <= 0 && it.rule.limit.Algorithm == sluice.AlgorithmFixedWindow {
+	if it.rule.rpu == 0 || reset <= 0 && algo.Aligned(it.rule.limit.Algorithm) {
 		if now.IsZero() {
 			*now = s.opts.Now()
 		}

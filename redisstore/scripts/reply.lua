@@ -1,0 +1,36 @@
+-- reply.lua: the decisions of a check as the reply encodes them.
+
+-- emit appends the decisions of requests rs to out after index o and
+-- returns the new last index: 6 values per request (allowed, limit,
+-- remaining, retry, reset, delay), or 8, the lease and undo token last,
+-- when any request has a lease or an undo token (the shorter reply saves
+-- the server two strings per decision). When marked, the stride itself
+-- comes first: a batch script's reply is one flat array, the checks'
+-- results one after another, which costs the server less than an array
+-- per check.
+local function emit(out, o, rs, marked)
+  local stride = 6
+  for i = 1, #rs do
+    if rs[i].rl ~= '' or rs[i].ru ~= '' then
+      stride = 8
+    end
+  end
+  if marked then
+    o = o + 1
+    out[o] = stride
+  end
+  for i = 1, #rs do
+    local r = rs[i]
+    local allowed = 0
+    if r.allowed then
+      allowed = 1
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
+      allowed, r.p.limit, r.remaining, r.retry, r.reset, r.delay
+    if stride == 8 then
+      out[o + 7], out[o + 8] = r.rl, r.ru
+    end
+    o = o + stride
+  end
+  return o
+end
