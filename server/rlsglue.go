@@ -50,7 +50,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := rls.New(s.limiter, cfg, rls.Options{
+	svc, err := rls.New(s.limiter, cfg, rls.Options{
 		Logger:                     s.log,
 		KeyText:                    s.keys.key,
 		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
@@ -61,6 +61,9 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 		Bounds:                     s.cfg.Envoy.bounds(),
 		Observe:                    newRLSObserver(s).observe,
 	})
+	if err != nil {
+		return nil, err
+	}
 	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
 }
 
