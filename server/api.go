@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
 // Bounds of the decision API: nothing a caller sends can make the server
@@ -130,10 +131,10 @@ func (s *Server) apiHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/check" || r.URL.Path == "/v1/release" || r.URL.Path == "/v1/settle" {
 			w.Header().Set("Allow", "POST")
-			writeJSONProblem(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.URL.Path+" takes POST with a JSON body (docs/api.md).")
+			problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.URL.Path+" takes POST with a JSON body (docs/api.md).")
 			return
 		}
-		writeJSONProblem(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check, POST /v1/settle and POST /v1/release (docs/api.md).")
+		problem.Write(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check, POST /v1/settle and POST /v1/release (docs/api.md).")
 	})
 	return mux
 }
@@ -233,12 +234,12 @@ func hex4(b []byte) (rune, bool) {
 func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 	var req checkRequest
 	if err := decode(w, r, &req); err != nil {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
 	checks, err := s.planAPI(&req)
 	if err != nil {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
 	var res decide.Result
@@ -251,11 +252,11 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	switch res.Outcome {
 	case decide.Invalid:
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", res.Err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad Request", res.Err.Error())
 		return
 	case decide.Failed:
 		s.logAPIError(res.Err)
-		writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error())
 		return
 	}
 	resp := apiAnswer(&res, s.keys)
@@ -535,19 +536,19 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 	var req releaseRequest
 	if err := decode(w, r, &req); err != nil {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
 	var lim sluice.Limit
 	switch {
 	case req.Key == "" || len(req.Key) > 4*maxAPIKey:
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "key: the key /v1/check returned is required")
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "key: the key /v1/check returned is required")
 		return
 	case req.Lease == 0:
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "lease: the lease /v1/check returned is required")
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "lease: the lease /v1/check returned is required")
 		return
 	case (req.Name == "") == (len(req.Limit) == 0):
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "give name (a policy limit) or limit (an explicit one)")
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "give name (a policy limit) or limit (an explicit one)")
 		return
 	case req.Name != "":
 		found := false
@@ -559,23 +560,23 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !found {
-			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("name: %q is not a limit of the policy", req.Name))
+			problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("name: %q is not a limit of the policy", req.Name))
 			return
 		}
 	default:
 		var err error
 		if lim, err = policy.ParseLimit("limit", req.Limit); err != nil {
-			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", limitError(err).Error())
+			problem.Write(w, http.StatusBadRequest, "Bad Request", limitError(err).Error())
 			return
 		}
 	}
 	if lim.Algorithm != sluice.AlgorithmConcurrency {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "only concurrency limits hold leases")
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "only concurrency limits hold leases")
 		return
 	}
 	if err := s.limiter.Release(r.Context(), req.Key, lim, req.Lease); err != nil {
 		s.logAPIError(err)
-		writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not release: "+err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not release: "+err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -656,20 +657,4 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-// writeJSONProblem writes an RFC 9457 problem document.
-func writeJSONProblem(w http.ResponseWriter, status int, title, detail string) {
-	body := problemBody(status, title, detail)
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-// problemBody is the body of an RFC 9457 problem document, ending in a
-// newline.
-func problemBody(status int, title, detail string) []byte {
-	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
-	return append(body, '\n')
 }

@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice"
-
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
 // maxSettleCost bounds the actual cost of a settle: costs add up in
@@ -89,15 +89,15 @@ func tokenStatus(err error) int {
 func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 	var req settleRequest
 	if err := decode(w, r, &req); err != nil {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
 	if req.Token == "" {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", "token: the settle_token /v1/check returned is required")
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "token: the settle_token /v1/check returned is required")
 		return
 	}
 	if req.Cost != nil && (*req.Cost < 0 || *req.Cost > maxSettleCost) {
-		writeJSONProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("cost: must be between 0 and %d (got %d)", int64(maxSettleCost), *req.Cost))
+		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("cost: must be between 0 and %d (got %d)", int64(maxSettleCost), *req.Cost))
 		return
 	}
 	entries, id, err := s.settle.redeem(req.Token)
@@ -106,7 +106,7 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		st := tokenStatus(err)
-		writeJSONProblem(w, st, http.StatusText(st), err.Error())
+		problem.Write(w, st, http.StatusText(st), err.Error())
 		return
 	}
 	resp := settleResponse{Settled: []apiSettled{}}
@@ -122,7 +122,7 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 				s.unspend(r.Context(), id) // nothing settled: the token may be tried again
 			}
 			s.logAPIError(err)
-			writeJSONProblem(w, http.StatusServiceUnavailable, "Service Unavailable",
+			problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable",
 				fmt.Sprintf("The store could not settle %q (%d of %d settled): %v", e.name, i, len(entries), err))
 			return
 		}

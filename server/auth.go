@@ -14,6 +14,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
 // AuthConfig guards the decision API and the admin listener.
@@ -119,7 +121,7 @@ func (s *Server) authenticate(name string, next http.Handler) http.Handler {
 		}
 		s.metrics.unauthorized.WithLabelValues(name).Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		writeJSONProblem(w, http.StatusUnauthorized, "Unauthorized", "This listener needs Authorization: Bearer with a valid token, or a client certificate.")
+		problem.Write(w, http.StatusUnauthorized, "Unauthorized", "This listener needs Authorization: Bearer with a valid token, or a client certificate.")
 	})
 }
 

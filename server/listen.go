@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
 // Defaults of the connection settings (Config.Timeouts, MaxConns,
@@ -165,7 +167,7 @@ func headerLimit(next http.Handler, n int, tooLarge func()) http.Handler {
 		if headerSize(r) > n {
 			tooLarge()
 			w.Header().Set("Connection", "close")
-			writeJSONProblem(w, http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
+			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -201,7 +203,7 @@ type tooLargeListener struct {
 // newTooLargeListener wraps ln, a listener in clear whose server has a
 // setting of n header bytes.
 func newTooLargeListener(ln net.Listener, n int, tooLarge func()) net.Listener {
-	body := problemBody(http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
+	body := problem.Body(http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
 	answer := fmt.Appendf(nil, "HTTP/1.1 431 %s\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		tooLargeTitle, len(body), body)
 	return &tooLargeListener{Listener: ln, answer: answer, tooLarge: tooLarge}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/rls"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -371,35 +371,32 @@ func (s *Server) Addr(name string) string {
 }
 
 func (s *Server) gatewayHandler() (http.Handler, error) {
-	var upstream http.Handler
-	if s.cfg.Upstream == "" {
-		upstream = demoUpstream()
-	} else {
-		u, err := url.Parse(s.cfg.Upstream)
-		if err != nil {
-			return nil, fmt.Errorf("upstream: %w", err)
-		}
-		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log, s.metrics)
-	}
 	s.metrics.watchGateway()
-	mw, err := httplimit.New(s.limiter, httplimit.Config{
+	h, err := gateway.New(gateway.Config{
+		Upstream:       s.cfg.Upstream,
+		Limiter:        s.limiter,
+		Policy:         s.currentPolicy,
 		Source:         s.source(),
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
 		DegradedHeader: s.cfg.DegradedHeader,
-		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
 		KeyText:        s.keys.key,
-		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
-		Settled: func(_ *http.Request, st decide.Settled) {
+		OnWaiting:      func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
+		Logger:         s.log,
+		Observe:        func(o decide.Observation) { s.observe("gateway", o) },
+		Settled: func(st decide.Settled) {
 			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},
-		OnWaiting: func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
+		Shed: func(priority shed.HTTPPriority, next http.Handler) http.Handler {
+			return s.shedding("gateway", priority, next)
+		},
+		UpstreamTime:   s.metrics.upstreamTime.Observe,
+		UpstreamFailed: s.metrics.upstreamErrs.Inc,
 	})
 	if err != nil {
 		return nil, err
 	}
-	guarded := s.shedding("gateway", func(r *http.Request) shed.Priority { return s.currentPolicy().Priority(r) }, s.stripProtected(upstream))
-	return s.countResponses(s.normalizing(mw(guarded))), nil
+	return s.countResponses(h), nil
 }
 
 // apiPriority is the shedding priority of a decision API request: the
@@ -414,25 +411,6 @@ func (s *Server) apiPriority(r *http.Request) shed.Priority {
 		return prio
 	}
 	return shed.Default
-}
-
-// stripProtected removes from requests that did not come through a trusted
-// proxy the headers the policy honours only from such proxies (overrides
-// that grant more): the upstream never sees a value sluice did not honour.
-func (s *Server) stripProtected(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := s.currentPolicy()
-		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
-			for k := range r.Header { // X_Internal_Caller too: CGI servers read it as X-Internal-Caller
-				for _, h := range hs {
-					if httplimit.SameHeader(k, h) {
-						delete(r.Header, k)
-					}
-				}
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to

@@ -1,4 +1,4 @@
-package server
+package gateway
 
 import (
 	"fmt"
@@ -12,8 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/decide"
-	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
 // newProxy returns the gateway's reverse proxy to upstream. It appends the
@@ -23,9 +22,9 @@ import (
 // Forwarded and X-Real-IP too, are the client's claims and are dropped),
 // sets X-Forwarded-Host and -Proto, passes streaming responses through as
 // they come and WebSocket upgrades as they are, and answers 502 when the
-// upstream cannot be reached. It times each upstream call and counts its
-// 502s in m.
-func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.Logger, m *metrics) *httputil.ReverseProxy {
+// upstream cannot be reached. It times each upstream call (upstreamTime)
+// and counts its 502s (upstreamFailed).
+func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.Logger, upstreamTime func(seconds float64), upstreamFailed func()) *httputil.ReverseProxy {
 	var lastLog atomic.Int64
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -38,7 +37,7 @@ func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.
 			}
 			pr.SetXForwarded()
 		},
-		Transport: timedTransport{observe: m.upstreamTime.Observe, next: &http.Transport{
+		Transport: timedTransport{observe: upstreamTime, next: &http.Transport{
 			Proxy:                 nil, // never through an environment proxy
 			MaxIdleConns:          1024,
 			MaxIdleConnsPerHost:   256,
@@ -55,8 +54,8 @@ func newProxy(upstream *url.URL, trusted func(*http.Request) bool, logger *slog.
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
-			m.upstreamErrs.Inc()
-			writeJSONProblem(w, http.StatusBadGateway, "Bad Gateway", "The upstream service could not be reached.")
+			upstreamFailed()
+			problem.Write(w, http.StatusBadGateway, "Bad Gateway", "The upstream service could not be reached.")
 		},
 	}
 }
@@ -73,24 +72,6 @@ func (t timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	t.observe(time.Since(start).Seconds())
 	return resp, err
-}
-
-// normalizing brings the target of each request to the normal form the
-// policy matches (policy.Normalize) before next sees it, so that the
-// upstream receives the host and path the rules matched, not another
-// spelling of them. A target that cannot be normalised without guessing
-// how the upstream would read it is answered 400 with a problem document,
-// and counted as invalid, like any client error of planning.
-func (s *Server) normalizing(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, err := policy.Normalize(r)
-		if err != nil {
-			s.observe("gateway", decide.Observation{Limit: "plan", Outcome: decide.Invalid, Err: err})
-			writeJSONProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
-			return
-		}
-		next.ServeHTTP(w, n)
-	})
 }
 
 // demoUpstream is the service the gateway fronts when no upstream is
