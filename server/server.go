@@ -22,7 +22,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/rls"
@@ -189,13 +188,8 @@ func (s *Server) currentPolicy() *policy.Policy {
 	return s.sample
 }
 
-// source is the httplimit.Source of the gateway.
-func (s *Server) source() httplimit.Source {
-	if s.holder != nil {
-		return s.holder
-	}
-	return s.sample
-}
+// policyNow is the policy in force, whatever the request.
+func (s *Server) policyNow(*http.Request) *policy.Policy { return s.currentPolicy() }
 
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
@@ -228,7 +222,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"gateway", s.cfg.Gateway, h})
 	}
 	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.apiPriority, s.apiHandler())})
+		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.policyNow, s.apiPriority, s.apiHandler())})
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
@@ -376,7 +370,6 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		Upstream:       s.cfg.Upstream,
 		Limiter:        s.limiter,
 		Policy:         s.currentPolicy,
-		Source:         s.source(),
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
 		DegradedHeader: s.cfg.DegradedHeader,
 		ShowKeys:       s.cfg.ShowKeys,
@@ -388,7 +381,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},
 		Shed: func(priority shed.HTTPPriority, next http.Handler) http.Handler {
-			return s.shedding("gateway", priority, next)
+			return s.shedding("gateway", gateway.PolicyOf, priority, next)
 		},
 		UpstreamTime:   s.metrics.upstreamTime.Observe,
 		UpstreamFailed: s.metrics.upstreamErrs.Inc,

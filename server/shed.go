@@ -33,15 +33,16 @@ type shedLimiter struct {
 	h   http.Handler // lim's middleware around next
 }
 
-// shedding wraps next, the handler of listener name, in the policy's load
-// shedding, with requests' priorities from priority.
-func (s *Server) shedding(name string, priority shed.HTTPPriority, next http.Handler) http.Handler {
+// shedding wraps next, the handler of listener name, in the load shedding
+// of each request's policy (policyOf), with requests' priorities from
+// priority.
+func (s *Server) shedding(name string, policyOf func(*http.Request) *policy.Policy, priority shed.HTTPPriority, next http.Handler) http.Handler {
 	sh := &shedding{name: name, priority: priority, next: next}
 	s.shedMu.Lock()
 	s.sheds = append(s.sheds, sh)
 	s.shedMu.Unlock()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sh.handler(s.currentPolicy().Shed).ServeHTTP(w, r)
+		sh.handler(policyOf(r).Shed).ServeHTTP(w, r)
 	})
 }
 
