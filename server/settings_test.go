@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -105,4 +107,47 @@ func checkSetsItsFields(t *testing.T, s Setting) {
 	if !changed {
 		t.Errorf("setting %s: sets none of %v", s.Name, mine)
 	}
+}
+
+// settingsDoc renders Settings as the Markdown table of docs/serve.md.
+func settingsDoc() string {
+	var b strings.Builder
+	b.WriteString("| flag | variable | config field | what it sets |\n|---|---|---|---|\n")
+	for _, s := range Settings {
+		flag := "`--" + s.Name + "`"
+		if s.NoFlag != "" {
+			flag = "none: " + s.NoFlag
+		}
+		help := strings.ReplaceAll(s.Help, "|", `\|`)
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | %s |\n", flag, s.Env, s.Fields, help)
+	}
+	return b.String()
+}
+
+// TestSettingsDoc: docs/serve.md's table of settings is the one made from
+// Settings, so that it lists every setting with its help. With
+// SLUICE_WRITE_DOCS=1 it writes the table instead.
+func TestSettingsDoc(t *testing.T) {
+	const path = "../docs/serve.md"
+	const begin, end = "<!-- settings: begin -->\n", "<!-- settings: end -->"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok1 := strings.Cut(string(b), begin)
+	table, after, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no %q ... %q section", path, begin, end)
+	}
+	want := settingsDoc()
+	if table == want {
+		return
+	}
+	if os.Getenv("SLUICE_WRITE_DOCS") == "1" {
+		if err := os.WriteFile(path, []byte(before+begin+want+end+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: the table of settings is not the one server.Settings makes; run SLUICE_WRITE_DOCS=1 go test -run TestSettingsDoc ./server", path)
 }
