@@ -116,7 +116,7 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 		if e.explicit {
 			label = "explicit" // names chosen by callers: unbounded
 		}
-		s.metrics.settled("api", label, a.Charged, req.Cost != nil, a.Capped, err)
+		s.metrics.Settled("api", label, a.Charged, req.Cost != nil, a.Capped, err)
 		if err != nil {
 			if i == 0 {
 				s.unspend(r.Context(), id) // nothing settled: the token may be tried again

@@ -104,7 +104,7 @@ func (s *Server) authenticate(name string, next http.Handler) http.Handler {
 	if s.tokens == nil || !slices.Contains(s.cfg.Auth.listeners(), name) {
 		return next
 	}
-	s.metrics.unauthorized.WithLabelValues(name) // exported from zero
+	s.metrics.Unauthorized.WithLabelValues(name) // exported from zero
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if name == "admin" && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
 			next.ServeHTTP(w, r)
@@ -119,7 +119,7 @@ func (s *Server) authenticate(name string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.metrics.unauthorized.WithLabelValues(name).Inc()
+		s.metrics.Unauthorized.WithLabelValues(name).Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 		problem.Write(w, http.StatusUnauthorized, "Unauthorized", "This listener needs Authorization: Bearer with a valid token, or a client certificate.")
 	})

@@ -294,16 +294,16 @@ func (s *Server) tooLargeCounter(name string) func() {
 	if name != "gateway" {
 		return func() {}
 	}
-	return s.metrics.responses.WithLabelValues("431").Inc
+	return s.metrics.Responses.WithLabelValues("431").Inc
 }
 
 // refusedCounter counts refused connections per listener and logs them at
 // most once a second.
 func (s *Server) refusedCounter(name string) func() {
-	s.metrics.refused.WithLabelValues(name) // exported from zero
+	s.metrics.Refused.WithLabelValues(name) // exported from zero
 	var last atomic.Int64
 	return func() {
-		s.metrics.refused.WithLabelValues(name).Inc()
+		s.metrics.Refused.WithLabelValues(name).Inc()
 		if now := time.Now().Unix(); last.Swap(now) != now {
 			s.log.Warn("connection refused: the listener is at its max_conns", "listener", name)
 		}

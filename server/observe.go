@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/server/metrics"
 )
 
 // The status page's history: a point every historyStep for the last
@@ -54,20 +56,20 @@ func (s *Server) keyNames(rule, limit string) (key, onMissing []string, ok bool)
 // (the gateway's and the decision API's) and of the RLS configs their zero
 // samples.
 func (s *Server) knownLimits() {
-	var ls []knownLimit
+	var ls []metrics.KnownLimit
 	for _, r := range s.currentPolicy().Rules {
 		for _, l := range r.Limits {
-			ls = append(ls, knownLimit{name: l.Name, shadow: r.Shadow, late: l.Late() != nil})
+			ls = append(ls, metrics.KnownLimit{Name: l.Name, Shadow: r.Shadow, Late: l.Late() != nil})
 		}
 	}
 	if s.cfg.Gateway != "" {
-		s.metrics.knownLimits("gateway", ls)
+		s.metrics.KnownLimits("gateway", ls)
 	}
 	if s.cfg.API != "" { // the policy's limits, and explicit checks
-		s.metrics.knownLimits("api", append(ls, knownLimit{name: "explicit", late: true}))
+		s.metrics.KnownLimits("api", append(ls, metrics.KnownLimit{Name: "explicit", Late: true}))
 	}
 	if s.rls != nil {
-		s.metrics.knownLimits("rls", s.rls.limits())
+		s.metrics.KnownLimits("rls", s.rls.limits())
 	}
 }
 
@@ -83,7 +85,7 @@ func (s *Server) countResponses(next http.Handler) http.Handler {
 			}
 			code = http.StatusOK
 		}
-		s.metrics.responses.WithLabelValues(codeLabel(code)).Inc()
+		s.metrics.Responses.WithLabelValues(codeLabel(code)).Inc()
 	})
 }
 

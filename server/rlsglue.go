@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/rls"
 )
 
@@ -20,7 +21,7 @@ import (
 type rlsService interface {
 	reload() error
 	domains() []string
-	limits() []knownLimit
+	limits() []metrics.KnownLimit
 	register(grpc.ServiceRegistrar)
 	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
 	close()
@@ -100,7 +101,7 @@ func newRLSObserver(s *Server) *rlsObserver {
 		Name: "sluice_rls_hits_total",
 		Help: "Hits of RLS descriptors counted as envoyproxy/ratelimit counts them (--rls-counting peer), by limit and range, as its within_limit, near_limit (past 80% of the limit) and over_limit statistics.",
 	}, []string{"limit", "range"})
-	s.metrics.reg.MustRegister(hits)
+	s.metrics.Reg.MustRegister(hits)
 	return &rlsObserver{s: s, hits: hits}
 }
 
@@ -151,7 +152,7 @@ func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
 	c := &rlsCounters{limit: domain + "/" + rule, key: string(decide.AppendKey(nil, "", "rls", rule))}
 	for i, o := range rlsOutcomes {
 		for d, degraded := range []string{"false", "true"} {
-			c.c[i][d] = r.s.metrics.decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
+			c.c[i][d] = r.s.metrics.Decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
 		}
 	}
 	for j, rng := range []string{"within", "near", "over"} {
@@ -192,10 +193,10 @@ func (e *envoyRLS) reload() error {
 
 // limits returns the names (domain/descriptor path, as the metrics label
 // them) of the configured limits.
-func (e *envoyRLS) limits() []knownLimit {
-	var out []knownLimit
+func (e *envoyRLS) limits() []metrics.KnownLimit {
+	var out []metrics.KnownLimit
 	for _, l := range e.svc.Config().Limits() {
-		out = append(out, knownLimit{name: l.Domain + "/" + l.Path, shadow: l.Shadow})
+		out = append(out, metrics.KnownLimit{Name: l.Domain + "/" + l.Path, Shadow: l.Shadow})
 	}
 	return out
 }

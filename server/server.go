@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/gateway"
+	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/rls"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -53,7 +54,7 @@ type Server struct {
 	backend *backend
 	limiter *sluice.Limiter
 	api     *decide.Decider // the decision API's
-	metrics *metrics
+	metrics *metrics.Metrics
 	stats   *stats
 	keys    keyShower     // how the status page shows keys
 	stopBg  chan struct{} // stops the history recorder
@@ -105,9 +106,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if s.version == "" {
 		s.version = "dev"
 	}
-	s.metrics = newMetrics(s.version)
-	s.metrics.reg.MustRegister(shedCollector{s})
-	b, err := openStore(cfg.Store, s.metrics.breakerChanged, s.log)
+	s.metrics = metrics.New(s.version)
+	s.metrics.Reg.MustRegister(metrics.ShedCollector(s.shedStats))
+	b, err := openStore(cfg.Store, s.metrics.BreakerChanged, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -123,7 +124,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 	}
 	s.warnOpen(s.log)
-	s.limiter = sluice.New(s.metrics.instrument(b.store))
+	s.limiter = sluice.New(s.metrics.Instrument(b.store))
 	if s.settle, err = newSettleTokens(time.Duration(cfg.SettleTTL), cfg.SettleSecretFile); err != nil {
 		b.close()
 		return nil, err
@@ -140,15 +141,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if b.failover != nil {
-		s.metrics.watchFailover(b.failover)
+		s.metrics.WatchFailover(b.failover)
 	}
 	if b.leases != nil {
-		s.metrics.reg.MustRegister(newLeaseCollector(b.leases))
+		s.metrics.Reg.MustRegister(metrics.NewLeaseCollector(b.leases))
 	}
 	if cfg.Policy != "" {
-		s.metrics.knownConfig("policy")
+		s.metrics.KnownConfig("policy")
 		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
-		s.metrics.reloaded("policy", err)
+		s.metrics.Reloaded("policy", err)
 		if err != nil {
 			b.close()
 			return nil, err
@@ -164,8 +165,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
 		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
 		if len(cfg.RLS) > 0 {
-			s.metrics.knownConfig("rls")
-			s.metrics.reloaded("rls", err)
+			s.metrics.KnownConfig("rls")
+			s.metrics.Reloaded("rls", err)
 		}
 		if err != nil {
 			s.backend.close()
@@ -193,7 +194,7 @@ func (s *Server) policyNow(*http.Request) *policy.Policy { return s.currentPolic
 
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
-	s.metrics.observe(source, o)
+	s.metrics.Observe(source, o)
 	s.stats.add(source, o)
 }
 
@@ -365,7 +366,7 @@ func (s *Server) Addr(name string) string {
 }
 
 func (s *Server) gatewayHandler() (http.Handler, error) {
-	s.metrics.watchGateway()
+	s.metrics.WatchGateway()
 	h, err := gateway.New(gateway.Config{
 		Upstream:       s.cfg.Upstream,
 		Limiter:        s.limiter,
@@ -374,17 +375,17 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		DegradedHeader: s.cfg.DegradedHeader,
 		ShowKeys:       s.cfg.ShowKeys,
 		KeyText:        s.keys.key,
-		OnWaiting:      func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
+		OnWaiting:      func(limit string, delta int) { s.metrics.Waiting.WithLabelValues(limit).Add(float64(delta)) },
 		Logger:         s.log,
 		Observe:        func(o decide.Observation) { s.observe("gateway", o) },
 		Settled: func(st decide.Settled) {
-			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
+			s.metrics.Settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},
 		Shed: func(priority shed.HTTPPriority, next http.Handler) http.Handler {
 			return s.shedding("gateway", gateway.PolicyOf, priority, next)
 		},
-		UpstreamTime:   s.metrics.upstreamTime.Observe,
-		UpstreamFailed: s.metrics.upstreamErrs.Inc,
+		UpstreamTime:   s.metrics.UpstreamTime.Observe,
+		UpstreamFailed: s.metrics.UpstreamErrs.Inc,
 	})
 	if err != nil {
 		return nil, err
@@ -414,7 +415,7 @@ func (s *Server) Reload() error {
 	st := &loadState{at: time.Now()}
 	if s.holder != nil {
 		err := s.holder.Reload()
-		s.metrics.reloaded("policy", err)
+		s.metrics.Reloaded("policy", err)
 		if err != nil {
 			st.policyErr = err.Error()
 			errs = append(errs, err)
@@ -423,7 +424,7 @@ func (s *Server) Reload() error {
 	if s.rls != nil && len(s.cfg.RLS) > 0 {
 		err := s.rls.reload()
 		s.rlsHealth()
-		s.metrics.reloaded("rls", err)
+		s.metrics.Reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)
 			st.rlsErr = err.Error()

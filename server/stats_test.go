@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/server/metrics"
 )
 
 func refusalOf(limit, key string) decide.Observation {
@@ -173,7 +174,7 @@ func TestHistory(t *testing.T) {
 // status page: a refusal with a key (the heavy keys' path) and an
 // admission near the limit.
 func BenchmarkObserve(b *testing.B) {
-	m := newMetrics("bench")
+	m := metrics.New("bench")
 	s := newStats(time.Second, time.Minute)
 	key := string(decide.AppendKey(nil, "everything", "per-ip", "203.0.113.7"))
 	for _, o := range []decide.Observation{
@@ -183,7 +184,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.Run(o.Outcome.String(), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				m.observe("gateway", o)
+				m.Observe("gateway", o)
 				s.add("gateway", o)
 			}
 		})

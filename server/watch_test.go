@@ -12,6 +12,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/metrics"
 )
 
 func capPolicy(n int) string {
@@ -40,7 +41,7 @@ func TestWatchOverflow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{log: log, metrics: newMetrics("test"), holder: h}
+		s := &Server{log: log, metrics: metrics.New("test"), holder: h}
 		events, errs := make(chan fsnotify.Event), make(chan error)
 		fw.Events, fw.Errors = events, errs
 		w := &watcher{fs: fw, done: make(chan struct{}), paths: []string{path}}

@@ -1,4 +1,8 @@
-package server
+// Package metrics holds sluice serve's Prometheus metrics, on their own
+// registry: decisions, the store's calls, reloads, connections, settles,
+// the gateway's responses and upstream, the failover breaker, quota leases
+// and load shedding. docs/metrics.md lists every series.
+package metrics
 
 import (
 	"context"
@@ -13,41 +17,42 @@ import (
 	"github.com/sluicehq/sluice/failover"
 )
 
-// metrics are the server's Prometheus metrics, on their own registry.
+// Metrics are the server's Prometheus metrics, on their own registry.
 // Every series whose labels are known when the server starts (the limits
 // of the policy, the listeners, the configs, the outcomes) is exported
 // from the start with a zero sample, so that rate() and increase() see
 // the first event: docs/metrics.md lists them all.
-type metrics struct {
-	reg        *prometheus.Registry
-	decisions  *prometheus.CounterVec
+type Metrics struct {
+	Reg        *prometheus.Registry
+	Decisions  *prometheus.CounterVec
 	nearLimit  *prometheus.CounterVec
 	delays     *prometheus.HistogramVec
-	waiting    *prometheus.GaugeVec
+	Waiting    *prometheus.GaugeVec
 	storeTime  *prometheus.HistogramVec
 	storeErrs  *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	lastReload *prometheus.GaugeVec
 	breaker    prometheus.Gauge // registered only with a store behind a breaker
-	refused    *prometheus.CounterVec
-	// unauthorized counts requests refused for want of a token.
-	unauthorized *prometheus.CounterVec
+	Refused    *prometheus.CounterVec
+	// Unauthorized counts requests refused for want of a token.
+	Unauthorized *prometheus.CounterVec
 	// settles and settledCost count costs known after the response.
 	settles, settledCost *prometheus.CounterVec
-	// responses, upstreamTime and upstreamErrs describe the gateway's
+	// Responses, UpstreamTime and UpstreamErrs describe the gateway's
 	// answers and its upstream.
-	responses    *prometheus.CounterVec
-	upstreamTime prometheus.Histogram
-	upstreamErrs prometheus.Counter
+	Responses    *prometheus.CounterVec
+	UpstreamTime prometheus.Histogram
+	UpstreamErrs prometheus.Counter
 }
 
 // delayBuckets are the buckets of shaping delays, in seconds: from a
 // millisecond to the longest max_delay worth having.
 var delayBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newMetrics(version string) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
-	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+// New makes the metrics of a server of version.
+func New(version string) *Metrics {
+	m := &Metrics{Reg: prometheus.NewRegistry()}
+	m.Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
 		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).",
 	}, []string{"source", "limit", "outcome", "degraded"})
@@ -72,11 +77,11 @@ func newMetrics(version string) *metrics {
 		Name: "sluice_failover_breaker_state",
 		Help: "The circuit breaker in front of Redis: 0 closed (normal), 1 open (Redis bypassed), 2 half-open (probing).",
 	})
-	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_connections_refused_total",
 		Help: "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.",
 	}, []string{"listener"})
-	m.unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_unauthorized_total",
 		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
 	}, []string{"listener"})
@@ -95,16 +100,16 @@ func newMetrics(version string) *metrics {
 	}, []string{"version", "goversion"})
 	info.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, code := range []string{"200", "400", "429", "431", "502", "503"} {
-		m.responses.WithLabelValues(code) // the codes alerts watch, from zero
+		m.Responses.WithLabelValues(code) // the codes alerts watch, from zero
 	}
-	m.reg.MustRegister(m.decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.refused, m.unauthorized, m.settles, m.settledCost, info,
+	m.Reg.MustRegister(m.Decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.Refused, m.Unauthorized, m.settles, m.settledCost, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // newGatewayMetrics makes the series of decisions beyond their outcome
-// and of the gateway (registered by watchGateway).
-func (m *metrics) newGatewayMetrics() {
+// and of the gateway (registered by WatchGateway).
+func (m *Metrics) newGatewayMetrics() {
 	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_near_limit_total",
 		Help: "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.",
@@ -114,36 +119,36 @@ func (m *metrics) newGatewayMetrics() {
 		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
 		Buckets: delayBuckets,
 	}, []string{"source"})
-	m.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.Waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_gateway_waiting_requests",
 		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
 	}, []string{"limit"})
-	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_gateway_responses_total",
 		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400, 431) and what the upstream answered.",
 	}, []string{"code"})
-	m.upstreamTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+	m.UpstreamTime = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_upstream_duration_seconds",
 		Help:    "Time from sending a request upstream to receiving its response headers (or failing).",
 		Buckets: prometheus.ExponentialBuckets(.001, 2.5, 12), // 1 ms to 24 s
 	})
-	m.upstreamErrs = prometheus.NewCounter(prometheus.CounterOpts{
+	m.UpstreamErrs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_upstream_errors_total",
 		Help: "Requests the gateway answered 502 because the upstream could not be reached or failed before its response headers.",
 	})
 }
 
-// watchGateway registers the gateway's series: responses, waiting
+// WatchGateway registers the gateway's series: responses, waiting
 // requests, the upstream's latency and errors (which stay at zero with
 // the built-in demo upstream).
-func (m *metrics) watchGateway() {
-	m.reg.MustRegister(m.responses, m.waiting, m.upstreamTime, m.upstreamErrs)
+func (m *Metrics) WatchGateway() {
+	m.Reg.MustRegister(m.Responses, m.Waiting, m.UpstreamTime, m.UpstreamErrs)
 }
 
-// knownLimits gives every series of source's limits a zero sample: each
+// KnownLimits gives every series of source's limits a zero sample: each
 // outcome the source can give (shadow outcomes for shadow limits), and
 // near-limit decisions where it reports them.
-func (m *metrics) knownLimits(source string, limits []knownLimit) {
+func (m *Metrics) KnownLimits(source string, limits []KnownLimit) {
 	enforced := []string{"admitted", "delayed", "refused", "failed", "admitted_uncounted", "invalid"}
 	if source == "rls" { // it neither delays nor reports what is left of a limit
 		enforced = []string{"admitted", "refused"}
@@ -154,43 +159,43 @@ func (m *metrics) knownLimits(source string, limits []knownLimit) {
 	for _, l := range limits {
 		outs := enforced
 		switch {
-		case l.shadow:
+		case l.Shadow:
 			outs = shadow
 		case source != "rls":
-			m.nearLimit.WithLabelValues(source, l.name)
+			m.nearLimit.WithLabelValues(source, l.Name)
 		}
-		if source == "gateway" && !l.shadow {
-			m.waiting.WithLabelValues(l.name)
+		if source == "gateway" && !l.Shadow {
+			m.Waiting.WithLabelValues(l.Name)
 		}
 		for _, o := range outs {
-			m.decisions.WithLabelValues(source, l.name, o, "false")
+			m.Decisions.WithLabelValues(source, l.Name, o, "false")
 		}
-		if l.late {
+		if l.Late {
 			for _, r := range settleResults {
-				m.settles.WithLabelValues(source, l.name, r)
+				m.settles.WithLabelValues(source, l.Name, r)
 			}
-			m.settledCost.WithLabelValues(source, l.name)
+			m.settledCost.WithLabelValues(source, l.Name)
 		}
 	}
 }
 
-// knownLimit is a limit named in a config.
-type knownLimit struct {
-	name   string
-	shadow bool
-	late   bool // its cost is settled after the response
+// KnownLimit is a limit named in a config.
+type KnownLimit struct {
+	Name   string
+	Shadow bool
+	Late   bool // its cost is settled after the response
 }
 
 // settleResults are the results sluice_settles_total counts.
 var settleResults = []string{"reported", "capped", "missing", "failed"}
 
-// observe counts one decision.
-func (m *metrics) observe(source string, o decide.Observation) {
+// Observe counts one decision.
+func (m *Metrics) Observe(source string, o decide.Observation) {
 	degraded := "false"
 	if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
 		degraded = "true"
 	}
-	m.decisions.WithLabelValues(source, o.Limit, o.Outcome.String(), degraded).Inc()
+	m.Decisions.WithLabelValues(source, o.Limit, o.Outcome.String(), degraded).Inc()
 	if decide.NearLimit(o) {
 		m.nearLimit.WithLabelValues(source, o.Limit).Inc()
 	}
@@ -199,17 +204,17 @@ func (m *metrics) observe(source string, o decide.Observation) {
 	}
 }
 
-// breakerChanged is failover's OnStateChange: the breaker state gauge.
-func (m *metrics) breakerChanged(from, to failover.State) {
+// BreakerChanged is failover's OnStateChange: the breaker state gauge.
+func (m *Metrics) BreakerChanged(from, to failover.State) {
 	m.breaker.Set(float64(to))
 }
 
-// watchFailover exports a failover.Store's counters and its breaker.
-func (m *metrics) watchFailover(fs *failover.Store) {
+// WatchFailover exports a failover.Store's counters and its breaker.
+func (m *Metrics) WatchFailover(fs *failover.Store) {
 	counter := func(name, help string, v func(failover.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(fs.Stats())) })
 	}
-	m.reg.MustRegister(
+	m.Reg.MustRegister(
 		m.breaker,
 		counter("sluice_failover_calls_total", "Calls that reached the primary store (Redis).", func(s failover.Stats) int64 { return s.Calls }),
 		counter("sluice_failover_failures_total", "Calls to the primary store that failed (timeouts, connection errors, error replies).", func(s failover.Stats) int64 { return s.Failures }),
@@ -228,14 +233,14 @@ func (m *metrics) watchFailover(fs *failover.Store) {
 	m.breaker.Set(float64(fs.State()))
 }
 
-// knownConfig gives a config's reload series their zero samples.
-func (m *metrics) knownConfig(config string) {
+// KnownConfig gives a config's reload series their zero samples.
+func (m *Metrics) KnownConfig(config string) {
 	m.reloads.WithLabelValues(config, "ok")
 	m.reloads.WithLabelValues(config, "error")
 }
 
-// reloaded counts one load of a config.
-func (m *metrics) reloaded(config string, err error) {
+// Reloaded counts one load of a config.
+func (m *Metrics) Reloaded(config string, err error) {
 	if err != nil {
 		m.reloads.WithLabelValues(config, "error").Inc()
 		return
@@ -253,7 +258,7 @@ type instrumented struct {
 	adjustErr                       prometheus.Counter
 }
 
-func (m *metrics) instrument(s sluice.Store) sluice.Store {
+func (m *Metrics) Instrument(s sluice.Store) sluice.Store {
 	return &instrumented{
 		Store:      s,
 		take:       m.storeTime.WithLabelValues("take"),
@@ -312,8 +317,8 @@ func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, 
 	return err
 }
 
-// settled counts one settle of a cost known after the response.
-func (m *metrics) settled(source, limit string, actual int64, found, capped bool, err error) {
+// Settled counts one settle of a cost known after the response.
+func (m *Metrics) Settled(source, limit string, actual int64, found, capped bool, err error) {
 	result := "reported"
 	switch {
 	case err != nil:

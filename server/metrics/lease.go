@@ -1,4 +1,4 @@
-package server
+package metrics
 
 import (
 	"math"
@@ -16,7 +16,7 @@ type leaseCollector struct {
 	sizes, held, bound, keys   *prometheus.Desc
 }
 
-func newLeaseCollector(stats func() redisstore.LeaseStats) *leaseCollector {
+func NewLeaseCollector(stats func() redisstore.LeaseStats) *leaseCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
