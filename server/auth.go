@@ -115,7 +115,7 @@ func (s *Server) authenticate(name string, next http.Handler) http.Handler {
 			return
 		}
 		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if strings.EqualFold(scheme, "Bearer") && tok != "" && s.tokens.get().has(strings.TrimSpace(tok)) {
+		if strings.EqualFold(scheme, "Bearer") && tok != "" && s.tokens.Get().has(strings.TrimSpace(tok)) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -136,7 +136,7 @@ func (s *Server) warnOpen(log *slog.Logger) {
 		if s.tokens != nil && slices.Contains(s.cfg.Auth.listeners(), l.name) {
 			continue
 		}
-		if s.cfg.TLS.ClientCAFile != "" && slices.Contains(s.cfg.TLS.clientAuth(), l.name) && slices.Contains(s.cfg.TLS.listeners(), l.name) {
+		if s.cfg.TLS.ClientCAFile != "" && slices.Contains(s.cfg.TLS.ClientAuthOn(), l.name) && slices.Contains(s.cfg.TLS.On(), l.name) {
 			continue
 		}
 		log.Warn("listening beyond loopback without authentication: anyone who reaches it may use it (auth.tokens_file, or tls client certificates; docs/operations.md)", "listener", l.name, "addr", l.addr)

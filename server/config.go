@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/listen"
 )
 
 // Config is everything sluice serve needs. It is read from a YAML file
@@ -126,39 +126,7 @@ type Config struct {
 }
 
 // TLSConfig turns on TLS (HTTPS, gRPC over TLS) and client certificates.
-type TLSConfig struct {
-	// CertFile and KeyFile are the server's certificate (with its chain)
-	// and key, PEM. Setting them turns TLS on for Listeners. Both are read
-	// again when they change (a renewed certificate needs no restart).
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ClientCAFile is a PEM bundle of the CAs that sign client
-	// certificates. With it, the ClientAuth listeners refuse a client
-	// without a certificate it verifies (mutual TLS). Read again when it
-	// changes.
-	ClientCAFile string `yaml:"client_ca_file"`
-	// Listeners serve TLS. Default gateway, api and grpc; the admin
-	// listener too if listed (its probes then need scheme HTTPS).
-	Listeners []string `yaml:"listeners"`
-	// ClientAuth lists the listeners that require a client certificate.
-	// Default, with a client_ca_file: api and grpc (the callers are
-	// services; the gateway's are users).
-	ClientAuth []string `yaml:"client_auth"`
-}
-
-func (t TLSConfig) listeners() []string {
-	if t.Listeners == nil {
-		return []string{"gateway", "api", "grpc"}
-	}
-	return t.Listeners
-}
-
-func (t TLSConfig) clientAuth() []string {
-	if t.ClientAuth == nil {
-		return []string{"api", "grpc"}
-	}
-	return t.ClientAuth
-}
+type TLSConfig = listen.TLSConfig
 
 // TimeoutConfig bounds slow clients; zero fields take the defaults.
 type TimeoutConfig struct {
@@ -390,7 +358,7 @@ func (c *Config) Validate() error {
 		fail("store.type", "%q: want memory or redis", c.Store.Type)
 	}
 	c.validateBounds(fail)
-	c.TLS.validate(fail)
+	c.TLS.Validate(fail)
 	c.Auth.validate(fail)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -491,33 +459,6 @@ func (r RedisConfig) validate(fail func(field, format string, args ...any)) {
 	}
 	if b := r.Breaker; b.FailureRatio > 1 || b.ConsecutiveFailures < 0 || b.MinCalls < 0 || b.Window < 0 || b.ProbeInterval < 0 {
 		fail("store.redis.breaker", "failure_ratio is at most 1 and no setting is negative")
-	}
-}
-
-func (t TLSConfig) validate(fail func(field, format string, args ...any)) {
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		fail("tls", "cert_file and key_file go together")
-	}
-	if t.CertFile == "" && (t.ClientCAFile != "" || t.Listeners != nil || t.ClientAuth != nil) {
-		fail("tls", "client_ca_file, listeners and client_auth need cert_file and key_file")
-	}
-	for _, l := range []struct {
-		field string
-		names []string
-	}{{"tls.listeners", t.Listeners}, {"tls.client_auth", t.ClientAuth}} {
-		for _, n := range l.names {
-			if !slices.Contains([]string{"gateway", "api", "grpc", "admin"}, n) {
-				fail(l.field, "%q: want gateway, api, grpc or admin", n)
-			}
-		}
-	}
-	if len(t.ClientAuth) > 0 && t.ClientCAFile == "" {
-		fail("tls.client_auth", "needs client_ca_file, the CAs that sign client certificates")
-	}
-	for _, n := range t.ClientAuth {
-		if !slices.Contains(t.listeners(), n) {
-			fail("tls.client_auth", "%q does not serve TLS (tls.listeners)", n)
-		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/reloading"
 )
 
 // RedisTLSConfig connects to Redis over TLS (redis-server's tls-port).
@@ -57,16 +59,16 @@ func redisDialer(cfg RedisTLSConfig, on bool, timeout time.Duration, log *slog.L
 	if !on {
 		return nil, nil
 	}
-	var cas *reloading[*x509.CertPool]
-	var cert *reloading[*tls.Certificate]
+	var cas *reloading.Value[*x509.CertPool]
+	var cert *reloading.Value[*tls.Certificate]
 	var err error
 	if cfg.CAFile != "" {
-		if cas, err = newReloading("redis tls CAs", []string{cfg.CAFile}, loadCAs(cfg.CAFile), log); err != nil {
+		if cas, err = reloading.New("redis tls CAs", []string{cfg.CAFile}, reloading.CAs(cfg.CAFile), log); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.CertFile != "" {
-		if cert, err = newReloading("redis tls client certificate", []string{cfg.CertFile, cfg.KeyFile}, loadKeyPair(cfg.CertFile, cfg.KeyFile), log); err != nil {
+		if cert, err = reloading.New("redis tls client certificate", []string{cfg.CertFile, cfg.KeyFile}, reloading.KeyPair(cfg.CertFile, cfg.KeyFile), log); err != nil {
 			return nil, err
 		}
 	}
@@ -78,10 +80,10 @@ func redisDialer(cfg RedisTLSConfig, on bool, timeout time.Duration, log *slog.L
 		}
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: name}
 		if cas != nil {
-			tc.RootCAs = cas.get()
+			tc.RootCAs = cas.Get()
 		}
 		if cert != nil {
-			tc.Certificates = []tls.Certificate{*cert.get()}
+			tc.Certificates = []tls.Certificate{*cert.Get()}
 		}
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {

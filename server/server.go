@@ -24,6 +24,8 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/gateway"
+	"github.com/sluicehq/sluice/server/internal/reloading"
+	"github.com/sluicehq/sluice/server/listen"
 	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/rls"
 	"github.com/sluicehq/sluice/shed"
@@ -63,9 +65,9 @@ type Server struct {
 	sample *policy.Policy // else the sample policy
 	loaded atomic.Pointer[loadState]
 
-	rls    rlsService           // nil without a grpc listener
-	tls    *serverTLS           // nil without TLS
-	tokens *reloading[tokenSet] // nil without auth.tokens_file
+	rls    rlsService                 // nil without a grpc listener
+	tls    *listen.TLS                // nil without TLS
+	tokens *reloading.Value[tokenSet] // nil without auth.tokens_file
 	health *health.Server
 
 	listeners map[string]net.Listener
@@ -113,12 +115,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
-	if s.tls, err = newServerTLS(cfg.TLS, s.log); err != nil {
+	if s.tls, err = listen.NewTLS(cfg.TLS, s.log); err != nil {
 		b.close()
 		return nil, err
 	}
 	if cfg.Auth.TokensFile != "" {
-		if s.tokens, err = newReloading("auth tokens", []string{cfg.Auth.TokensFile}, loadTokens(cfg.Auth.TokensFile), s.log); err != nil {
+		if s.tokens, err = reloading.New("auth tokens", []string{cfg.Auth.TokensFile}, loadTokens(cfg.Auth.TokensFile), s.log); err != nil {
 			b.close()
 			return nil, err
 		}
@@ -233,8 +235,8 @@ func (s *Server) Start() error {
 	}
 	for _, sv := range services {
 		lim := s.cfg.limits(sv.name)
-		tc := s.tls.config(sv.name, "h2", "http/1.1")
-		ln, err := listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
+		tc := s.tls.Config(sv.name, "h2", "http/1.1")
+		ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
@@ -243,10 +245,10 @@ func (s *Server) Start() error {
 		if tc != nil {
 			ln = tls.NewListener(ln, tc)
 		} else {
-			ln = newTooLargeListener(ln, lim.maxHeader, tooLarge)
+			ln = listen.NewTooLargeListener(ln, lim.MaxHeader, tooLarge)
 		}
 		s.listeners[sv.name] = ln
-		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log, tooLarge)
+		s.https[sv.name] = listen.HTTPServer(s.authenticate(sv.name, sv.handler), lim, s.log, tooLarge)
 	}
 	if s.cfg.GRPC != "" {
 		if err := s.listenGRPC(); err != nil {
@@ -291,16 +293,16 @@ func (s *Server) Start() error {
 // builds the gRPC server with the Envoy rate limit and health services.
 func (s *Server) listenGRPC() error {
 	lim := s.cfg.limits("grpc")
-	ln, err := listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
+	ln, err := listen.Listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
 	if err != nil {
 		return fmt.Errorf("grpc: %w", err)
 	}
 	// TLS in the listener, not in grpc's credentials, so that the
 	// reset guard reads the HTTP/2 frames in clear.
-	if tc := s.tls.config("grpc", "h2"); tc != nil {
+	if tc := s.tls.Config("grpc", "h2"); tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	ln = resetGuardListener{ln}
+	ln = listen.ResetGuard(ln)
 	s.listeners["grpc"] = ln
 	s.grpc = grpc.NewServer(
 		grpc.Creds(insecure.NewCredentials()),
@@ -309,8 +311,8 @@ func (s *Server) listenGRPC() error {
 		// A connection must finish its handshake and preface within
 		// the read-header timeout, and one without calls for the idle
 		// timeout is closed (with a GOAWAY).
-		grpc.ConnectionTimeout(lim.readHeader),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.idle}),
+		grpc.ConnectionTimeout(lim.ReadHeader),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.Idle}),
 		// Reused workers keep their grown stacks: a goroutine per call
 		// spent a fifth of the RLS's CPU growing its stack.
 		// (a worker must be free, or the call gets a new goroutine:
@@ -334,7 +336,7 @@ func (s *Server) servingAttrs() []any {
 	if s.tls != nil {
 		var on []string
 		for _, name := range []string{"gateway", "api", "grpc", "admin"} {
-			if s.listeners[name] != nil && s.tls.config(name) != nil {
+			if s.listeners[name] != nil && s.tls.Config(name) != nil {
 				on = append(on, name)
 			}
 		}

@@ -1,4 +1,4 @@
-package server
+package listen
 
 import (
 	"encoding/binary"
@@ -180,3 +180,7 @@ func (l resetGuardListener) Accept() (net.Conn, error) {
 	}
 	return newResetGuard(c), nil
 }
+
+// ResetGuard wraps each connection ln accepts in the guard against HTTP/2
+// stream-reset floods.
+func ResetGuard(ln net.Listener) net.Listener { return resetGuardListener{ln} }

@@ -1,4 +1,4 @@
-package server
+package reloading
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestReloading steps a reloading value on a fake clock: a changed file is
+// TestReloading steps a Value on a fake clock: a changed file is
 // read again only after recheck, a change that does not parse keeps the
 // previous value, and a later good change is taken.
 func TestReloading(t *testing.T) {
@@ -31,7 +31,7 @@ func TestReloading(t *testing.T) {
 		}
 		return string(b), err
 	}
-	r, err := newReloading("value", []string{path}, parse, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r, err := New("value", []string{path}, parse, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +55,11 @@ func TestReloading(t *testing.T) {
 		if step.write != "" {
 			write(step.write, base.Add(time.Duration(i+1)*time.Minute))
 		}
-		if got := r.get(); got != step.want {
+		if got := r.Get(); got != step.want {
 			t.Fatalf("step %d: got %q, want %q", i, got, step.want)
 		}
 	}
-	if _, err := newReloading("value", []string{path + ".missing"}, func() (string, error) { return "", os.ErrNotExist }, slog.Default()); err == nil || !strings.Contains(err.Error(), "value: ") {
+	if _, err := New("value", []string{path + ".missing"}, func() (string, error) { return "", os.ErrNotExist }, slog.Default()); err == nil || !strings.Contains(err.Error(), "value: ") {
 		t.Errorf("a file that does not load at start: %v, want an error naming it", err)
 	}
 }

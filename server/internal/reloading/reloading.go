@@ -1,4 +1,6 @@
-package server
+// Package reloading holds values parsed from files (TLS certificates, CA
+// bundles, token lists) and parses them again when the files change.
+package reloading
 
 import (
 	"crypto/tls"
@@ -31,10 +33,10 @@ func stamp(path string) fileStamp {
 	return fileStamp{size: fi.Size(), mod: fi.ModTime()}
 }
 
-// reloading holds a value parsed from files and parses them again when
+// Value holds a value parsed from files and parses them again when
 // they change, at most once per recheck. A change that does not parse
 // keeps the previous value and is logged. It is safe for concurrent use.
-type reloading[T any] struct {
+type Value[T any] struct {
 	what  string
 	paths []string
 	parse func() (T, error)
@@ -47,9 +49,9 @@ type reloading[T any] struct {
 	checked time.Time
 }
 
-// newReloading parses the files once; an error here is a start-up error.
-func newReloading[T any](what string, paths []string, parse func() (T, error), log *slog.Logger) (*reloading[T], error) {
-	r := &reloading[T]{what: what, paths: paths, parse: parse, log: log, now: time.Now}
+// New parses the files once; an error here is a start-up error.
+func New[T any](what string, paths []string, parse func() (T, error), log *slog.Logger) (*Value[T], error) {
+	r := &Value[T]{what: what, paths: paths, parse: parse, log: log, now: time.Now}
 	r.stamps = r.stampAll()
 	v, err := parse()
 	if err != nil {
@@ -59,7 +61,7 @@ func newReloading[T any](what string, paths []string, parse func() (T, error), l
 	return r, nil
 }
 
-func (r *reloading[T]) stampAll() []fileStamp {
+func (r *Value[T]) stampAll() []fileStamp {
 	s := make([]fileStamp, len(r.paths))
 	for i, p := range r.paths {
 		s[i] = stamp(p)
@@ -67,8 +69,8 @@ func (r *reloading[T]) stampAll() []fileStamp {
 	return s
 }
 
-// get returns the current value, parsing the files again if they changed.
-func (r *reloading[T]) get() T {
+// Get returns the current value, parsing the files again if they changed.
+func (r *Value[T]) Get() T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -100,8 +102,8 @@ func equalStamps(a, b []fileStamp) bool {
 	return true
 }
 
-// loadKeyPair reads a PEM certificate (chain) and its key.
-func loadKeyPair(certFile, keyFile string) func() (*tls.Certificate, error) {
+// KeyPair reads a PEM certificate (chain) and its key.
+func KeyPair(certFile, keyFile string) func() (*tls.Certificate, error) {
 	return func() (*tls.Certificate, error) {
 		c, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -111,8 +113,8 @@ func loadKeyPair(certFile, keyFile string) func() (*tls.Certificate, error) {
 	}
 }
 
-// loadCAs reads a PEM bundle of CA certificates.
-func loadCAs(file string) func() (*x509.CertPool, error) {
+// CAs reads a PEM bundle of CA certificates.
+func CAs(file string) func() (*x509.CertPool, error) {
 	return func() (*x509.CertPool, error) {
 		data, err := os.ReadFile(file)
 		if err != nil {

@@ -1,79 +1,37 @@
-package server
+// Package listen binds sluice serve's listeners and bounds what a client
+// can hold: a connection cap per listener, timeouts, the size of a
+// request's header (a 431 problem document), HTTP/2 in clear refused, a
+// guard against HTTP/2 stream-reset floods, and TLS with certificates
+// read again when they change.
+package listen
 
 import (
-	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
-// Defaults of the connection settings (Config.Timeouts, MaxConns,
-// AdminMaxConns).
-const (
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultIdleTimeout       = 2 * time.Minute
-	DefaultMaxConns          = 4096
-	DefaultAdminMaxConns     = 64
-	DefaultMaxHeaderBytes    = 64 << 10
-)
-
-// The bounds of Config.MaxHeaderBytes.
-const (
-	minHeaderBytes = 4 << 10
-	maxHeaderBytes = 16 << 20
-)
-
-// connLimits are a listener's bounds, with the config's zeros replaced by
-// the defaults.
-type connLimits struct {
-	readHeader, read, idle time.Duration
-	maxConns               int // 0: no bound
-	maxHeader              int // bytes of a request's line and header fields
+// Limits are a listener's bounds.
+type Limits struct {
+	ReadHeader, Read, Idle time.Duration
+	MaxConns               int // 0: no bound
+	MaxHeader              int // bytes of a request's line and header fields
 }
 
-// limits returns the bounds of the listener called name.
-func (c *Config) limits(name string) connLimits {
-	pick := func(d Duration, def time.Duration) time.Duration {
-		if d == 0 {
-			return def
-		}
-		return time.Duration(d)
-	}
-	l := connLimits{
-		readHeader: pick(c.Timeouts.ReadHeader, DefaultReadHeaderTimeout),
-		read:       pick(c.Timeouts.Read, DefaultReadTimeout),
-		idle:       pick(c.Timeouts.Idle, DefaultIdleTimeout),
-		maxHeader:  cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes),
-	}
-	n, def := c.MaxConns, DefaultMaxConns
-	if name == "admin" {
-		n, def = c.AdminMaxConns, DefaultAdminMaxConns
-	}
-	switch {
-	case n == 0:
-		l.maxConns = def
-	case n > 0:
-		l.maxConns = n
-	}
-	return l
-}
-
-// listen binds the listener called name with its connection cap; refused
+// Listen binds the listener called name with its connection cap; refused
 // is called for each connection refused at the cap. plainHTTP says that an
 // HTTP/1 answer (503) may be written to a refused connection.
-func listen(name, addr string, lim connLimits, plainHTTP bool, refused func()) (net.Listener, error) {
+func Listen(name, addr string, lim Limits, plainHTTP bool, refused func()) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
-	if err != nil || lim.maxConns <= 0 {
+	if err != nil || lim.MaxConns <= 0 {
 		return ln, err
 	}
-	return &capListener{Listener: ln, slots: make(chan struct{}, lim.maxConns), plainHTTP: plainHTTP, refused: refused}, nil
+	return &capListener{Listener: ln, slots: make(chan struct{}, lim.MaxConns), plainHTTP: plainHTTP, refused: refused}, nil
 }
 
 // capListener holds at most cap(slots) connections open. Past that it
@@ -127,15 +85,15 @@ func (c *capConn) Close() error {
 	return err
 }
 
-// httpServer is the http.Server of an HTTP listener. tooLarge is called
+// HTTPServer is the http.Server of an HTTP listener. tooLarge is called
 // for each request refused for the size of its header (see headerLimit).
-func httpServer(h http.Handler, lim connLimits, log *slog.Logger, tooLarge func()) *http.Server {
+func HTTPServer(h http.Handler, lim Limits, log *slog.Logger, tooLarge func()) *http.Server {
 	return &http.Server{
-		Handler:           headerLimit(rejectPreface(h), lim.maxHeader, tooLarge),
-		ReadHeaderTimeout: lim.readHeader,
-		ReadTimeout:       lim.read,
-		IdleTimeout:       lim.idle,
-		MaxHeaderBytes:    headerCeiling(lim.maxHeader),
+		Handler:           headerLimit(rejectPreface(h), lim.MaxHeader, tooLarge),
+		ReadHeaderTimeout: lim.ReadHeader,
+		ReadTimeout:       lim.Read,
+		IdleTimeout:       lim.Idle,
+		MaxHeaderBytes:    headerCeiling(lim.MaxHeader),
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 }
@@ -200,9 +158,9 @@ type tooLargeListener struct {
 	tooLarge func()
 }
 
-// newTooLargeListener wraps ln, a listener in clear whose server has a
+// NewTooLargeListener wraps ln, a listener in clear whose server has a
 // setting of n header bytes.
-func newTooLargeListener(ln net.Listener, n int, tooLarge func()) net.Listener {
+func NewTooLargeListener(ln net.Listener, n int, tooLarge func()) net.Listener {
 	body := problem.Body(http.StatusRequestHeaderFieldsTooLarge, tooLargeTitle, tooLargeDetail(n))
 	answer := fmt.Appendf(nil, "HTTP/1.1 431 %s\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		tooLargeTitle, len(body), body)
@@ -259,22 +217,19 @@ func rejectPreface(next http.Handler) http.Handler {
 // the store's connections, config files, the listeners themselves.
 const fdReserve = 256
 
-// warnFileLimit logs when the listeners' connection caps add up to more
-// file descriptors than the process may open: past that limit accept
-// fails for every listener, admin's too, before any cap refuses.
-func (s *Server) warnFileLimit() {
+// WarnFileLimit logs when the connection caps of the listeners that are on
+// (caps, by listener; 0 or less: no cap) add up to more file descriptors
+// than the process may open: past that limit accept fails for every
+// listener, admin's too, before any cap refuses.
+func WarnFileLimit(log *slog.Logger, caps map[string]int) {
 	limit := openFileLimit()
 	if limit == 0 {
 		return
 	}
 	var need uint64 = fdReserve
-	for name, addr := range map[string]string{"gateway": s.cfg.Gateway, "api": s.cfg.API, "grpc": s.cfg.GRPC, "admin": s.cfg.Admin} {
-		n := s.cfg.limits(name).maxConns
-		if addr == "" {
-			continue
-		}
+	for name, n := range caps {
 		if n <= 0 {
-			s.log.Warn("a listener has no connection cap: enough clients exhaust the process's file descriptors", "listener", name, "limit", limit)
+			log.Warn("a listener has no connection cap: enough clients exhaust the process's file descriptors", "listener", name, "limit", limit)
 			continue
 		}
 		per := uint64(1)
@@ -284,28 +239,6 @@ func (s *Server) warnFileLimit() {
 		need += per * uint64(n)
 	}
 	if need > limit {
-		s.log.Warn("the connection caps add up to more file descriptors than the process may open; lower max_conns or raise the limit (ulimit -n)", "needed", need, "limit", limit)
-	}
-}
-
-// tooLargeCounter counts the 431s of a listener: in the gateway's
-// responses, as any other answer of the gateway.
-func (s *Server) tooLargeCounter(name string) func() {
-	if name != "gateway" {
-		return func() {}
-	}
-	return s.metrics.Responses.WithLabelValues("431").Inc
-}
-
-// refusedCounter counts refused connections per listener and logs them at
-// most once a second.
-func (s *Server) refusedCounter(name string) func() {
-	s.metrics.Refused.WithLabelValues(name) // exported from zero
-	var last atomic.Int64
-	return func() {
-		s.metrics.Refused.WithLabelValues(name).Inc()
-		if now := time.Now().Unix(); last.Swap(now) != now {
-			s.log.Warn("connection refused: the listener is at its max_conns", "listener", name)
-		}
+		log.Warn("the connection caps add up to more file descriptors than the process may open; lower max_conns or raise the limit (ulimit -n)", "needed", need, "limit", limit)
 	}
 }
