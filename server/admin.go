@@ -207,7 +207,7 @@ func (s *Server) status(ctx context.Context) statusDoc {
 	cancel()
 	doc.Ready, doc.ReadyText = s.readyAnswer(misconfigured, err, false)
 	doc.StoreState = s.storeState(err)
-	doc.Counts, doc.HeavyKeys = s.stats.snapshot(s.keys.key)
+	doc.Counts, doc.HeavyKeys = s.stats.snapshot(s.keys.Key)
 	if doc.Counts == nil { // [] rather than null: the page reads them as lists
 		doc.Counts = []limitStats{}
 	}

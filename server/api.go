@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/internal/problem"
+	"github.com/sluicehq/sluice/server/keyview"
 )
 
 // Bounds of the decision API: nothing a caller sends can make the server
@@ -268,7 +269,7 @@ func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
 }
 
 // apiAnswer is the JSON answer to a decided check; keys splits its keys.
-func apiAnswer(res *decide.Result, keys keyShower) checkResponse {
+func apiAnswer(res *decide.Result, keys keyview.Shower) checkResponse {
 	resp := checkResponse{Allowed: res.Proceed(), Status: http.StatusOK, Degraded: res.Outcome == decide.AdmittedUncounted,
 		Decisions: []apiDecision{}, Headers: map[string]string{}}
 	add := func(cs []decide.Check, ds []sluice.Decision, shadow bool) {
@@ -277,10 +278,10 @@ func apiAnswer(res *decide.Result, keys keyShower) checkResponse {
 			if i < len(ds) {
 				d = ds[i]
 			}
-			kv, _ := keys.view(c.Key)
+			kv, _ := keys.View(c.Key)
 			resp.Decisions = append(resp.Decisions, apiDecision{
-				Rule: kv.rule, Name: c.Name, Spec: c.Limit.String(), KeyParts: nonNil(kv.names), Values: nonNil(kv.values),
-				OnMissing: kv.onMissing, Key: c.Key, Shadow: shadow, Allowed: d.Allowed,
+				Rule: kv.Rule, Name: c.Name, Spec: c.Limit.String(), KeyParts: nonNil(kv.Names), Values: nonNil(kv.Values),
+				OnMissing: kv.OnMissing, Key: c.Key, Shadow: shadow, Allowed: d.Allowed,
 				Limit: d.Limit, Remaining: max(0, d.Remaining),
 				RetryAfterMs: ms(d.RetryAfter), ResetAfterMs: ms(d.ResetAfter),
 				DelayMs: ms(d.Delay), Lease: d.Lease,

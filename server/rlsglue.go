@@ -53,7 +53,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 	}
 	svc, err := rls.New(s.limiter, cfg, rls.Options{
 		Logger:                     s.log,
-		KeyText:                    s.keys.key,
+		KeyText:                    s.keys.Key,
 		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
+	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/server/listen"
 	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/rls"
@@ -58,7 +59,7 @@ type Server struct {
 	api     *decide.Decider // the decision API's
 	metrics *metrics.Metrics
 	stats   *stats
-	keys    keyShower     // how the status page shows keys
+	keys    keyview.Shower     // how the status page shows keys
 	stopBg  chan struct{} // stops the history recorder
 
 	holder *policy.Holder // the policy file, if one is configured
@@ -101,7 +102,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
 		stats: newStats(historyStep, historyWindow), stopBg: make(chan struct{})}
-	s.keys = keyShower{show: cfg.ShowKeys, names: s.keyNames}
+	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: s.keyNames}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -136,7 +137,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// on_error); it never sleeps: delays go back to the caller.
 	s.api, err = decide.New(s.limiter, decide.Config{
 		OnError: sluice.FailClosed, MaxDelay: time.Duration(cfg.MaxDelay), Component: "decision API", Logger: s.log,
-		ShowKeys: cfg.ShowKeys, KeyText: s.keys.key,
+		ShowKeys: cfg.ShowKeys, KeyText: s.keys.Key,
 	})
 	if err != nil {
 		b.close()
@@ -376,7 +377,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
 		DegradedHeader: s.cfg.DegradedHeader,
 		ShowKeys:       s.cfg.ShowKeys,
-		KeyText:        s.keys.key,
+		KeyText:        s.keys.Key,
 		OnWaiting:      func(limit string, delta int) { s.metrics.Waiting.WithLabelValues(limit).Add(float64(delta)) },
 		Logger:         s.log,
 		Observe:        func(o decide.Observation) { s.observe("gateway", o) },

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/server/metrics"
 )
 
@@ -113,13 +114,13 @@ func TestHeavyKeysShown(t *testing.T) {
 	for range 3 {
 		s.add("gateway", refusalOf("per-token", key))
 	}
-	masked := keyShower{names: names}
-	_, heavy := s.snapshot(masked.key)
+	masked := keyview.Shower{Names: names}
+	_, heavy := s.snapshot(masked.Key)
 	want := "ip=" + decide.MaskValue("203.0.113.7") + " header:X-Token=" + decide.MaskValue("tok_live_SECRET")
 	if len(heavy) != 1 || heavy[0].Count != 3 || heavy[0].Key != want || heavy[0].Limit != "gateway per-token" {
 		t.Fatalf("heavy keys %+v, want one key %q counted 3 times", heavy, want)
 	}
-	shown := keyShower{show: true, names: names}
+	shown := keyview.Shower{Show: true, Names: names}
 	for _, tc := range []struct{ key, want string }{
 		{key, "ip=203.0.113.7 header:X-Token=tok_live_SECRET"},
 		{string(decide.AppendKey(nil, "api", "per-token", "", "203.0.113.7")), "(on_missing) ip=203.0.113.7"},
@@ -130,11 +131,11 @@ func TestHeavyKeysShown(t *testing.T) {
 		{string(decide.AppendKey(nil, "", "rls", "edge", "generic_key", "login", "remote_address", "203.0.113.7")), "generic_key=login remote_address=203.0.113.7"}, // the RLS's store key, in its refusal logs
 		{string(decide.AppendKey(nil, "", "rls", "remote_address")), "(any value: the service reports values of detailed_metric limits only)"},
 	} {
-		if got := shown.key(tc.key); got != tc.want {
+		if got := shown.Key(tc.key); got != tc.want {
 			t.Errorf("shown %q as %q, want %q", tc.key, got, tc.want)
 		}
 	}
-	if got := masked.key("not a key sluice built"); got != decide.MaskValue("not a key sluice built") {
+	if got := masked.Key("not a key sluice built"); got != decide.MaskValue("not a key sluice built") {
 		t.Errorf("masked a foreign key as %q", got)
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,76 +178,4 @@ func (h *heavyKeys) top() []heavyKey {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Count > out[j].Count })
 	return out
-}
-
-// keyShower shows store keys as the status page does: each value named by
-// the part of the limit's key it comes from ("ip=203.0.113.7
-// header:X-User=alice"), masked unless show is set: decide.KeyText with
-// the names the policy gives the limit's key. The refusal logs and sluice
-// keys show keys the same way (decide.Config.KeyText).
-type keyShower struct {
-	show bool
-	// names returns the key names of a policy limit (see
-	// policy.Limit.KeyNames), ok false when the policy has no such limit.
-	names func(rule, limit string) (key, onMissing []string, ok bool)
-}
-
-// key shows one store key.
-func (k keyShower) key(key string) string {
-	v, ok := k.view(key)
-	switch {
-	case !ok:
-		return decide.ShowValue(key, k.show) // not a key sluice built: all of it, masked
-	case v.note != "":
-		return v.note
-	case v.onMissing:
-		return "(on_missing) " + decide.KeyText(v.names, v.values, k.show)
-	}
-	return decide.KeyText(v.names, v.values, k.show)
-}
-
-// keyView is a store key split as people read it: the rule it counts
-// under ("" for the decision API's explicit checks and the RLS), the names
-// of the parts of the limit's key and their values, as the key holds them
-// (a long value as its digest, decide.KeyValue).
-type keyView struct {
-	rule          string
-	names, values []string
-	onMissing     bool   // counted under the limit's on_missing key
-	note          string // instead of values, for a key that holds none
-}
-
-// lastEntryKey is the key of the last entry of an RLS descriptor path
-// ("generic_key=login/remote_address": remote_address).
-func lastEntryKey(path string) string {
-	last := path[strings.LastIndexByte(path, '/')+1:]
-	key, _, _ := strings.Cut(last, "=")
-	return key
-}
-
-// view splits a store key sluice built; ok is false for any other key.
-func (k keyShower) view(key string) (v keyView, ok bool) {
-	parts, ok := decide.KeyParts(key)
-	if !ok || len(parts) < 2 {
-		return v, false
-	}
-	switch {
-	case parts[0] == "" && parts[1] == "api": // an explicit check of the decision API
-		v.names, v.values = []string{"key"}, parts[2:]
-	case parts[0] == "" && parts[1] == "rls" && len(parts) == 3: // an RLS limit without detailed_metric
-		v.note = "(any value: the service reports values of detailed_metric limits only)"
-	case parts[0] == "" && parts[1] == "rls" && len(parts) == 4: // descriptor path, its last entry's value
-		v.names, v.values = []string{lastEntryKey(parts[2])}, parts[3:]
-	case parts[0] == "" && parts[1] == "rls" && len(parts)%2 == 1: // a store key: domain, then each entry's key and value
-		for i := 3; i < len(parts); i += 2 {
-			v.names, v.values = append(v.names, parts[i]), append(v.values, parts[i+1])
-		}
-	default: // a policy key: rule, limit, values
-		key, onMissing, ok := k.names(parts[0], parts[1])
-		v.rule, v.names, v.values = parts[0], key, parts[2:]
-		if len(v.values) > 0 && v.values[0] == "" && ok { // counted under the on_missing key
-			v.names, v.values, v.onMissing = onMissing, v.values[1:], true
-		}
-	}
-	return v, true
 }
