@@ -59,8 +59,8 @@ type Server struct {
 	api     *decide.Decider // the decision API's
 	metrics *metrics.Metrics
 	stats   *stats
-	keys    keyview.Shower     // how the status page shows keys
-	stopBg  chan struct{} // stops the history recorder
+	keys    keyview.Shower // how the status page shows keys
+	stopBg  chan struct{}  // stops the history recorder
 
 	holder *policy.Holder // the policy file, if one is configured
 	sample *policy.Policy // else the sample policy
