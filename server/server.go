@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/api"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
 	"github.com/sluicehq/sluice/server/keyview"
@@ -56,7 +57,7 @@ type Server struct {
 
 	backend *backend
 	limiter *sluice.Limiter
-	api     *decide.Decider // the decision API's
+	api     *api.API
 	metrics *metrics.Metrics
 	stats   *stats
 	keys    keyview.Shower // how the status page shows keys
@@ -79,10 +80,6 @@ type Server struct {
 	watcher   *watcher
 	closeOnce sync.Once
 	stopOnce  sync.Once // closes stopBg
-
-	limits     limitCache    // explicit limits of the decision API, parsed
-	settle     *settleTokens // the decision API's settle tokens
-	lastAPIErr atomic.Int64  // when the decision API last logged a store error (Unix s)
 
 	shedMu sync.Mutex  // guards sheds
 	sheds  []*shedding // the load shedding of each listener that has it
@@ -128,16 +125,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.warnOpen(s.log)
 	s.limiter = sluice.New(s.metrics.Instrument(b.store))
-	if s.settle, err = newSettleTokens(time.Duration(cfg.SettleTTL), cfg.SettleSecretFile); err != nil {
-		b.close()
-		return nil, err
-	}
-	// The decision API answers a store error with 503 and lets its caller
-	// choose (a store behind failover has already applied each rule's
-	// on_error); it never sleeps: delays go back to the caller.
-	s.api, err = decide.New(s.limiter, decide.Config{
-		OnError: sluice.FailClosed, MaxDelay: time.Duration(cfg.MaxDelay), Component: "decision API", Logger: s.log,
-		ShowKeys: cfg.ShowKeys, KeyText: s.keys.Key,
+	s.api, err = api.New(api.Config{
+		Limiter: s.limiter, Policy: s.currentPolicy, Keys: s.keys, MaxDelay: time.Duration(cfg.MaxDelay),
+		SettleTTL: time.Duration(cfg.SettleTTL), SettleSecretFile: cfg.SettleSecretFile, Logger: s.log,
+		Observe: func(o decide.Observation) { s.observe("api", o) },
+		Settled: func(limit string, actual int64, found, capped bool, err error) {
+			s.metrics.Settled("api", limit, actual, found, capped, err)
+		},
 	})
 	if err != nil {
 		b.close()
@@ -201,12 +195,6 @@ func (s *Server) observe(source string, o decide.Observation) {
 	s.stats.add(source, o)
 }
 
-func (s *Server) logAPIError(err error) {
-	if now := time.Now().Unix(); s.lastAPIErr.Swap(now) != now {
-		s.log.Warn("decision API: the store failed", "err", err)
-	}
-}
-
 // Start listens on every configured address and serves in the background.
 // It returns once all listeners are bound (or the first that fails).
 func (s *Server) Start() error {
@@ -226,7 +214,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"gateway", s.cfg.Gateway, h})
 	}
 	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.policyNow, s.apiPriority, s.apiHandler())})
+		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.policyNow, func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }, s.api.Handler())})
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
@@ -394,20 +382,6 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		return nil, err
 	}
 	return s.countResponses(h), nil
-}
-
-// apiPriority is the shedding priority of a decision API request: the
-// shed section's priority header, from a trusted proxy only.
-func (s *Server) apiPriority(r *http.Request) shed.Priority {
-	p := s.currentPolicy()
-	if p.Shed == nil {
-		return shed.Default
-	}
-	if vs := r.Header[p.Shed.PriorityHeader]; len(vs) == 1 && p.ClientIP.PeerTrusted(r) {
-		prio, _ := shed.ParsePriority(vs[0]) // Default when it is not one
-		return prio
-	}
-	return shed.Default
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to

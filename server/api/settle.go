@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func tokenStatus(err error) int {
 	return http.StatusBadRequest
 }
 
-func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
+func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 	var req settleRequest
 	if err := decode(w, r, &req); err != nil {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
@@ -100,9 +100,9 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("cost: must be between 0 and %d (got %d)", int64(maxSettleCost), *req.Cost))
 		return
 	}
-	entries, id, err := s.settle.redeem(req.Token)
-	if err == nil && s.settle.shared {
-		err = s.markSpent(r.Context(), id)
+	entries, id, err := ap.settle.redeem(req.Token)
+	if err == nil && ap.settle.shared {
+		err = ap.markSpent(r.Context(), id)
 	}
 	if err != nil {
 		st := tokenStatus(err)
@@ -111,17 +111,17 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := settleResponse{Settled: []apiSettled{}}
 	for i, e := range entries {
-		a, err := s.settleEntry(r, &e, req.Cost)
+		a, err := ap.settleEntry(r, &e, req.Cost)
 		label := e.name
 		if e.explicit {
 			label = "explicit" // names chosen by callers: unbounded
 		}
-		s.metrics.Settled("api", label, a.Charged, req.Cost != nil, a.Capped, err)
+		ap.cfg.Settled(label, a.Charged, req.Cost != nil, a.Capped, err)
 		if err != nil {
 			if i == 0 {
-				s.unspend(r.Context(), id) // nothing settled: the token may be tried again
+				ap.unspend(r.Context(), id) // nothing settled: the token may be tried again
 			}
-			s.logAPIError(err)
+			ap.logError(err)
 			problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable",
 				fmt.Sprintf("The store could not settle %q (%d of %d settled): %v", e.name, i, len(entries), err))
 			return
@@ -136,10 +136,10 @@ func (s *Server) apiSettle(w http.ResponseWriter, r *http.Request) {
 // by the check's max, or what its on_missing says when cost is nil. A
 // policy check is charged under its limit as the current policy has it
 // (policy.Policy.Relimit), an explicit one under the limit it gave.
-func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSettled, error) {
+func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSettled, error) {
 	lim := e.limit
 	if !e.explicit {
-		lim, _ = s.currentPolicy().Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
+		lim, _ = ap.cfg.Policy().Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
 	}
 	capacity := lim.Capacity()
 	var actual int64
@@ -151,7 +151,7 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 	}
 	actual = min(actual, e.reserved+lim.MaxAdjust()) // a key's debt goes no deeper
 	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
-	d, err := s.limiter.Settle(context.WithoutCancel(r.Context()), e.key, lim, e.reserved, actual)
+	d, err := ap.cfg.Limiter.Settle(context.WithoutCancel(r.Context()), e.key, lim, e.reserved, actual)
 	if err != nil {
 		return a, err
 	}
@@ -164,12 +164,12 @@ func (s *Server) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiS
 // per token lifetime admits the first settle and refuses any other while
 // the token lives. A store that cannot say refuses the settle (503); the
 // token can be sent again.
-func (s *Server) markSpent(ctx context.Context, id uint64) error {
-	d, err := s.limiter.Check(context.WithoutCancel(ctx), s.spentMark(id, 1))
+func (ap *API) markSpent(ctx context.Context, id uint64) error {
+	d, err := ap.cfg.Limiter.Check(context.WithoutCancel(ctx), ap.spentMark(id, 1))
 	switch {
 	case err != nil:
-		s.settle.unspend(id)
-		s.logAPIError(err)
+		ap.settle.unspend(id)
+		ap.logError(err)
 		return fmt.Errorf("%w: %v", errSpentUnknown, err)
 	case !d.Allowed:
 		return errTokenSpent
@@ -179,21 +179,21 @@ func (s *Server) markSpent(ctx context.Context, id uint64) error {
 
 // spentMark is the store request that marks token id spent (cost 1) or
 // takes the mark back (cost -1, through Adjust).
-func (s *Server) spentMark(id uint64, cost int64) sluice.Request {
+func (ap *API) spentMark(id uint64, cost int64) sluice.Request {
 	key := string(decide.AppendKey(nil, "", "settle", strconv.FormatUint(id, 16)))
-	return sluice.Request{Key: key, Limit: sluice.SlidingLog(1, s.settle.ttl), Cost: cost, OnError: sluice.FailClosed}
+	return sluice.Request{Key: key, Limit: sluice.SlidingLog(1, ap.settle.ttl), Cost: cost, OnError: sluice.FailClosed}
 }
 
 // unspend gives back a token none of whose checks could be settled, here
 // and, with a shared secret, in the store. If the store cannot take its
 // mark back, the token stays spent: never settled twice.
-func (s *Server) unspend(ctx context.Context, id uint64) {
-	if s.settle.shared {
-		if _, err := s.limiter.Adjust(context.WithoutCancel(ctx), s.spentMark(id, -1)); err != nil {
+func (ap *API) unspend(ctx context.Context, id uint64) {
+	if ap.settle.shared {
+		if _, err := ap.cfg.Limiter.Adjust(context.WithoutCancel(ctx), ap.spentMark(id, -1)); err != nil {
 			return
 		}
 	}
-	s.settle.unspend(id)
+	ap.settle.unspend(id)
 }
 
 // hitsLate is a policy limit's late cost for a check of hits requests at

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"bytes"
@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/internal/problem"
 	"github.com/sluicehq/sluice/server/keyview"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Bounds of the decision API: nothing a caller sends can make the server
@@ -124,11 +127,90 @@ var explicitPrefix = string(decide.AppendKey(nil, "", "api"))
 
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-func (s *Server) apiHandler() http.Handler {
+// Config is what the decision API needs. Limiter and Policy are required;
+// the other funcs may be nil.
+type Config struct {
+	// Limiter decides the checks.
+	Limiter *sluice.Limiter
+	// Policy returns the policy in force.
+	Policy func() *policy.Policy
+	// Keys shows store keys in answers and logs.
+	Keys keyview.Shower
+	// MaxDelay is the longest shaping delay a check may be given.
+	MaxDelay time.Duration
+	// SettleTTL and SettleSecretFile: see the server's Config.
+	SettleTTL        time.Duration
+	SettleSecretFile string
+	Logger           *slog.Logger
+	// Observe counts a decision; Settled a settle of a cost.
+	Observe func(decide.Observation)
+	Settled func(limit string, actual int64, found, capped bool, err error)
+}
+
+// API is the decision API: POST /v1/check, /v1/release and /v1/settle
+// (docs/api.md). It is safe for concurrent use.
+type API struct {
+	cfg     Config
+	dc      *decide.Decider
+	limits  limitCache    // explicit limits, parsed
+	settle  *settleTokens // settle tokens
+	lastErr atomic.Int64  // when a store error was last logged (Unix s)
+}
+
+// New returns the decision API of cfg.
+func New(cfg Config) (*API, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Observe == nil {
+		cfg.Observe = func(decide.Observation) {}
+	}
+	if cfg.Settled == nil {
+		cfg.Settled = func(string, int64, bool, bool, error) {}
+	}
+	ap := &API{cfg: cfg}
+	var err error
+	if ap.settle, err = newSettleTokens(cfg.SettleTTL, cfg.SettleSecretFile); err != nil {
+		return nil, err
+	}
+	// The decision API answers a store error with 503 and lets its caller
+	// choose (a store behind failover has already applied each rule's
+	// on_error); it never sleeps: delays go back to the caller.
+	ap.dc, err = decide.New(cfg.Limiter, decide.Config{
+		OnError: sluice.FailClosed, MaxDelay: cfg.MaxDelay, Component: "decision API", Logger: cfg.Logger,
+		ShowKeys: cfg.Keys.Show, KeyText: cfg.Keys.Key,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ap, nil
+}
+
+func (ap *API) logError(err error) {
+	if now := time.Now().Unix(); ap.lastErr.Swap(now) != now {
+		ap.cfg.Logger.Warn("decision API: the store failed", "err", err)
+	}
+}
+
+// Priority is the shedding priority of a decision API request under p:
+// the shed section's priority header, from a trusted proxy only.
+func Priority(p *policy.Policy, r *http.Request) shed.Priority {
+	if p.Shed == nil {
+		return shed.Default
+	}
+	if vs := r.Header[p.Shed.PriorityHeader]; len(vs) == 1 && p.ClientIP.PeerTrusted(r) {
+		prio, _ := shed.ParsePriority(vs[0]) // Default when it is not one
+		return prio
+	}
+	return shed.Default
+}
+
+// Handler serves the decision API's endpoints.
+func (ap *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/check", s.apiCheck)
-	mux.HandleFunc("POST /v1/release", s.apiRelease)
-	mux.HandleFunc("POST /v1/settle", s.apiSettle)
+	mux.HandleFunc("POST /v1/check", ap.check)
+	mux.HandleFunc("POST /v1/release", ap.release)
+	mux.HandleFunc("POST /v1/settle", ap.settleHandler)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/check" || r.URL.Path == "/v1/release" || r.URL.Path == "/v1/settle" {
 			w.Header().Set("Allow", "POST")
@@ -232,37 +314,37 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-func (s *Server) apiCheck(w http.ResponseWriter, r *http.Request) {
+func (ap *API) check(w http.ResponseWriter, r *http.Request) {
 	var req checkRequest
 	if err := decode(w, r, &req); err != nil {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
-	checks, err := s.planAPI(&req)
+	checks, err := ap.planAPI(&req)
 	if err != nil {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
 	var res decide.Result
-	s.api.Run(r.Context(), checks, &res)
+	ap.dc.Run(r.Context(), checks, &res)
 	for _, o := range res.Observed {
 		if len(req.Checks) > 0 {
 			o.Limit = "explicit" // names chosen by callers: unbounded
 		}
-		s.observe("api", o)
+		ap.cfg.Observe(o)
 	}
 	switch res.Outcome {
 	case decide.Invalid:
 		problem.Write(w, http.StatusBadRequest, "Bad Request", res.Err.Error())
 		return
 	case decide.Failed:
-		s.logAPIError(res.Err)
+		ap.logError(res.Err)
 		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error())
 		return
 	}
-	resp := apiAnswer(&res, s.keys)
+	resp := apiAnswer(&res, ap.cfg.Keys)
 	if res.Late() {
-		resp.SettleToken = s.settle.issue(settleEntries(&res, len(req.Checks) > 0))
+		resp.SettleToken = ap.settle.issue(settleEntries(&res, len(req.Checks) > 0))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(resp)
@@ -318,7 +400,7 @@ func nonNil(ss []string) []string {
 	return ss
 }
 
-func (s *Server) planAPI(req *checkRequest) ([]decide.Check, error) {
+func (ap *API) planAPI(req *checkRequest) ([]decide.Check, error) {
 	hits := int64(1)
 	if req.Hits != nil {
 		hits = *req.Hits
@@ -330,23 +412,23 @@ func (s *Server) planAPI(req *checkRequest) ([]decide.Check, error) {
 	case req.Request != nil && len(req.Checks) > 0:
 		return nil, errors.New("give request (to apply the policy) or checks (explicit keys and limits), not both")
 	case req.Request != nil:
-		return s.planPolicy(req, hits)
+		return ap.planPolicy(req, hits)
 	case len(req.Checks) > 0:
 		if req.Rule != "" {
 			return nil, errors.New("rule: only with request (explicit checks name their own limits)")
 		}
-		return s.limits.planExplicit(req.Checks, hits)
+		return ap.limits.planExplicit(req.Checks, hits)
 	}
 	return nil, errors.New(`give request (to apply the policy) or checks (explicit keys and limits), for example {"request": {"method": "GET", "path": "/", "ip": "203.0.113.7"}}`)
 }
 
-func (s *Server) planPolicy(req *checkRequest, hits int64) ([]decide.Check, error) {
+func (ap *API) planPolicy(req *checkRequest, hits int64) ([]decide.Check, error) {
 	a := req.Request
 	hr, err := apiHTTPRequest(a)
 	if err != nil {
 		return nil, err
 	}
-	p := s.currentPolicy()
+	p := ap.cfg.Policy()
 	planned, err := p.Plan(hr, nil) // host and path normalised as the gateway's
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
@@ -534,7 +616,7 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 	return planned, errors.Join(errs...)
 }
 
-func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
+func (ap *API) release(w http.ResponseWriter, r *http.Request) {
 	var req releaseRequest
 	if err := decode(w, r, &req); err != nil {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
@@ -553,7 +635,7 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	case req.Name != "":
 		found := false
-		for _, ru := range s.currentPolicy().Rules {
+		for _, ru := range ap.cfg.Policy().Rules {
 			for _, l := range ru.Limits {
 				if l.Name == req.Name {
 					lim, found = l.Limit, true
@@ -575,8 +657,8 @@ func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", "only concurrency limits hold leases")
 		return
 	}
-	if err := s.limiter.Release(r.Context(), req.Key, lim, req.Lease); err != nil {
-		s.logAPIError(err)
+	if err := ap.cfg.Limiter.Release(r.Context(), req.Key, lim, req.Lease); err != nil {
+		ap.logError(err)
 		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not release: "+err.Error())
 		return
 	}
