@@ -2,9 +2,9 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/metrics"
 )
 
@@ -25,7 +25,7 @@ func (s *Server) recordHistory() {
 		case <-s.stopBg:
 			return
 		case now := <-t.C:
-			s.stats.hist.record(now, s.stats.totals())
+			s.stats.Record(now)
 		}
 	}
 }
@@ -73,54 +73,31 @@ func (s *Server) knownLimits() {
 	}
 }
 
-// countResponses counts the gateway's responses by status code.
-func (s *Server) countResponses(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		code := sw.code
-		if code == 0 {
-			if r.Context().Err() != nil && !sw.wrote {
-				return // the client went away before an answer: none was sent
-			}
-			code = http.StatusOK
-		}
-		s.metrics.Responses.WithLabelValues(codeLabel(code)).Inc()
+// adminHandler is the admin listener's handler.
+func (s *Server) adminHandler() http.Handler {
+	upstream := s.cfg.Upstream
+	if upstream == "" && s.cfg.Gateway != "" {
+		upstream = "built-in demo"
+	}
+	var domains func() []string
+	if s.rls != nil {
+		domains = s.rls.domains
+	}
+	b := s.backend
+	return admin.Handler(admin.Config{
+		Version: s.version, Started: s.started, Upstream: upstream, RLS: s.cfg.RLS, Pprof: s.cfg.Pprof,
+		Registry: s.metrics.Reg, Stats: s.stats, Keys: s.keys, Logger: s.log,
+		Store:  admin.Store{Desc: b.desc, Store: b.store, Keys: b.keys, Probe: b.readiness, Failover: b.failover, Leases: b.leases},
+		Policy: s.currentPolicy, Ready: s.ready.Load, Loaded: s.loaded.Load, Listeners: s.listenerAddrs,
+		RLSDomains: domains, Shed: s.shedStats,
 	})
 }
 
-// codeLabel is the code label of a status: its three digits, or "other"
-// for a code outside 100-599 (which net/http would refuse to send).
-func codeLabel(code int) string {
-	if code < 100 || code > 599 {
-		return "other"
+// listenerAddrs are the bound addresses, by listener.
+func (s *Server) listenerAddrs() map[string]string {
+	m := map[string]string{}
+	for name, ln := range s.listeners {
+		m[name] = ln.Addr().String()
 	}
-	return strconv.Itoa(code)
+	return m
 }
-
-// statusWriter remembers the status of a response. Unwrap lets
-// http.ResponseController reach the flusher and hijacker beneath it, so
-// streams and WebSocket upgrades pass as before.
-type statusWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

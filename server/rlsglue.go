@@ -140,7 +140,7 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 			ob.Key = string(decide.AppendKeyPart([]byte(c.key), o.Value))
 		}
 	}
-	r.s.stats.add("rls", ob)
+	r.s.stats.Add("rls", ob)
 }
 
 // counters returns the label and counters of a limit.

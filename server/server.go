@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/api"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
@@ -59,13 +60,13 @@ type Server struct {
 	limiter *sluice.Limiter
 	api     *api.API
 	metrics *metrics.Metrics
-	stats   *stats
+	stats   *admin.Stats
 	keys    keyview.Shower // how the status page shows keys
 	stopBg  chan struct{}  // stops the history recorder
 
 	holder *policy.Holder // the policy file, if one is configured
 	sample *policy.Policy // else the sample policy
-	loaded atomic.Pointer[loadState]
+	loaded atomic.Pointer[admin.Loaded]
 
 	rls    rlsService                 // nil without a grpc listener
 	tls    *listen.TLS                // nil without TLS
@@ -85,12 +86,6 @@ type Server struct {
 	sheds  []*shedding // the load shedding of each listener that has it
 }
 
-// loadState remembers the last load of each config, for the status page.
-type loadState struct {
-	policyErr, rlsErr string
-	at                time.Time
-}
-
 // New builds a Server from cfg: it validates cfg, opens the store and
 // loads the policy and RLS configs. Nothing listens until Start.
 func New(cfg Config, opts Options) (*Server, error) {
@@ -98,7 +93,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
-		stats: newStats(historyStep, historyWindow), stopBg: make(chan struct{})}
+		stats: admin.NewStats(historyStep, historyWindow), stopBg: make(chan struct{})}
 	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: s.keyNames}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -171,7 +166,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.rls = svc
 	}
-	s.loaded.Store(&loadState{at: time.Now()})
+	s.loaded.Store(&admin.Loaded{At: time.Now()})
 	s.knownLimits()
 	current := s.currentPolicy
 	s.backend.policy.Store(&current)
@@ -192,7 +187,7 @@ func (s *Server) policyNow(*http.Request) *policy.Policy { return s.currentPolic
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
 	s.metrics.Observe(source, o)
-	s.stats.add(source, o)
+	s.stats.Add(source, o)
 }
 
 // Start listens on every configured address and serves in the background.
@@ -381,7 +376,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.countResponses(h), nil
+	return s.metrics.CountResponses(h), nil
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to
@@ -389,12 +384,12 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 // sluice_config_reloads_total and returned.
 func (s *Server) Reload() error {
 	var errs []error
-	st := &loadState{at: time.Now()}
+	st := &admin.Loaded{At: time.Now()}
 	if s.holder != nil {
 		err := s.holder.Reload()
 		s.metrics.Reloaded("policy", err)
 		if err != nil {
-			st.policyErr = err.Error()
+			st.PolicyErr = err.Error()
 			errs = append(errs, err)
 		}
 	}
@@ -404,7 +399,7 @@ func (s *Server) Reload() error {
 		s.metrics.Reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)
-			st.rlsErr = err.Error()
+			st.RLSErr = err.Error()
 			errs = append(errs, err)
 		}
 	}

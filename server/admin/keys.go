@@ -1,4 +1,4 @@
-package server
+package admin
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type keyState struct {
 // keyOperation reads the rule, limit and values of a key operation and
 // finds them in the current policy: the store key and the limit, or the
 // status and message of the caller's error.
-func (s *Server) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyState, key string, lim sluice.Limit, ok bool) {
+func (s *admin) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyState, key string, lim sluice.Limit, ok bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxKeyForm)
 	if err := r.ParseForm(); err != nil {
 		keyError(w, http.StatusBadRequest, "unreadable form: "+err.Error())
@@ -44,7 +44,7 @@ func (s *Server) keyOperation(w http.ResponseWriter, r *http.Request) (ks keySta
 		keyError(w, http.StatusBadRequest, "want rule, limit and value (one value per part of the limit's key, in order; * for global)")
 		return ks, "", lim, false
 	}
-	l := findLimit(s.currentPolicy(), ks.Rule, ks.Limit)
+	l := findLimit(s.cfg.Policy(), ks.Rule, ks.Limit)
 	if l == nil {
 		keyError(w, http.StatusNotFound, "the policy has no limit "+ks.Limit+" in rule "+ks.Rule)
 		return ks, "", lim, false
@@ -77,7 +77,7 @@ func findLimit(p *policy.Policy, rule, limit string) *policy.Limit {
 
 // inspectKey serves GET /admin/keys: a key's state, read without charging
 // it (a request of cost 0).
-func (s *Server) inspectKey(w http.ResponseWriter, r *http.Request) {
+func (s *admin) inspectKey(w http.ResponseWriter, r *http.Request) {
 	ks, key, lim, ok := s.keyOperation(w, r)
 	if ok {
 		s.answerKey(w, r.Context(), ks, key, lim)
@@ -86,12 +86,12 @@ func (s *Server) inspectKey(w http.ResponseWriter, r *http.Request) {
 
 // resetKey serves POST /admin/keys/reset: the key's state is forgotten,
 // then reported as inspectKey does.
-func (s *Server) resetKey(w http.ResponseWriter, r *http.Request) {
+func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 	ks, key, lim, ok := s.keyOperation(w, r)
 	if !ok {
 		return
 	}
-	rs, can := s.backend.store.(sluice.Resetter)
+	rs, can := s.cfg.Store.Store.(sluice.Resetter)
 	if !can {
 		keyError(w, http.StatusNotImplemented, "the store cannot reset a key")
 		return
@@ -102,16 +102,16 @@ func (s *Server) resetKey(w http.ResponseWriter, r *http.Request) {
 		keyError(w, http.StatusServiceUnavailable, "reset failed, the state may remain: "+err.Error())
 		return
 	}
-	s.log.Info("admin: key reset", "rule", ks.Rule, "limit", ks.Limit, "values", len(ks.Values))
+	s.cfg.Logger.Info("admin: key reset", "rule", ks.Rule, "limit", ks.Limit, "values", len(ks.Values))
 	ks.Reset = true
 	s.answerKey(w, ctx, ks, key, lim)
 }
 
 // answerKey peeks at key under lim and writes ks with what it found.
-func (s *Server) answerKey(w http.ResponseWriter, ctx context.Context, ks keyState, key string, lim sluice.Limit) {
+func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyState, key string, lim sluice.Limit) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	d, err := s.backend.store.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 0})
+	d, err := s.cfg.Store.Store.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 0})
 	if err != nil {
 		keyError(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
 		return

@@ -1,4 +1,4 @@
-package server
+package admin
 
 import (
 	"sort"
@@ -20,11 +20,11 @@ const (
 	withoutStore = nColumns - 1
 )
 
-// stats keeps what the status page shows: totals per (source, limit,
+// Stats keeps what the status page shows: totals per (source, limit,
 // column), their history, and the keys refused most often. All are
 // bounded: at most maxTracked limits, maxCharted of them with a history,
 // and a fixed number of heavy keys.
-type stats struct {
+type Stats struct {
 	mu     sync.RWMutex // guards limits; counters are atomic
 	limits map[statsKey]*[nColumns]atomic.Int64
 	heavyM sync.Mutex // guards heavy, taken on refusals only
@@ -36,15 +36,15 @@ type statsKey struct{ source, limit string }
 
 const maxTracked = 10_000
 
-// newStats returns empty stats whose history keeps points every step
+// NewStats returns empty stats whose history keeps points every step
 // for window.
-func newStats(step, window time.Duration) *stats {
-	return &stats{limits: map[statsKey]*[nColumns]atomic.Int64{}, heavy: heavyKeys{max: 32}, hist: newHistory(step, window)}
+func NewStats(step, window time.Duration) *Stats {
+	return &Stats{limits: map[statsKey]*[nColumns]atomic.Int64{}, heavy: heavyKeys{max: 32}, hist: newHistory(step, window)}
 }
 
-// add counts one decision. Every decision passes here, so the common case
+// Add counts one decision of source. Every decision passes here, so the common case
 // takes a read lock and an atomic add or two, and allocates nothing.
-func (s *stats) add(source string, o decide.Observation) {
+func (s *Stats) Add(source string, o decide.Observation) {
 	outcome := o.Outcome.String()
 	i := 0
 	for i < withoutStore && columns[i] != outcome {
@@ -86,7 +86,7 @@ type limitStats struct {
 }
 
 // totals returns the counters of every limit, sorted by source and limit.
-func (s *stats) totals() map[statsKey][nColumns]int64 {
+func (s *Stats) totals() map[statsKey][nColumns]int64 {
 	out := map[statsKey][nColumns]int64{}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -102,7 +102,7 @@ func (s *stats) totals() map[statsKey][nColumns]int64 {
 
 // snapshot returns the rows of the totals table and the heavy keys, each
 // shown by show.
-func (s *stats) snapshot(show func(key string) string) (rows []limitStats, heavy []heavyKey) {
+func (s *Stats) snapshot(show func(key string) string) (rows []limitStats, heavy []heavyKey) {
 	for id, v := range s.totals() {
 		row := limitStats{Source: id.source, Limit: id.limit, Counts: map[string]int64{}}
 		for i, col := range columns {
@@ -179,3 +179,6 @@ func (h *heavyKeys) top() []heavyKey {
 	sort.Slice(out, func(i, j int) bool { return out[i].Count > out[j].Count })
 	return out
 }
+
+// Record adds a point to the history: the totals as they are at now.
+func (s *Stats) Record(now time.Time) { s.hist.record(now, s.totals()) }

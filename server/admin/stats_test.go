@@ -1,4 +1,4 @@
-package server
+package admin
 
 import (
 	"fmt"
@@ -23,14 +23,14 @@ func asIs(key string) string { return key }
 // listed, its count never underestimated and overestimated by at most its
 // error; and the sketch never holds more than 32 keys.
 func TestHeavyKeys(t *testing.T) {
-	s := newStats(time.Second, time.Minute)
+	s := NewStats(time.Second, time.Minute)
 	total := 0
 	for i := range 20_000 {
 		key := fmt.Sprintf("k%d", i) // 20,000 keys refused once each...
 		if i%10 == 0 {
 			key = "hot" // ...and one refused 2,000 times, 1/11 of all
 		}
-		s.add("gateway", refusalOf("per-ip", key))
+		s.Add("gateway", refusalOf("per-ip", key))
 		total++
 	}
 	rows, heavy := s.snapshot(asIs)
@@ -57,12 +57,12 @@ func TestHeavyKeys(t *testing.T) {
 // TestStatsConcurrent adds from many goroutines while snapshots and
 // history points are taken (run with -race); totals are exact.
 func TestStatsConcurrent(t *testing.T) {
-	s := newStats(time.Second, time.Minute)
+	s := NewStats(time.Second, time.Minute)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
-				s.add("api", decide.Observation{Limit: fmt.Sprintf("limit-%d", i%3), Key: "k", Outcome: decide.Outcome(1 + g%8)})
+				s.Add("api", decide.Observation{Limit: fmt.Sprintf("limit-%d", i%3), Key: "k", Outcome: decide.Outcome(1 + g%8)})
 				if i%100 == 0 {
 					s.snapshot(asIs)
 					s.hist.record(time.Now(), s.totals())
@@ -88,11 +88,11 @@ func TestStatsConcurrent(t *testing.T) {
 // TestStatsWithoutStore: decisions the fallback made (admitted or refused)
 // and those a failure mode admitted count as made without the store.
 func TestStatsWithoutStore(t *testing.T) {
-	s := newStats(time.Second, time.Minute)
-	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true, Degraded: true}})
-	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Refused, Decision: sluice.Decision{Degraded: true}})
-	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.AdmittedUncounted})
-	s.add("gateway", decide.Observation{Limit: "l", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true}})
+	s := NewStats(time.Second, time.Minute)
+	s.Add("gateway", decide.Observation{Limit: "l", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true, Degraded: true}})
+	s.Add("gateway", decide.Observation{Limit: "l", Outcome: decide.Refused, Decision: sluice.Decision{Degraded: true}})
+	s.Add("gateway", decide.Observation{Limit: "l", Outcome: decide.AdmittedUncounted})
+	s.Add("gateway", decide.Observation{Limit: "l", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true}})
 	rows, _ := s.snapshot(asIs)
 	if c := rows[0].Counts; c["without_store"] != 3 || c["admitted"] != 2 || c["refused"] != 1 || c["admitted_uncounted"] != 1 {
 		t.Errorf("counts %v, want 3 without the store of 4", c)
@@ -109,10 +109,10 @@ func TestHeavyKeysShown(t *testing.T) {
 		}
 		return nil, nil, false
 	}
-	s := newStats(time.Second, time.Minute)
+	s := NewStats(time.Second, time.Minute)
 	key := string(decide.AppendKey(nil, "api", "per-token", "203.0.113.7", "tok_live_SECRET"))
 	for range 3 {
-		s.add("gateway", refusalOf("per-token", key))
+		s.Add("gateway", refusalOf("per-token", key))
 	}
 	masked := keyview.Shower{Names: names}
 	_, heavy := s.snapshot(masked.Key)
@@ -176,7 +176,7 @@ func TestHistory(t *testing.T) {
 // admission near the limit.
 func BenchmarkObserve(b *testing.B) {
 	m := metrics.New("bench")
-	s := newStats(time.Second, time.Minute)
+	s := NewStats(time.Second, time.Minute)
 	key := string(decide.AppendKey(nil, "everything", "per-ip", "203.0.113.7"))
 	for _, o := range []decide.Observation{
 		{Limit: "per-ip", Key: key, Outcome: decide.Refused, Decision: sluice.Decision{Limit: 5}},
@@ -186,7 +186,7 @@ func BenchmarkObserve(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				m.Observe("gateway", o)
-				s.add("gateway", o)
+				s.Add("gateway", o)
 			}
 		})
 	}

@@ -1,32 +1,82 @@
-package server
+package admin
 
 import (
 	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/shed"
 )
 
 //go:embed status.html
 var statusPage []byte
 
-// adminHandler serves the admin listener: /metrics, /healthz, /readyz,
+// Config is what the admin listener shows and acts on. Every func is
+// required but RLSDomains.
+type Config struct {
+	Version  string
+	Started  time.Time
+	Upstream string   // what the gateway fronts, as the status page says it
+	RLS      []string // the RLS config paths
+	Pprof    bool     // serve /debug/pprof/
+	Registry *prometheus.Registry
+	Stats    *Stats
+	Keys     keyview.Shower
+	Logger   *slog.Logger
+	Store    Store
+
+	Policy     func() *policy.Policy
+	Ready      func() bool // false while starting and shutting down
+	Loaded     func() *Loaded
+	Listeners  func() map[string]string // bound addresses, by listener
+	RLSDomains func() []string          // nil without the RLS
+	Shed       func() map[string]shed.Stats
+}
+
+// Store is the store as the admin listener sees it.
+type Store struct {
+	Desc  string       // names the store ("redis 127.0.0.1:6379")
+	Store sluice.Store // peeked at and reset by /admin/keys
+	// Keys counts the keys a memory store holds (nil for Redis).
+	Keys func() int
+	// Probe reports whether the store answers; misconfigured is set when
+	// it never has, or refuses the credentials.
+	Probe    func(ctx context.Context) (misconfigured bool, err error)
+	Failover *failover.Store              // nil without a breaker
+	Leases   func() redisstore.LeaseStats // nil without quota leases
+}
+
+// Loaded is the last load of each config, for the status page.
+type Loaded struct {
+	PolicyErr, RLSErr string
+	At                time.Time
+}
+
+// admin serves the admin listener.
+type admin struct{ cfg Config }
+
+// Handler serves the admin listener: /metrics, /healthz, /readyz,
 // /status (a self-contained page), /status.json, one key's state
 // (/admin/keys, /admin/keys/reset: keys.go) and, with Config.Pprof,
 // /debug/pprof/.
-func (s *Server) adminHandler() http.Handler {
+func Handler(cfg Config) http.Handler {
+	s := &admin{cfg}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -68,17 +118,17 @@ func (s *Server) adminHandler() http.Handler {
 // the failure modes (fallback, open) decide meanwhile; a probe that takes
 // every instance out of its Service during a Redis outage would turn it
 // into an outage of the service.
-func (s *Server) readiness(ctx context.Context, degradedOK bool) (ok bool, detail string) {
+func (s *admin) readiness(ctx context.Context, degradedOK bool) (ok bool, detail string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	misconfigured, err := s.backend.readiness(ctx)
+	misconfigured, err := s.cfg.Store.Probe(ctx)
 	return s.readyAnswer(misconfigured, err, degradedOK)
 }
 
 // readyAnswer is readiness given the store's answer to a probe.
-func (s *Server) readyAnswer(misconfigured bool, err error, degradedOK bool) (ok bool, detail string) {
+func (s *admin) readyAnswer(misconfigured bool, err error, degradedOK bool) (ok bool, detail string) {
 	switch {
-	case !s.ready.Load():
+	case !s.cfg.Ready():
 		return false, "not ready: starting or shutting down"
 	case err == nil:
 		return true, "ok"
@@ -173,27 +223,21 @@ type statusDoc struct {
 	Shed map[string]shed.Stats `json:"shed,omitempty"`
 }
 
-func (s *Server) status(ctx context.Context) statusDoc {
-	p := s.currentPolicy()
-	ld := s.loaded.Load()
+func (s *admin) status(ctx context.Context) statusDoc {
+	p := s.cfg.Policy()
+	ld := s.cfg.Loaded()
 	doc := statusDoc{
-		Version: s.version, Uptime: time.Since(s.started).Round(time.Second).String(), Now: time.Now(),
-		Store: s.backend.desc, Listeners: map[string]string{}, ShowKeys: s.cfg.ShowKeys,
-		Upstream: s.cfg.Upstream, Policy: p.File, PolicyErr: ld.policyErr, RLSErr: ld.rlsErr, RLS: s.cfg.RLS,
-		LoadedAt: ld.at, Goroutines: runtime.NumGoroutine(),
+		Version: s.cfg.Version, Uptime: time.Since(s.cfg.Started).Round(time.Second).String(), Now: time.Now(),
+		Store: s.cfg.Store.Desc, Listeners: s.cfg.Listeners(), ShowKeys: s.cfg.Keys.Show,
+		Upstream: s.cfg.Upstream, Policy: p.File, PolicyErr: ld.PolicyErr, RLSErr: ld.RLSErr, RLS: s.cfg.RLS,
+		LoadedAt: ld.At, Goroutines: runtime.NumGoroutine(),
 	}
-	if doc.Upstream == "" && s.cfg.Gateway != "" {
-		doc.Upstream = "built-in demo"
-	}
-	if s.backend.keys != nil {
-		n := s.backend.keys()
+	if s.cfg.Store.Keys != nil {
+		n := s.cfg.Store.Keys()
 		doc.Keys = &n
 	}
-	for name, ln := range s.listeners {
-		doc.Listeners[name] = ln.Addr().String()
-	}
-	if s.rls != nil {
-		doc.RLSDomains = s.rls.domains()
+	if s.cfg.RLSDomains != nil {
+		doc.RLSDomains = s.cfg.RLSDomains()
 	}
 	for _, r := range p.Rules {
 		sr := statusRule{Name: r.Name, Match: r.Match(), Action: actionString(r)}
@@ -203,19 +247,19 @@ func (s *Server) status(ctx context.Context) statusDoc {
 		doc.Rules = append(doc.Rules, sr)
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	misconfigured, err := s.backend.readiness(pctx) // one probe for both
+	misconfigured, err := s.cfg.Store.Probe(pctx) // one probe for both
 	cancel()
 	doc.Ready, doc.ReadyText = s.readyAnswer(misconfigured, err, false)
 	doc.StoreState = s.storeState(err)
-	doc.Counts, doc.HeavyKeys = s.stats.snapshot(s.keys.Key)
+	doc.Counts, doc.HeavyKeys = s.cfg.Stats.snapshot(s.cfg.Keys.Key)
 	if doc.Counts == nil { // [] rather than null: the page reads them as lists
 		doc.Counts = []limitStats{}
 	}
 	if doc.HeavyKeys == nil {
 		doc.HeavyKeys = []heavyKey{}
 	}
-	doc.History = s.stats.hist.doc()
-	doc.Shed = s.shedStats()
+	doc.History = s.cfg.Stats.hist.doc()
+	doc.Shed = s.cfg.Shed()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.HeapBytes = ms.HeapAlloc
@@ -224,19 +268,19 @@ func (s *Server) status(ctx context.Context) statusDoc {
 
 // storeState reports the store's health: whether it answered a probe
 // (probeErr), the breaker and the failover counts.
-func (s *Server) storeState(probeErr error) statusStore {
-	st := statusStore{Desc: s.backend.desc}
+func (s *admin) storeState(probeErr error) statusStore {
+	st := statusStore{Desc: s.cfg.Store.Desc}
 	if probeErr != nil {
 		st.Error = probeErr.Error()
 	}
-	if fs := s.backend.failover; fs != nil {
+	if fs := s.cfg.Store.Failover; fs != nil {
 		fst := fs.Stats()
 		st.Breaker = fs.State().String()
 		st.Calls, st.Failures, st.ShortCircuited, st.Opens = fst.Calls, fst.Failures, fst.ShortCircuited, fst.Opens
 		st.DegradedOpen, st.DegradedClosed, st.DegradedLocal = fst.DegradedOpen, fst.DegradedClosed, fst.DegradedFallback
 	}
-	if s.backend.leases != nil {
-		l := s.backend.leases()
+	if s.cfg.Store.Leases != nil {
+		l := s.cfg.Store.Leases()
 		st.Leases = &statusLeases{Held: l.Held, Bound: l.Bound, Keys: l.Keys, Leases: l.Leases, Units: l.Units,
 			Calls: l.Calls, Refused: l.Refused, Failed: l.Failed, Local: l.Local, Returned: l.Returned, Expired: l.Expired, Lost: l.Lost}
 	}

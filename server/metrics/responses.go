@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// CountResponses counts the gateway's responses by status code.
+func (m *Metrics) CountResponses(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		code := sw.code
+		if code == 0 {
+			if r.Context().Err() != nil && !sw.wrote {
+				return // the client went away before an answer: none was sent
+			}
+			code = http.StatusOK
+		}
+		m.Responses.WithLabelValues(codeLabel(code)).Inc()
+	})
+}
+
+// codeLabel is the code label of a status: its three digits, or "other"
+// for a code outside 100-599 (which net/http would refuse to send).
+func codeLabel(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code)
+}
+
+// statusWriter remembers the status of a response. Unwrap lets
+// http.ResponseController reach the flusher and hijacker beneath it, so
+// streams and WebSocket upgrades pass as before.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
