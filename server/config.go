@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/listen"
 )
 
@@ -124,6 +125,10 @@ type Config struct {
 
 	Log LogConfig `yaml:"log"`
 }
+
+// EnvoyConfig holds the settings envoyproxy/ratelimit deployments migrate
+// with. Its zero value keeps sluice's defaults.
+type EnvoyConfig = envoy.Config
 
 // TLSConfig turns on TLS (HTTPS, gRPC over TLS) and client certificates.
 type TLSConfig = listen.TLSConfig
@@ -335,10 +340,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	c.validateListeners(fail)
-	if _, err := c.Envoy.counting(); err != nil {
+	if _, err := c.Envoy.ParseCounting(); err != nil {
 		fail("envoy.counting", "%q: want all-or-nothing or peer", c.Envoy.Counting)
 	}
-	if err := c.Envoy.bounds().Check(); err != nil {
+	if err := c.Envoy.Bounds().Check(); err != nil {
 		fail("envoy.max_descriptors, max_entries, max_length", "%v", err)
 	}
 	if c.Gateway == "" && c.API == "" && c.GRPC == "" {

@@ -69,7 +69,7 @@ func (s *Server) knownLimits() {
 		s.metrics.KnownLimits("api", append(ls, metrics.KnownLimit{Name: "explicit", Late: true}))
 	}
 	if s.rls != nil {
-		s.metrics.KnownLimits("rls", s.rls.limits())
+		s.metrics.KnownLimits("rls", s.rls.Limits())
 	}
 }
 
@@ -81,7 +81,7 @@ func (s *Server) adminHandler() http.Handler {
 	}
 	var domains func() []string
 	if s.rls != nil {
-		domains = s.rls.domains
+		domains = s.rls.Domains
 	}
 	b := s.backend
 	return admin.Handler(admin.Config{

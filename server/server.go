@@ -17,7 +17,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/api"
+	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
 	"github.com/sluicehq/sluice/server/keyview"
@@ -68,10 +68,9 @@ type Server struct {
 	sample *policy.Policy // else the sample policy
 	loaded atomic.Pointer[admin.Loaded]
 
-	rls    rlsService                 // nil without a grpc listener
+	rls    *envoy.Service             // nil without a grpc listener
 	tls    *listen.TLS                // nil without TLS
 	tokens *reloading.Value[tokenSet] // nil without auth.tokens_file
-	health *health.Server
 
 	listeners map[string]net.Listener
 	https     map[string]*http.Server // by listener name
@@ -155,7 +154,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.sample = p
 	}
 	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
-		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
+		svc, err := envoy.New(cfg.Envoy, cfg.RLS, envoy.Deps{ // without configs every descriptor is OK, as in envoyproxy/ratelimit
+			Limiter: s.limiter, Logger: s.log, KeyText: s.keys.Key, Registry: s.metrics.Reg, Decisions: s.metrics.Decisions,
+			Observe: func(o decide.Observation) { s.stats.Add("rls", o) },
+		})
 		if len(cfg.RLS) > 0 {
 			s.metrics.KnownConfig("rls")
 			s.metrics.Reloaded("rls", err)
@@ -215,7 +217,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
 	}
 	if s.cfg.Envoy.HTTP != "" {
-		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.envoyHTTPHandler()})
+		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.rls.HTTPHandler(s.ready.Load)})
 	}
 	for _, sv := range services {
 		lim := s.cfg.limits(sv.name)
@@ -305,7 +307,7 @@ func (s *Server) listenGRPC() error {
 		grpc.SharedWriteBuffer(true),
 		rls.ServerCodec(),
 	)
-	s.registerGRPC(s.grpc)
+	s.rls.RegisterGRPC(s.grpc)
 	return nil
 }
 
@@ -394,8 +396,7 @@ func (s *Server) Reload() error {
 		}
 	}
 	if s.rls != nil && len(s.cfg.RLS) > 0 {
-		err := s.rls.reload()
-		s.rlsHealth()
+		err := s.rls.Reload()
 		s.metrics.Reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)
@@ -414,8 +415,8 @@ func (s *Server) Reload() error {
 // The admin listener closes last, so /readyz answers 503 during the drain.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
-	if s.health != nil {
-		s.health.Shutdown() // gRPC health checks answer NOT_SERVING while draining
+	if s.rls != nil {
+		s.rls.Drain() // gRPC health checks answer NOT_SERVING while draining
 	}
 	if s.watcher != nil {
 		s.watcher.close()
@@ -458,7 +459,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		if s.rls != nil {
-			s.rls.close()
+			s.rls.Close()
 		}
 		err = s.backend.close()
 	})

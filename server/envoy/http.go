@@ -1,18 +1,19 @@
-package server
+package envoy
 
 import (
 	"io"
 	"net/http"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/sluicehq/sluice/server/rls"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/server/rls"
 )
 
-// EnvoyConfig holds the settings envoyproxy/ratelimit deployments migrate
+// Config holds the settings envoyproxy/ratelimit deployments migrate
 // with. Its zero value keeps sluice's defaults.
-type EnvoyConfig struct {
+type Config struct {
 	// HTTP is the listen address of envoyproxy/ratelimit's HTTP endpoints:
 	// POST /json (a RateLimitRequest in protobuf JSON, answered with the
 	// RateLimitResponse: 200, or 429 when over the limit) and
@@ -71,13 +72,13 @@ type EnvoyConfig struct {
 	MaxLength      int `yaml:"max_length"`
 }
 
-// bounds are the request bounds e sets.
-func (e *EnvoyConfig) bounds() rls.Bounds {
+// Bounds are the request bounds e sets.
+func (e *Config) Bounds() rls.Bounds {
 	return rls.Bounds{Descriptors: e.MaxDescriptors, Entries: e.MaxEntries, Length: e.MaxLength}
 }
 
-// counting returns the Counting e names (0 when empty).
-func (e *EnvoyConfig) counting() (rls.Counting, error) {
+// ParseCounting returns the Counting e names (0 when empty).
+func (e *Config) ParseCounting() (rls.Counting, error) {
 	if e.Counting == "" {
 		return 0, nil
 	}
@@ -85,18 +86,19 @@ func (e *EnvoyConfig) counting() (rls.Counting, error) {
 }
 
 // responseHeaders reports whether RLS answers carry RateLimit headers.
-func (e *EnvoyConfig) responseHeaders() bool { return e.ResponseHeaders == nil || *e.ResponseHeaders }
+func (e *Config) responseHeaders() bool { return e.ResponseHeaders == nil || *e.ResponseHeaders }
 
 // maxJSONBody bounds a /json request body.
 const maxJSONBody = 1 << 20
 
-// envoyHTTPHandler serves envoyproxy/ratelimit's /json and /healthcheck.
-func (s *Server) envoyHTTPHandler() http.Handler {
+// HTTPHandler serves envoyproxy/ratelimit's /json and /healthcheck;
+// ready is false while the server starts and drains.
+func (s *Service) HTTPHandler(ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", s.serveJSON)
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case !s.ready.Load():
+		case !ready():
 			http.Error(w, "draining", http.StatusInternalServerError)
 		case !s.rlsConfigured():
 			http.Error(w, "no RLS domain loaded (rls-healthy-with-config)", http.StatusInternalServerError)
@@ -110,8 +112,8 @@ func (s *Server) envoyHTTPHandler() http.Handler {
 // rlsConfigured reports whether the RLS is healthy as far as its
 // configuration goes: always, unless Envoy.HealthyWithConfig asks for at
 // least one loaded domain.
-func (s *Server) rlsConfigured() bool {
-	return !s.cfg.Envoy.HealthyWithConfig || s.rls != nil && len(s.rls.domains()) > 0
+func (s *Service) rlsConfigured() bool {
+	return !s.cfg.HealthyWithConfig || len(s.Domains()) > 0
 }
 
 // serveJSON answers a RateLimitRequest in protobuf JSON as
@@ -119,7 +121,7 @@ func (s *Server) rlsConfigured() bool {
 // when over the limit, 400 for a request that is not one and for one the
 // service could not decide (a store failure), as there; the body says
 // which.
-func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
+func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	var req rlspb.RateLimitRequest
 	if err == nil {
@@ -129,7 +131,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp, err := s.rls.shouldRateLimit(r.Context(), &req)
+	resp, err := s.svc.ShouldRateLimit(r.Context(), &req)
 	if err != nil {
 		// envoyproxy/ratelimit answers 400 for every error of the call, a
 		// store failure too; clients written for it expect that.

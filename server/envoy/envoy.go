@@ -1,11 +1,15 @@
-package server
+// Package envoy serves Envoy's rate limit service from sluice serve: the
+// descriptor configs (package rls) loaded and reloaded, its decisions
+// counted in the metrics and on the status page, the gRPC service with
+// its health, and envoyproxy/ratelimit's HTTP endpoints (/json,
+// /healthcheck).
+package envoy
 
 import (
-	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -17,55 +21,62 @@ import (
 	"github.com/sluicehq/sluice/server/rls"
 )
 
-// rlsService is the Envoy rate limit service as the server drives it.
-type rlsService interface {
-	reload() error
-	domains() []string
-	limits() []metrics.KnownLimit
-	register(grpc.ServiceRegistrar)
-	shouldRateLimit(context.Context, *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error)
-	close()
+// Deps are what the service needs of the server.
+type Deps struct {
+	Limiter *sluice.Limiter
+	Logger  *slog.Logger
+	KeyText func(key string) string
+	// Registry takes the service's own series; Decisions is
+	// sluice_decisions_total, counted under source "rls".
+	Registry  *prometheus.Registry
+	Decisions *prometheus.CounterVec
+	// Observe counts a decision on the status page.
+	Observe func(decide.Observation)
 }
 
-// envoyRLS mounts package rls: the descriptor configs at paths, reloaded
+// Service mounts package rls: the descriptor configs at paths, reloaded
 // on demand, decisions counted under source "rls" with the limit label
 // "domain/descriptor path" (bounded by the configs, never by clients).
-type envoyRLS struct {
-	svc   *rls.Service
-	paths []string
-	opts  rls.LoadOptions
-	s     *Server
+type Service struct {
+	svc    *rls.Service
+	cfg    Config
+	paths  []string
+	opts   rls.LoadOptions
+	log    *slog.Logger
+	health *health.Server // nil until RegisterGRPC
 }
 
-func newRLS(s *Server, paths []string) (rlsService, error) {
-	var cfg *rls.Config
-	opts := rls.LoadOptions{MergeDomains: s.cfg.Envoy.MergeDomains}
+// New loads the configs at paths (none: every descriptor is OK, as in
+// envoyproxy/ratelimit) and returns the service.
+func New(cfg Config, paths []string, deps Deps) (*Service, error) {
+	var rc *rls.Config
+	opts := rls.LoadOptions{MergeDomains: cfg.MergeDomains}
 	if len(paths) > 0 {
 		var err error
-		if cfg, err = load(s, opts, paths); err != nil {
+		if rc, err = load(deps.Logger, opts, paths); err != nil {
 			return nil, err
 		}
-		s.log.Info("rls: loaded", "domains", cfg.Domains(), "config", cfg.String())
+		deps.Logger.Info("rls: loaded", "domains", rc.Domains(), "config", rc.String())
 	}
-	counting, err := s.cfg.Envoy.counting()
+	counting, err := cfg.ParseCounting()
 	if err != nil {
 		return nil, err
 	}
-	svc, err := rls.New(s.limiter, cfg, rls.Options{
-		Logger:                     s.log,
-		KeyText:                    s.keys.Key,
-		ResponseHeaders:            s.cfg.Envoy.responseHeaders(),
+	svc, err := rls.New(deps.Limiter, rc, rls.Options{
+		Logger:                     deps.Logger,
+		KeyText:                    deps.KeyText,
+		ResponseHeaders:            cfg.responseHeaders(),
 		Counting:                   counting,
-		StopIncrementWhenOverLimit: s.cfg.Envoy.StopIncrementWhenOverLimit,
-		ShadowMode:                 s.cfg.Envoy.ShadowMode,
-		QuotaMode:                  s.cfg.Envoy.QuotaMode,
-		Bounds:                     s.cfg.Envoy.bounds(),
-		Observe:                    newRLSObserver(s).observe,
+		StopIncrementWhenOverLimit: cfg.StopIncrementWhenOverLimit,
+		ShadowMode:                 cfg.ShadowMode,
+		QuotaMode:                  cfg.QuotaMode,
+		Bounds:                     cfg.Bounds(),
+		Observe:                    newRLSObserver(deps).observe,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &envoyRLS{svc: svc, paths: paths, opts: opts, s: s}, nil
+	return &Service{svc: svc, cfg: cfg, paths: paths, opts: opts, log: deps.Logger}, nil
 }
 
 // rlsObserver counts RLS decisions under source "rls" with the limit label
@@ -73,7 +84,7 @@ func newRLS(s *Server, paths []string) (rlsService, error) {
 // keeps each limit's label and counters, so that a decision costs no
 // string building and no label lookup.
 type rlsObserver struct {
-	s      *Server
+	deps   Deps
 	hits   *prometheus.CounterVec // sluice_rls_hits_total
 	limits sync.Map               // rlsLimit -> *rlsCounters
 	n      atomic.Int64
@@ -96,13 +107,13 @@ const maxRLSLimits = 4096
 
 var rlsOutcomes = [4]decide.Outcome{decide.Admitted, decide.Refused, decide.ShadowRefused, decide.ShadowAdmitted}
 
-func newRLSObserver(s *Server) *rlsObserver {
+func newRLSObserver(deps Deps) *rlsObserver {
 	hits := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_rls_hits_total",
 		Help: "Hits of RLS descriptors counted as envoyproxy/ratelimit counts them (--rls-counting peer), by limit and range, as its within_limit, near_limit (past 80% of the limit) and over_limit statistics.",
 	}, []string{"limit", "range"})
-	s.metrics.Reg.MustRegister(hits)
-	return &rlsObserver{s: s, hits: hits}
+	deps.Registry.MustRegister(hits)
+	return &rlsObserver{deps: deps, hits: hits}
 }
 
 func (r *rlsObserver) observe(domain string, o rls.Outcome) {
@@ -140,7 +151,7 @@ func (r *rlsObserver) observe(domain string, o rls.Outcome) {
 			ob.Key = string(decide.AppendKeyPart([]byte(c.key), o.Value))
 		}
 	}
-	r.s.stats.Add("rls", ob)
+	r.deps.Observe(ob)
 }
 
 // counters returns the label and counters of a limit.
@@ -152,7 +163,7 @@ func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
 	c := &rlsCounters{limit: domain + "/" + rule, key: string(decide.AppendKey(nil, "", "rls", rule))}
 	for i, o := range rlsOutcomes {
 		for d, degraded := range []string{"false", "true"} {
-			c.c[i][d] = r.s.metrics.Decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
+			c.c[i][d] = r.deps.Decisions.WithLabelValues("rls", c.limit, o.String(), degraded)
 		}
 	}
 	for j, rng := range []string{"within", "near", "over"} {
@@ -168,68 +179,76 @@ func (r *rlsObserver) counters(domain, rule string) *rlsCounters {
 
 // load reads the RLS configs and logs their warnings (what
 // envoyproxy/ratelimit accepts and sluice check --strict refuses).
-func load(s *Server, opts rls.LoadOptions, paths []string) (*rls.Config, error) {
+func load(log *slog.Logger, opts rls.LoadOptions, paths []string) (*rls.Config, error) {
 	cfg, err := rls.LoadConfigWith(opts, paths...)
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range cfg.Warnings() {
-		s.log.Warn("rls: config warning", "warning", w.Error())
+		log.Warn("rls: config warning", "warning", w.Error())
 	}
 	return cfg, nil
 }
 
-func (e *envoyRLS) reload() error {
-	if len(e.paths) == 0 {
+// Reload loads the configs again; one that fails to load keeps the old
+// one serving. It updates the gRPC health of "ratelimit" either way.
+func (s *Service) Reload() error {
+	defer s.setHealth()
+	if len(s.paths) == 0 {
 		return nil
 	}
-	cfg, err := load(e.s, e.opts, e.paths)
+	cfg, err := load(s.log, s.opts, s.paths)
 	if err != nil {
 		return err // the old config stays
 	}
-	e.svc.Swap(cfg)
+	s.svc.Swap(cfg)
 	return nil
 }
 
-// limits returns the names (domain/descriptor path, as the metrics label
+// Limits returns the names (domain/descriptor path, as the metrics label
 // them) of the configured limits.
-func (e *envoyRLS) limits() []metrics.KnownLimit {
+func (s *Service) Limits() []metrics.KnownLimit {
 	var out []metrics.KnownLimit
-	for _, l := range e.svc.Config().Limits() {
+	for _, l := range s.svc.Config().Limits() {
 		out = append(out, metrics.KnownLimit{Name: l.Domain + "/" + l.Path, Shadow: l.Shadow})
 	}
 	return out
 }
 
-func (e *envoyRLS) domains() []string {
-	if c := e.svc.Config(); c != nil {
+// Domains returns the domains loaded.
+func (s *Service) Domains() []string {
+	if c := s.svc.Config(); c != nil {
 		return c.Domains()
 	}
 	return nil
 }
 
-func (e *envoyRLS) register(r grpc.ServiceRegistrar) { e.svc.Register(r) }
-func (e *envoyRLS) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	return e.svc.ShouldRateLimit(ctx, req)
-}
-func (e *envoyRLS) close() { e.svc.Close() }
+// Close writes the aggregated log lines still pending.
+func (s *Service) Close() { s.svc.Close() }
 
-// registerGRPC mounts the rate limit service and the standard gRPC health
+// Drain makes the gRPC health checks answer NOT_SERVING.
+func (s *Service) Drain() {
+	if s.health != nil {
+		s.health.Shutdown()
+	}
+}
+
+// RegisterGRPC mounts the rate limit service and the standard gRPC health
 // service on g.
-func (s *Server) registerGRPC(g *grpc.Server) {
-	s.rls.register(g)
+func (s *Service) RegisterGRPC(g *grpc.Server) {
+	s.svc.Register(g)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	s.health = hs
-	s.rlsHealth()
+	s.setHealth()
 }
 
-// rlsHealth sets the gRPC health of "ratelimit", envoyproxy/ratelimit's
+// setHealth sets the gRPC health of "ratelimit", envoyproxy/ratelimit's
 // name for its service: SERVING, or NOT_SERVING while no domain is loaded
-// when Envoy.HealthyWithConfig asks for one.
-func (s *Server) rlsHealth() {
+// when Config.HealthyWithConfig asks for one.
+func (s *Service) setHealth() {
 	if s.health == nil {
 		return
 	}
