@@ -18,38 +18,6 @@ import (
 	"github.com/sluicehq/sluice/server/internal/problem"
 )
 
-// AuthConfig guards the decision API and the admin listener.
-type AuthConfig struct {
-	// TokensFile holds the bearer tokens the Listeners accept
-	// ("Authorization: Bearer TOKEN"), one a line; blank lines and lines
-	// starting with # are skipped. It is read again when it changes.
-	// Empty: no tokens are asked for.
-	TokensFile string `yaml:"tokens_file"`
-	// Listeners that ask for a token: api and admin by default. On the
-	// admin listener /healthz and /readyz stay open, for probes. A request
-	// that came with a client certificate verified against
-	// tls.client_ca_file needs no token.
-	Listeners []string `yaml:"listeners"`
-}
-
-func (a AuthConfig) listeners() []string {
-	if a.Listeners == nil {
-		return []string{"api", "admin"}
-	}
-	return a.Listeners
-}
-
-func (a AuthConfig) validate(fail func(field, format string, args ...any)) {
-	for _, n := range a.Listeners {
-		if n != "api" && n != "admin" {
-			fail("auth.listeners", "%q: want api or admin", n)
-		}
-	}
-	if a.Listeners != nil && a.TokensFile == "" {
-		fail("auth.listeners", "needs auth.tokens_file")
-	}
-}
-
 // maxTokensFile bounds the tokens file.
 const maxTokensFile = 1 << 20
 
@@ -101,7 +69,7 @@ func (ts tokenSet) has(tok string) bool {
 // A refused request is answered 401 before it reaches next: it is neither
 // decided nor counted as a decision.
 func (s *Server) authenticate(name string, next http.Handler) http.Handler {
-	if s.tokens == nil || !slices.Contains(s.cfg.Auth.listeners(), name) {
+	if s.tokens == nil || !slices.Contains(s.cfg.Auth.On(), name) {
 		return next
 	}
 	s.metrics.Unauthorized.WithLabelValues(name) // exported from zero
@@ -133,7 +101,7 @@ func (s *Server) warnOpen(log *slog.Logger) {
 		if l.addr == "" || loopback(l.addr) {
 			continue
 		}
-		if s.tokens != nil && slices.Contains(s.cfg.Auth.listeners(), l.name) {
+		if s.tokens != nil && slices.Contains(s.cfg.Auth.On(), l.name) {
 			continue
 		}
 		if s.cfg.TLS.ClientCAFile != "" && slices.Contains(s.cfg.TLS.ClientAuthOn(), l.name) && slices.Contains(s.cfg.TLS.On(), l.name) {

@@ -1,56 +1,11 @@
 package server
 
 import (
-	"cmp"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/server/listen"
 )
-
-// Defaults of the connection settings (Config.Timeouts, MaxConns,
-// AdminMaxConns).
-const (
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultIdleTimeout       = 2 * time.Minute
-	DefaultMaxConns          = 4096
-	DefaultAdminMaxConns     = 64
-	DefaultMaxHeaderBytes    = 64 << 10
-)
-
-// The bounds of Config.MaxHeaderBytes.
-const (
-	minHeaderBytes = 4 << 10
-	maxHeaderBytes = 16 << 20
-)
-
-// limits returns the bounds of the listener called name.
-func (c *Config) limits(name string) listen.Limits {
-	pick := func(d Duration, def time.Duration) time.Duration {
-		if d == 0 {
-			return def
-		}
-		return time.Duration(d)
-	}
-	l := listen.Limits{
-		ReadHeader: pick(c.Timeouts.ReadHeader, DefaultReadHeaderTimeout),
-		Read:       pick(c.Timeouts.Read, DefaultReadTimeout),
-		Idle:       pick(c.Timeouts.Idle, DefaultIdleTimeout),
-		MaxHeader:  cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes),
-	}
-	n, def := c.MaxConns, DefaultMaxConns
-	if name == "admin" {
-		n, def = c.AdminMaxConns, DefaultAdminMaxConns
-	}
-	switch {
-	case n == 0:
-		l.MaxConns = def
-	case n > 0:
-		l.MaxConns = n
-	}
-	return l
-}
 
 // tooLargeCounter counts the 431s of a listener: in the gateway's
 // responses, as any other answer of the gateway.
@@ -80,7 +35,7 @@ func (s *Server) warnFileLimit() {
 	caps := map[string]int{}
 	for name, addr := range map[string]string{"gateway": s.cfg.Gateway, "api": s.cfg.API, "grpc": s.cfg.GRPC, "admin": s.cfg.Admin} {
 		if addr != "" {
-			caps[name] = s.cfg.limits(name).MaxConns
+			caps[name] = s.cfg.Limits(name).MaxConns
 		}
 	}
 	listen.WarnFileLimit(s.log, caps)

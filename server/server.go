@@ -220,7 +220,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.rls.HTTPHandler(s.ready.Load)})
 	}
 	for _, sv := range services {
-		lim := s.cfg.limits(sv.name)
+		lim := s.cfg.Limits(sv.name)
 		tc := s.tls.Config(sv.name, "h2", "http/1.1")
 		ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
 		if err != nil {
@@ -262,7 +262,7 @@ func (s *Server) Start() error {
 			}
 		}()
 	}
-	if s.cfg.watch() {
+	if s.cfg.WatchFiles() {
 		w, err := s.watch()
 		if err != nil {
 			s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
@@ -278,7 +278,7 @@ func (s *Server) Start() error {
 // listenGRPC binds the grpc listener (its cap, TLS, the reset guard) and
 // builds the gRPC server with the Envoy rate limit and health services.
 func (s *Server) listenGRPC() error {
-	lim := s.cfg.limits("grpc")
+	lim := s.cfg.Limits("grpc")
 	ln, err := listen.Listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
 	if err != nil {
 		return fmt.Errorf("grpc: %w", err)

@@ -1,4 +1,4 @@
-package server
+package config
 
 import (
 	"fmt"
@@ -128,7 +128,7 @@ func settingsDoc() string {
 // Settings, so that it lists every setting with its help. With
 // SLUICE_WRITE_DOCS=1 it writes the table instead.
 func TestSettingsDoc(t *testing.T) {
-	const path = "../docs/serve.md"
+	const path = "../../docs/serve.md"
 	const begin, end = "<!-- settings: begin -->\n", "<!-- settings: end -->"
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -149,5 +149,5 @@ func TestSettingsDoc(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s: the table of settings is not the one server.Settings makes; run SLUICE_WRITE_DOCS=1 go test -run TestSettingsDoc ./server", path)
+	t.Errorf("%s: the table of settings is not the one server.Settings makes; run SLUICE_WRITE_DOCS=1 go test -run TestSettingsDoc ./server/config", path)
 }
