@@ -89,7 +89,7 @@ func (s *Server) adminHandler() http.Handler {
 		Registry: s.metrics.Reg, Stats: s.stats, Keys: s.keys, Logger: s.log,
 		Store:  admin.Store{Desc: b.desc, Store: b.store, Keys: b.keys, Probe: b.readiness, Failover: b.failover, Leases: b.leases},
 		Policy: s.currentPolicy, Ready: s.ready.Load, Loaded: s.loaded.Load, Listeners: s.listenerAddrs,
-		RLSDomains: domains, Shed: s.shedStats,
+		RLSDomains: domains, Shed: s.sheds.Stats,
 	})
 }
 

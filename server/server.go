@@ -31,6 +31,8 @@ import (
 	"github.com/sluicehq/sluice/server/listen"
 	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/rls"
+	"github.com/sluicehq/sluice/server/shedding"
+	"github.com/sluicehq/sluice/server/watch"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -77,12 +79,11 @@ type Server struct {
 	grpc      *grpc.Server
 	ready     atomic.Bool
 	wg        sync.WaitGroup
-	watcher   *watcher
+	watcher   *watch.Watcher
 	closeOnce sync.Once
 	stopOnce  sync.Once // closes stopBg
 
-	shedMu sync.Mutex  // guards sheds
-	sheds  []*shedding // the load shedding of each listener that has it
+	sheds *shedding.Set // the load shedding of each listener that has it
 }
 
 // New builds a Server from cfg: it validates cfg, opens the store and
@@ -101,7 +102,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.version = "dev"
 	}
 	s.metrics = metrics.New(s.version)
-	s.metrics.Reg.MustRegister(metrics.ShedCollector(s.shedStats))
+	s.sheds = shedding.NewSet(s.currentPolicy)
+	s.metrics.Reg.MustRegister(metrics.ShedCollector(s.sheds.Stats))
 	b, err := openStore(cfg.Store, s.metrics.BreakerChanged, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -183,9 +185,6 @@ func (s *Server) currentPolicy() *policy.Policy {
 	return s.sample
 }
 
-// policyNow is the policy in force, whatever the request.
-func (s *Server) policyNow(*http.Request) *policy.Policy { return s.currentPolicy() }
-
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
 	s.metrics.Observe(source, o)
@@ -211,7 +210,7 @@ func (s *Server) Start() error {
 		services = append(services, svc{"gateway", s.cfg.Gateway, h})
 	}
 	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.policyNow, func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }, s.api.Handler())})
+		services = append(services, svc{"api", s.cfg.API, s.sheds.Wrap("api", func(*http.Request) *policy.Policy { return s.currentPolicy() }, func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }, s.api.Handler())})
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
@@ -263,7 +262,11 @@ func (s *Server) Start() error {
 		}()
 	}
 	if s.cfg.WatchFiles() {
-		w, err := s.watch()
+		var paths []string
+		if s.cfg.Policy != "" {
+			paths = append(paths, s.cfg.Policy)
+		}
+		w, err := watch.Start(append(paths, s.cfg.RLS...), func() { s.Reload() }, s.log) // Reload logs and counts its own errors
 		if err != nil {
 			s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
 		}
@@ -370,7 +373,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 			s.metrics.Settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},
 		Shed: func(priority shed.HTTPPriority, next http.Handler) http.Handler {
-			return s.shedding("gateway", gateway.PolicyOf, priority, next)
+			return s.sheds.Wrap("gateway", gateway.PolicyOf, priority, next)
 		},
 		UpstreamTime:   s.metrics.UpstreamTime.Observe,
 		UpstreamFailed: s.metrics.UpstreamErrs.Inc,
@@ -419,7 +422,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.rls.Drain() // gRPC health checks answer NOT_SERVING while draining
 	}
 	if s.watcher != nil {
-		s.watcher.close()
+		s.watcher.Close()
 	}
 	var cut atomic.Int32
 	var wg sync.WaitGroup

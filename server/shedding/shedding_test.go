@@ -1,4 +1,4 @@
-package server
+package shedding
 
 import (
 	"net/http"

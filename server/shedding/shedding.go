@@ -1,4 +1,7 @@
-package server
+// Package shedding applies the policy's shed: section (package shed) to
+// sluice serve's listeners: each listener that sheds has a shed.Limiter
+// of its own, made anew when a reload changes the section.
+package shedding
 
 import (
 	"net/http"
@@ -30,14 +33,25 @@ type shedLimiter struct {
 	h   http.Handler // lim's middleware around next
 }
 
-// shedding wraps next, the handler of listener name, in the load shedding
-// of each request's policy (policyOf), with requests' priorities from
+// Set is the load shedding of each listener that has it. It is safe for
+// concurrent use.
+type Set struct {
+	current func() *policy.Policy // the policy in force
+	mu      sync.Mutex            // guards sheds
+	sheds   []*shedding
+}
+
+// NewSet returns an empty Set; current returns the policy in force.
+func NewSet(current func() *policy.Policy) *Set { return &Set{current: current} }
+
+// Wrap wraps next, the handler of listener name, in the load shedding of
+// each request's policy (policyOf), with requests' priorities from
 // priority.
-func (s *Server) shedding(name string, policyOf func(*http.Request) *policy.Policy, priority shed.HTTPPriority, next http.Handler) http.Handler {
+func (s *Set) Wrap(name string, policyOf func(*http.Request) *policy.Policy, priority shed.HTTPPriority, next http.Handler) http.Handler {
 	sh := &shedding{name: name, priority: priority, next: next}
-	s.shedMu.Lock()
+	s.mu.Lock()
 	s.sheds = append(s.sheds, sh)
-	s.shedMu.Unlock()
+	s.mu.Unlock()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sh.handler(policyOf(r).Shed).ServeHTTP(w, r)
 	})
@@ -74,14 +88,14 @@ func (sh *shedding) stats() (st shed.Stats, ok bool) {
 	return cur.lim.Stats(), true
 }
 
-// shedStats returns the stats of each listener's load shedding in force,
-// by listener, for the status page.
-func (s *Server) shedStats() map[string]shed.Stats {
-	s.shedMu.Lock()
-	defer s.shedMu.Unlock()
+// Stats returns the stats of each listener's load shedding in force, by
+// listener, for the status page and the metrics.
+func (s *Set) Stats() map[string]shed.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out map[string]shed.Stats
 	for _, sh := range s.sheds {
-		if st, ok := sh.stats(); ok && s.currentPolicy().Shed != nil {
+		if st, ok := sh.stats(); ok && s.current().Shed != nil {
 			if out == nil {
 				out = map[string]shed.Stats{}
 			}

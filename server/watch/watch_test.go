@@ -1,4 +1,4 @@
-package server
+package watch
 
 import (
 	"io"
@@ -12,7 +12,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/server/metrics"
 )
 
 func capPolicy(n int) string {
@@ -41,13 +40,12 @@ func TestWatchOverflow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{log: log, metrics: metrics.New("test"), holder: h}
 		events, errs := make(chan fsnotify.Event), make(chan error)
 		fw.Events, fw.Errors = events, errs
-		w := &watcher{fs: fw, done: make(chan struct{}), paths: []string{path}}
+		w := &Watcher{fs: fw, done: make(chan struct{}), paths: []string{path}, reload: func() { h.Reload() }, log: log}
 		w.last = w.digest()
 		w.wg.Add(1)
-		go w.loop(s)
+		go w.loop()
 		defer func() { close(w.done); w.wg.Wait() }()
 
 		events <- fsnotify.Event{Name: path, Op: fsnotify.Write} // an event of the burst (a touch): seen, checked, no change

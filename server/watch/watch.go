@@ -1,7 +1,12 @@
-package server
+// Package watch reloads sluice serve's configs when their files change:
+// it watches the directories that hold them (so that an editor's rename
+// and a Kubernetes ConfigMap's symlink swap are seen), waits for a burst
+// of events to settle, and reloads only when a file's content changed.
+package watch
 
 import (
 	"crypto/sha256"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +18,7 @@ import (
 	"github.com/sluicehq/sluice/server/rls"
 )
 
-// watcher reloads the server when a config file changes. It watches the
+// Watcher reloads the server when a config file changes. It watches the
 // directories that hold the files, not the files: editors replace a file
 // by writing another and renaming it over the first, and Kubernetes swaps
 // a ConfigMap by re-pointing a ..data symlink, and neither event reaches a
@@ -24,24 +29,24 @@ import (
 // root, /srv/runtime_data/current, re-pointed to swap every file at once)
 // is watched in the directory that holds it, and every check re-reads the
 // paths through the links and watches the directories they lead to now.
-type watcher struct {
+type Watcher struct {
 	fs    *fsnotify.Watcher
 	done  chan struct{}
 	wg    sync.WaitGroup
 	paths []string // the config files and directories
 	dirs  map[string]bool
 	last  [sha256.Size]byte
+
+	reload func() // loads the configs again; logs and counts its own errors
+	log    *slog.Logger
 }
 
 // debounce is how long a burst of file events settles before a reload.
 const debounce = 200 * time.Millisecond
 
-func (s *Server) watch() (*watcher, error) {
-	var paths []string
-	if s.cfg.Policy != "" {
-		paths = append(paths, s.cfg.Policy)
-	}
-	paths = append(paths, s.cfg.RLS...)
+// Start watches paths (config files, or directories of them) and calls
+// reload when their content changes. It returns nil, nil without paths.
+func Start(paths []string, reload func(), log *slog.Logger) (*Watcher, error) {
 	if len(paths) == 0 {
 		return nil, nil
 	}
@@ -49,22 +54,22 @@ func (s *Server) watch() (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{fs: fw, done: make(chan struct{}), paths: paths, dirs: map[string]bool{}}
+	w := &Watcher{fs: fw, done: make(chan struct{}), paths: paths, dirs: map[string]bool{}, reload: reload, log: log}
 	if err := w.rewatch(); err != nil {
 		fw.Close()
 		return nil, err
 	}
 	w.last = w.digest()
 	w.wg.Add(1)
-	go w.loop(s)
+	go w.loop()
 	return w, nil
 }
 
 // loop reloads the server a debounce after the last event. An error of
-// the watcher (above all fsnotify.ErrEventOverflow: the kernel dropped
+// the Watcher (above all fsnotify.ErrEventOverflow: the kernel dropped
 // events, perhaps the last of a burst) schedules a check too, since the
 // files may have changed unseen.
-func (w *watcher) loop(s *Server) {
+func (w *Watcher) loop() {
 	defer w.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -87,20 +92,20 @@ func (w *watcher) loop(s *Server) {
 			if !ok {
 				return
 			}
-			s.log.Warn("watching config files; checking them now", "err", err)
+			w.log.Warn("watching config files; checking them now", "err", err)
 			schedule()
 		case <-fire:
 			fire = nil
 			if err := w.rewatch(); err != nil {
-				s.log.Warn("watching config files", "err", err)
+				w.log.Warn("watching config files", "err", err)
 			}
 			d := w.digest()
 			if d == w.last {
 				continue
 			}
 			w.last = d
-			s.log.Info("config files changed: reloading", "paths", w.paths)
-			s.Reload() // logs and counts its own errors
+			w.log.Info("config files changed: reloading", "paths", w.paths)
+			w.reload()
 		}
 	}
 }
@@ -137,7 +142,7 @@ func watchDirs(paths []string) (map[string]bool, error) {
 
 // rewatch watches the directories watchDirs lists now, again: one reached
 // through a link that was re-pointed is another directory than before.
-func (w *watcher) rewatch() error {
+func (w *Watcher) rewatch() error {
 	dirs, err := watchDirs(w.paths)
 	if err != nil {
 		return err
@@ -158,7 +163,7 @@ func (w *watcher) rewatch() error {
 // digest hashes the content of every config file (following symlinks),
 // so that events that change nothing (a touch, an unrelated file in the
 // same directory) do not reload.
-func (w *watcher) digest() [sha256.Size]byte {
+func (w *Watcher) digest() [sha256.Size]byte {
 	h := sha256.New()
 	for _, p := range w.paths {
 		var files []string
@@ -183,7 +188,7 @@ func (w *watcher) digest() [sha256.Size]byte {
 	return d
 }
 
-func (w *watcher) close() {
+func (w *Watcher) Close() {
 	select {
 	case <-w.done:
 		return
