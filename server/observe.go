@@ -1,9 +1,11 @@
 package server
 
 import (
+	"net"
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/metrics"
 )
@@ -15,30 +17,15 @@ const (
 	historyWindow = 10 * time.Minute
 )
 
-// recordHistory adds a point to the status page's history every
-// historyStep until Shutdown.
-func (s *Server) recordHistory() {
-	t := time.NewTicker(historyStep)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopBg:
-			return
-		case now := <-t.C:
-			s.stats.Record(now)
-		}
-	}
-}
-
 // closeOnceBg stops the background work of Start.
 func (s *Server) closeOnceBg() {
 	s.stopOnce.Do(func() { close(s.stopBg) })
 }
 
-// keyNames returns the key names of the policy limit a store key's rule
-// and limit names designate.
-func (s *Server) keyNames(rule, limit string) (key, onMissing []string, ok bool) {
-	for _, r := range s.currentPolicy().Rules {
+// keyNames returns the key names of the limit of the current policy a
+// store key's rule and limit names designate.
+func keyNames(current func() *policy.Policy, rule, limit string) (key, onMissing []string, ok bool) {
+	for _, r := range current().Rules {
 		if r.Name != rule {
 			continue
 		}
@@ -88,15 +75,15 @@ func (s *Server) adminHandler() http.Handler {
 		Version: s.version, Started: s.started, Upstream: upstream, RLS: s.cfg.RLS, Pprof: s.cfg.Pprof,
 		Registry: s.metrics.Reg, Stats: s.stats, Keys: s.keys, Logger: s.log,
 		Store:  admin.Store{Desc: b.desc, Store: b.store, Keys: b.keys, Probe: b.readiness, Failover: b.failover, Leases: b.leases},
-		Policy: s.currentPolicy, Ready: s.ready.Load, Loaded: s.loaded.Load, Listeners: s.listenerAddrs,
+		Policy: s.currentPolicy, Ready: s.ready.Load, Loaded: s.loaded.Load, Listeners: func() map[string]string { return listenerAddrs(s.listeners) },
 		RLSDomains: domains, Shed: s.sheds.Stats,
 	})
 }
 
-// listenerAddrs are the bound addresses, by listener.
-func (s *Server) listenerAddrs() map[string]string {
+// listenerAddrs are the bound addresses of lns, by listener.
+func listenerAddrs(lns map[string]net.Listener) map[string]string {
 	m := map[string]string{}
-	for name, ln := range s.listeners {
+	for name, ln := range lns {
 		m[name] = ln.Addr().String()
 	}
 	return m

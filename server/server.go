@@ -94,7 +94,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
 		stats: admin.NewStats(historyStep, historyWindow), stopBg: make(chan struct{})}
-	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: s.keyNames}
+	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: func(rule, limit string) ([]string, []string, bool) {
+		return keyNames(s.currentPolicy, rule, limit)
+	}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -119,7 +121,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.warnOpen(s.log)
+	warnOpen(&s.cfg, s.tokens != nil, s.log)
 	s.limiter = sluice.New(s.metrics.Instrument(b.store))
 	s.api, err = api.New(api.Config{
 		Limiter: s.limiter, Policy: s.currentPolicy, Keys: s.keys, MaxDelay: time.Duration(cfg.MaxDelay),
@@ -196,7 +198,7 @@ func (s *Server) observe(source string, o decide.Observation) {
 func (s *Server) Start() error {
 	s.listeners = map[string]net.Listener{}
 	s.https = map[string]*http.Server{}
-	s.warnFileLimit()
+	warnFileLimit(&s.cfg, s.log)
 	type svc struct {
 		name, addr string
 		handler    http.Handler
@@ -221,19 +223,19 @@ func (s *Server) Start() error {
 	for _, sv := range services {
 		lim := s.cfg.Limits(sv.name)
 		tc := s.tls.Config(sv.name, "h2", "http/1.1")
-		ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
+		ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.metrics.RefusedCounter(sv.name, s.log))
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
-		tooLarge := s.tooLargeCounter(sv.name)
+		tooLarge := s.metrics.TooLargeCounter(sv.name)
 		if tc != nil {
 			ln = tls.NewListener(ln, tc)
 		} else {
 			ln = listen.NewTooLargeListener(ln, lim.MaxHeader, tooLarge)
 		}
 		s.listeners[sv.name] = ln
-		s.https[sv.name] = listen.HTTPServer(s.authenticate(sv.name, sv.handler), lim, s.log, tooLarge)
+		s.https[sv.name] = listen.HTTPServer(authenticate(s.tokens, s.cfg.Auth.On(), s.metrics.Unauthorized, sv.name, sv.handler), lim, s.log, tooLarge)
 	}
 	if s.cfg.GRPC != "" {
 		if err := s.listenGRPC(); err != nil {
@@ -272,7 +274,7 @@ func (s *Server) Start() error {
 		}
 		s.watcher = w
 	}
-	s.wg.Go(s.recordHistory)
+	s.wg.Go(func() { s.stats.RecordEvery(historyStep, s.stopBg) })
 	s.ready.Store(true)
 	s.log.Info("sluice serving", s.servingAttrs()...)
 	return nil
@@ -282,7 +284,7 @@ func (s *Server) Start() error {
 // builds the gRPC server with the Envoy rate limit and health services.
 func (s *Server) listenGRPC() error {
 	lim := s.cfg.Limits("grpc")
-	ln, err := listen.Listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
+	ln, err := listen.Listen("grpc", s.cfg.GRPC, lim, false, s.metrics.RefusedCounter("grpc", s.log))
 	if err != nil {
 		return fmt.Errorf("grpc: %w", err)
 	}

@@ -182,3 +182,17 @@ func (h *heavyKeys) top() []heavyKey {
 
 // Record adds a point to the history: the totals as they are at now.
 func (s *Stats) Record(now time.Time) { s.hist.record(now, s.totals()) }
+
+// RecordEvery adds a point to the history every step until stop closes.
+func (s *Stats) RecordEvery(step time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(step)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			s.Record(now)
+		}
+	}
+}

@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
+	"time"
 )
 
 // CountResponses counts the gateway's responses by status code.
@@ -56,3 +59,25 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TooLargeCounter counts the 431s of a listener: in the gateway's
+// responses, as any other answer of the gateway.
+func (m *Metrics) TooLargeCounter(listener string) func() {
+	if listener != "gateway" {
+		return func() {}
+	}
+	return m.Responses.WithLabelValues("431").Inc
+}
+
+// RefusedCounter counts refused connections of a listener and logs them
+// at most once a second.
+func (m *Metrics) RefusedCounter(listener string, log *slog.Logger) func() {
+	m.Refused.WithLabelValues(listener) // exported from zero
+	var last atomic.Int64
+	return func() {
+		m.Refused.WithLabelValues(listener).Inc()
+		if now := time.Now().Unix(); last.Swap(now) != now {
+			log.Warn("connection refused: the listener is at its max_conns", "listener", listener)
+		}
+	}
+}
