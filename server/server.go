@@ -92,6 +92,28 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	s := newServer(cfg, opts)
+	b, err := openStore(cfg.Store, s.metrics.BreakerChanged, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.backend = b
+	for _, build := range []func(*Server) error{openGuards, buildAPI, loadPolicy, buildEnvoy} {
+		if err := build(s); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	s.loaded.Store(&admin.Loaded{At: time.Now()})
+	s.knownLimits()
+	current := s.currentPolicy
+	s.backend.policy.Store(&current)
+	return s, nil
+}
+
+// newServer is the Server of cfg before its store and parts: its logger,
+// metrics, status page counts and load shedding.
+func newServer(cfg Config, opts Options) *Server {
 	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
 		stats: admin.NewStats(historyStep, historyWindow), stopBg: make(chan struct{})}
 	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: func(rule, limit string) ([]string, []string, bool) {
@@ -106,34 +128,41 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.metrics = metrics.New(s.version)
 	s.sheds = shedding.NewSet(s.currentPolicy)
 	s.metrics.Reg.MustRegister(metrics.ShedCollector(s.sheds.Stats))
-	b, err := openStore(cfg.Store, s.metrics.BreakerChanged, s.log)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+	return s
+}
+
+// openGuards loads the listeners' TLS and the auth tokens, and warns of
+// listeners anyone may use.
+func openGuards(s *Server) error {
+	var err error
+	if s.tls, err = listen.NewTLS(s.cfg.TLS, s.log); err != nil {
+		return err
 	}
-	s.backend = b
-	if s.tls, err = listen.NewTLS(cfg.TLS, s.log); err != nil {
-		b.close()
-		return nil, err
-	}
-	if cfg.Auth.TokensFile != "" {
-		if s.tokens, err = reloading.New("auth tokens", []string{cfg.Auth.TokensFile}, loadTokens(cfg.Auth.TokensFile), s.log); err != nil {
-			b.close()
-			return nil, err
+	if s.cfg.Auth.TokensFile != "" {
+		if s.tokens, err = reloading.New("auth tokens", []string{s.cfg.Auth.TokensFile}, loadTokens(s.cfg.Auth.TokensFile), s.log); err != nil {
+			return err
 		}
 	}
 	warnOpen(&s.cfg, s.tokens != nil, s.log)
+	return nil
+}
+
+// buildAPI makes the limiter over the instrumented store, and the
+// decision API; it exports the store's failover and lease series.
+func buildAPI(s *Server) error {
+	b := s.backend
 	s.limiter = sluice.New(s.metrics.Instrument(b.store))
+	var err error
 	s.api, err = api.New(api.Config{
-		Limiter: s.limiter, Policy: s.currentPolicy, Keys: s.keys, MaxDelay: time.Duration(cfg.MaxDelay),
-		SettleTTL: time.Duration(cfg.SettleTTL), SettleSecretFile: cfg.SettleSecretFile, Logger: s.log,
+		Limiter: s.limiter, Policy: s.currentPolicy, Keys: s.keys, MaxDelay: time.Duration(s.cfg.MaxDelay),
+		SettleTTL: time.Duration(s.cfg.SettleTTL), SettleSecretFile: s.cfg.SettleSecretFile, Logger: s.log,
 		Observe: func(o decide.Observation) { s.observe("api", o) },
 		Settled: func(limit string, actual int64, found, capped bool, err error) {
 			s.metrics.Settled("api", limit, actual, found, capped, err)
 		},
 	})
 	if err != nil {
-		b.close()
-		return nil, err
+		return err
 	}
 	if b.failover != nil {
 		s.metrics.WatchFailover(b.failover)
@@ -141,42 +170,49 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if b.leases != nil {
 		s.metrics.Reg.MustRegister(metrics.NewLeaseCollector(b.leases))
 	}
-	if cfg.Policy != "" {
-		s.metrics.KnownConfig("policy")
-		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
-		s.metrics.Reloaded("policy", err)
+	return nil
+}
+
+// loadPolicy loads the policy file, or the sample policy without one.
+func loadPolicy(s *Server) error {
+	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay)}
+	if s.cfg.Policy == "" {
+		p, err := policy.Parse("sample policy", samplePolicy, opts)
 		if err != nil {
-			b.close()
-			return nil, err
-		}
-		s.holder = h
-	} else {
-		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)})
-		if err != nil {
-			return nil, fmt.Errorf("the embedded sample policy: %w", err) // a build defect
+			return fmt.Errorf("the embedded sample policy: %w", err) // a build defect
 		}
 		s.sample = p
+		return nil
 	}
-	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
-		svc, err := envoy.New(cfg.Envoy, cfg.RLS, envoy.Deps{ // without configs every descriptor is OK, as in envoyproxy/ratelimit
-			Limiter: s.limiter, Logger: s.log, KeyText: s.keys.Key, Registry: s.metrics.Reg, Decisions: s.metrics.Decisions,
-			Observe: func(o decide.Observation) { s.stats.Add("rls", o) },
-		})
-		if len(cfg.RLS) > 0 {
-			s.metrics.KnownConfig("rls")
-			s.metrics.Reloaded("rls", err)
-		}
-		if err != nil {
-			s.backend.close()
-			return nil, err
-		}
-		s.rls = svc
+	s.metrics.KnownConfig("policy")
+	h, err := policy.NewHolder(s.cfg.Policy, opts, s.log)
+	s.metrics.Reloaded("policy", err)
+	if err != nil {
+		return err
 	}
-	s.loaded.Store(&admin.Loaded{At: time.Now()})
-	s.knownLimits()
-	current := s.currentPolicy
-	s.backend.policy.Store(&current)
-	return s, nil
+	s.holder = h
+	return nil
+}
+
+// buildEnvoy makes the Envoy rate limit service when a listener serves
+// it; without configs every descriptor is OK, as in envoyproxy/ratelimit.
+func buildEnvoy(s *Server) error {
+	if s.cfg.GRPC == "" && s.cfg.Envoy.HTTP == "" {
+		return nil
+	}
+	svc, err := envoy.New(s.cfg.Envoy, s.cfg.RLS, envoy.Deps{
+		Limiter: s.limiter, Logger: s.log, KeyText: s.keys.Key, Registry: s.metrics.Reg, Decisions: s.metrics.Decisions,
+		Observe: func(o decide.Observation) { s.stats.Add("rls", o) },
+	})
+	if len(s.cfg.RLS) > 0 {
+		s.metrics.KnownConfig("rls")
+		s.metrics.Reloaded("rls", err)
+	}
+	if err != nil {
+		return err
+	}
+	s.rls = svc
+	return nil
 }
 
 // currentPolicy is the policy in force.
@@ -199,43 +235,15 @@ func (s *Server) Start() error {
 	s.listeners = map[string]net.Listener{}
 	s.https = map[string]*http.Server{}
 	warnFileLimit(&s.cfg, s.log)
-	type svc struct {
-		name, addr string
-		handler    http.Handler
-	}
-	var services []svc
-	if s.cfg.Gateway != "" {
-		h, err := s.gatewayHandler()
-		if err != nil {
-			return err
-		}
-		services = append(services, svc{"gateway", s.cfg.Gateway, h})
-	}
-	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.sheds.Wrap("api", func(*http.Request) *policy.Policy { return s.currentPolicy() }, func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }, s.api.Handler())})
-	}
-	if s.cfg.Admin != "" {
-		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
-	}
-	if s.cfg.Envoy.HTTP != "" {
-		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.rls.HTTPHandler(s.ready.Load)})
+	services, err := httpServices(s)
+	if err != nil {
+		return err
 	}
 	for _, sv := range services {
-		lim := s.cfg.Limits(sv.name)
-		tc := s.tls.Config(sv.name, "h2", "http/1.1")
-		ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.metrics.RefusedCounter(sv.name, s.log))
-		if err != nil {
+		if err := bindHTTP(s, sv); err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
-		tooLarge := s.metrics.TooLargeCounter(sv.name)
-		if tc != nil {
-			ln = tls.NewListener(ln, tc)
-		} else {
-			ln = listen.NewTooLargeListener(ln, lim.MaxHeader, tooLarge)
-		}
-		s.listeners[sv.name] = ln
-		s.https[sv.name] = listen.HTTPServer(authenticate(s.tokens, s.cfg.Auth.On(), s.metrics.Unauthorized, sv.name, sv.handler), lim, s.log, tooLarge)
 	}
 	if s.cfg.GRPC != "" {
 		if err := s.listenGRPC(); err != nil {
@@ -243,41 +251,92 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
-	for _, sv := range services {
-		hs, ln := s.https[sv.name], s.listeners[sv.name]
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+	for name, hs := range s.https {
+		ln := s.listeners[name]
+		s.wg.Go(func() {
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("listener stopped", "listener", sv.name, "err", err)
+				s.log.Error("listener stopped", "listener", name, "err", err)
 			}
-		}()
+		})
 	}
 	if s.grpc != nil {
 		ln := s.listeners["grpc"]
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			if err := s.grpc.Serve(ln); err != nil {
 				s.log.Error("listener stopped", "listener", "grpc", "err", err)
 			}
-		}()
+		})
 	}
 	if s.cfg.WatchFiles() {
-		var paths []string
-		if s.cfg.Policy != "" {
-			paths = append(paths, s.cfg.Policy)
-		}
-		w, err := watch.Start(append(paths, s.cfg.RLS...), func() { s.Reload() }, s.log) // Reload logs and counts its own errors
-		if err != nil {
-			s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
-		}
-		s.watcher = w
+		s.watcher = watchConfigs(s)
 	}
 	s.wg.Go(func() { s.stats.RecordEvery(historyStep, s.stopBg) })
 	s.ready.Store(true)
 	s.log.Info("sluice serving", s.servingAttrs()...)
 	return nil
+}
+
+// httpService is an HTTP listener to bind: its name, address and handler.
+type httpService struct {
+	name, addr string
+	handler    http.Handler
+}
+
+// httpServices are the HTTP listeners the config turns on.
+func httpServices(s *Server) ([]httpService, error) {
+	var services []httpService
+	if s.cfg.Gateway != "" {
+		h, err := s.gatewayHandler()
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, httpService{"gateway", s.cfg.Gateway, h})
+	}
+	if s.cfg.API != "" {
+		current := func(*http.Request) *policy.Policy { return s.currentPolicy() }
+		priority := func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }
+		services = append(services, httpService{"api", s.cfg.API, s.sheds.Wrap("api", current, priority, s.api.Handler())})
+	}
+	if s.cfg.Admin != "" {
+		services = append(services, httpService{"admin", s.cfg.Admin, s.adminHandler()})
+	}
+	if s.cfg.Envoy.HTTP != "" {
+		services = append(services, httpService{"envoy-http", s.cfg.Envoy.HTTP, s.rls.HTTPHandler(s.ready.Load)})
+	}
+	return services, nil
+}
+
+// bindHTTP binds the listener of sv (its cap, TLS or the 431 rewriter) and
+// makes its http.Server (the header bound, auth).
+func bindHTTP(s *Server, sv httpService) error {
+	lim := s.cfg.Limits(sv.name)
+	tc := s.tls.Config(sv.name, "h2", "http/1.1")
+	ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.metrics.RefusedCounter(sv.name, s.log))
+	if err != nil {
+		return err
+	}
+	tooLarge := s.metrics.TooLargeCounter(sv.name)
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	} else {
+		ln = listen.NewTooLargeListener(ln, lim.MaxHeader, tooLarge)
+	}
+	s.listeners[sv.name] = ln
+	s.https[sv.name] = listen.HTTPServer(authenticate(s.tokens, s.cfg.Auth.On(), s.metrics.Unauthorized, sv.name, sv.handler), lim, s.log, tooLarge)
+	return nil
+}
+
+// watchConfigs watches the policy and RLS config files, nil if it cannot.
+func watchConfigs(s *Server) *watch.Watcher {
+	var paths []string
+	if s.cfg.Policy != "" {
+		paths = append(paths, s.cfg.Policy)
+	}
+	w, err := watch.Start(append(paths, s.cfg.RLS...), func() { s.Reload() }, s.log) // Reload logs and counts its own errors
+	if err != nil {
+		s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
+	}
+	return w
 }
 
 // listenGRPC binds the grpc listener (its cap, TLS, the reset guard) and
