@@ -14,39 +14,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/problem"
+	"github.com/sluicehq/sluice/server/internal/reloading"
 )
-
-// AuthConfig guards the decision API and the admin listener.
-type AuthConfig struct {
-	// TokensFile holds the bearer tokens the Listeners accept
-	// ("Authorization: Bearer TOKEN"), one a line; blank lines and lines
-	// starting with # are skipped. It is read again when it changes.
-	// Empty: no tokens are asked for.
-	TokensFile string `yaml:"tokens_file"`
-	// Listeners that ask for a token: api and admin by default. On the
-	// admin listener /healthz and /readyz stay open, for probes. A request
-	// that came with a client certificate verified against
-	// tls.client_ca_file needs no token.
-	Listeners []string `yaml:"listeners"`
-}
-
-func (a AuthConfig) listeners() []string {
-	if a.Listeners == nil {
-		return []string{"api", "admin"}
-	}
-	return a.Listeners
-}
-
-func (a AuthConfig) validate(fail func(field, format string, args ...any)) {
-	for _, n := range a.Listeners {
-		if n != "api" && n != "admin" {
-			fail("auth.listeners", "%q: want api or admin", n)
-		}
-	}
-	if a.Listeners != nil && a.TokensFile == "" {
-		fail("auth.listeners", "needs auth.tokens_file")
-	}
-}
 
 // maxTokensFile bounds the tokens file.
 const maxTokensFile = 1 << 20
@@ -98,11 +71,11 @@ func (ts tokenSet) has(tok string) bool {
 // token (or a verified client certificate), if auth is configured for it.
 // A refused request is answered 401 before it reaches next: it is neither
 // decided nor counted as a decision.
-func (s *Server) authenticate(name string, next http.Handler) http.Handler {
-	if s.tokens == nil || !slices.Contains(s.cfg.Auth.listeners(), name) {
+func authenticate(tokens *reloading.Value[tokenSet], on []string, unauthorized *prometheus.CounterVec, name string, next http.Handler) http.Handler {
+	if tokens == nil || !slices.Contains(on, name) {
 		return next
 	}
-	s.metrics.unauthorized.WithLabelValues(name) // exported from zero
+	unauthorized.WithLabelValues(name) // exported from zero
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if name == "admin" && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
 			next.ServeHTTP(w, r)
@@ -113,28 +86,28 @@ func (s *Server) authenticate(name string, next http.Handler) http.Handler {
 			return
 		}
 		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if strings.EqualFold(scheme, "Bearer") && tok != "" && s.tokens.get().has(strings.TrimSpace(tok)) {
+		if strings.EqualFold(scheme, "Bearer") && tok != "" && tokens.Get().has(strings.TrimSpace(tok)) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.metrics.unauthorized.WithLabelValues(name).Inc()
+		unauthorized.WithLabelValues(name).Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		writeJSONProblem(w, http.StatusUnauthorized, "Unauthorized", "This listener needs Authorization: Bearer with a valid token, or a client certificate.")
+		problem.Write(w, http.StatusUnauthorized, "Unauthorized", "This listener needs Authorization: Bearer with a valid token, or a client certificate.", nil)
 	})
 }
 
 // warnOpen logs the listeners that anyone who reaches them may use: the
 // decision API and admin on an address other than loopback with neither
-// tokens nor client certificates.
-func (s *Server) warnOpen(log *slog.Logger) {
-	for _, l := range []struct{ name, addr string }{{"api", s.cfg.API}, {"admin", s.cfg.Admin}} {
+// tokens (tokens says whether there are) nor client certificates.
+func warnOpen(cfg *Config, tokens bool, log *slog.Logger) {
+	for _, l := range []struct{ name, addr string }{{"api", cfg.API}, {"admin", cfg.Admin}} {
 		if l.addr == "" || loopback(l.addr) {
 			continue
 		}
-		if s.tokens != nil && slices.Contains(s.cfg.Auth.listeners(), l.name) {
+		if tokens && slices.Contains(cfg.Auth.On(), l.name) {
 			continue
 		}
-		if s.cfg.TLS.ClientCAFile != "" && slices.Contains(s.cfg.TLS.clientAuth(), l.name) && slices.Contains(s.cfg.TLS.listeners(), l.name) {
+		if cfg.TLS.ClientCAFile != "" && slices.Contains(cfg.TLS.ClientAuthOn(), l.name) && slices.Contains(cfg.TLS.On(), l.name) {
 			continue
 		}
 		log.Warn("listening beyond loopback without authentication: anyone who reaches it may use it (auth.tokens_file, or tls client certificates; docs/operations.md)", "listener", l.name, "addr", l.addr)

@@ -6,6 +6,10 @@
 // live status page. All share one store (memory or Redis) and one policy,
 // and reload their configs on SIGHUP or when the files change.
 //
+// The package only wires: each job is a package under it (config, listen,
+// gateway, api, envoy and rls, admin, metrics, shedding, watch, keyview),
+// and New builds them from the Config.
+//
 // cmd/sluice is its command line; most users run that. The package is for
 // embedding the same server in another program:
 //

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"net"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/metrics"
 )
 
 // The status page's history: a point every historyStep for the last
@@ -13,30 +17,15 @@ const (
 	historyWindow = 10 * time.Minute
 )
 
-// recordHistory adds a point to the status page's history every
-// historyStep until Shutdown.
-func (s *Server) recordHistory() {
-	t := time.NewTicker(historyStep)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopBg:
-			return
-		case now := <-t.C:
-			s.stats.hist.record(now, s.stats.totals())
-		}
-	}
-}
-
 // closeOnceBg stops the background work of Start.
 func (s *Server) closeOnceBg() {
 	s.stopOnce.Do(func() { close(s.stopBg) })
 }
 
-// keyNames returns the key names of the policy limit a store key's rule
-// and limit names designate.
-func (s *Server) keyNames(rule, limit string) (key, onMissing []string, ok bool) {
-	for _, r := range s.currentPolicy().Rules {
+// keyNames returns the key names of the limit of the current policy a
+// store key's rule and limit names designate.
+func keyNames(current func() *policy.Policy, rule, limit string) (key, onMissing []string, ok bool) {
+	for _, r := range current().Rules {
 		if r.Name != rule {
 			continue
 		}
@@ -54,71 +43,48 @@ func (s *Server) keyNames(rule, limit string) (key, onMissing []string, ok bool)
 // (the gateway's and the decision API's) and of the RLS configs their zero
 // samples.
 func (s *Server) knownLimits() {
-	var ls []knownLimit
+	var ls []metrics.KnownLimit
 	for _, r := range s.currentPolicy().Rules {
 		for _, l := range r.Limits {
-			ls = append(ls, knownLimit{name: l.Name, shadow: r.Shadow, late: l.Late() != nil})
+			ls = append(ls, metrics.KnownLimit{Name: l.Name, Shadow: r.Shadow, Late: l.Late() != nil})
 		}
 	}
 	if s.cfg.Gateway != "" {
-		s.metrics.knownLimits("gateway", ls)
+		s.metrics.KnownLimits("gateway", ls)
 	}
 	if s.cfg.API != "" { // the policy's limits, and explicit checks
-		s.metrics.knownLimits("api", append(ls, knownLimit{name: "explicit", late: true}))
+		s.metrics.KnownLimits("api", append(ls, metrics.KnownLimit{Name: "explicit", Late: true}))
 	}
 	if s.rls != nil {
-		s.metrics.knownLimits("rls", s.rls.limits())
+		s.metrics.KnownLimits("rls", s.rls.Limits())
 	}
 }
 
-// countResponses counts the gateway's responses by status code.
-func (s *Server) countResponses(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		code := sw.code
-		if code == 0 {
-			if r.Context().Err() != nil && !sw.wrote {
-				return // the client went away before an answer: none was sent
-			}
-			code = http.StatusOK
-		}
-		s.metrics.responses.WithLabelValues(codeLabel(code)).Inc()
+// adminHandler is the admin listener's handler.
+func (s *Server) adminHandler() http.Handler {
+	upstream := s.cfg.Upstream
+	if upstream == "" && s.cfg.Gateway != "" {
+		upstream = "built-in demo"
+	}
+	var domains func() []string
+	if s.rls != nil {
+		domains = s.rls.Domains
+	}
+	b := s.backend
+	return admin.Handler(admin.Config{
+		Version: s.version, Started: s.started, Upstream: upstream, RLS: s.cfg.RLS, Pprof: s.cfg.Pprof,
+		Registry: s.metrics.Reg, Stats: s.stats, Keys: s.keys, Logger: s.log,
+		Store:  admin.Store{Desc: b.desc, Store: b.store, Keys: b.keys, Probe: b.readiness, Failover: b.failover, Leases: b.leases},
+		Policy: s.currentPolicy, Ready: s.ready.Load, Loaded: s.loaded.Load, Listeners: func() map[string]string { return listenerAddrs(s.listeners) },
+		RLSDomains: domains, Shed: s.sheds.Stats,
 	})
 }
 
-// codeLabel is the code label of a status: its three digits, or "other"
-// for a code outside 100-599 (which net/http would refuse to send).
-func codeLabel(code int) string {
-	if code < 100 || code > 599 {
-		return "other"
+// listenerAddrs are the bound addresses of lns, by listener.
+func listenerAddrs(lns map[string]net.Listener) map[string]string {
+	m := map[string]string{}
+	for name, ln := range lns {
+		m[name] = ln.Addr().String()
 	}
-	return strconv.Itoa(code)
+	return m
 }
-
-// statusWriter remembers the status of a response. Unwrap lets
-// http.ResponseController reach the flusher and hijacker beneath it, so
-// streams and WebSocket upgrades pass as before.
-type statusWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -11,62 +11,29 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/server/config"
+	"github.com/sluicehq/sluice/server/internal/reloading"
 )
-
-// RedisTLSConfig connects to Redis over TLS (redis-server's tls-port).
-type RedisTLSConfig struct {
-	// Enabled turns TLS on; addresses written rediss://host:port do too.
-	Enabled bool `yaml:"enabled"`
-	// CAFile holds the CAs (PEM) that sign the servers' certificates.
-	// Default: the system's.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are sluice's client certificate and key (PEM),
-	// for servers with tls-auth-clients.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ServerName is the name the servers' certificates must carry.
-	// Default: the host of each address.
-	ServerName string `yaml:"server_name"`
-}
-
-func (t RedisTLSConfig) validate(fail func(field, format string, args ...any)) {
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		fail("store.redis.tls", "cert_file and key_file go together")
-	}
-}
-
-// redisAddrs returns addrs without their redis:// or rediss:// scheme,
-// and whether any asked for TLS.
-func redisAddrs(addrs []string) (out []string, tls bool) {
-	for _, a := range addrs {
-		if rest, ok := strings.CutPrefix(a, "rediss://"); ok {
-			a, tls = rest, true
-		} else {
-			a = strings.TrimPrefix(a, "redis://")
-		}
-		out = append(out, strings.TrimSuffix(a, "/"))
-	}
-	return out, tls
-}
 
 // redisDialer returns the Dialer of a Redis client: TCP, then TLS when
 // cfg asks for it, with the CA and client certificate files read again
 // when they change and each server verified under its own host name (a
 // Cluster's nodes each have theirs). nil means go-redis's plain dialer.
-func redisDialer(cfg RedisTLSConfig, on bool, timeout time.Duration, log *slog.Logger) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+func redisDialer(cfg config.RedisTLSConfig, on bool, timeout time.Duration, log *slog.Logger) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
 	if !on {
 		return nil, nil
 	}
-	var cas *reloading[*x509.CertPool]
-	var cert *reloading[*tls.Certificate]
+	var cas *reloading.Value[*x509.CertPool]
+	var cert *reloading.Value[*tls.Certificate]
 	var err error
 	if cfg.CAFile != "" {
-		if cas, err = newReloading("redis tls CAs", []string{cfg.CAFile}, loadCAs(cfg.CAFile), log); err != nil {
+		if cas, err = reloading.New("redis tls CAs", []string{cfg.CAFile}, reloading.CAs(cfg.CAFile), log); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.CertFile != "" {
-		if cert, err = newReloading("redis tls client certificate", []string{cfg.CertFile, cfg.KeyFile}, loadKeyPair(cfg.CertFile, cfg.KeyFile), log); err != nil {
+		if cert, err = reloading.New("redis tls client certificate", []string{cfg.CertFile, cfg.KeyFile}, reloading.KeyPair(cfg.CertFile, cfg.KeyFile), log); err != nil {
 			return nil, err
 		}
 	}
@@ -78,10 +45,10 @@ func redisDialer(cfg RedisTLSConfig, on bool, timeout time.Duration, log *slog.L
 		}
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: name}
 		if cas != nil {
-			tc.RootCAs = cas.get()
+			tc.RootCAs = cas.Get()
 		}
 		if cert != nil {
-			tc.Certificates = []tls.Certificate{*cert.get()}
+			tc.Certificates = []tls.Certificate{*cert.Get()}
 		}
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,14 +17,22 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/api"
+	"github.com/sluicehq/sluice/server/envoy"
+	"github.com/sluicehq/sluice/server/gateway"
+	"github.com/sluicehq/sluice/server/internal/reloading"
+	"github.com/sluicehq/sluice/server/keyview"
+	"github.com/sluicehq/sluice/server/listen"
+	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/rls"
+	"github.com/sluicehq/sluice/server/shedding"
+	"github.com/sluicehq/sluice/server/watch"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -53,42 +60,30 @@ type Server struct {
 
 	backend *backend
 	limiter *sluice.Limiter
-	api     *decide.Decider // the decision API's
-	metrics *metrics
-	stats   *stats
-	keys    keyShower     // how the status page shows keys
-	stopBg  chan struct{} // stops the history recorder
+	api     *api.API
+	metrics *metrics.Metrics
+	stats   *admin.Stats
+	keys    keyview.Shower // how the status page shows keys
+	stopBg  chan struct{}  // stops the history recorder
 
 	holder *policy.Holder // the policy file, if one is configured
 	sample *policy.Policy // else the sample policy
-	loaded atomic.Pointer[loadState]
+	loaded atomic.Pointer[admin.Loaded]
 
-	rls    rlsService           // nil without a grpc listener
-	tls    *serverTLS           // nil without TLS
-	tokens *reloading[tokenSet] // nil without auth.tokens_file
-	health *health.Server
+	rls    *envoy.Service             // nil without a grpc listener
+	tls    *listen.TLS                // nil without TLS
+	tokens *reloading.Value[tokenSet] // nil without auth.tokens_file
 
 	listeners map[string]net.Listener
 	https     map[string]*http.Server // by listener name
 	grpc      *grpc.Server
 	ready     atomic.Bool
 	wg        sync.WaitGroup
-	watcher   *watcher
+	watcher   *watch.Watcher
 	closeOnce sync.Once
 	stopOnce  sync.Once // closes stopBg
 
-	limits     limitCache    // explicit limits of the decision API, parsed
-	settle     *settleTokens // the decision API's settle tokens
-	lastAPIErr atomic.Int64  // when the decision API last logged a store error (Unix s)
-
-	shedMu sync.Mutex  // guards sheds
-	sheds  []*shedding // the load shedding of each listener that has it
-}
-
-// loadState remembers the last load of each config, for the status page.
-type loadState struct {
-	policyErr, rlsErr string
-	at                time.Time
+	sheds *shedding.Set // the load shedding of each listener that has it
 }
 
 // New builds a Server from cfg: it validates cfg, opens the store and
@@ -97,88 +92,127 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	s := newServer(cfg, opts)
+	b, err := openStore(cfg.Store, s.metrics.BreakerChanged, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.backend = b
+	for _, build := range []func(*Server) error{openGuards, buildAPI, loadPolicy, buildEnvoy} {
+		if err := build(s); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	s.loaded.Store(&admin.Loaded{At: time.Now()})
+	s.knownLimits()
+	current := s.currentPolicy
+	s.backend.policy.Store(&current)
+	return s, nil
+}
+
+// newServer is the Server of cfg before its store and parts: its logger,
+// metrics, status page counts and load shedding.
+func newServer(cfg Config, opts Options) *Server {
 	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
-		stats: newStats(historyStep, historyWindow), stopBg: make(chan struct{})}
-	s.keys = keyShower{show: cfg.ShowKeys, names: s.keyNames}
+		stats: admin.NewStats(historyStep, historyWindow), stopBg: make(chan struct{})}
+	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: func(rule, limit string) ([]string, []string, bool) {
+		return keyNames(s.currentPolicy, rule, limit)
+	}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	if s.version == "" {
 		s.version = "dev"
 	}
-	s.metrics = newMetrics(s.version)
-	s.metrics.reg.MustRegister(shedCollector{s})
-	b, err := openStore(cfg.Store, s.metrics.breakerChanged, s.log)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+	s.metrics = metrics.New(s.version)
+	s.sheds = shedding.NewSet(s.currentPolicy)
+	s.metrics.Reg.MustRegister(metrics.ShedCollector(s.sheds.Stats))
+	return s
+}
+
+// openGuards loads the listeners' TLS and the auth tokens, and warns of
+// listeners anyone may use.
+func openGuards(s *Server) error {
+	var err error
+	if s.tls, err = listen.NewTLS(s.cfg.TLS, s.log); err != nil {
+		return err
 	}
-	s.backend = b
-	if s.tls, err = newServerTLS(cfg.TLS, s.log); err != nil {
-		b.close()
-		return nil, err
-	}
-	if cfg.Auth.TokensFile != "" {
-		if s.tokens, err = newReloading("auth tokens", []string{cfg.Auth.TokensFile}, loadTokens(cfg.Auth.TokensFile), s.log); err != nil {
-			b.close()
-			return nil, err
+	if s.cfg.Auth.TokensFile != "" {
+		if s.tokens, err = reloading.New("auth tokens", []string{s.cfg.Auth.TokensFile}, loadTokens(s.cfg.Auth.TokensFile), s.log); err != nil {
+			return err
 		}
 	}
-	s.warnOpen(s.log)
-	s.limiter = sluice.New(s.metrics.instrument(b.store))
-	if s.settle, err = newSettleTokens(time.Duration(cfg.SettleTTL), cfg.SettleSecretFile); err != nil {
-		b.close()
-		return nil, err
-	}
-	// The decision API answers a store error with 503 and lets its caller
-	// choose (a store behind failover has already applied each rule's
-	// on_error); it never sleeps: delays go back to the caller.
-	s.api, err = decide.New(s.limiter, decide.Config{
-		OnError: sluice.FailClosed, MaxDelay: time.Duration(cfg.MaxDelay), Component: "decision API", Logger: s.log,
-		ShowKeys: cfg.ShowKeys, KeyText: s.keys.key,
+	warnOpen(&s.cfg, s.tokens != nil, s.log)
+	return nil
+}
+
+// buildAPI makes the limiter over the instrumented store, and the
+// decision API; it exports the store's failover and lease series.
+func buildAPI(s *Server) error {
+	b := s.backend
+	s.limiter = sluice.New(s.metrics.Instrument(b.store))
+	var err error
+	s.api, err = api.New(api.Config{
+		Limiter: s.limiter, Policy: s.currentPolicy, Keys: s.keys, MaxDelay: time.Duration(s.cfg.MaxDelay),
+		SettleTTL: time.Duration(s.cfg.SettleTTL), SettleSecretFile: s.cfg.SettleSecretFile, Logger: s.log,
+		Observe: func(o decide.Observation) { s.observe("api", o) },
+		Settled: func(limit string, actual int64, found, capped bool, err error) {
+			s.metrics.Settled("api", limit, actual, found, capped, err)
+		},
 	})
 	if err != nil {
-		b.close()
-		return nil, err
+		return err
 	}
 	if b.failover != nil {
-		s.metrics.watchFailover(b.failover)
+		s.metrics.WatchFailover(b.failover)
 	}
 	if b.leases != nil {
-		s.metrics.reg.MustRegister(newLeaseCollector(b.leases))
+		s.metrics.Reg.MustRegister(metrics.NewLeaseCollector(b.leases))
 	}
-	if cfg.Policy != "" {
-		s.metrics.knownConfig("policy")
-		h, err := policy.NewHolder(cfg.Policy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)}, s.log)
-		s.metrics.reloaded("policy", err)
+	return nil
+}
+
+// loadPolicy loads the policy file, or the sample policy without one.
+func loadPolicy(s *Server) error {
+	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay)}
+	if s.cfg.Policy == "" {
+		p, err := policy.Parse("sample policy", samplePolicy, opts)
 		if err != nil {
-			b.close()
-			return nil, err
-		}
-		s.holder = h
-	} else {
-		p, err := policy.Parse("sample policy", samplePolicy, policy.Options{MaxDelay: time.Duration(cfg.MaxDelay)})
-		if err != nil {
-			return nil, fmt.Errorf("the embedded sample policy: %w", err) // a build defect
+			return fmt.Errorf("the embedded sample policy: %w", err) // a build defect
 		}
 		s.sample = p
+		return nil
 	}
-	if cfg.GRPC != "" || cfg.Envoy.HTTP != "" {
-		svc, err := newRLS(s, cfg.RLS) // without configs every descriptor is OK, as in envoyproxy/ratelimit
-		if len(cfg.RLS) > 0 {
-			s.metrics.knownConfig("rls")
-			s.metrics.reloaded("rls", err)
-		}
-		if err != nil {
-			s.backend.close()
-			return nil, err
-		}
-		s.rls = svc
+	s.metrics.KnownConfig("policy")
+	h, err := policy.NewHolder(s.cfg.Policy, opts, s.log)
+	s.metrics.Reloaded("policy", err)
+	if err != nil {
+		return err
 	}
-	s.loaded.Store(&loadState{at: time.Now()})
-	s.knownLimits()
-	current := s.currentPolicy
-	s.backend.policy.Store(&current)
-	return s, nil
+	s.holder = h
+	return nil
+}
+
+// buildEnvoy makes the Envoy rate limit service when a listener serves
+// it; without configs every descriptor is OK, as in envoyproxy/ratelimit.
+func buildEnvoy(s *Server) error {
+	if s.cfg.GRPC == "" && s.cfg.Envoy.HTTP == "" {
+		return nil
+	}
+	svc, err := envoy.New(s.cfg.Envoy, s.cfg.RLS, envoy.Deps{
+		Limiter: s.limiter, Logger: s.log, KeyText: s.keys.Key, Registry: s.metrics.Reg, Decisions: s.metrics.Decisions,
+		Observe: func(o decide.Observation) { s.stats.Add("rls", o) },
+	})
+	if len(s.cfg.RLS) > 0 {
+		s.metrics.KnownConfig("rls")
+		s.metrics.Reloaded("rls", err)
+	}
+	if err != nil {
+		return err
+	}
+	s.rls = svc
+	return nil
 }
 
 // currentPolicy is the policy in force.
@@ -189,24 +223,10 @@ func (s *Server) currentPolicy() *policy.Policy {
 	return s.sample
 }
 
-// source is the httplimit.Source of the gateway.
-func (s *Server) source() httplimit.Source {
-	if s.holder != nil {
-		return s.holder
-	}
-	return s.sample
-}
-
 // observe counts one decision in the metrics and the status page.
 func (s *Server) observe(source string, o decide.Observation) {
-	s.metrics.observe(source, o)
-	s.stats.add(source, o)
-}
-
-func (s *Server) logAPIError(err error) {
-	if now := time.Now().Unix(); s.lastAPIErr.Swap(now) != now {
-		s.log.Warn("decision API: the store failed", "err", err)
-	}
+	s.metrics.Observe(source, o)
+	s.stats.Add(source, o)
 }
 
 // Start listens on every configured address and serves in the background.
@@ -214,44 +234,16 @@ func (s *Server) logAPIError(err error) {
 func (s *Server) Start() error {
 	s.listeners = map[string]net.Listener{}
 	s.https = map[string]*http.Server{}
-	s.warnFileLimit()
-	type svc struct {
-		name, addr string
-		handler    http.Handler
-	}
-	var services []svc
-	if s.cfg.Gateway != "" {
-		h, err := s.gatewayHandler()
-		if err != nil {
-			return err
-		}
-		services = append(services, svc{"gateway", s.cfg.Gateway, h})
-	}
-	if s.cfg.API != "" {
-		services = append(services, svc{"api", s.cfg.API, s.shedding("api", s.apiPriority, s.apiHandler())})
-	}
-	if s.cfg.Admin != "" {
-		services = append(services, svc{"admin", s.cfg.Admin, s.adminHandler()})
-	}
-	if s.cfg.Envoy.HTTP != "" {
-		services = append(services, svc{"envoy-http", s.cfg.Envoy.HTTP, s.envoyHTTPHandler()})
+	warnFileLimit(&s.cfg, s.log)
+	services, err := httpServices(s)
+	if err != nil {
+		return err
 	}
 	for _, sv := range services {
-		lim := s.cfg.limits(sv.name)
-		tc := s.tls.config(sv.name, "h2", "http/1.1")
-		ln, err := listen(sv.name, sv.addr, lim, tc == nil, s.refusedCounter(sv.name))
-		if err != nil {
+		if err := bindHTTP(s, sv); err != nil {
 			s.closeListeners()
 			return fmt.Errorf("%s: %w", sv.name, err)
 		}
-		tooLarge := s.tooLargeCounter(sv.name)
-		if tc != nil {
-			ln = tls.NewListener(ln, tc)
-		} else {
-			ln = newTooLargeListener(ln, lim.maxHeader, tooLarge)
-		}
-		s.listeners[sv.name] = ln
-		s.https[sv.name] = httpServer(s.authenticate(sv.name, sv.handler), lim, s.log, tooLarge)
 	}
 	if s.cfg.GRPC != "" {
 		if err := s.listenGRPC(); err != nil {
@@ -259,53 +251,108 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
-	for _, sv := range services {
-		hs, ln := s.https[sv.name], s.listeners[sv.name]
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+	for name, hs := range s.https {
+		ln := s.listeners[name]
+		s.wg.Go(func() {
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("listener stopped", "listener", sv.name, "err", err)
+				s.log.Error("listener stopped", "listener", name, "err", err)
 			}
-		}()
+		})
 	}
 	if s.grpc != nil {
 		ln := s.listeners["grpc"]
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			if err := s.grpc.Serve(ln); err != nil {
 				s.log.Error("listener stopped", "listener", "grpc", "err", err)
 			}
-		}()
+		})
 	}
-	if s.cfg.watch() {
-		w, err := s.watch()
-		if err != nil {
-			s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
-		}
-		s.watcher = w
+	if s.cfg.WatchFiles() {
+		s.watcher = watchConfigs(s)
 	}
-	s.wg.Go(s.recordHistory)
+	s.wg.Go(func() { s.stats.RecordEvery(historyStep, s.stopBg) })
 	s.ready.Store(true)
 	s.log.Info("sluice serving", s.servingAttrs()...)
 	return nil
 }
 
+// httpService is an HTTP listener to bind: its name, address and handler.
+type httpService struct {
+	name, addr string
+	handler    http.Handler
+}
+
+// httpServices are the HTTP listeners the config turns on.
+func httpServices(s *Server) ([]httpService, error) {
+	var services []httpService
+	if s.cfg.Gateway != "" {
+		h, err := s.gatewayHandler()
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, httpService{"gateway", s.cfg.Gateway, h})
+	}
+	if s.cfg.API != "" {
+		current := func(*http.Request) *policy.Policy { return s.currentPolicy() }
+		priority := func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }
+		services = append(services, httpService{"api", s.cfg.API, s.sheds.Wrap("api", current, priority, s.api.Handler())})
+	}
+	if s.cfg.Admin != "" {
+		services = append(services, httpService{"admin", s.cfg.Admin, s.adminHandler()})
+	}
+	if s.cfg.Envoy.HTTP != "" {
+		services = append(services, httpService{"envoy-http", s.cfg.Envoy.HTTP, s.rls.HTTPHandler(s.ready.Load)})
+	}
+	return services, nil
+}
+
+// bindHTTP binds the listener of sv (its cap, TLS or the 431 rewriter) and
+// makes its http.Server (the header bound, auth).
+func bindHTTP(s *Server, sv httpService) error {
+	lim := s.cfg.Limits(sv.name)
+	tc := s.tls.Config(sv.name, "h2", "http/1.1")
+	ln, err := listen.Listen(sv.name, sv.addr, lim, tc == nil, s.metrics.RefusedCounter(sv.name, s.log))
+	if err != nil {
+		return err
+	}
+	tooLarge := s.metrics.TooLargeCounter(sv.name)
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	} else {
+		ln = listen.NewTooLargeListener(ln, lim.MaxHeader, tooLarge)
+	}
+	s.listeners[sv.name] = ln
+	s.https[sv.name] = listen.HTTPServer(authenticate(s.tokens, s.cfg.Auth.On(), s.metrics.Unauthorized, sv.name, sv.handler), lim, s.log, tooLarge)
+	return nil
+}
+
+// watchConfigs watches the policy and RLS config files, nil if it cannot.
+func watchConfigs(s *Server) *watch.Watcher {
+	var paths []string
+	if s.cfg.Policy != "" {
+		paths = append(paths, s.cfg.Policy)
+	}
+	w, err := watch.Start(append(paths, s.cfg.RLS...), func() { s.Reload() }, s.log) // Reload logs and counts its own errors
+	if err != nil {
+		s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
+	}
+	return w
+}
+
 // listenGRPC binds the grpc listener (its cap, TLS, the reset guard) and
 // builds the gRPC server with the Envoy rate limit and health services.
 func (s *Server) listenGRPC() error {
-	lim := s.cfg.limits("grpc")
-	ln, err := listen("grpc", s.cfg.GRPC, lim, false, s.refusedCounter("grpc"))
+	lim := s.cfg.Limits("grpc")
+	ln, err := listen.Listen("grpc", s.cfg.GRPC, lim, false, s.metrics.RefusedCounter("grpc", s.log))
 	if err != nil {
 		return fmt.Errorf("grpc: %w", err)
 	}
 	// TLS in the listener, not in grpc's credentials, so that the
 	// reset guard reads the HTTP/2 frames in clear.
-	if tc := s.tls.config("grpc", "h2"); tc != nil {
+	if tc := s.tls.Config("grpc", "h2"); tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	ln = resetGuardListener{ln}
+	ln = listen.ResetGuard(ln)
 	s.listeners["grpc"] = ln
 	s.grpc = grpc.NewServer(
 		grpc.Creds(insecure.NewCredentials()),
@@ -314,8 +361,8 @@ func (s *Server) listenGRPC() error {
 		// A connection must finish its handshake and preface within
 		// the read-header timeout, and one without calls for the idle
 		// timeout is closed (with a GOAWAY).
-		grpc.ConnectionTimeout(lim.readHeader),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.idle}),
+		grpc.ConnectionTimeout(lim.ReadHeader),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.Idle}),
 		// Reused workers keep their grown stacks: a goroutine per call
 		// spent a fifth of the RLS's CPU growing its stack.
 		// (a worker must be free, or the call gets a new goroutine:
@@ -324,7 +371,7 @@ func (s *Server) listenGRPC() error {
 		grpc.SharedWriteBuffer(true),
 		rls.ServerCodec(),
 	)
-	s.registerGRPC(s.grpc)
+	s.rls.RegisterGRPC(s.grpc)
 	return nil
 }
 
@@ -339,7 +386,7 @@ func (s *Server) servingAttrs() []any {
 	if s.tls != nil {
 		var on []string
 		for _, name := range []string{"gateway", "api", "grpc", "admin"} {
-			if s.listeners[name] != nil && s.tls.config(name) != nil {
+			if s.listeners[name] != nil && s.tls.Config(name) != nil {
 				on = append(on, name)
 			}
 		}
@@ -371,68 +418,31 @@ func (s *Server) Addr(name string) string {
 }
 
 func (s *Server) gatewayHandler() (http.Handler, error) {
-	var upstream http.Handler
-	if s.cfg.Upstream == "" {
-		upstream = demoUpstream()
-	} else {
-		u, err := url.Parse(s.cfg.Upstream)
-		if err != nil {
-			return nil, fmt.Errorf("upstream: %w", err)
-		}
-		upstream = newProxy(u, func(r *http.Request) bool { return s.currentPolicy().ClientIP.PeerTrusted(r) }, s.log, s.metrics)
-	}
-	s.metrics.watchGateway()
-	mw, err := httplimit.New(s.limiter, httplimit.Config{
-		Source:         s.source(),
+	s.metrics.WatchGateway()
+	h, err := gateway.New(gateway.Config{
+		Upstream:       s.cfg.Upstream,
+		Limiter:        s.limiter,
+		Policy:         s.currentPolicy,
 		MaxDelay:       time.Duration(s.cfg.MaxDelay),
 		DegradedHeader: s.cfg.DegradedHeader,
-		Logger:         s.log,
 		ShowKeys:       s.cfg.ShowKeys,
-		KeyText:        s.keys.key,
-		Observe:        func(_ *http.Request, o decide.Observation) { s.observe("gateway", o) },
-		Settled: func(_ *http.Request, st decide.Settled) {
-			s.metrics.settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
+		KeyText:        s.keys.Key,
+		OnWaiting:      func(limit string, delta int) { s.metrics.Waiting.WithLabelValues(limit).Add(float64(delta)) },
+		Logger:         s.log,
+		Observe:        func(o decide.Observation) { s.observe("gateway", o) },
+		Settled: func(st decide.Settled) {
+			s.metrics.Settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},
-		OnWaiting: func(limit string, delta int) { s.metrics.waiting.WithLabelValues(limit).Add(float64(delta)) },
+		Shed: func(priority shed.HTTPPriority, next http.Handler) http.Handler {
+			return s.sheds.Wrap("gateway", gateway.PolicyOf, priority, next)
+		},
+		UpstreamTime:   s.metrics.UpstreamTime.Observe,
+		UpstreamFailed: s.metrics.UpstreamErrs.Inc,
 	})
 	if err != nil {
 		return nil, err
 	}
-	guarded := s.shedding("gateway", func(r *http.Request) shed.Priority { return s.currentPolicy().Priority(r) }, s.stripProtected(upstream))
-	return s.countResponses(s.normalizing(mw(guarded))), nil
-}
-
-// apiPriority is the shedding priority of a decision API request: the
-// shed section's priority header, from a trusted proxy only.
-func (s *Server) apiPriority(r *http.Request) shed.Priority {
-	p := s.currentPolicy()
-	if p.Shed == nil {
-		return shed.Default
-	}
-	if vs := r.Header[p.Shed.PriorityHeader]; len(vs) == 1 && p.ClientIP.PeerTrusted(r) {
-		prio, _ := shed.ParsePriority(vs[0]) // Default when it is not one
-		return prio
-	}
-	return shed.Default
-}
-
-// stripProtected removes from requests that did not come through a trusted
-// proxy the headers the policy honours only from such proxies (overrides
-// that grant more): the upstream never sees a value sluice did not honour.
-func (s *Server) stripProtected(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := s.currentPolicy()
-		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
-			for k := range r.Header { // X_Internal_Caller too: CGI servers read it as X-Internal-Caller
-				for _, h := range hs {
-					if httplimit.SameHeader(k, h) {
-						delete(r.Header, k)
-					}
-				}
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+	return s.metrics.CountResponses(h), nil
 }
 
 // Reload loads the policy and RLS configs again. A config that fails to
@@ -440,22 +450,21 @@ func (s *Server) stripProtected(next http.Handler) http.Handler {
 // sluice_config_reloads_total and returned.
 func (s *Server) Reload() error {
 	var errs []error
-	st := &loadState{at: time.Now()}
+	st := &admin.Loaded{At: time.Now()}
 	if s.holder != nil {
 		err := s.holder.Reload()
-		s.metrics.reloaded("policy", err)
+		s.metrics.Reloaded("policy", err)
 		if err != nil {
-			st.policyErr = err.Error()
+			st.PolicyErr = err.Error()
 			errs = append(errs, err)
 		}
 	}
 	if s.rls != nil && len(s.cfg.RLS) > 0 {
-		err := s.rls.reload()
-		s.rlsHealth()
-		s.metrics.reloaded("rls", err)
+		err := s.rls.Reload()
+		s.metrics.Reloaded("rls", err)
 		if err != nil {
 			s.log.Error("RLS config did not load; the previous one stays", "err", err)
-			st.rlsErr = err.Error()
+			st.RLSErr = err.Error()
 			errs = append(errs, err)
 		}
 	}
@@ -470,11 +479,11 @@ func (s *Server) Reload() error {
 // The admin listener closes last, so /readyz answers 503 during the drain.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
-	if s.health != nil {
-		s.health.Shutdown() // gRPC health checks answer NOT_SERVING while draining
+	if s.rls != nil {
+		s.rls.Drain() // gRPC health checks answer NOT_SERVING while draining
 	}
 	if s.watcher != nil {
-		s.watcher.close()
+		s.watcher.Close()
 	}
 	var cut atomic.Int32
 	var wg sync.WaitGroup
@@ -514,7 +523,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		if s.rls != nil {
-			s.rls.close()
+			s.rls.Close()
 		}
 		err = s.backend.close()
 	})

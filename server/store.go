@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/server/config"
 )
 
 // backend is the store the server decides with, and how to tell it works.
@@ -57,7 +58,7 @@ func (b *backend) slotKey(key string) string {
 // failover.Store: a deadline per call, a circuit breaker, and the failure
 // mode of each request: the one it carries (its policy rule's on_error),
 // else store.redis.on_error.
-func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
+func openStore(cfg config.StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
 	switch cfg.Type {
 	case "memory":
 		s, err := memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys})
@@ -80,7 +81,7 @@ func openStore(cfg StoreConfig, onStateChange func(from, to failover.State), log
 // openRedis connects to Redis, probes it, and builds the failover.Store
 // in front of it with a warm local fallback and, unless fallback_scale is
 // set, a census of the instances that sets the fallback's share.
-func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
+func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.State), logger *slog.Logger) (*backend, error) {
 	r := cfg.Redis
 	timeout := cmp.Or(time.Duration(r.Timeout), 50*time.Millisecond)
 	client, cluster, desc, err := redisClient(r, timeout, logger)
@@ -163,14 +164,14 @@ func openRedis(cfg StoreConfig, onStateChange func(from, to failover.State), log
 // nor dials (a refused dial fails at once, where go-redis would retry it 5
 // times, 100 ms apart): the breaker is the retry policy
 // (docs/operations.md, "Choosing the timeout").
-func redisClient(r RedisConfig, timeout time.Duration, logger *slog.Logger) (client redis.UniversalClient, cluster *redis.ClusterClient, desc string, err error) {
+func redisClient(r config.RedisConfig, timeout time.Duration, logger *slog.Logger) (client redis.UniversalClient, cluster *redis.ClusterClient, desc string, err error) {
 	// The client's socket timeouts free a pipeline stuck on a hung server
 	// soon after the per-call deadline (failover's) has given up on it; no
 	// retries, and one dial: the breaker is the retry policy
 	// (docs/operations.md, "Choosing the deadline").
 	sock := max(2*timeout, 100*time.Millisecond)
 	const dials = 1
-	addrs, rediss := redisAddrs(r.Addrs)
+	addrs, rediss := config.RedisAddrs(r.Addrs)
 	dialer, err := redisDialer(r.TLS, rediss || r.TLS.Enabled, sock, logger)
 	if err != nil {
 		return nil, nil, "", err

@@ -507,7 +507,10 @@ func TestHostileRLSMemory(t *testing.T) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	rlsBytes := heapGrowth(t, func(lim *sluice.Limiter) {
-		svc := rls.New(lim, cfg, rls.Options{Logger: quiet})
+		svc, err := rls.New(lim, cfg, rls.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer svc.Close()
 		for i := range keys {
 			r, err := svc.ShouldRateLimit(context.Background(), rlsReq(value(i)))

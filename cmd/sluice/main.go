@@ -149,82 +149,6 @@ func versionString() string {
 	return v + " " + bi.GoVersion
 }
 
-// settingFlags are the helps of serve's flags, one for each setting of
-// server.Settings that has a flag (by its name); the flags are made from
-// that table, in its order, and a boolean setting's flag may be given
-// alone (--show-keys) or with a value (--show-keys=false).
-var settingFlags = map[string]string{
-	"admin":                        "admin listen address (/metrics, /healthz, /readyz, /status); keep it private",
-	"admin-max-conns":              "most open connections of the admin listener (default 64)",
-	"api":                          "decision API listen address (POST /v1/check); empty turns it off",
-	"auth-listeners":               "listeners that ask for a token, comma-separated (default api,admin; admin's /healthz and /readyz stay open)",
-	"auth-tokens":                  "file of bearer tokens (one a line) the decision API and admin ask for; reloaded when it changes",
-	"degraded-header":              "response header marking requests decided while Redis was down, e.g. Sluice-Degraded (default off)",
-	"fallback-scale":               "scale of limits decided locally while Redis is down (default 1/N, N the instances sharing Redis, counted)",
-	"gateway":                      "gateway listen address (reverse proxy applying the policy); empty turns it off",
-	"grpc":                         "Envoy rate limit service listen address (gRPC); empty turns it off",
-	"idle-timeout":                 "close keep-alive connections idle this long (default 2m)",
-	"log-format":                   "text or json",
-	"log-level":                    "debug, info, warn or error",
-	"max-conns":                    "most open connections per listener (gateway, api, grpc); -1 no bound (default 4096)",
-	"max-header-bytes":             "most bytes of a request's line and header fields, on every HTTP listener; more is a 431 (default 65536)",
-	"max-delay":                    "longest shaping delay (leaky_bucket) the gateway waits before forwarding; a policy whose queue cannot be served within it is refused at load (default 1s, at most 1m)",
-	"max-keys":                     "most keys the memory store holds before evicting the least recently used",
-	"policy":                       "policy file (default: the embedded sample policy; see 'sluice serve --sample-policy')",
-	"pprof":                        "serve Go's profiler at /debug/pprof/ on the admin listener",
-	"read-header-timeout":          "longest wait for a request's header, on every listener (default 10s)",
-	"read-timeout":                 "longest time to read a whole request, header and body (default 30s)",
-	"redis-addrs":                  "Redis addresses, comma-separated: one server, cluster nodes, or Sentinels",
-	"redis-breaker-failure-ratio":  "share of failed Redis calls in --redis-breaker-window that opens the breaker (default 0.5)",
-	"redis-breaker-failures":       "consecutive Redis failures that open the circuit breaker (default 5)",
-	"redis-breaker-min-calls":      "fewest calls in the window before the failure ratio counts (default 20)",
-	"redis-breaker-probe-interval": "how often an open breaker probes Redis (default 1s)",
-	"redis-breaker-window":         "the window the failure ratio is measured over (default 10s)",
-	"redis-db":                     "Redis database number (standalone and Sentinel)",
-	"redis-leases":                 "decide hot keys from quota leases taken from Redis ahead of use, never above the limit (tune with --redis-leases-*)",
-	"redis-leases-hold":            "with --redis-leases, unspent units go back to Redis after this (default 250ms)",
-	"redis-leases-keys":            "with --redis-leases, most keys holding a lease at once (default 10000)",
-	"redis-leases-share":           "with --redis-leases, a lease is at most 1/share of the limit's capacity (default 16)",
-	"redis-leases-traffic":         "with --redis-leases, a lease covers this much of the instance's own traffic (default 50ms)",
-	"redis-mode":                   "standalone, cluster or sentinel:MASTER_NAME",
-	"redis-near-cache":             "refused keys answered locally until their retry time, without a Redis call (default 10000; -1 off)",
-	"redis-on-error":               "when Redis fails, for rules without on_error and requests no rule covers (RLS, explicit API checks): fallback (default), open or closed",
-	"redis-password-file":          "file whose first line is the Redis password (read for each new connection); or set SLUICE_REDIS_PASSWORD",
-	"redis-prefix":                 "prefix of every Redis key sluice writes (default sluice:)",
-	"redis-require":                "refuse to start when Redis does not answer at start",
-	"redis-timeout":                "deadline of each Redis call (default 50ms)",
-	"redis-tls":                    "connect to Redis over TLS (also: rediss:// addresses)",
-	"redis-tls-ca":                 "CAs (PEM) that sign the Redis servers' certificates (default: the system's)",
-	"redis-tls-cert":               "client certificate (PEM) for Redis servers with tls-auth-clients",
-	"redis-tls-key":                "the client certificate's key (PEM)",
-	"redis-tls-server-name":        "name the Redis servers' certificates carry (default: each address's host)",
-	"redis-username":               "Redis ACL user name (the password: SLUICE_REDIS_PASSWORD or --redis-password-file)",
-	"rls":                          "Envoy RLS descriptor configs: files or directories (every file in them, nested ones too), comma-separated",
-	"rls-counting":                 "how the RLS counts: all-or-nothing (default; a refused request charges only the limits that refused it) or peer (envoyproxy/ratelimit's: each descriptor on its own, refused hits counted)",
-	"rls-max-descriptors":          "most descriptors in one RLS request; more is InvalidArgument (default 64, at most 1024)",
-	"rls-max-entries":              "most entries in one RLS descriptor (default 16, at most 64)",
-	"rls-max-length":               "most bytes of an RLS domain, entry key or entry value (default 1024, at most 65536)",
-	"rls-healthy-with-config":      "/healthcheck and gRPC health of \"ratelimit\" fail while no RLS domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)",
-	"rls-http":                     "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off",
-	"rls-merge-domains":            "merge RLS config files that name the same domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)",
-	"rls-quota-mode":               "make every RLS limit a quota_mode one (envoyproxy/ratelimit's QUOTA_MODE): a request is over only when all its limited descriptors are",
-	"rls-response-headers":         "add RateLimit and RateLimit-Policy header fields to RLS responses (default true; --rls-response-headers=false turns them off)",
-	"rls-shadow-mode":              "answer every RLS request OK overall, descriptor statuses and counting unchanged (envoyproxy/ratelimit's SHADOW_MODE): compare before enforcing",
-	"rls-stop-increment":           "with --rls-counting peer, charge only the descriptors that would be over when any would be (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)",
-	"settle-secret-file":           "file of the secret (at least 32 bytes) that signs settle tokens, shared by the instances on one Redis (default: random per process)",
-	"settle-ttl":                   "how long a decision API settle token can be redeemed after its check (default 5m, at most 24h)",
-	"show-keys":                    "show key values (client addresses, tokens) in refusal logs and on the status page instead of masks",
-	"shutdown-timeout":             "how long in-flight requests may take to finish after SIGTERM",
-	"store":                        "where limit state lives: memory or redis",
-	"tls-cert":                     "server certificate (PEM, with its chain): TLS on the gateway, api and grpc listeners; reloaded when it changes",
-	"tls-client-auth":              "listeners that require a client certificate, comma-separated (default api,grpc)",
-	"tls-client-ca":                "CAs (PEM) whose client certificates the tls-client-auth listeners require (mutual TLS)",
-	"tls-key":                      "the server certificate's key (PEM)",
-	"tls-listeners":                "listeners that serve TLS, comma-separated (default gateway,api,grpc)",
-	"upstream":                     "URL the gateway forwards admitted requests to (default: the built-in demo upstream)",
-	"watch":                        "reload the policy and RLS configs when their files change (default true; --watch=false turns it off)",
-}
-
 // setting is one --name=value of sluice serve, applied in order after the
 // config file and the environment.
 type setting struct{ name, value string }
@@ -263,9 +187,9 @@ func defineSettingFlags(fs *flag.FlagSet) *[]setting {
 			return nil
 		}
 		if s.Bool() {
-			fs.BoolFunc(s.Name, settingFlags[s.Name], add)
+			fs.BoolFunc(s.Name, s.Help, add)
 		} else {
-			fs.Func(s.Name, settingFlags[s.Name], add)
+			fs.Func(s.Name, s.Help, add)
 		}
 	}
 	return set

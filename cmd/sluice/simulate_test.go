@@ -396,10 +396,10 @@ func TestSimulateWidth(t *testing.T) {
 
 // TestChartColours: simulate's chart draws what was admitted and replay's
 // what was refused, each in its outcome's colour on the status page
-// (server/status.html): blue meant admitted in one and refused in the
+// (server/admin/status.html): blue meant admitted in one and refused in the
 // other.
 func TestChartColours(t *testing.T) {
-	page, err := os.ReadFile("../../server/status.html")
+	page, err := os.ReadFile("../../server/admin/status.html")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type Panel struct {
 }
 
 // outcomeColours are the colours of the outcomes every chart of sluice
-// draws, the status page's (server/status.html): admitted green, refused
+// draws, the status page's (server/admin/status.html): admitted green, refused
 // red, whichever the chart shows.
 var outcomeColours = map[string]string{"admitted": "#12805c", "refused": "#d92d20"}
 

@@ -293,7 +293,10 @@ func TestStoreFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, _ := rls.ParseConfig("t.yaml", []byte(basic))
-	svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &buf}, nil)), LogInterval: time.Hour})
+	svc, err := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &buf}, nil)), LogInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
 	store.Close()
 	req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{desc("remote_address=a")}}
 	for range 3 {

@@ -38,7 +38,10 @@ descriptors:
 				if err != nil {
 					b.Fatal(err)
 				}
-				svc := rls.New(sluice.New(store), c, rls.Options{Logger: slog.New(slog.DiscardHandler), Counting: counting, ResponseHeaders: true})
+				svc, err := rls.New(sluice.New(store), c, rls.Options{Logger: slog.New(slog.DiscardHandler), Counting: counting, ResponseHeaders: true})
+				if err != nil {
+					b.Fatal(err)
+				}
 				defer svc.Close()
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {

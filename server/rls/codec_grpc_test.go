@@ -40,7 +40,10 @@ func serveCodec(t *testing.T, opts ...grpc.ServerOption) *grpc.ClientConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc := rls.New(sluice.New(st), cfg, rls.Options{})
+	svc, err := rls.New(sluice.New(st), cfg, rls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(svc.Close)
 	srv := grpc.NewServer(append(opts, rls.ServerCodec())...)
 	svc.Register(srv)

@@ -279,7 +279,7 @@
 // # Serving
 //
 //	cfg, err := rls.LoadConfig("/etc/sluice/ratelimit")
-//	svc := rls.New(sluice.New(store), cfg, rls.Options{Observe: metrics})
+//	svc, err := rls.New(sluice.New(store), cfg, rls.Options{Observe: metrics})
 //	grpcServer := grpc.NewServer(rls.ServerCodec()) // the service's own protobuf codec
 //	svc.Register(grpcServer)
 //	...

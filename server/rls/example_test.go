@@ -27,7 +27,10 @@ descriptors:
 	}
 	store, _ := memstore.New(memstore.Config{})
 	defer store.Close()
-	svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler)})
+	svc, err := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
 	defer svc.Close()
 	// In a server: svc.Register(grpc.NewServer(rls.ServerCodec())). Here,
 	// called directly.
@@ -85,7 +88,10 @@ descriptors:
 	}
 	for _, counting := range []rls.Counting{rls.CountAllOrNothing, rls.CountPeer} {
 		store, _ := memstore.New(memstore.Config{})
-		svc := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler), Counting: counting})
+		svc, err := rls.New(sluice.New(store), cfg, rls.Options{Logger: slog.New(slog.DiscardHandler), Counting: counting})
+		if err != nil {
+			panic(err)
+		}
 		fmt.Print(counting, ":")
 		user := &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}
 		ip := &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "ip", Value: "192.0.2.1"}}}

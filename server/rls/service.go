@@ -133,7 +133,7 @@ type Options struct {
 
 	// Bounds limit the size of one request. Default MaxDescriptors
 	// descriptors of MaxEntries entries, strings of MaxLength bytes. New
-	// panics on Bounds that fail Bounds.Check, a caller's bug.
+	// returns the error of Bounds that fail Bounds.Check.
 	Bounds Bounds
 
 	// Now replaces the clock used for limits that refuse everything
@@ -229,8 +229,9 @@ type Service struct {
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
-// domains: every request is OK). It logs a snapshot of cfg.
-func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
+// domains: every request is OK). It logs a snapshot of cfg. It fails on a
+// nil limiter and on Bounds that fail Bounds.Check.
+func New(limiter *sluice.Limiter, cfg *Config, opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -244,7 +245,7 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 		cfg = &Config{}
 	}
 	if err := opts.Bounds.Check(); err != nil {
-		panic(err) // a caller's bug: settings are checked before
+		return nil, err
 	}
 	opts.Bounds = opts.Bounds.withDefaults()
 	// A store error is answered UNAVAILABLE (on_error closed), so that
@@ -254,12 +255,12 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) *Service {
 	}
 	dc, err := decide.New(limiter, decide.Config{OnError: sluice.FailClosed, Component: "rls", Logger: opts.Logger, KeyText: opts.KeyText})
 	if err != nil {
-		panic(err) // only for a nil limiter, a caller's bug
+		return nil, fmt.Errorf("rls: %w", err)
 	}
 	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
-	return s
+	return s, nil
 }
 
 // Swap makes cfg the configuration of every request that starts after it

@@ -110,7 +110,10 @@ func startConfig(t *testing.T, b backend, cfg *rls.Config, opts rls.Options) *ha
 	if opts.Now == nil {
 		opts.Now = c.Now
 	}
-	svc := rls.New(sluice.New(b.store(t, c)), cfg, opts)
+	svc, err := rls.New(sluice.New(b.store(t, c)), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(svc.Close)
 	srv := grpc.NewServer(rls.ServerCodec())
 	svc.Register(srv)

@@ -250,6 +250,30 @@ func TestBounds(t *testing.T) {
 	}
 }
 
+// TestNewRejects: New answers bad input with an error, never a panic: Bounds
+// out of range, and a nil limiter.
+func TestNewRejects(t *testing.T) {
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := sluice.New(store)
+	for _, c := range []struct {
+		name    string
+		limiter *sluice.Limiter
+		opts    rls.Options
+		want    string
+	}{
+		{"bounds", lim, rls.Options{Bounds: rls.Bounds{Entries: 65}}, "rls: request bounds: entries 65"},
+		{"nil limiter", nil, rls.Options{}, "rls: "},
+	} {
+		svc, err := rls.New(c.limiter, nil, c.opts)
+		if svc != nil || err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, %v; want an error starting %q", c.name, svc, err, c.want)
+		}
+	}
+}
+
 // TestPeerCountingThroughDecide: under CountPeer every charge goes through
 // package decide, the decision path of every front-end, so a refusal is
 // in its aggregated refusal log, as under all-or-nothing (the peer's second
@@ -270,7 +294,10 @@ func TestPeerCountingThroughDecide(t *testing.T) {
 				}
 				var out bytes.Buffer
 				buf := &syncWriter{w: &out}
-				svc := rls.New(sluice.New(store), cfg, rls.Options{Counting: counting, Logger: slog.New(slog.NewTextHandler(buf, nil))})
+				svc, err := rls.New(sluice.New(store), cfg, rls.Options{Counting: counting, Logger: slog.New(slog.NewTextHandler(buf, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
 				defer svc.Close()
 				req := &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*commonpb.RateLimitDescriptor{desc("k=v")}}
 				for _, want := range []rlspb.RateLimitResponse_Code{rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT, rlspb.RateLimitResponse_OVER_LIMIT} {
@@ -319,7 +346,10 @@ func TestSpentWindowCostsNoCharge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc := rls.New(sluice.New(store), cfg, rls.Options{Counting: counting, Logger: slog.New(slog.DiscardHandler)})
+			svc, err := rls.New(sluice.New(store), cfg, rls.Options{Counting: counting, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer svc.Close()
 			ask := func(hits uint64) rlspb.RateLimitResponse_Code {
 				resp, err := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "ai", Descriptors: []*commonpb.RateLimitDescriptor{hitsDesc(hits, "user=u1")}})

@@ -1,0 +1,130 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// maxKeyForm bounds the form of a key operation (the values of a key's
+// parts, each digested by the key builder if long).
+const maxKeyForm = 16 << 10
+
+// keyState is the answer of GET /admin/keys and POST /admin/keys/reset:
+// one key's state under one limit of the policy, as a request of cost 1
+// would find it now.
+type keyState struct {
+	Rule         string   `json:"rule"`
+	Limit        string   `json:"limit"`
+	Values       []string `json:"values"`
+	Spec         string   `json:"spec"` // the limit, as sluice.Limit.String writes it
+	Remaining    int64    `json:"remaining"`
+	Allowed      bool     `json:"allowed"` // whether a request of cost 1 would be admitted now
+	RetryAfterMs int64    `json:"retry_after_ms"`
+	ResetAfterMs int64    `json:"reset_after_ms"`
+	Degraded     bool     `json:"degraded,omitempty"`
+	Reset        bool     `json:"reset,omitempty"` // the state was just forgotten
+}
+
+// keyOperation reads the rule, limit and values of a key operation and
+// finds them in the current policy: the store key and the limit, or the
+// status and message of the caller's error.
+func (s *admin) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyState, key string, lim sluice.Limit, ok bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxKeyForm)
+	if err := r.ParseForm(); err != nil {
+		keyError(w, http.StatusBadRequest, "unreadable form: "+err.Error())
+		return ks, "", lim, false
+	}
+	ks = keyState{Rule: r.Form.Get("rule"), Limit: r.Form.Get("limit"), Values: r.Form["value"]}
+	if ks.Rule == "" || ks.Limit == "" || len(ks.Values) == 0 {
+		keyError(w, http.StatusBadRequest, "want rule, limit and value (one value per part of the limit's key, in order; * for global)")
+		return ks, "", lim, false
+	}
+	l := findLimit(s.cfg.Policy(), ks.Rule, ks.Limit)
+	if l == nil {
+		keyError(w, http.StatusNotFound, "the policy has no limit "+ks.Limit+" in rule "+ks.Rule)
+		return ks, "", lim, false
+	}
+	key, err := l.StoreKey(ks.Rule, ks.Values)
+	if err != nil {
+		keyError(w, http.StatusBadRequest, err.Error())
+		return ks, "", lim, false
+	}
+	ks.Spec = l.Limit.String()
+	return ks, key, l.Limit, true
+}
+
+func findLimit(p *policy.Policy, rule, limit string) *policy.Limit {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Rules {
+		if p.Rules[i].Name != rule {
+			continue
+		}
+		for _, l := range p.Rules[i].Limits {
+			if l.Name == limit {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+// inspectKey serves GET /admin/keys: a key's state, read without charging
+// it (a request of cost 0).
+func (s *admin) inspectKey(w http.ResponseWriter, r *http.Request) {
+	ks, key, lim, ok := s.keyOperation(w, r)
+	if ok {
+		s.answerKey(w, r.Context(), ks, key, lim)
+	}
+}
+
+// resetKey serves POST /admin/keys/reset: the key's state is forgotten,
+// then reported as inspectKey does.
+func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
+	ks, key, lim, ok := s.keyOperation(w, r)
+	if !ok {
+		return
+	}
+	rs, can := s.cfg.Store.Store.(sluice.Resetter)
+	if !can {
+		keyError(w, http.StatusNotImplemented, "the store cannot reset a key")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := rs.Reset(ctx, key, lim); err != nil {
+		keyError(w, http.StatusServiceUnavailable, "reset failed, the state may remain: "+err.Error())
+		return
+	}
+	s.cfg.Logger.Info("admin: key reset", "rule", ks.Rule, "limit", ks.Limit, "values", len(ks.Values))
+	ks.Reset = true
+	s.answerKey(w, ctx, ks, key, lim)
+}
+
+// answerKey peeks at key under lim and writes ks with what it found.
+func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyState, key string, lim sluice.Limit) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := s.cfg.Store.Store.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 0})
+	if err != nil {
+		keyError(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
+		return
+	}
+	ks.Remaining, ks.Allowed, ks.Degraded = d.Remaining, d.Allowed, d.Degraded
+	ks.RetryAfterMs, ks.ResetAfterMs = d.RetryAfter.Milliseconds(), d.ResetAfter.Milliseconds()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(ks)
+}
+
+func keyError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}

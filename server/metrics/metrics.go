@@ -1,0 +1,335 @@
+// Package metrics holds sluice serve's Prometheus metrics, on their own
+// registry: decisions, the store's calls, reloads, connections, settles,
+// the gateway's responses and upstream, the failover breaker, quota leases
+// and load shedding. docs/metrics.md lists every series.
+package metrics
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/failover"
+)
+
+// Metrics are the server's Prometheus metrics, on their own registry.
+// Every series whose labels are known when the server starts (the limits
+// of the policy, the listeners, the configs, the outcomes) is exported
+// from the start with a zero sample, so that rate() and increase() see
+// the first event: docs/metrics.md lists them all.
+type Metrics struct {
+	Reg        *prometheus.Registry
+	Decisions  *prometheus.CounterVec
+	nearLimit  *prometheus.CounterVec
+	delays     *prometheus.HistogramVec
+	Waiting    *prometheus.GaugeVec
+	storeTime  *prometheus.HistogramVec
+	storeErrs  *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+	lastReload *prometheus.GaugeVec
+	breaker    prometheus.Gauge // registered only with a store behind a breaker
+	Refused    *prometheus.CounterVec
+	// Unauthorized counts requests refused for want of a token.
+	Unauthorized *prometheus.CounterVec
+	// settles and settledCost count costs known after the response.
+	settles, settledCost *prometheus.CounterVec
+	// Responses, UpstreamTime and UpstreamErrs describe the gateway's
+	// answers and its upstream.
+	Responses    *prometheus.CounterVec
+	UpstreamTime prometheus.Histogram
+	UpstreamErrs prometheus.Counter
+}
+
+// delayBuckets are the buckets of shaping delays, in seconds: from a
+// millisecond to the longest max_delay worth having.
+var delayBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// New makes the metrics of a server of version.
+func New(version string) *Metrics {
+	m := &Metrics{Reg: prometheus.NewRegistry()}
+	m.Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_decisions_total",
+		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).",
+	}, []string{"source", "limit", "outcome", "degraded"})
+	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_store_duration_seconds",
+		Help:    "Time of store calls by operation (take, take_all, release, adjust).",
+		Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+	}, []string{"op"})
+	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_store_errors_total",
+		Help: "Store calls that failed, by operation.",
+	}, []string{"op"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_config_reloads_total",
+		Help: "Loads of the policy and RLS configs by result (ok, error); a failed load keeps the previous config serving.",
+	}, []string{"config", "result"})
+	m.lastReload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_config_last_success_timestamp_seconds",
+		Help: "When each config last loaded successfully (Unix time).",
+	}, []string{"config"})
+	m.breaker = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_failover_breaker_state",
+		Help: "The circuit breaker in front of Redis: 0 closed (normal), 1 open (Redis bypassed), 2 half-open (probing).",
+	})
+	m.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_connections_refused_total",
+		Help: "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.",
+	}, []string{"listener"})
+	m.Unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_unauthorized_total",
+		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
+	}, []string{"listener"})
+	m.settles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_settles_total",
+		Help: "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).",
+	}, []string{"source", "limit", "result"})
+	m.settledCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_settled_cost_total",
+		Help: "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.",
+	}, []string{"source", "limit"})
+	m.newGatewayMetrics()
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; the labels tell the version of sluice serving and the Go version it was built with.",
+	}, []string{"version", "goversion"})
+	info.WithLabelValues(version, runtime.Version()).Set(1)
+	for _, code := range []string{"200", "400", "429", "431", "502", "503"} {
+		m.Responses.WithLabelValues(code) // the codes alerts watch, from zero
+	}
+	m.Reg.MustRegister(m.Decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.Refused, m.Unauthorized, m.settles, m.settledCost, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// newGatewayMetrics makes the series of decisions beyond their outcome
+// and of the gateway (registered by WatchGateway).
+func (m *Metrics) newGatewayMetrics() {
+	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_near_limit_total",
+		Help: "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.",
+	}, []string{"source", "limit"})
+	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_shaping_delay_seconds",
+		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
+		Buckets: delayBuckets,
+	}, []string{"source"})
+	m.Waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_waiting_requests",
+		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
+	}, []string{"limit"})
+	m.Responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_responses_total",
+		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400, 431) and what the upstream answered.",
+	}, []string{"code"})
+	m.UpstreamTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_upstream_duration_seconds",
+		Help:    "Time from sending a request upstream to receiving its response headers (or failing).",
+		Buckets: prometheus.ExponentialBuckets(.001, 2.5, 12), // 1 ms to 24 s
+	})
+	m.UpstreamErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_upstream_errors_total",
+		Help: "Requests the gateway answered 502 because the upstream could not be reached or failed before its response headers.",
+	})
+}
+
+// WatchGateway registers the gateway's series: responses, waiting
+// requests, the upstream's latency and errors (which stay at zero with
+// the built-in demo upstream).
+func (m *Metrics) WatchGateway() {
+	m.Reg.MustRegister(m.Responses, m.Waiting, m.UpstreamTime, m.UpstreamErrs)
+}
+
+// KnownLimits gives every series of source's limits a zero sample: each
+// outcome the source can give (shadow outcomes for shadow limits), and
+// near-limit decisions where it reports them.
+func (m *Metrics) KnownLimits(source string, limits []KnownLimit) {
+	enforced := []string{"admitted", "delayed", "refused", "failed", "admitted_uncounted", "invalid"}
+	if source == "rls" { // it neither delays nor reports what is left of a limit
+		enforced = []string{"admitted", "refused"}
+	} else {
+		m.delays.WithLabelValues(source)
+	}
+	shadow := []string{"shadow_admitted", "shadow_refused"}
+	for _, l := range limits {
+		outs := enforced
+		switch {
+		case l.Shadow:
+			outs = shadow
+		case source != "rls":
+			m.nearLimit.WithLabelValues(source, l.Name)
+		}
+		if source == "gateway" && !l.Shadow {
+			m.Waiting.WithLabelValues(l.Name)
+		}
+		for _, o := range outs {
+			m.Decisions.WithLabelValues(source, l.Name, o, "false")
+		}
+		if l.Late {
+			for _, r := range settleResults {
+				m.settles.WithLabelValues(source, l.Name, r)
+			}
+			m.settledCost.WithLabelValues(source, l.Name)
+		}
+	}
+}
+
+// KnownLimit is a limit named in a config.
+type KnownLimit struct {
+	Name   string
+	Shadow bool
+	Late   bool // its cost is settled after the response
+}
+
+// settleResults are the results sluice_settles_total counts.
+var settleResults = []string{"reported", "capped", "missing", "failed"}
+
+// Observe counts one decision.
+func (m *Metrics) Observe(source string, o decide.Observation) {
+	degraded := "false"
+	if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
+		degraded = "true"
+	}
+	m.Decisions.WithLabelValues(source, o.Limit, o.Outcome.String(), degraded).Inc()
+	if decide.NearLimit(o) {
+		m.nearLimit.WithLabelValues(source, o.Limit).Inc()
+	}
+	if o.Outcome == decide.Delayed && o.Decision.Delay > 0 {
+		m.delays.WithLabelValues(source).Observe(o.Decision.Delay.Seconds())
+	}
+}
+
+// BreakerChanged is failover's OnStateChange: the breaker state gauge.
+func (m *Metrics) BreakerChanged(from, to failover.State) {
+	m.breaker.Set(float64(to))
+}
+
+// WatchFailover exports a failover.Store's counters and its breaker.
+func (m *Metrics) WatchFailover(fs *failover.Store) {
+	counter := func(name, help string, v func(failover.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(fs.Stats())) })
+	}
+	m.Reg.MustRegister(
+		m.breaker,
+		counter("sluice_failover_calls_total", "Calls that reached the primary store (Redis).", func(s failover.Stats) int64 { return s.Calls }),
+		counter("sluice_failover_failures_total", "Calls to the primary store that failed (timeouts, connection errors, error replies).", func(s failover.Stats) int64 { return s.Failures }),
+		counter("sluice_failover_short_circuited_total", "Calls that did not reach the primary store because the breaker was open.", func(s failover.Stats) int64 { return s.ShortCircuited }),
+		counter("sluice_failover_breaker_opens_total", "Times the circuit breaker opened.", func(s failover.Stats) int64 { return s.Opens }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "open"},
+		}, func() float64 { return float64(fs.Stats().DegradedOpen) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "closed"},
+		}, func() float64 { return float64(fs.Stats().DegradedClosed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "fallback"},
+		}, func() float64 { return float64(fs.Stats().DegradedFallback) }),
+	)
+	m.breaker.Set(float64(fs.State()))
+}
+
+// KnownConfig gives a config's reload series their zero samples.
+func (m *Metrics) KnownConfig(config string) {
+	m.reloads.WithLabelValues(config, "ok")
+	m.reloads.WithLabelValues(config, "error")
+}
+
+// Reloaded counts one load of a config.
+func (m *Metrics) Reloaded(config string, err error) {
+	if err != nil {
+		m.reloads.WithLabelValues(config, "error").Inc()
+		return
+	}
+	m.reloads.WithLabelValues(config, "ok").Inc()
+	m.lastReload.WithLabelValues(config).SetToCurrentTime()
+}
+
+// instrumented times a store's calls and counts its errors.
+type instrumented struct {
+	sluice.Store
+	take, takeAll, release          prometheus.Observer
+	takeErr, takeAllErr, releaseErr prometheus.Counter
+	adjust                          prometheus.Observer
+	adjustErr                       prometheus.Counter
+}
+
+func (m *Metrics) Instrument(s sluice.Store) sluice.Store {
+	return &instrumented{
+		Store:      s,
+		take:       m.storeTime.WithLabelValues("take"),
+		takeAll:    m.storeTime.WithLabelValues("take_all"),
+		release:    m.storeTime.WithLabelValues("release"),
+		takeErr:    m.storeErrs.WithLabelValues("take"),
+		takeAllErr: m.storeErrs.WithLabelValues("take_all"),
+		releaseErr: m.storeErrs.WithLabelValues("release"),
+		adjust:     m.storeTime.WithLabelValues("adjust"),
+		adjustErr:  m.storeErrs.WithLabelValues("adjust"),
+	}
+}
+
+// Adjust settles a late cost (decision API, gateway) if the store can.
+func (s *instrumented) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	a, ok := s.Store.(sluice.Adjuster)
+	if !ok {
+		return sluice.New(s.Store).Adjust(ctx, r) // ErrNotAdjustable, worded by sluice
+	}
+	start := time.Now()
+	d, err := a.Adjust(ctx, r)
+	s.adjust.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.adjustErr.Inc()
+	}
+	return d, err
+}
+
+func (s *instrumented) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	start := time.Now()
+	d, err := s.Store.Take(ctx, r)
+	s.take.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.takeErr.Inc()
+	}
+	return d, err
+}
+
+func (s *instrumented) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
+	start := time.Now()
+	err := s.Store.TakeAll(ctx, rs, ds)
+	s.takeAll.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.takeAllErr.Inc()
+	}
+	return err
+}
+
+func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, lease uint64) error {
+	start := time.Now()
+	err := s.Store.Release(ctx, key, l, lease)
+	s.release.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.releaseErr.Inc()
+	}
+	return err
+}
+
+// Settled counts one settle of a cost known after the response.
+func (m *Metrics) Settled(source, limit string, actual int64, found, capped bool, err error) {
+	result := "reported"
+	switch {
+	case err != nil:
+		result = "failed"
+	case capped:
+		result = "capped"
+	case !found:
+		result = "missing"
+	}
+	m.settles.WithLabelValues(source, limit, result).Inc()
+	if err == nil {
+		m.settledCost.WithLabelValues(source, limit).Add(float64(actual))
+	}
+}
