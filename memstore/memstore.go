@@ -1,46 +1,3 @@
-// Package memstore is the in-process sluice.Store, the default for a single
-// instance: no network, no allocation per decision for a key it already
-// holds, and a hard bound on the number of keys.
-//
-// State lives in a sharded hash table that decisions read without a lock,
-// whose 64-byte slots are the entries: a decision on a key in its home slot
-// reads and writes one cache line. Each (key, limit) has its own mutex, so
-// decisions on different keys never wait for each other, and each shard
-// has its own for insertions and removals. Time is read from the
-// monotonic clock (anchored to the wall clock once, at New), so a wall
-// clock step never changes a decision; by default a background goroutine
-// reads it once per millisecond and decisions use that reading
-// (Config.Resolution says what that trades).
-// A decision reads the time with its key's lock held, so a request that
-// waited for the lock is not decided as of a stale reading (which could
-// refuse what the decisions it waited for had made room for). A request
-// of cost 1 that a token_bucket or gcra key refuses is refused without
-// taking its lock, by a word the key publishes when it refuses: under a
-// flood of refused requests the key is only read, so it stays in every
-// core's cache.
-//
-// Memory is bounded by Config.MaxKeys. When a shard is full, a key not used
-// since the eviction hand last passed it is forgotten (CLOCK, a close
-// approximation of least recently used): it starts fresh the next time it is
-// seen (an empty window, a full bucket), which admits more for that key than
-// remembering it would have. Hot keys are used between passes, so an
-// attacker spraying distinct keys evicts other idle keys, not the ones under
-// load. Keys whose state has returned to fresh and that have not been used
-// since the previous sweep are removed in the background.
-//
-// What eviction means for the guarantee: an evicted key's limit restarts,
-// so a client able to send more distinct keys than MaxKeys between two of
-// its own requests (many source addresses, or a header it controls) can
-// have its exhausted key forgotten and be admitted again. Size MaxKeys above
-// the number of distinct keys a store sees within the longest window of its
-// limits, and eviction never happens to a key still inside its window; the
-// memory that costs is MaxKeys times the bytes per key.
-//
-// Each key costs about 150 bytes, whatever its length (a key of up to 13
-// bytes is held in its slot, a longer one as two independent hashes of
-// it): about 175 for the sliding window, 240 for the sliding log and
-// concurrency, and 24 more per further logged request or lease
-// (TestBytesPerKey; docs/operations.md has the table).
 package memstore
 
 import (
@@ -121,7 +78,7 @@ type Store struct {
 	// coarse is the last reading (µs) of a coarse clock: negative until a
 	// decision has read it, 0 while the ticker sleeps and without a
 	// coarse clock.
-	coarse atomic.Int64
+	coarse atomicReading
 	wake   chan struct{}
 	closed atomic.Bool
 	stop   chan struct{}
@@ -180,7 +137,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.Resolution > 0 && cfg.Now == nil {
 		s.ticking = true
-		s.coarse.Store(s.readClock())
+		s.coarse.Store(readAt(s.readClock()))
 	}
 	if cfg.SweepInterval > 0 || s.ticking {
 		go s.background(cfg.SweepInterval, cfg.Resolution)
@@ -210,8 +167,10 @@ func New(cfg Config) (*Store, error) {
 // decisions are made at that exact time until the coarse reading passes it
 // (timeOf).
 func (s *Store) now() int64 {
-	if c := s.coarse.Load(); c > 0 {
-		return c
+	// s.coarse.Load().read(), written out: the two calls would take now
+	// over the inliner's budget (TestHotPathInlines).
+	if c := reading(s.coarse.v.Load()); c > 0 {
+		return int64(c)
 	}
 	return s.nowSlow()
 }
@@ -226,12 +185,12 @@ func (s *Store) nowSlow() int64 {
 		return s.readClock()
 	}
 	c := s.coarse.Load()
-	if c < 0 {
-		s.coarse.CompareAndSwap(c, -c)
-		return -c
+	if t, unread := c.unread(); unread {
+		s.coarse.CompareAndSwap(c, readAt(t))
+		return t
 	}
-	if c > 0 {
-		return c
+	if t, read := c.at(); read {
+		return t
 	}
 	select {
 	case s.wake <- struct{}{}:
@@ -256,9 +215,9 @@ const (
 func (s *Store) raise(v int64, how int) {
 	for {
 		c := s.coarse.Load()
-		n := max(c, -c, v)
+		n := readAt(max(c.time(), v))
 		if how == raiseTick {
-			n = -n
+			n = unreadAt(max(c.time(), v))
 		}
 		if n == c || s.coarse.CompareAndSwap(c, n) {
 			return
@@ -363,7 +322,8 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	e := &t.slots[i]
 	var c *compiled
 	var k *cold
-	var w0, w1 uint64
+	var w0 ident
+	var w1 uint64
 	if len(r.Key) <= slotKey {
 		w0, w1 = packShort(r.Key)
 	} else {
@@ -371,13 +331,13 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	}
 	hinted := t.hinted(i)
 	if hinted {
-		if w := e.shut.Load(); w > 0 && s.refuse(e, w0, w1, r, d) {
+		if w := e.shut.Load(); w.refusing() && s.refuse(e, w0, w1, r, d) {
 			return nil
 		}
 	}
 	e.mu.Lock()
 	exact := false
-	if e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1 {
+	if e.id.Load().name() == w0 && e.rest.Load() == w1 {
 		c, k = e.limit()
 		exact = sameLimit(&c.lim, &r.Limit)
 	}
@@ -402,7 +362,7 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	}
 	e.setFlags(idUsed, true)
 	at := s.now() // timeOf, written out
-	if e.shut.Load() < shutChanged {
+	if _, marked := e.shut.Load().ahead(); marked {
 		at = s.ahead(e, at)
 	}
 	var st algo.State
@@ -418,9 +378,9 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 	// when either was set: an admission that takes the last room leaves
 	// the word 0 (never refusing without the lock is always right), and
 	// the next request, refused under the lock, publishes it.
-	if !d.Allowed || hinted || e.shut.Load() > 0 {
+	if !d.Allowed || hinted || e.shut.Load().refusing() {
 		s.publish(e, p, &st, at)
-		if closed := e.shut.Load() > 0; home && closed != hinted {
+		if closed := e.shut.Load().refusing(); home && closed != hinted {
 			t.hint(i, closed)
 		}
 	}
@@ -450,7 +410,7 @@ func (s *Store) take(r *sluice.Request, d *sluice.Decision) error {
 // word is cleared when the eviction hand or the sweeper clear the flag),
 // so refusing here keeps it from eviction as deciding under the lock
 // would.
-func (s *Store) refuse(e *entry, w0, w1 uint64, r *sluice.Request, d *sluice.Decision) bool {
+func (s *Store) refuse(e *entry, w0 ident, w1 uint64, r *sluice.Request, d *sluice.Decision) bool {
 	if r.Cost != 1 || r.MaxDelay < 0 {
 		return false
 	}
@@ -459,10 +419,10 @@ func (s *Store) refuse(e *entry, w0, w1 uint64, r *sluice.Request, d *sluice.Dec
 		return false
 	}
 	now := s.now()
-	if s.ticking && w>>1-now < int64(recheckBelow/time.Microsecond) {
+	if s.ticking && w.opensAt()-now < int64(recheckBelow/time.Microsecond) {
 		return false
 	}
-	return algo.RefuseClosed(&c.p, w, now, d) && e.still(w, i0)
+	return algo.RefuseClosed(&c.p, w.closed(), now, d) && e.still(w, i0)
 }
 
 // timeOf returns the time to decide on e at, its lock held: now, or the
@@ -470,7 +430,7 @@ func (s *Store) refuse(e *entry, w0, w1 uint64, r *sluice.Request, d *sluice.Dec
 // is behind it.
 func (s *Store) timeOf(e *entry) int64 {
 	now := s.now()
-	if e.shut.Load() < shutChanged {
+	if _, marked := e.shut.Load().ahead(); marked {
 		return s.ahead(e, now)
 	}
 	return now
@@ -478,10 +438,10 @@ func (s *Store) timeOf(e *entry) int64 {
 
 // ahead is timeOf for an entry marked by markAhead, given the reading now.
 func (s *Store) ahead(e *entry, now int64) int64 {
-	if t := -e.shut.Load(); now < t {
+	if t, _ := e.shut.Load().ahead(); now < t {
 		return t
 	}
-	e.shut.Store(0)
+	e.shut.Store(shutOpen)
 	return now
 }
 
@@ -495,7 +455,7 @@ func (s *Store) ahead(e *entry, now int64) int64 {
 // refusal a later time could change is decided again at the exact time).
 func (s *Store) markAhead(e *entry, at int64) {
 	if s.ticking && e.shut.Load() != shutChanged {
-		e.shut.Store(-at)
+		e.shut.Store(aheadOf(at))
 	}
 }
 
@@ -506,14 +466,14 @@ func (s *Store) markAhead(e *entry, at int64) {
 // it, and the word would only make Take read it first). e's lock is held.
 func (s *Store) publish(e *entry, p *algo.Params, st *algo.State, at int64) {
 	old := e.shut.Load()
-	if old < 0 { // shutChanged, or a mark of markAhead
+	if old.marked() {
 		return
 	}
-	w := int64(0)
+	w := shutOpen
 	if e.used() && !s.given {
-		w = algo.Closed(p, st, at)
-		if s.ticking && w>>1-at < int64(recheckBelow/time.Microsecond) {
-			w = 0
+		w = closedWord(algo.Closed(p, st, at))
+		if s.ticking && w.opensAt()-at < int64(recheckBelow/time.Microsecond) {
+			w = shutOpen
 		}
 	}
 	if w != old {
@@ -944,7 +904,7 @@ func (s *Store) background(sweepEvery, resolution time.Duration) {
 		case <-sweep:
 			s.sweep()
 		case <-tick:
-			if s.coarse.Load() > 0 {
+			if _, read := s.coarse.Load().at(); read {
 				idle = 0
 			} else if idle++; idle >= sleepAfter {
 				// Nobody reads it: sleep until a decision wakes us.

@@ -84,7 +84,7 @@ func TestSlotIdentityIsOneOccupant(t *testing.T) {
 // cleared), or to now while end is 0.
 type occupant struct {
 	key        int
-	w          int64
+	w          shutWord
 	start, end int64
 }
 
@@ -209,17 +209,17 @@ func checkOneOccupant(t *testing.T, sameWord, oneLimit bool) {
 // occupants returns n keys' limits and refusal words for the tests of the
 // reads without a lock: distinct per key, or one limit and one word for
 // all.
-func occupants(n int, oneWord, oneLimit bool) ([]*compiled, []int64) {
+func occupants(n int, oneWord, oneLimit bool) ([]*compiled, []shutWord) {
 	limits := make([]*compiled, n)
-	words := make([]int64, n)
+	words := make([]shutWord, n)
 	for i := range n {
 		limits[i] = &compiled{lim: sluice.GCRA(sluice.PerSecond(int64(i+1)), 1)}
 		if oneLimit {
 			limits[i] = limits[0]
 		}
-		words[i] = int64(1000+i)<<1 | 1
+		words[i] = closedWord(int64(1000+i)<<1 | 1)
 		if oneWord {
-			words[i] = 1000<<1 | 1
+			words[i] = closedWord(1000<<1 | 1)
 		}
 	}
 	return limits, words

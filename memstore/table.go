@@ -23,20 +23,15 @@ const slotKey = 13
 //
 // What the slot holds changes only under its lock (and the shard's): a
 // reader holding the lock reads it as it is. A reader without the lock
-// (Store.refuse) reads id with the protocol of a sequence lock: see
-// setIdentity and stable.
+// (Store.refuse) reads id with the protocol of a sequence lock: the
+// package doc's "Concurrency protocol" tells it.
 type entry struct {
 	mu sync.Mutex
 
-	// shut is algo.Closed's word for the state, published under mu
-	// (Store.publish), so that a request of cost 1 the state refuses is
-	// refused without taking mu (Store.refuse). It is 0 while the state
-	// admits one, while the entry is not marked used, and from the start
-	// of every identity change (setIdentity) until its new occupant
-	// publishes; shutChanged for good once its limit has changed
-	// (Store.params); and -t after a decision at the exact time t, until
-	// the coarse reading passes it (Store.markAhead).
-	shut atomic.Int64
+	// shut is the refusal word, written under mu: refusing, it lets a
+	// request of cost 1 the state refuses be refused without taking mu
+	// (Store.refuse). shutWord has its states and who writes each.
+	shut atomicShut
 
 	// ref is the limit the state is kept under: a *compiled, or, for a
 	// slot with a cold part, a pointer one byte into its *cold (odd: see
@@ -44,29 +39,15 @@ type entry struct {
 	// without the lock (peek) read only a *compiled, which never changes.
 	ref atomic.Pointer[byte]
 
-	// id is what the slot holds: word 0 has the key's length plus 1
-	// (idLen: 0 while empty, idLong for a key longer than slotKey), the
-	// flags, the generation (idGen; odd while the identity is being
-	// changed) and key bytes 0-4 (or, for a long key, 40 bits of its
-	// second hash); word 1 has key bytes n-8..n-1 (or bytes 0..n-1 of a
-	// key under 8 bytes, or, for a long key, its hash). See packKey.
-	id [2]atomic.Uint64
+	// id and rest are what the slot holds: id the key's length, the
+	// flags, the generation and key bytes 0-4 (see ident); rest key bytes
+	// n-8..n-1 (or bytes 0..n-1 of a key under 8 bytes, or, for a long
+	// key, its hash). See packKey.
+	id   atomicIdent
+	rest atomic.Uint64
 
 	x, y, idle int64 // algo.State's X, Y and Idle
 }
-
-// Fields of entry.id[0].
-const (
-	idLen    = 1<<5 - 1 // bits 0-4: the key's length plus 1 (0: empty)
-	idLong   = idLen    // the key is longer than slotKey: identified by its hashes
-	idUsed   = 1 << 5   // used since the eviction hand or the sweeper last passed
-	idPinned = 1 << 6   // held by a TakeAll
-	idDead   = 1 << 7   // removed by a TakeAll, still in its slot (markDead)
-	idFlags  = idUsed | idPinned
-	idGen1   = 1 << 8 // bits 8-23: the generation
-	idGen    = (1<<16 - 1) * idGen1
-	idKey    = 24 // bits 24-63: key bytes 0-4, or 40 bits of a long key's second hash
-)
 
 // packKey returns the identity words of key (hash h), with the generation
 // and flags 0. A key of up to slotKey bytes is its length and its bytes
@@ -76,30 +57,30 @@ const (
 // 100,000 long keys in one table, about once in 2^71 tables) share one
 // state, which counts each one's requests against both and never lets
 // one pass uncounted.
-func packKey(key string, h, h2 uint64) (w0, w1 uint64) {
+func packKey(key string, h, h2 uint64) (w0 ident, w1 uint64) {
 	if len(key) > slotKey {
-		return idLong | (h2&(1<<40-1))<<idKey, h
+		return idLong | ident(h2&(1<<40-1))<<idKey, h
 	}
 	return packShort(key)
 }
 
 // packShort is packKey for a key of up to slotKey bytes, small enough to
 // inline into Take for a key of 8 bytes or more.
-func packShort(key string) (w0, w1 uint64) {
+func packShort(key string) (w0 ident, w1 uint64) {
 	n := len(key)
 	if n < 8 {
 		return packTiny(key)
 	}
 	b := unsafe.Slice(unsafe.StringData(key), n) // read only
-	return uint64(n+1) | binary.LittleEndian.Uint64(b)<<idKey, binary.LittleEndian.Uint64(b[n-8:])
+	return ident(n+1) | ident(binary.LittleEndian.Uint64(b))<<idKey, binary.LittleEndian.Uint64(b[n-8:])
 }
 
 // packTiny is packShort for a key under 8 bytes.
-func packTiny(key string) (w0, w1 uint64) {
+func packTiny(key string) (w0 ident, w1 uint64) {
 	var b [8]byte
 	copy(b[:], key)
 	w1 = binary.LittleEndian.Uint64(b[:])
-	return uint64(len(key)+1) | (w1&(1<<40-1))<<idKey, w1
+	return ident(len(key)+1) | ident(w1&(1<<40-1))<<idKey, w1
 }
 
 // cold is the part of an entry that does not fit in its slot: the sliding
@@ -139,10 +120,14 @@ func (e *entry) setRef(c *compiled, k *cold) {
 	e.ref.Store(&k.pad)
 }
 
+// hasCold reports whether the ref p points into a cold part (odd: one byte
+// in, see setRef) rather than at a *compiled.
+func hasCold(p *byte) bool { return uintptr(unsafe.Pointer(p))&1 != 0 }
+
 // limit returns the slot's limit and its cold part, if any.
 func (e *entry) limit() (*compiled, *cold) {
 	p := e.ref.Load()
-	if uintptr(unsafe.Pointer(p))&1 == 0 {
+	if !hasCold(p) {
 		return (*compiled)(unsafe.Pointer(p)), nil
 	}
 	k := (*cold)(unsafe.Add(unsafe.Pointer(p), -int(unsafe.Offsetof(cold{}.pad))))
@@ -155,17 +140,17 @@ func (e *entry) limit() (*compiled, *cold) {
 // the generation made even again. A reader that reads the same even
 // generation before and after what it reads (stable) read one identity
 // and its limit. The slot's lock is held.
-func (e *entry) setIdentity(w0, w1 uint64, c *compiled, k *cold) {
-	e.shut.Store(0)
+func (e *entry) setIdentity(w0 ident, w1 uint64, c *compiled, k *cold) {
+	e.shut.Store(shutOpen)
 	step()
-	gen := e.id[0].Load() & idGen         // even
-	e.id[0].Store((gen + idGen1) & idGen) // odd: changing (the length bits 0: empty meanwhile)
+	old := e.id.Load()
+	e.id.Store(old.changing())
 	step()
-	e.id[1].Store(w1)
+	e.rest.Store(w1)
 	step()
 	e.setRef(c, k)
 	step()
-	e.id[0].Store(w0&^idGen | (gen+2*idGen1)&idGen)
+	e.id.Store(old.changed(w0))
 }
 
 // step yields the processor when the test hooks are on (hooks_off.go):
@@ -187,14 +172,10 @@ func (e *entry) clear() {
 // setFlags sets or clears the flags f in the slot's identity without
 // changing the generation (readers without the lock compare the identity
 // without its flags). The slot's lock is held.
-func (e *entry) setFlags(f uint64, on bool) {
-	w := e.id[0].Load()
-	n := w &^ f
-	if on {
-		n = w | f
-	}
-	if n != w {
-		e.id[0].Store(n)
+func (e *entry) setFlags(f ident, on bool) {
+	w := e.id.Load()
+	if n := w.with(f, on); n != w {
+		e.id.Store(n)
 	}
 }
 
@@ -202,8 +183,8 @@ func (e *entry) setFlags(f uint64, on bool) {
 // w0 before reading the rest read one identity throughout: the generation
 // was even and still is (flags may have changed meanwhile; they are not
 // part of the identity).
-func (e *entry) stable(w0 uint64) bool {
-	return w0&idGen1 == 0 && (e.id[0].Load()^w0)&^idFlags == 0
+func (e *entry) stable(w0 ident) bool {
+	return w0.sameRead(e.id.Load())
 }
 
 // peek is the first half of the read that Store.refuse makes without the
@@ -211,20 +192,20 @@ func (e *entry) stable(w0 uint64) bool {
 // cold part, under lim itself, with a refusal word set. It returns the
 // word, the limit and the identity word that still checks. Between peek
 // and still the caller reads the clock.
-func (e *entry) peek(w0, w1 uint64, lim *sluice.Limit) (w int64, c *compiled, i0 uint64, ok bool) {
+func (e *entry) peek(w0 ident, w1 uint64, lim *sluice.Limit) (w shutWord, c *compiled, i0 ident, ok bool) {
 	w = e.shut.Load()
-	if w <= 0 {
+	if !w.refusing() {
 		return 0, nil, 0, false
 	}
 	step()
-	i0 = e.id[0].Load()
+	i0 = e.id.Load()
 	step()
-	if (i0^w0)&^(idFlags|idGen) != 0 || e.id[1].Load() != w1 {
+	if i0.name() != w0 || e.rest.Load() != w1 {
 		return 0, nil, 0, false
 	}
 	step()
 	ref := e.ref.Load()
-	if ref == nil || uintptr(unsafe.Pointer(ref))&1 != 0 { // a cold part: its limit may change in place
+	if ref == nil || hasCold(ref) { // a cold part: its limit may change in place
 		return 0, nil, 0, false
 	}
 	c = (*compiled)(unsafe.Pointer(ref))
@@ -243,7 +224,7 @@ func (e *entry) peek(w0, w1 uint64, lim *sluice.Limit) (w int64, c *compiled, i0
 // identity, so a word set then was set by the occupant since). The
 // generation has 16 bits: 32,768 identity changes of one slot while a
 // reader is between the two reads would go unseen.
-func (e *entry) still(w int64, i0 uint64) bool {
+func (e *entry) still(w shutWord, i0 ident) bool {
 	if e.shut.Load() != w {
 		return false
 	}
@@ -293,19 +274,19 @@ func newCold(c *compiled) *cold {
 
 // live reports whether the slot holds an entry. Under the shard's lock
 // (no identity changes then) or the slot's.
-func (e *entry) live() bool { return e.id[0].Load()&idLen != 0 }
+func (e *entry) live() bool { return !e.id.Load().empty() }
 
 // used reports whether the entry was used since the eviction hand or the
 // sweeper last passed it.
-func (e *entry) used() bool { return e.id[0].Load()&idUsed != 0 }
+func (e *entry) used() bool { return e.id.Load().used() }
 
 // pinned reports whether a TakeAll holds the entry.
-func (e *entry) pinned() bool { return e.id[0].Load()&idPinned != 0 }
+func (e *entry) pinned() bool { return e.id.Load().pinned() }
 
 // holds reports whether the entry is the key packed as (w0, w1) by
 // packKey. Under the shard's lock or the slot's.
-func (e *entry) holds(w0, w1 uint64) bool {
-	return e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1
+func (e *entry) holds(w0 ident, w1 uint64) bool {
+	return e.id.Load().name() == w0 && e.rest.Load() == w1
 }
 
 // is reports whether the entry, which holds key (holds), is its state
@@ -322,15 +303,15 @@ func (e *entry) is(lim *sluice.Limit) (found, exact bool) {
 // keyBytes returns the entry's key in b, or nil for a key longer than
 // slotKey.
 func (e *entry) keyBytes(b *[slotKey]byte) []byte {
-	w0, w1 := e.id[0].Load(), e.id[1].Load()
-	n := int(w0&idLen) - 1
+	w0, w1 := e.id.Load(), e.rest.Load()
+	n := w0.keyLen()
 	le := binary.LittleEndian
 	switch {
-	case n == idLong-1:
+	case w0.long():
 		return nil
 	case n >= 8:
 		var head [8]byte
-		le.PutUint64(head[:], w0>>idKey)
+		le.PutUint64(head[:], uint64(w0>>idKey))
 		copy(b[:5], head[:5])
 		le.PutUint64(head[:], w1)
 		copy(b[n-8:n], head[:])
@@ -345,8 +326,8 @@ func (e *entry) keyBytes(b *[slotKey]byte) []byte {
 // hashOf returns the hash of the entry's key: the table's place for it.
 // Under the shard's lock or the slot's.
 func (s *Store) hashOf(e *entry) uint64 {
-	if e.id[0].Load()&idLen == idLong {
-		return e.id[1].Load()
+	if e.id.Load().long() {
+		return e.rest.Load()
 	}
 	var b [slotKey]byte
 	kb := e.keyBytes(&b)
@@ -358,7 +339,7 @@ func (s *Store) hashOf(e *entry) uint64 {
 // cleared, then the dead flag set (readers without the lock see the
 // identity change). The entry's lock and its shard's are held.
 func (e *entry) markDead() {
-	e.shut.Store(0)
+	e.shut.Store(shutOpen)
 	e.setFlags(idDead, true)
 }
 
@@ -368,8 +349,8 @@ func (e *entry) markDead() {
 // used. The entry's lock is held.
 func (e *entry) unuse() {
 	e.setFlags(idUsed, false)
-	if e.shut.Load() > 0 {
-		e.shut.Store(0)
+	if e.shut.Load().refusing() {
+		e.shut.Store(shutOpen)
 	}
 }
 
@@ -377,17 +358,14 @@ func (e *entry) unuse() {
 // word, and empties src. Both are locked (or e is not yet visible).
 func (e *entry) moveFrom(src *entry) {
 	c, k := src.limit()
-	e.setIdentity(src.id[0].Load(), src.id[1].Load(), c, k)
+	e.setIdentity(src.id.Load(), src.rest.Load(), c, k)
 	e.x, e.y, e.idle = src.x, src.y, src.idle
 	w := src.shut.Load()
 	src.clear()
-	if w != 0 {
+	if w != shutOpen {
 		e.shut.Store(w) // the state's own word, moved with it
 	}
 }
-
-// shutChanged is entry.shut once the entry's limit has changed.
-const shutChanged = -1
 
 // compiled is a limit and its parameters.
 type compiled struct {
@@ -518,7 +496,7 @@ func (cl *changedLimits) compile(lim sluice.Limit) (*compiled, error) {
 // probe returns the entry of key (packed as w0, w1 for hash h) under the
 // identity of lim in t, or nil; a dead one instead if dead. The shard's
 // lock is held: what the slots hold does not change.
-func (t *table) probe(h, w0, w1 uint64, lim *sluice.Limit, dead bool) *entry {
+func (t *table) probe(h uint64, w0 ident, w1 uint64, lim *sluice.Limit, dead bool) *entry {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	if dead {
@@ -544,16 +522,16 @@ func (t *table) probe(h, w0, w1 uint64, lim *sluice.Limit, dead bool) *entry {
 // another limit of the same identity). It compares the identity without
 // the slot's lock and again under it: what a slot holds may change
 // meanwhile.
-func (t *table) find(h, w0, w1 uint64, lim *sluice.Limit) (e *entry, exact bool) {
+func (t *table) find(h uint64, w0 ident, w1 uint64, lim *sluice.Limit) (e *entry, exact bool) {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
 		e := &slots[i]
-		i0 := e.id[0].Load()
-		if i0&idLen == 0 {
+		i0 := e.id.Load()
+		if i0.empty() {
 			return nil, false // empty, or changing: the caller looks again under the shard's lock
 		}
-		if i0&^(idFlags|idGen) != w0 || e.id[1].Load() != w1 {
+		if i0.name() != w0 || e.rest.Load() != w1 {
 			continue
 		}
 		e.mu.Lock()
@@ -575,7 +553,7 @@ func (sh *shard) lookup(h uint64, key string, lim *sluice.Limit) *entry {
 }
 
 // pack is packKey for a key of sh.
-func (sh *shard) pack(key string, h uint64) (w0, w1 uint64) {
+func (sh *shard) pack(key string, h uint64) (w0 ident, w1 uint64) {
 	if len(key) <= slotKey {
 		return packShort(key)
 	}
