@@ -46,6 +46,20 @@
 //
 // This section is for those who change the package; it is the one place
 // the protocol is told, and the comments at each step point back here.
+// The files follow it:
+//
+//	slot.go      an entry (a slot): its packed words (ident, shutWord), identity
+//	             changes, the read without the lock (peek, still, refuse) and
+//	             the publication of the refusal word (publish)
+//	clock.go     the time of a decision: the coarse clock (reading, now, raise,
+//	             the ticker) and the marks of decisions at the exact time
+//	             (timeOf, markAhead, recheck)
+//	table.go     the hash, shards and tables: finding a key without the
+//	             shard's lock (find), insertion, growth, eviction, removal
+//	takeall.go   TakeAll: every shard's and entry's lock at once
+//	sweep.go     the background removal of keys back to fresh
+//	memstore.go  the Store, Take and its slower paths, Release, Reset
+//	adjust.go    Adjust
 //
 // Locks, in the order they are taken:
 //
