@@ -39,10 +39,9 @@ func (s *Store) hash(key string) uint64 {
 // length), but 0 where hash makes it 1 (once in 2^64 keys). It is small
 // enough to inline into Take: the usual key costs no call. The two words
 // are mixed with two of the store's keys, and the result with the length
-// and a third: one mix alone left the product's structure in the result,
-// so that keys that differ in a few digits (user:100000 and on) fell
-// unevenly on the shards and slots for some of the store's keys (in 1,000
-// stores, one shard of 64 held up to 57% more than its share).
+// and a third: one mix alone leaves the product's structure in the result,
+// so that keys that differ in a few digits (user:100000 and on) fall
+// unevenly on the shards and slots for some of the store's keys.
 // TestHashSpread holds it.
 func (s *Store) hashShort(key string) uint64 {
 	n := len(key)
