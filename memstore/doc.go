@@ -123,7 +123,10 @@
 //     (Store.now); after a decision at the exact time the word is ahead,
 //     not refusing, until the coarse reading has passed that time
 //     (markAhead), so refuse never answers as of a time before one the key
-//     was decided at.
+//     was decided at. With a coarse clock, refuse answers only a second
+//     (recheckBelow) or more before the word's time, where the lock's path
+//     would refuse as of the coarse reading without deciding again at the
+//     exact time (recheck).
 //   - A word is refusing only on an entry marked used, and the flag and
 //     the word are cleared together (unuse), so a key refused without its
 //     lock is kept from eviction as one decided under it.
@@ -140,4 +143,13 @@
 // changes. Removal moves entries back (backward-shift deletion) holding
 // both slots' locks, so a probe may miss a moving entry, never find a
 // wrong one.
+//
+// Take's usual path (Store.take) writes find's home-slot case, decide and
+// timeOf out by hand, and adds the hint: one bit per slot (table.hints)
+// set when the word was refusing at Take's last decision under the lock,
+// so that Take reads the word before the lock only then (reading it on a
+// key two cores admit at once would fetch the line twice). The hint only
+// chooses the order; the word decides. TestTakeFastPathIsGeneric holds
+// this path to the generic one (find, takeChanged, decide): the same
+// decisions and the same state over random traffic.
 package memstore

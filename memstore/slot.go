@@ -171,6 +171,8 @@ func packTiny(key string) (w0 ident, w1 uint64) {
 //	                   reading is behind: decisions are made at t
 //	                   until it passes it (ahead)
 //
+// moveFrom carries any of them with the state it moves to another slot.
+//
 // Every change to the state under the lock while the word is refusing
 // republishes it or clears it, and an identity change clears it before it
 // changes the identity: a refusing word a reader reads between two equal
@@ -498,21 +500,8 @@ func (e *entry) still(w shutWord, i0 ident) bool {
 // that a key under a flood of refused requests stays in every core's
 // cache instead of moving between them with its lock.
 //
-// Why the answer is the one the lock would give: a word that is set is the
-// state's own, since every change to the state under the lock while it is
-// set republishes or clears it (a change that makes the state refuse
-// leaves it 0, and the lock's path publishes it at the next refusal). It
-// is read here before the clock, so the reading is no earlier than the
-// time of the decision that published it (see now; after a decision at the
-// exact time none is published until the coarse reading has passed it:
-// markAhead). The limit is read between two loads of the word: an entry whose limit changes never publishes a word again, so
-// two equal loads mean it was the limit the word was computed under. A
-// coarse reading refuses here only a second or more before the word's
-// time, as the lock's path would without deciding again at the exact
-// time (recheck). An entry is marked used whenever its word is set (its
-// word is cleared when the eviction hand or the sweeper clear the flag),
-// so refusing here keeps it from eviction as deciding under the lock
-// would.
+// Why the answer is the one the lock would give is told in the package
+// doc's "Concurrency protocol".
 func (s *Store) refuse(e *entry, w0 ident, w1 uint64, r *sluice.Request, d *sluice.Decision) bool {
 	if r.Cost != 1 || r.MaxDelay < 0 {
 		return false
