@@ -147,7 +147,10 @@ func checkOneOccupant(t *testing.T, sameWord, oneLimit bool) {
 	var ww sync.WaitGroup
 	for g := range writers {
 		ww.Go(func() {
-			for i := range changes {
+			// On a loaded machine the readers may not have run yet:
+			// the writers go on until one read is accepted, up to 20
+			// times as many changes.
+			for i := 0; i < changes || accepted.Load() == 0 && i < 20*changes; i++ {
 				// Mostly back and forth between two keys whose identity
 				// shares its first word (user:...), or whose words
 				// combine into a key never held (abcde..., vwxde...).
