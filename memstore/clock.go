@@ -41,14 +41,17 @@ func (c reading) time() int64 { return max(int64(c), -int64(c)) }
 func readAt(t int64) reading   { return reading(t) }
 func unreadAt(t int64) reading { return -reading(t) }
 
-// atomicReading is a reading read and written atomically.
-type atomicReading struct{ v atomic.Int64 }
+// atomicReading is a reading read and written atomically (see
+// atomicIdent).
+type atomicReading struct {
+	_ [0]atomic.Int64
+	v int64
+}
 
-func (a *atomicReading) Load() reading   { return reading(a.v.Load()) }
-func (a *atomicReading) Store(c reading) { a.v.Store(int64(c)) }
-
+func (a *atomicReading) Load() reading   { return reading(atomic.LoadInt64(&a.v)) }
+func (a *atomicReading) Store(c reading) { atomic.StoreInt64(&a.v, int64(c)) }
 func (a *atomicReading) CompareAndSwap(old, new reading) bool {
-	return a.v.CompareAndSwap(int64(old), int64(new))
+	return atomic.CompareAndSwapInt64(&a.v, int64(old), int64(new))
 }
 
 // now returns the store's time in µs since the Unix epoch: with a coarse
@@ -71,9 +74,9 @@ func (a *atomicReading) CompareAndSwap(old, new reading) bool {
 // decisions are made at that exact time until the coarse reading passes it
 // (timeOf).
 func (s *Store) now() int64 {
-	// s.coarse.Load().read(), written out: the two calls would take now
-	// over the inliner's budget (TestHotPathInlines).
-	if c := reading(s.coarse.v.Load()); c > 0 {
+	// c > 0 is c.read(), written out: the call would take now over the
+	// inliner's budget (TestHotPathInlines).
+	if c := s.coarse.Load(); c > 0 {
 		return int64(c)
 	}
 	return s.nowSlow()

@@ -67,10 +67,10 @@
 //     alone holds more than one).
 //  2. entry.mu, a slot's lock. A goroutine holds more than one only while
 //     it holds the locks of all their shards: removeAt (the slot it empties
-//     and the next one it moves back into it), grow (the old slot; the new
-//     table is not yet visible) and TakeAll (every entry of its requests).
-//     Take, Adjust and Release hold one at a time: find unlocks a slot
-//     before it tries the next.
+//     and the next one it moves back into it) and TakeAll (every entry of
+//     its requests). grow holds the old slot's alone (the new table is not
+//     yet visible); Take, Adjust and Release hold one at a time: find
+//     unlocks a slot before it tries the next.
 //  3. changedLimits.mu, taken under an entry's; it takes no other.
 //
 // The coarse clock (Store.coarse), the hints (table.hints), the lease

@@ -117,11 +117,18 @@ func (w ident) changed(k ident) ident { return k&^idGen | (w&idGen+2*idGen1)&idG
 // the flags moved since.
 func (w ident) sameRead(now ident) bool { return w&idGen1 == 0 && (w^now)&^idFlags == 0 }
 
-// atomicIdent is an ident read and written atomically.
-type atomicIdent struct{ v atomic.Uint64 }
+// atomicIdent is an ident read and written atomically. Like atomicShut
+// and atomicReading, it calls the atomic functions on a plain word (the
+// zero-length array aligns it to 8 bytes on 32-bit platforms, as
+// atomic.Uint64 is): a method of an atomic.Uint64 inlined into this one
+// would leave Take a no-op instruction per call (an inlining mark).
+type atomicIdent struct {
+	_ [0]atomic.Uint64
+	v uint64
+}
 
-func (a *atomicIdent) Load() ident   { return ident(a.v.Load()) }
-func (a *atomicIdent) Store(w ident) { a.v.Store(uint64(w)) }
+func (a *atomicIdent) Load() ident   { return ident(atomic.LoadUint64(&a.v)) }
+func (a *atomicIdent) Store(w ident) { atomic.StoreUint64(&a.v, uint64(w)) }
 
 // packKey returns the identity words of key (hash h), with the generation
 // and flags 0. A key of up to slotKey bytes is its length and its bytes
@@ -208,11 +215,14 @@ func (w shutWord) ahead() (int64, bool) { return -int64(w), w < shutChanged }
 // leaves it as it is.
 func (w shutWord) marked() bool { return w < 0 }
 
-// atomicShut is a shutWord read and written atomically.
-type atomicShut struct{ v atomic.Int64 }
+// atomicShut is a shutWord read and written atomically (see atomicIdent).
+type atomicShut struct {
+	_ [0]atomic.Int64
+	v int64
+}
 
-func (a *atomicShut) Load() shutWord   { return shutWord(a.v.Load()) }
-func (a *atomicShut) Store(w shutWord) { a.v.Store(int64(w)) }
+func (a *atomicShut) Load() shutWord   { return shutWord(atomic.LoadInt64(&a.v)) }
+func (a *atomicShut) Store(w shutWord) { atomic.StoreInt64(&a.v, int64(w)) }
 
 // compiled is a limit and its parameters.
 type compiled struct {
