@@ -44,9 +44,9 @@
 //
 // # Concurrency protocol
 //
-// This section is for those who change the package; it is the one place
-// the protocol is told, and the comments at each step point back here.
-// The files follow it:
+// This section is for those who change the package: the protocol told as
+// a whole, in one place (the comments at each step say only what that
+// step does). The files follow it:
 //
 //	slot.go      an entry (a slot): its packed words (ident, shutWord), identity
 //	             changes, the read without the lock (peek, still, refuse) and
