@@ -78,7 +78,7 @@ func TestReadingTakenUnderTheLock(t *testing.T) {
 	r := sluice.Request{Key: "k", Limit: lim, Cost: 1}
 	const t0 = int64(1_700_000_040_000_000)
 	s := newStore(t, Config{SweepInterval: -1, Resolution: time.Hour})
-	s.coarse.Store(t0)
+	s.coarse.Store(readAt(t0))
 	for range 10 {
 		if d, _ := s.Take(ctx, r); !d.Allowed {
 			t.Fatalf("request within the burst at t0 refused: %+v", d)
@@ -86,7 +86,7 @@ func TestReadingTakenUnderTheLock(t *testing.T) {
 	}
 	// Half a second on, the key is still closed for another half: under
 	// a second, which the lock's path decides (refuse leaves it alone).
-	s.coarse.Store(t0 + 500_000)
+	s.coarse.Store(readAt(t0 + 500_000))
 	e := s.shards[s.shardOf(s.hash("k"))].lookup(s.hash("k"), "k", &lim)
 	e.mu.Lock()
 	got := make(chan sluice.Decision)
@@ -98,7 +98,7 @@ func TestReadingTakenUnderTheLock(t *testing.T) {
 		got <- d
 	}()
 	waitBlockedOnLock(t)
-	s.coarse.Store(t0 + 5_000_000)
+	s.coarse.Store(readAt(t0 + 5_000_000))
 	e.mu.Unlock()
 	if d := <-got; !d.Allowed || d.Remaining != 4 {
 		t.Fatalf("a request that waited while the clock moved from t0+0.5s to t0+5s: %+v, want admitted as at t0+5s with 4 remaining", d)
@@ -166,14 +166,14 @@ func TestCoarseReadingNeverGoesBack(t *testing.T) {
 		{-100, 50, raiseTick, -100}, {-100, 200, raiseTick, -200}, {100, 200, raiseTick, -200},
 		{100, 50, raiseRead, 100}, {-100, 200, raiseRead, 200}, {0, 200, raiseRead, 200},
 	} {
-		s.coarse.Store(step.from)
+		s.coarse.Store(reading(step.from))
 		s.raise(step.v, step.how)
-		if got := s.coarse.Load(); got != step.want {
+		if got := s.coarse.Load(); got != reading(step.want) {
 			t.Errorf("raise(%d, %d) from %d: %d, want %d", step.v, step.how, step.from, got, step.want)
 		}
 	}
 	start := s.readClock()
-	s.coarse.Store(start)
+	s.coarse.Store(readAt(start))
 	lim := sluice.TokenBucket(sluice.PerSecond(1000), 1) // a token per ms
 	ds := make([]sluice.Decision, 1)
 	if err := s.TakeAll(ctx, []sluice.Request{{Key: "k", Limit: lim, Cost: 1}}, ds); err != nil || !ds[0].Allowed {
@@ -182,7 +182,7 @@ func TestCoarseReadingNeverGoesBack(t *testing.T) {
 	if d, _ := s.Take(ctx, sluice.Request{Key: "k", Limit: lim, Cost: 1}); d.RetryAfter >= recheckBelow {
 		t.Fatalf("refused at once after TakeAll: %+v, want a refusal under a second (decided again at the exact time)", d)
 	}
-	if c := s.coarse.Load(); c != start {
+	if c := s.coarse.Load(); c != readAt(start) {
 		t.Fatalf("TakeAll and a recheck moved the coarse reading from %d to %d", start, c)
 	}
 }
@@ -195,7 +195,7 @@ func TestCoarseReadingNeverGoesBack(t *testing.T) {
 // behind by hand (its ticker never ticks here).
 func TestDecisionsAfterTheExactTime(t *testing.T) {
 	s := newStore(t, Config{SweepInterval: -1, Resolution: time.Hour})
-	s.coarse.Store(s.readClock() - 500_000)
+	s.coarse.Store(readAt(s.readClock() - 500_000))
 
 	slow := sluice.GCRA(sluice.PerHour(5000), 5000)
 	ds := make([]sluice.Decision, 1)
@@ -221,7 +221,7 @@ func TestDecisionsAfterTheExactTime(t *testing.T) {
 	}
 	h := s.hash("recheck")
 	e := s.shards[s.shardOf(h)].lookup(h, "recheck", &fast)
-	s.coarse.Store(s.readClock() + 1)
+	s.coarse.Store(readAt(s.readClock() + 1))
 	s.Take(ctx, r)
 	if w := e.shut.Load(); w < 0 {
 		t.Fatalf("the coarse reading passed the exact time, and the key is still marked: %d", w)

@@ -253,8 +253,9 @@ func TestConcurrentEviction(t *testing.T) {
 func checkTables(t *testing.T, s *Store) {
 	t.Helper()
 	type kl struct {
-		w0, w1 uint64 // the identity, without flags and generation
-		lim    sluice.Limit
+		w0  ident // the identity, without flags and generation
+		w1  uint64
+		lim sluice.Limit
 	}
 	seen := map[kl]bool{}
 	for i := range s.shards {
@@ -267,7 +268,7 @@ func checkTables(t *testing.T, s *Store) {
 				continue
 			}
 			n++
-			id := kl{e.id[0].Load() &^ (idFlags | idGen), e.id[1].Load(), e.c().lim}
+			id := kl{e.id.Load().name(), e.rest.Load(), e.c().lim}
 			key, _ := e.key()
 			switch {
 			case seen[id]:
@@ -530,4 +531,4 @@ func (e *entry) key() (string, bool) {
 }
 
 // dead reports whether markDead marked the entry.
-func (e *entry) dead() bool { return e.id[0].Load()&idDead != 0 }
+func (e *entry) dead() bool { return e.id.Load()&idDead != 0 }

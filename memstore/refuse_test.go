@@ -58,7 +58,7 @@ func checkRefuseIsLocked(t *testing.T, coarse bool) {
 		advance := func(d time.Duration) {
 			c.advance(d)
 			if coarse {
-				subject.coarse.Store(c.us.Load())
+				subject.coarse.Store(readAt(c.us.Load()))
 			}
 		}
 		if coarse {
@@ -139,9 +139,9 @@ func wordRefuses(s *Store, r sluice.Request) bool {
 	}
 	w := e.shut.Load()
 	if s.ticking {
-		return w > 0 && w>>1-s.now() >= int64(recheckBelow/time.Microsecond)
+		return w.refusing() && w.opensAt()-s.now() >= int64(recheckBelow/time.Microsecond)
 	}
-	return w > 0 && w>>1 > s.now()
+	return w.refusing() && w.opensAt() > s.now()
 }
 
 // TestRefuseTakesNoLock: a refused request of cost 1 is answered while

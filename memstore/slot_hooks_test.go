@@ -83,12 +83,12 @@ func TestSlotInterleavings(t *testing.T) {
 							e.shut.Store(words[to])
 						})
 						var ok bool
-						var w int64
+						var w shutWord
 						var c *compiled
 						clockAt, rereadAt := -1, -1
 						reader := newActor(func() {
 							w0, w1 := packKey(keys[q], 0, 0)
-							var i0 uint64
+							var i0 ident
 							w, c, i0, ok = e.peek(w0, w1, &limits[q].lim)
 							if !ok {
 								return

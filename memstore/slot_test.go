@@ -84,7 +84,7 @@ func TestSlotIdentityIsOneOccupant(t *testing.T) {
 // cleared), or to now while end is 0.
 type occupant struct {
 	key        int
-	w          int64
+	w          shutWord
 	start, end int64
 }
 
@@ -147,7 +147,10 @@ func checkOneOccupant(t *testing.T, sameWord, oneLimit bool) {
 	var ww sync.WaitGroup
 	for g := range writers {
 		ww.Go(func() {
-			for i := range changes {
+			// On a loaded machine the readers may not have run yet:
+			// the writers go on until one read is accepted, up to 20
+			// times as many changes.
+			for i := 0; i < changes || accepted.Load() == 0 && i < 20*changes; i++ {
 				// Mostly back and forth between two keys whose identity
 				// shares its first word (user:...), or whose words
 				// combine into a key never held (abcde..., vwxde...).
@@ -209,17 +212,17 @@ func checkOneOccupant(t *testing.T, sameWord, oneLimit bool) {
 // occupants returns n keys' limits and refusal words for the tests of the
 // reads without a lock: distinct per key, or one limit and one word for
 // all.
-func occupants(n int, oneWord, oneLimit bool) ([]*compiled, []int64) {
+func occupants(n int, oneWord, oneLimit bool) ([]*compiled, []shutWord) {
 	limits := make([]*compiled, n)
-	words := make([]int64, n)
+	words := make([]shutWord, n)
 	for i := range n {
 		limits[i] = &compiled{lim: sluice.GCRA(sluice.PerSecond(int64(i+1)), 1)}
 		if oneLimit {
 			limits[i] = limits[0]
 		}
-		words[i] = int64(1000+i)<<1 | 1
+		words[i] = closedWord(int64(1000+i)<<1 | 1)
 		if oneWord {
-			words[i] = 1000<<1 | 1
+			words[i] = closedWord(1000<<1 | 1)
 		}
 	}
 	return limits, words

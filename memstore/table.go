@@ -3,6 +3,7 @@ package memstore
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -11,388 +12,73 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// slotKey is the longest key a slot holds in itself. A longer key is
-// identified in it by two independent hashes (packKey).
-const slotKey = 13
-
-// entry is one slot of a table and the state of the (key, limit) it
-// holds: 64 bytes, one cache line, all that a token bucket, GCRA, leaky
-// bucket, warm-up or fixed window decision reads and writes. The sliding
-// window's third number and the logs are in a cold part that ref points
-// to. TestEntryLayout holds the size.
-//
-// What the slot holds changes only under its lock (and the shard's): a
-// reader holding the lock reads it as it is. A reader without the lock
-// (Store.refuse) reads id with the protocol of a sequence lock: see
-// setIdentity and stable.
-type entry struct {
-	mu sync.Mutex
-
-	// shut is algo.Closed's word for the state, published under mu
-	// (Store.publish), so that a request of cost 1 the state refuses is
-	// refused without taking mu (Store.refuse). It is 0 while the state
-	// admits one, while the entry is not marked used, and from the start
-	// of every identity change (setIdentity) until its new occupant
-	// publishes; shutChanged for good once its limit has changed
-	// (Store.params); and -t after a decision at the exact time t, until
-	// the coarse reading passes it (Store.markAhead).
-	shut atomic.Int64
-
-	// ref is the limit the state is kept under: a *compiled, or, for a
-	// slot with a cold part, a pointer one byte into its *cold (odd: see
-	// setRef), whose limit changes in place under the lock; readers
-	// without the lock (peek) read only a *compiled, which never changes.
-	ref atomic.Pointer[byte]
-
-	// id is what the slot holds: word 0 has the key's length plus 1
-	// (idLen: 0 while empty, idLong for a key longer than slotKey), the
-	// flags, the generation (idGen; odd while the identity is being
-	// changed) and key bytes 0-4 (or, for a long key, 40 bits of its
-	// second hash); word 1 has key bytes n-8..n-1 (or bytes 0..n-1 of a
-	// key under 8 bytes, or, for a long key, its hash). See packKey.
-	id [2]atomic.Uint64
-
-	x, y, idle int64 // algo.State's X, Y and Idle
-}
-
-// Fields of entry.id[0].
-const (
-	idLen    = 1<<5 - 1 // bits 0-4: the key's length plus 1 (0: empty)
-	idLong   = idLen    // the key is longer than slotKey: identified by its hashes
-	idUsed   = 1 << 5   // used since the eviction hand or the sweeper last passed
-	idPinned = 1 << 6   // held by a TakeAll
-	idDead   = 1 << 7   // removed by a TakeAll, still in its slot (markDead)
-	idFlags  = idUsed | idPinned
-	idGen1   = 1 << 8 // bits 8-23: the generation
-	idGen    = (1<<16 - 1) * idGen1
-	idKey    = 24 // bits 24-63: key bytes 0-4, or 40 bits of a long key's second hash
-)
-
-// packKey returns the identity words of key (hash h), with the generation
-// and flags 0. A key of up to slotKey bytes is its length and its bytes
-// (packShort): two such keys differ iff their words do. A longer key is
-// identified by h and 40 bits of a second hash of it, h2, independent of
-// h (keyed with another seed): two long keys whose 104 bits collide (for
-// 100,000 long keys in one table, about once in 2^71 tables) share one
-// state, which counts each one's requests against both and never lets
-// one pass uncounted.
-func packKey(key string, h, h2 uint64) (w0, w1 uint64) {
-	if len(key) > slotKey {
-		return idLong | (h2&(1<<40-1))<<idKey, h
-	}
-	return packShort(key)
-}
-
-// packShort is packKey for a key of up to slotKey bytes, small enough to
-// inline into Take for a key of 8 bytes or more.
-func packShort(key string) (w0, w1 uint64) {
+// hash returns key's hash: its top bits choose the shard, its low bits the
+// slot. It is never 0, which marks an empty slot. A key of 8 to 32 bytes
+// (an IPv4 address, most user IDs, a policy's key of a rule, a limit and
+// an address) is two or four words mixed with the store's random keys by
+// 64×64→128-bit multiplications, as the Go runtime's own hash does where
+// the CPU has no AES instructions: a third of the instructions of
+// maphash.String, which hashes every other key. Both are keyed per store,
+// so a client cannot choose keys that collide.
+func (s *Store) hash(key string) uint64 {
 	n := len(key)
-	if n < 8 {
-		return packTiny(key)
+	switch {
+	case n >= 8 && n <= 16:
+		return nonZero(s.hashShort(key))
+	case n < 8 || n > 32:
+		return nonZero(maphash.String(s.seed, key))
 	}
 	b := unsafe.Slice(unsafe.StringData(key), n) // read only
-	return uint64(n+1) | binary.LittleEndian.Uint64(b)<<idKey, binary.LittleEndian.Uint64(b[n-8:])
-}
-
-// packTiny is packShort for a key under 8 bytes.
-func packTiny(key string) (w0, w1 uint64) {
-	var b [8]byte
-	copy(b[:], key)
-	w1 = binary.LittleEndian.Uint64(b[:])
-	return uint64(len(key)+1) | (w1&(1<<40-1))<<idKey, w1
-}
-
-// cold is the part of an entry that does not fit in its slot: the sliding
-// window's third number (24 bytes), or also the log of the sliding log and
-// concurrency (a coldLog, 56 bytes, whose first field this is).
-type cold struct {
-	_      byte // ref points at pad, one byte in (see setRef)
-	pad    byte
-	hasLog bool                     // k is the cold field of a coldLog
-	c      atomic.Pointer[compiled] // read under the shard's lock alone (lookup), changed under the entry's
-	z      int64                    // algo.State's Z
-}
-
-// coldLog is a cold part with algo.State's log.
-type coldLog struct {
-	cold
-	entries []algo.Entry
-	head    int
-}
-
-// logOf returns the coldLog k is part of, or nil.
-func logOf(k *cold) *coldLog {
-	if !k.hasLog {
-		return nil
-	}
-	return (*coldLog)(unsafe.Pointer(k))
-}
-
-// setRef makes the slot's limit c, with the cold part k (nil: none). The
-// slot's lock is held.
-func (e *entry) setRef(c *compiled, k *cold) {
-	if k == nil {
-		e.ref.Store((*byte)(unsafe.Pointer(c)))
-		return
-	}
-	k.c.Store(c)
-	e.ref.Store(&k.pad)
-}
-
-// limit returns the slot's limit and its cold part, if any.
-func (e *entry) limit() (*compiled, *cold) {
-	p := e.ref.Load()
-	if uintptr(unsafe.Pointer(p))&1 == 0 {
-		return (*compiled)(unsafe.Pointer(p)), nil
-	}
-	k := (*cold)(unsafe.Add(unsafe.Pointer(p), -int(unsafe.Offsetof(cold{}.pad))))
-	return k.c.Load(), k
-}
-
-// setIdentity makes the slot hold the identity (w0, w1) (from packKey,
-// with flags) under the limit c with cold part k: the refusal word is
-// cleared, the generation made odd, the identity and limit written, then
-// the generation made even again. A reader that reads the same even
-// generation before and after what it reads (stable) read one identity
-// and its limit. The slot's lock is held.
-func (e *entry) setIdentity(w0, w1 uint64, c *compiled, k *cold) {
-	e.shut.Store(0)
-	step()
-	gen := e.id[0].Load() & idGen         // even
-	e.id[0].Store((gen + idGen1) & idGen) // odd: changing (the length bits 0: empty meanwhile)
-	step()
-	e.id[1].Store(w1)
-	step()
-	e.setRef(c, k)
-	step()
-	e.id[0].Store(w0&^idGen | (gen+2*idGen1)&idGen)
-}
-
-// step yields the processor when the test hooks are on (hooks_off.go):
-// between the steps of an identity change and of the reads without the
-// lock, so that a test's readers and writers meet every intermediate
-// state.
-func step() {
-	if testHooks {
-		hookStep()
-	}
-}
-
-// clear empties the slot, which is locked.
-func (e *entry) clear() {
-	e.setIdentity(0, 0, nil, nil)
-	e.x, e.y, e.idle = 0, 0, 0
-}
-
-// setFlags sets or clears the flags f in the slot's identity without
-// changing the generation (readers without the lock compare the identity
-// without its flags). The slot's lock is held.
-func (e *entry) setFlags(f uint64, on bool) {
-	w := e.id[0].Load()
-	n := w &^ f
-	if on {
-		n = w | f
-	}
-	if n != w {
-		e.id[0].Store(n)
-	}
-}
-
-// stable reports whether a reader without the lock that read id word 0 as
-// w0 before reading the rest read one identity throughout: the generation
-// was even and still is (flags may have changed meanwhile; they are not
-// part of the identity).
-func (e *entry) stable(w0 uint64) bool {
-	return w0&idGen1 == 0 && (e.id[0].Load()^w0)&^idFlags == 0
-}
-
-// peek is the first half of the read that Store.refuse makes without the
-// slot's lock: whether the slot holds the key packed as (w0, w1), with no
-// cold part, under lim itself, with a refusal word set. It returns the
-// word, the limit and the identity word that still checks. Between peek
-// and still the caller reads the clock.
-func (e *entry) peek(w0, w1 uint64, lim *sluice.Limit) (w int64, c *compiled, i0 uint64, ok bool) {
-	w = e.shut.Load()
-	if w <= 0 {
-		return 0, nil, 0, false
-	}
-	step()
-	i0 = e.id[0].Load()
-	step()
-	if (i0^w0)&^(idFlags|idGen) != 0 || e.id[1].Load() != w1 {
-		return 0, nil, 0, false
-	}
-	step()
-	ref := e.ref.Load()
-	if ref == nil || uintptr(unsafe.Pointer(ref))&1 != 0 { // a cold part: its limit may change in place
-		return 0, nil, 0, false
-	}
-	c = (*compiled)(unsafe.Pointer(ref))
-	if !sameLimit(&c.lim, lim) {
-		return 0, nil, 0, false
-	}
-	return w, c, i0, true
-}
-
-// still reports whether what peek read (the word w, and the identity whose
-// first word was i0) was one occupant's, and its word is still w: the
-// word read again, then the identity's first word. If the generation was
-// even and has not moved, no identity change ran between the two reads of
-// the identity, so the second word, the key and the limit belong to that
-// occupant (every identity change clears the word before it changes the
-// identity, so a word set then was set by the occupant since). The
-// generation has 16 bits: 32,768 identity changes of one slot while a
-// reader is between the two reads would go unseen.
-func (e *entry) still(w int64, i0 uint64) bool {
-	if e.shut.Load() != w {
-		return false
-	}
-	step()
-	return e.stable(i0)
-}
-
-// load writes the entry's state, its cold part k's included, into st (a
-// zero State), field by field: a State returned by value is built and then
-// copied 16 bytes at a time, each copy waiting for the two 8-byte stores it
-// spans (bench/RESULTS.md, eighth run). The entry's lock is held.
-func (e *entry) load(st *algo.State, k *cold) {
-	st.X, st.Y, st.Idle = e.x, e.y, e.idle
-	if k != nil {
-		st.Z = k.z
-		if l := logOf(k); l != nil {
-			st.Log, st.Head = l.entries, l.head
-		}
-	}
-}
-
-// store writes st back into the entry and its cold part k. The entry's
-// lock is held.
-func (e *entry) store(st *algo.State, k *cold) {
-	e.x, e.y, e.idle = st.X, st.Y, st.Idle
-	if k != nil {
-		k.z = st.Z
-		if l := logOf(k); l != nil {
-			l.entries, l.head = st.Log, st.Head
-		}
-	}
-}
-
-// newCold returns a cold part for an entry under c, or nil if its
-// algorithm's state is X, Y and Idle alone.
-func newCold(c *compiled) *cold {
-	switch c.p.Desc().State {
-	case algo.StateXYZ:
-		return &cold{}
-	case algo.StateLog:
-		l := &coldLog{}
-		l.hasLog = true
-		return &l.cold
-	}
-	return nil
-}
-
-// live reports whether the slot holds an entry. Under the shard's lock
-// (no identity changes then) or the slot's.
-func (e *entry) live() bool { return e.id[0].Load()&idLen != 0 }
-
-// used reports whether the entry was used since the eviction hand or the
-// sweeper last passed it.
-func (e *entry) used() bool { return e.id[0].Load()&idUsed != 0 }
-
-// pinned reports whether a TakeAll holds the entry.
-func (e *entry) pinned() bool { return e.id[0].Load()&idPinned != 0 }
-
-// holds reports whether the entry is the key packed as (w0, w1) by
-// packKey. Under the shard's lock or the slot's.
-func (e *entry) holds(w0, w1 uint64) bool {
-	return e.id[0].Load()&^(idFlags|idGen) == w0 && e.id[1].Load() == w1
-}
-
-// is reports whether the entry, which holds key (holds), is its state
-// under lim: with the identity of lim (sluice.Limit.Shares); exact if
-// kept under lim itself. The entry's lock is held.
-func (e *entry) is(lim *sluice.Limit) (found, exact bool) {
-	c, _ := e.limit()
-	if sameLimit(&c.lim, lim) {
-		return true, true
-	}
-	return c.lim.Algorithm == lim.Algorithm && c.lim.Version == lim.Version, false
-}
-
-// keyBytes returns the entry's key in b, or nil for a key longer than
-// slotKey.
-func (e *entry) keyBytes(b *[slotKey]byte) []byte {
-	w0, w1 := e.id[0].Load(), e.id[1].Load()
-	n := int(w0&idLen) - 1
 	le := binary.LittleEndian
-	switch {
-	case n == idLong-1:
-		return nil
-	case n >= 8:
-		var head [8]byte
-		le.PutUint64(head[:], w0>>idKey)
-		copy(b[:5], head[:5])
-		le.PutUint64(head[:], w1)
-		copy(b[n-8:n], head[:])
-		return b[:n]
+	h := mix(le.Uint64(b)^s.keys[1], le.Uint64(b[n-8:])^s.keys[2])
+	h ^= mix(le.Uint64(b[8:])^s.keys[3], le.Uint64(b[n-16:])^s.keys[4])
+	return nonZero(mix(s.keys[0]^uint64(n), h))
+}
+
+// hashShort is hash for a key of 8 to 16 bytes (the caller checks the
+// length), but 0 where hash makes it 1 (once in 2^64 keys). It is small
+// enough to inline into Take: the usual key costs no call. The two words
+// are mixed with two of the store's keys, and the result with the length
+// and a third: one mix alone leaves the product's structure in the result,
+// so that keys that differ in a few digits (user:100000 and on) fall
+// unevenly on the shards and slots for some of the store's keys.
+// TestHashSpread holds it.
+func (s *Store) hashShort(key string) uint64 {
+	n := len(key)
+	b := unsafe.Slice(unsafe.StringData(key), n) // read only
+	return mix(mix(binary.LittleEndian.Uint64(b)^s.keys[1], binary.LittleEndian.Uint64(b[n-8:])^s.keys[2]), uint64(n)^s.keys[0])
+}
+
+// shardOf returns the index of the shard of hash h: its top bits. Shifting
+// by 1 and then by 63 - bits keeps both amounts under 64 (one shard takes
+// no bits), so the compiler needs no guard for larger ones.
+func (s *Store) shardOf(h uint64) int {
+	return int(h >> 1 >> (s.shift & 63))
+}
+
+// nonZero is h, or 1 for 0.
+func nonZero(h uint64) uint64 {
+	if h == 0 {
+		return 1
 	}
-	var all [8]byte
-	le.PutUint64(all[:], w1)
-	copy(b[:], all[:n])
-	return b[:n]
+	return h
+}
+
+// mix folds the 128-bit product of a and b into 64 bits.
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 // hashOf returns the hash of the entry's key: the table's place for it.
 // Under the shard's lock or the slot's.
 func (s *Store) hashOf(e *entry) uint64 {
-	if e.id[0].Load()&idLen == idLong {
-		return e.id[1].Load()
+	if e.id.Load().long() {
+		return e.rest.Load()
 	}
 	var b [slotKey]byte
 	kb := e.keyBytes(&b)
 	return s.hash(unsafe.String(unsafe.SliceData(kb), len(kb)))
-}
-
-// markDead makes the entry match no key while it stays in its slot, so
-// that probing past it still works until it is removed: its refusal word
-// cleared, then the dead flag set (readers without the lock see the
-// identity change). The entry's lock and its shard's are held.
-func (e *entry) markDead() {
-	e.shut.Store(0)
-	e.setFlags(idDead, true)
-}
-
-// unuse clears the used flag, and with it the word that refuses without
-// the lock: the next request takes the lock, which marks the entry used
-// again, so that the eviction hand and the sweeper see refused keys as
-// used. The entry's lock is held.
-func (e *entry) unuse() {
-	e.setFlags(idUsed, false)
-	if e.shut.Load() > 0 {
-		e.shut.Store(0)
-	}
-}
-
-// moveFrom makes e, an empty slot, hold what src holds, with its flags and
-// word, and empties src. Both are locked (or e is not yet visible).
-func (e *entry) moveFrom(src *entry) {
-	c, k := src.limit()
-	e.setIdentity(src.id[0].Load(), src.id[1].Load(), c, k)
-	e.x, e.y, e.idle = src.x, src.y, src.idle
-	w := src.shut.Load()
-	src.clear()
-	if w != 0 {
-		e.shut.Store(w) // the state's own word, moved with it
-	}
-}
-
-// shutChanged is entry.shut once the entry's limit has changed.
-const shutChanged = -1
-
-// compiled is a limit and its parameters.
-type compiled struct {
-	lim sluice.Limit
-	p   algo.Params
 }
 
 // table is an open-addressing hash table with linear probing whose slots
@@ -518,7 +204,7 @@ func (cl *changedLimits) compile(lim sluice.Limit) (*compiled, error) {
 // probe returns the entry of key (packed as w0, w1 for hash h) under the
 // identity of lim in t, or nil; a dead one instead if dead. The shard's
 // lock is held: what the slots hold does not change.
-func (t *table) probe(h, w0, w1 uint64, lim *sluice.Limit, dead bool) *entry {
+func (t *table) probe(h uint64, w0 ident, w1 uint64, lim *sluice.Limit, dead bool) *entry {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	if dead {
@@ -544,16 +230,16 @@ func (t *table) probe(h, w0, w1 uint64, lim *sluice.Limit, dead bool) *entry {
 // another limit of the same identity). It compares the identity without
 // the slot's lock and again under it: what a slot holds may change
 // meanwhile.
-func (t *table) find(h, w0, w1 uint64, lim *sluice.Limit) (e *entry, exact bool) {
+func (t *table) find(h uint64, w0 ident, w1 uint64, lim *sluice.Limit) (e *entry, exact bool) {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	for i, n := h&mask, 0; n < len(slots); i, n = (i+1)&mask, n+1 {
 		e := &slots[i]
-		i0 := e.id[0].Load()
-		if i0&idLen == 0 {
+		i0 := e.id.Load()
+		if i0.empty() {
 			return nil, false // empty, or changing: the caller looks again under the shard's lock
 		}
-		if i0&^(idFlags|idGen) != w0 || e.id[1].Load() != w1 {
+		if i0.name() != w0 || e.rest.Load() != w1 {
 			continue
 		}
 		e.mu.Lock()
@@ -575,7 +261,7 @@ func (sh *shard) lookup(h uint64, key string, lim *sluice.Limit) *entry {
 }
 
 // pack is packKey for a key of sh.
-func (sh *shard) pack(key string, h uint64) (w0, w1 uint64) {
+func (sh *shard) pack(key string, h uint64) (w0 ident, w1 uint64) {
 	if len(key) <= slotKey {
 		return packShort(key)
 	}
