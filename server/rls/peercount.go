@@ -51,19 +51,19 @@ func ParseCounting(s string) (Counting, error) {
 // domainOptions reads a file's top-level sluice block: counting, the
 // domain's Counting (envoyproxy/ratelimit refuses a file with this block;
 // to keep files it can read, use Options.Counting).
-func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
-	f := l.Fields(n, w, "sluice", "counting")
+func (b blockReader) domainOptions(n *yaml.Node, w where) Counting {
+	f := b.Fields(n, w, "sluice", "counting")
 	v := f["counting"]
 	if v == nil {
 		return 0
 	}
-	s, ok := l.Str(v, w, "sluice.counting")
+	s, ok := b.Str(v, w, "sluice.counting")
 	if !ok {
 		return 0
 	}
 	c, err := ParseCounting(s)
 	if err != nil {
-		l.Fail(v, w, "sluice.counting", "unknown counting %q (want all-or-nothing or peer)", s)
+		b.Fail(v, w, "sluice.counting", "unknown counting %q (want all-or-nothing or peer)", s)
 	}
 	return c
 }
