@@ -276,53 +276,9 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 	if primary == nil {
 		return nil, errors.New("failover: New: primary store is nil")
 	}
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		if *d == 0 {
-			*d = v
-		}
-		if *d < 0 {
-			return fmt.Errorf("failover: %s must not be negative (got %s)", name, *d)
-		}
-		return nil
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 50 * time.Millisecond
-	}
-	if err := def(&cfg.Window, 10*time.Second, "Window"); err != nil {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
 		return nil, err
-	}
-	if err := def(&cfg.ProbeInterval, time.Second, "ProbeInterval"); err != nil {
-		return nil, err
-	}
-	if cfg.ConsecutiveFailures == 0 {
-		cfg.ConsecutiveFailures = 5
-	}
-	if cfg.FailureRatio == 0 {
-		cfg.FailureRatio = 0.5
-	}
-	if cfg.FailureRatio > 1 || math.IsNaN(cfg.FailureRatio) {
-		return nil, fmt.Errorf("failover: FailureRatio must be at most 1 (got %v); make it negative to open on consecutive failures only", cfg.FailureRatio)
-	}
-	if cfg.MinCalls == 0 {
-		cfg.MinCalls = 20
-	}
-	if cfg.MinCalls < 0 {
-		return nil, fmt.Errorf("failover: MinCalls must not be negative (got %d)", cfg.MinCalls)
-	}
-	if cfg.Window < buckets*time.Microsecond {
-		return nil, fmt.Errorf("failover: Window %s is too short (at least %s)", cfg.Window, buckets*time.Microsecond)
-	}
-	if cfg.FallbackScale == 0 {
-		cfg.FallbackScale = 1
-	}
-	if err := checkScale(cfg.FallbackScale); err != nil {
-		return nil, err
-	}
-	if cfg.Mode == nil {
-		cfg.Mode = func(sluice.Request) Mode { return Fallback }
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg, born: time.Now()}
 	s.local, _ = primary.(localTaker)
@@ -343,6 +299,60 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 		interval:    cfg.ProbeInterval,
 	}
 	return s, nil
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults, or
+// the error of a field out of range.
+func (cfg Config) withDefaults() (Config, error) {
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d == 0 {
+			*d = v
+		}
+		if *d < 0 {
+			return fmt.Errorf("failover: %s must not be negative (got %s)", name, *d)
+		}
+		return nil
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 50 * time.Millisecond
+	}
+	if err := def(&cfg.Window, 10*time.Second, "Window"); err != nil {
+		return cfg, err
+	}
+	if err := def(&cfg.ProbeInterval, time.Second, "ProbeInterval"); err != nil {
+		return cfg, err
+	}
+	if cfg.ConsecutiveFailures == 0 {
+		cfg.ConsecutiveFailures = 5
+	}
+	if cfg.FailureRatio == 0 {
+		cfg.FailureRatio = 0.5
+	}
+	if cfg.FailureRatio > 1 || math.IsNaN(cfg.FailureRatio) {
+		return cfg, fmt.Errorf("failover: FailureRatio must be at most 1 (got %v); make it negative to open on consecutive failures only", cfg.FailureRatio)
+	}
+	if cfg.MinCalls == 0 {
+		cfg.MinCalls = 20
+	}
+	if cfg.MinCalls < 0 {
+		return cfg, fmt.Errorf("failover: MinCalls must not be negative (got %d)", cfg.MinCalls)
+	}
+	if cfg.Window < buckets*time.Microsecond {
+		return cfg, fmt.Errorf("failover: Window %s is too short (at least %s)", cfg.Window, buckets*time.Microsecond)
+	}
+	if cfg.FallbackScale == 0 {
+		cfg.FallbackScale = 1
+	}
+	if err := checkScale(cfg.FallbackScale); err != nil {
+		return cfg, err
+	}
+	if cfg.Mode == nil {
+		cfg.Mode = func(sluice.Request) Mode { return Fallback }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
 }
 
 // Close stops charging the primary for what the fallback admitted and

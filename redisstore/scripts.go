@@ -229,12 +229,34 @@ func inline(src string) string {
 // the package cost ~90 ms and 20 MB.
 func prune(src string) string {
 	lines := strings.Split(src, "\n")
-	type fn struct {
-		start, end int // lines [start, end]
-		kept       bool
+	fns, inFn := luaFuncs(lines)
+	keepCalled(lines, fns, inFn)
+	var out strings.Builder
+	out.Grow(len(src))
+	for i, l := range lines {
+		if f := inFn[i]; f != nil && !f.kept {
+			continue
+		}
+		out.WriteString(l)
+		if i < len(lines)-1 {
+			out.WriteString("\n")
+		}
 	}
-	fns := map[string][]*fn{}       // by name (a name defined twice: both)
-	inFn := make([]*fn, len(lines)) // the function a line belongs to, or nil
+	return out.String()
+}
+
+// luaFunc is a top-level function of a script, lines [start, end].
+type luaFunc struct {
+	start, end int
+	kept       bool
+}
+
+// luaFuncs finds the top-level functions of lines: fns by name (a name
+// defined twice: both), inFn the function each line belongs to (nil
+// outside functions).
+func luaFuncs(lines []string) (fns map[string][]*luaFunc, inFn []*luaFunc) {
+	fns = map[string][]*luaFunc{}
+	inFn = make([]*luaFunc, len(lines))
 	for i := 0; i < len(lines); i++ {
 		m := functionStart.FindStringSubmatch(lines[i])
 		if m == nil {
@@ -244,16 +266,21 @@ func prune(src string) string {
 		for j < len(lines) && lines[j] != "end" {
 			j++
 		}
-		f := &fn{start: i, end: j}
+		f := &luaFunc{start: i, end: j}
 		fns[m[1]] = append(fns[m[1]], f)
 		for k := i; k <= j && k < len(lines); k++ {
 			inFn[k] = f
 		}
 		i = j
 	}
-	// Keep, from the code outside functions on, every function named in
-	// kept code; a function's own first line (its name) does not count.
-	var todo []*fn
+	return fns, inFn
+}
+
+// keepCalled marks kept, from the code outside functions on, every
+// function named in kept code; a function's own first line (its name)
+// does not count.
+func keepCalled(lines []string, fns map[string][]*luaFunc, inFn []*luaFunc) {
+	var todo []*luaFunc
 	use := func(i int) {
 		l := lines[i]
 		if c := strings.Index(l, "--"); c >= 0 {
@@ -290,18 +317,6 @@ func prune(src string) string {
 			use(i)
 		}
 	}
-	var out strings.Builder
-	out.Grow(len(src))
-	for i, l := range lines {
-		if f := inFn[i]; f != nil && !f.kept {
-			continue
-		}
-		out.WriteString(l)
-		if i < len(lines)-1 {
-			out.WriteString("\n")
-		}
-	}
-	return out.String()
 }
 
 // isWord reports whether r is part of a Lua name (ASCII letters, digits,

@@ -97,10 +97,7 @@ func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.Stat
 		client.Close()
 		return nil, err
 	}
-	rcfg := redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache, Leases: redisstore.LeaseConfig{
-		Enabled: r.Leases.Enabled, Traffic: time.Duration(r.Leases.Traffic), Share: r.Leases.Share,
-		Hold: time.Duration(r.Leases.Hold), Keys: r.Leases.Keys,
-	}}
+	rcfg := redisStoreConfig(r)
 	if cluster != nil {
 		rcfg.SlotKey = b.slotKey // rules with one_slot
 	}
@@ -114,29 +111,30 @@ func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.Stat
 		client.Close()
 		return nil, err
 	}
-	fs, err := failover.New(primary, failover.Config{
-		Timeout:             timeout,
-		ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
-		FailureRatio:        r.Breaker.FailureRatio,
-		MinCalls:            r.Breaker.MinCalls,
-		Window:              time.Duration(r.Breaker.Window),
-		ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
-		FallbackScale:       r.FallbackScale,
-		FallbackStore:       local,
-		Mode:                func(sluice.Request) failover.Mode { return defaultMode },
-		OnStateChange: func(from, to failover.State) {
-			if to == failover.StateOpen && cluster != nil {
-				cluster.ReloadState(context.Background()) // asynchronous
-			}
-			onStateChange(from, to)
-		},
-		Logger: logger,
-	})
+	fcfg := failoverConfig(r, timeout, logger)
+	fcfg.FallbackStore = local
+	fcfg.Mode = func(sluice.Request) failover.Mode { return defaultMode }
+	fcfg.OnStateChange = func(from, to failover.State) {
+		if to == failover.StateOpen && cluster != nil {
+			cluster.ReloadState(context.Background()) // asynchronous
+		}
+		onStateChange(from, to)
+	}
+	fs, err := failover.New(primary, fcfg)
 	if err != nil {
 		local.Close()
 		client.Close()
 		return nil, err
 	}
+	b.own(r, client, primary, local, fs, logger)
+	return b, nil
+}
+
+// own makes b decide with fs, the failover.Store openRedis built in front
+// of primary and local, and close what it holds: the census of instances
+// (started here unless fallback_scale is set), fs, primary, local, then
+// the client.
+func (b *backend) own(r config.RedisConfig, client redis.UniversalClient, primary *redisstore.Store, local *memstore.Store, fs *failover.Store, logger *slog.Logger) {
 	b.store, b.failover = fs, fs
 	if r.Leases.Enabled {
 		b.leases = primary.LeaseStats
@@ -154,7 +152,30 @@ func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.Stat
 		local.Close()
 		return client.Close()
 	}
-	return b, nil
+}
+
+// redisStoreConfig is the redisstore.Config that r's settings describe.
+func redisStoreConfig(r config.RedisConfig) redisstore.Config {
+	return redisstore.Config{Prefix: r.Prefix, NearCache: r.NearCache, Leases: redisstore.LeaseConfig{
+		Enabled: r.Leases.Enabled, Traffic: time.Duration(r.Leases.Traffic), Share: r.Leases.Share,
+		Hold: time.Duration(r.Leases.Hold), Keys: r.Leases.Keys,
+	}}
+}
+
+// failoverConfig is the failover.Config that r's settings describe: the
+// call timeout, the breaker and the fallback scale. The fallback store,
+// the mode and the state hook are openRedis's to set.
+func failoverConfig(r config.RedisConfig, timeout time.Duration, logger *slog.Logger) failover.Config {
+	return failover.Config{
+		Timeout:             timeout,
+		ConsecutiveFailures: r.Breaker.ConsecutiveFailures,
+		FailureRatio:        r.Breaker.FailureRatio,
+		MinCalls:            r.Breaker.MinCalls,
+		Window:              time.Duration(r.Breaker.Window),
+		ProbeInterval:       time.Duration(r.Breaker.ProbeInterval),
+		FallbackScale:       r.FallbackScale,
+		Logger:              logger,
+	}
 }
 
 // redisClient returns the go-redis client r describes (cluster is set for

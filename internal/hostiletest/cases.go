@@ -175,14 +175,12 @@ func costCases() []Case[Request] {
 }
 
 // keyCases send key header values that must not let a client out of its
-// counter or into another's.
+// counter or into another's: first how the header is sent (repeated, in
+// odd case, absent, raced), then what its name and value hold
+// (keyBytesCases).
 func keyCases() []Case[Request] {
-	user := func(v string) Request { return Request{Header: hdr("X-User-ID", v)} }
-	long := strings.Repeat("u", 100<<10)
-	at256 := strings.Repeat("a", 256)
-	longA, longB := strings.Repeat("d", 300), strings.Repeat("d", 299)+"e"
 	names := []string{"x-user-id", "X-USER-ID", "X-User-Id", "x-UsEr-iD"}
-	return []Case[Request]{
+	cs := []Case[Request]{
 		{Name: "key header repeated", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "X-User-ID sent twice", Reqs: times(N, func(i int) Request {
 				return Request{Header: hdr("X-User-ID", "alice", "X-User-ID", fmt.Sprint("other", i))}
@@ -215,6 +213,20 @@ func keyCases() []Case[Request] {
 			{What: "no X-User-ID", Reqs: same(N, Request{}), Want: 0},
 			clean(Burst, user("alice")),
 		}},
+	}
+	return append(cs, keyBytesCases()...)
+}
+
+// user is a request keyed by X-User-ID: v.
+func user(v string) Request { return Request{Header: hdr("X-User-ID", v)} }
+
+// keyBytesCases send key headers whose name or value holds odd bytes:
+// long, invalid UTF-8, folded, control bytes, a digest's spelling.
+func keyBytesCases() []Case[Request] {
+	long := strings.Repeat("u", 100<<10)
+	at256 := strings.Repeat("a", 256)
+	longA, longB := strings.Repeat("d", 300), strings.Repeat("d", 299)+"e"
+	return []Case[Request]{
 		{Name: "key header 100 KB", Policy: PolicyUser, Phases: []Phase[Request]{
 			{What: "one 100 KB value", Reqs: same(N, user(long)), Want: Burst, Or4xx: true},
 			{What: "another 100 KB value", Reqs: same(N, user(long[1:]+"v")), Want: Burst, Or4xx: true},

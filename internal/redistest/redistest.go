@@ -355,6 +355,8 @@ done
 read -r _ || :
 `
 
+// tryStart starts n nodes of bin (a cluster of them if isCluster) in a
+// fresh directory and waits until they answer.
 func tryStart(bin string, n int, isCluster bool) (d *deployment, err error) {
 	dir, err := os.MkdirTemp("", "sluice-redistest-")
 	if err != nil {
@@ -369,11 +371,31 @@ func tryStart(bin string, n int, isCluster bool) (d *deployment, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var confs, addrs []string
+	confs, addrs, err := writeConfs(dir, ports, isCluster)
+	if err != nil {
+		return nil, err
+	}
+	if d, err = launch(dir, bin, confs, addrs); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	err = d.ready(ctx, isCluster)
+	if err != nil {
+		err = fmt.Errorf("%w%s", err, d.logs())
+		d.stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// writeConfs writes a redis.conf per port in a directory of its own under
+// dir, and returns their paths and the nodes' addresses.
+func writeConfs(dir string, ports []int, isCluster bool) (confs, addrs []string, err error) {
 	for _, p := range ports {
 		nodeDir := filepath.Join(dir, "node-"+strconv.Itoa(p))
 		if err := os.Mkdir(nodeDir, 0o755); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		conf := []string{
 			"port " + strconv.Itoa(p),
@@ -394,12 +416,18 @@ func tryStart(bin string, n int, isCluster bool) (d *deployment, err error) {
 		}
 		path := filepath.Join(nodeDir, "redis.conf")
 		if err := os.WriteFile(path, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		confs = append(confs, path)
 		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 	}
+	return confs, addrs, nil
+}
 
+// launch starts the watchdog that runs bin on each of confs and removes
+// dir when its standard input closes (see watchdog), and records the
+// deployment in started.
+func launch(dir, bin string, confs, addrs []string) (*deployment, error) {
 	logf, err := os.Create(filepath.Join(dir, "watchdog.log"))
 	if err != nil {
 		return nil, err
@@ -414,7 +442,7 @@ func tryStart(bin string, n int, isCluster bool) (d *deployment, err error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d = &deployment{dir: dir, addrs: addrs, stdin: stdin, done: make(chan struct{})}
+	d := &deployment{dir: dir, addrs: addrs, stdin: stdin, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(d.done)
@@ -422,15 +450,6 @@ func tryStart(bin string, n int, isCluster bool) (d *deployment, err error) {
 	startedMu.Lock()
 	started = append(started, d)
 	startedMu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	err = d.ready(ctx, isCluster)
-	if err != nil {
-		err = fmt.Errorf("%w%s", err, d.logs())
-		d.stop()
-		return nil, err
-	}
 	return d, nil
 }
 

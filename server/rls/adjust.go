@@ -16,13 +16,19 @@ import (
 // most sluice.AdjustCapacities capacities past the limit, a refund never
 // below an empty counter.
 
+// adjuster makes those charges for a Service, in either counting.
+type adjuster struct {
+	dc   *decide.Decider
+	logs *aggregator
+}
+
 // refunds gives back the hits of every is_negative_hits descriptor of r,
 // in request order and before the checks, so that a request that returns
 // hits and charges others on the same counter finds the room it gave.
-func (s *Service) refunds(ctx context.Context, r *request) error {
+func (a *adjuster) refunds(ctx context.Context, r *request) error {
 	for i := range r.items {
 		if it := &r.items[i]; it.refund && it.result == 0 {
-			if err := s.refund(ctx, r.req.Domain, it, it.rule.limit); err != nil {
+			if err := a.refund(ctx, r.req.Domain, it, it.rule.limit); err != nil {
 				return err
 			}
 		}
@@ -32,14 +38,14 @@ func (s *Service) refunds(ctx context.Context, r *request) error {
 
 // refund gives an item's hits back to its counter under lim. A limit that
 // refuses everything (requests_per_unit: 0) has nothing to give back.
-func (s *Service) refund(ctx context.Context, domain string, it *item, lim sluice.Limit) error {
+func (a *adjuster) refund(ctx context.Context, domain string, it *item, lim sluice.Limit) error {
 	it.result = ResultRefunded
 	if it.rule.rpu == 0 {
 		return nil
 	}
-	d, err := s.dc.Adjust(ctx, &decide.Check{Name: it.rule.path, Key: it.key, Limit: lim}, -signed(it.cost))
+	d, err := a.dc.Adjust(ctx, &decide.Check{Name: it.rule.path, Key: it.key, Limit: lim}, -signed(it.cost))
 	if err != nil {
-		return s.storeError(ctx, domain, err)
+		return storeError(ctx, a.logs, domain, err)
 	}
 	it.d = d
 	return nil
@@ -55,10 +61,10 @@ func (s *Service) refund(ctx context.Context, domain string, it *item, lim sluic
 // when it is over; a shadow_mode one never does. Hits of 0 (a look) charge
 // nothing. A store error leaves the request refused and is logged by the
 // Decider.
-func (s *Service) debit(ctx context.Context, r *request) {
+func (a *adjuster) debit(ctx context.Context, r *request) {
 	for i := range r.items {
 		if it := &r.items[i]; it.result == ResultOverLimit && it.check >= 0 && it.cost > 0 && r.apart(it.rule) && owes(&r.shadow[it.check], it.d) {
-			_, _ = s.dc.Adjust(ctx, &r.shadow[it.check], signed(it.cost))
+			_, _ = a.dc.Adjust(ctx, &r.shadow[it.check], signed(it.cost))
 		}
 	}
 	for j := range r.enforced {
@@ -71,7 +77,7 @@ func (s *Service) debit(ctx context.Context, r *request) {
 			}
 		}
 		if refused && cost > 0 && j < len(r.res.Each) && owes(&r.enforced[j], r.res.Each[j]) {
-			_, _ = s.dc.Adjust(ctx, &r.enforced[j], signed(cost)) // an error is logged; the request is refused either way
+			_, _ = a.dc.Adjust(ctx, &r.enforced[j], signed(cost)) // an error is logged; the request is refused either way
 		}
 	}
 }

@@ -397,10 +397,18 @@ type loader struct {
 	nodes  int
 	warns  []error
 	shaped map[shaped]bool // the nodes shape checked
+	block  blockReader     // the sluice blocks, on this loader's errors
+}
+
+// blockReader reads sluice's own blocks of a file (sluice: at the top and
+// in a rate_limit), reporting to the loader it is part of.
+type blockReader struct {
+	*yamlload.Loader[where]
 }
 
 func newLoader(file string) *loader {
 	l := &loader{file: file}
+	l.block = blockReader{&l.Loader}
 	l.New = func(line int, w where, field, msg string) error {
 		return &ConfigError{File: file, Line: line, Domain: w.domain, Descriptor: w.path, Field: field, Msg: msg}
 	}
@@ -438,7 +446,7 @@ func (l *loader) domain(doc *yaml.Node) *domain {
 		d.root = l.level(n, w, "", d, 1)
 	}
 	if n := f["sluice"]; n != nil {
-		d.counting = l.domainOptions(n, w)
+		d.counting = l.block.domainOptions(n, w)
 	}
 	// replaces must name a rate_limit of the same domain: a request names
 	// one domain, so a name from elsewhere could never be replaced.
@@ -646,7 +654,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	r.period *= time.Duration(r.mult)
 	var ext extension
 	if v := f["sluice"]; v != nil {
-		ext = l.extension(v, w)
+		ext = l.block.extension(v, w)
 	}
 	if len(l.Errs) > before {
 		return nil
@@ -654,7 +662,7 @@ func (l *loader) rateLimit(n *yaml.Node, w where) *rule {
 	ext.unit, ext.mult = r.unit, r.mult
 	lim, err := ext.limit(int64(r.rpu), r.period)
 	if err != nil {
-		l.limitError(err, n, f, ext, w)
+		l.block.limitError(err, n, f, ext, w)
 		return nil
 	}
 	r.limit, r.peer = lim, peerLimit(lim, r.rpu, r.period)
@@ -801,21 +809,23 @@ func algorithmNames() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-func (l *loader) extension(n *yaml.Node, w where) extension {
+// extension reads a rate_limit's sluice block: its algorithm and the
+// parameters the algorithm takes.
+func (b blockReader) extension(n *yaml.Node, w where) extension {
 	ext := extension{alg: sluice.AlgorithmFixedWindow, burst: -1, queue: -1}
-	f := l.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup", "calendar", "timezone", "version")
+	f := b.Fields(n, w, "rate_limit.sluice", "algorithm", "burst", "queue", "nodelay", "warmup", "calendar", "timezone", "version")
 	ext.f = f
 	if v := f["algorithm"]; v != nil {
-		s, ok := l.Str(v, w, "rate_limit.sluice.algorithm")
+		s, ok := b.Str(v, w, "rate_limit.sluice.algorithm")
 		alg, err := sluice.ParseAlgorithm(s)
 		switch {
 		case !ok:
 			return ext
 		case algo.Leases(alg):
-			l.Fail(v, w, "rate_limit.sluice.algorithm", "concurrency limits requests in flight and needs each one released when it ends, which the rate limit service protocol cannot do; use sluice's gateway or middleware for it")
+			b.Fail(v, w, "rate_limit.sluice.algorithm", "concurrency limits requests in flight and needs each one released when it ends, which the rate limit service protocol cannot do; use sluice's gateway or middleware for it")
 			return ext
 		case err != nil:
-			l.Fail(v, w, "rate_limit.sluice.algorithm", "unknown algorithm %q (want %s)", s, algorithmNames())
+			b.Fail(v, w, "rate_limit.sluice.algorithm", "unknown algorithm %q (want %s)", s, algorithmNames())
 			return ext
 		}
 		ext.alg = alg
@@ -827,45 +837,45 @@ func (l *loader) extension(n *yaml.Node, w where) extension {
 			if len(takes) > 0 {
 				what = strings.Join(takes, ", ")
 			}
-			l.Fail(v, w, "rate_limit.sluice."+k, "not used by %s (it takes %s)", ext.alg, what)
+			b.Fail(v, w, "rate_limit.sluice."+k, "not used by %s (it takes %s)", ext.alg, what)
 		}
 	}
-	l.extParams(f, n, w, &ext)
+	b.extParams(f, n, w, &ext)
 	return ext
 }
 
 // extParams reads the parameters of the sluice block.
-func (l *loader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *extension) {
+func (b blockReader) extParams(f map[string]*yaml.Node, n *yaml.Node, w where, ext *extension) {
 	const maxBurst = 1 << 32
 	if v := f["burst"]; v != nil {
-		ext.burst, _ = l.Int(v, w, "rate_limit.sluice.burst", 1, maxBurst)
+		ext.burst, _ = b.Int(v, w, "rate_limit.sluice.burst", 1, maxBurst)
 	}
 	if v := f["queue"]; v != nil {
-		ext.queue, _ = l.Int(v, w, "rate_limit.sluice.queue", 0, maxBurst)
+		ext.queue, _ = b.Int(v, w, "rate_limit.sluice.queue", 0, maxBurst)
 	} else if slices.Contains(ext.alg.Fields(), "queue") {
-		l.Fail(n, w, "rate_limit.sluice.queue", "missing: leaky_bucket needs the number of requests that may wait")
+		b.Fail(n, w, "rate_limit.sluice.queue", "missing: leaky_bucket needs the number of requests that may wait")
 	}
 	if v := f["nodelay"]; v != nil {
-		ext.nodelay, _ = l.Int(v, w, "rate_limit.sluice.nodelay", 0, maxBurst)
+		ext.nodelay, _ = b.Int(v, w, "rate_limit.sluice.nodelay", 0, maxBurst)
 	}
 	if v := f["warmup"]; v != nil {
-		if d, ok := l.Duration(v, w, "rate_limit.sluice.warmup"); ok && d <= 0 {
-			l.Fail(v, w, "rate_limit.sluice.warmup", "must be positive (got %s)", v.Value)
+		if d, ok := b.Duration(v, w, "rate_limit.sluice.warmup"); ok && d <= 0 {
+			b.Fail(v, w, "rate_limit.sluice.warmup", "must be positive (got %s)", v.Value)
 		} else {
 			ext.warmup = d
 		}
 	} else if slices.Contains(ext.alg.Fields(), "warmup") {
-		l.Fail(n, w, "rate_limit.sluice.warmup", "missing: warm_up needs the time the rate takes to climb")
+		b.Fail(n, w, "rate_limit.sluice.warmup", "missing: warm_up needs the time the rate takes to climb")
 	}
 	if v := f["calendar"]; v != nil {
-		ext.calendar = l.Bool(v, w, "rate_limit.sluice.calendar")
+		ext.calendar = b.Bool(v, w, "rate_limit.sluice.calendar")
 	}
 	if v := f["timezone"]; v != nil {
-		ext.zone, _ = l.Str(v, w, "rate_limit.sluice.timezone")
+		ext.zone, _ = b.Str(v, w, "rate_limit.sluice.timezone")
 		ext.calendar = ext.calendar || f["calendar"] == nil
 	}
 	if v := f["version"]; v != nil {
-		ver, _ := l.Int(v, w, "rate_limit.sluice.version", 0, math.MaxUint32)
+		ver, _ := b.Int(v, w, "rate_limit.sluice.version", 0, math.MaxUint32)
 		ext.version = uint32(ver)
 	}
 }
@@ -923,10 +933,10 @@ func (ext extension) limit(n int64, period time.Duration) (sluice.Limit, error) 
 // limitError reports a rate_limit whose limit Validate refused, at the
 // field that sets the parameter at fault: requests_per_unit for the count,
 // unit for the period, the sluice block's field for the others.
-func (l *loader) limitError(err error, n *yaml.Node, f map[string]*yaml.Node, ext extension, w where) {
+func (b blockReader) limitError(err error, n *yaml.Node, f map[string]*yaml.Node, ext extension, w where) {
 	var le *sluice.LimitError
 	if !errors.As(err, &le) {
-		l.Fail(n, w, "rate_limit", "%v", err)
+		b.Fail(n, w, "rate_limit", "%v", err)
 		return
 	}
 	field, at, msg := "rate_limit.sluice."+le.Field, ext.f[le.Field], le.Reason
@@ -939,5 +949,5 @@ func (l *loader) limitError(err error, n *yaml.Node, f map[string]*yaml.Node, ex
 	if at == nil { // a default, such as the burst of one unit's worth
 		field, at, msg = "rate_limit", n, le.Detail()
 	}
-	l.Fail(at, w, field, "%s", msg)
+	b.Fail(at, w, field, "%s", msg)
 }

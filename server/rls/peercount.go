@@ -51,19 +51,19 @@ func ParseCounting(s string) (Counting, error) {
 // domainOptions reads a file's top-level sluice block: counting, the
 // domain's Counting (envoyproxy/ratelimit refuses a file with this block;
 // to keep files it can read, use Options.Counting).
-func (l *loader) domainOptions(n *yaml.Node, w where) Counting {
-	f := l.Fields(n, w, "sluice", "counting")
+func (b blockReader) domainOptions(n *yaml.Node, w where) Counting {
+	f := b.Fields(n, w, "sluice", "counting")
 	v := f["counting"]
 	if v == nil {
 		return 0
 	}
-	s, ok := l.Str(v, w, "sluice.counting")
+	s, ok := b.Str(v, w, "sluice.counting")
 	if !ok {
 		return 0
 	}
 	c, err := ParseCounting(s)
 	if err != nil {
-		l.Fail(v, w, "sluice.counting", "unknown counting %q (want all-or-nothing or peer)", s)
+		b.Fail(v, w, "sluice.counting", "unknown counting %q (want all-or-nothing or peer)", s)
 	}
 	return c
 }
@@ -94,21 +94,30 @@ func (r *rule) overMarked() bool {
 	return algo.Aligned(r.peer.Algorithm) && r.peer != r.limit
 }
 
-// runPeer decides a request under CountPeer: each descriptor with a limit
+// peerCounter charges the requests of a domain counted under CountPeer,
+// through the same Decider as the all-or-nothing checks.
+type peerCounter struct {
+	dc  *decide.Decider
+	adj *adjuster // refunds, and the log of store errors
+	// stopWhenOver is Options.StopIncrementWhenOverLimit.
+	stopWhenOver bool
+}
+
+// run decides a request under CountPeer: each descriptor with a limit
 // is charged on its own, in request order, so that a descriptor that
 // appears twice is counted twice and the second sees the first's hits.
 // With Options.StopIncrementWhenOverLimit (envoyproxy/ratelimit's
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), the counters are read first,
 // and if any descriptor would be over, only those that would be over are
 // charged.
-func (s *Service) runPeer(ctx context.Context, r *request) error {
+func (p *peerCounter) run(ctx context.Context, r *request) error {
 	for i := range r.items {
 		if it := &r.items[i]; it.result == 0 {
 			it.key = r.peerKey(i)
 		}
 	}
-	if s.opts.StopIncrementWhenOverLimit {
-		if err := s.peekPeer(ctx, r); err != nil {
+	if p.stopWhenOver {
+		if err := p.peek(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -118,14 +127,14 @@ func (s *Service) runPeer(ctx context.Context, r *request) error {
 			continue
 		}
 		if it.refund {
-			if err := s.refundPeer(ctx, r.req.Domain, it); err != nil {
+			if err := p.refund(ctx, r.req.Domain, it); err != nil {
 				return err
 			}
 			continue
 		}
-		d, over, err := s.takePeer(ctx, &r.res, it)
+		d, over, err := p.take(ctx, &r.res, it)
 		if err != nil {
-			return s.storeError(ctx, r.req.Domain, err)
+			return storeError(ctx, p.adj.logs, r.req.Domain, err)
 		}
 		it.d, it.over = d, over
 		r.peerCounts(i)
@@ -153,10 +162,10 @@ func (r *request) peerKey(i int) string {
 	return r.key(i)
 }
 
-// refundPeer is refund under CountPeer: the counter of an over-marked
-// limit reports one unit less left than it holds.
-func (s *Service) refundPeer(ctx context.Context, domain string, it *item) error {
-	if err := s.refund(ctx, domain, it, it.rule.peer); err != nil {
+// refund is adjuster.refund under CountPeer: the counter of an
+// over-marked limit reports one unit less left than it holds.
+func (p *peerCounter) refund(ctx context.Context, domain string, it *item) error {
+	if err := p.adj.refund(ctx, domain, it, it.rule.peer); err != nil {
 		return err
 	}
 	if it.rule.overMarked() {
@@ -165,11 +174,11 @@ func (s *Service) refundPeer(ctx context.Context, domain string, it *item) error
 	return nil
 }
 
-// peekPeer reads every counter of r without charging, and when one of
+// peek reads every counter of r without charging, and when one of
 // them would be over after its hits, leaves only those to charge (cost 0
 // for the others), as envoyproxy/ratelimit does with
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
-func (s *Service) peekPeer(ctx context.Context, r *request) error {
+func (p *peerCounter) peek(ctx context.Context, r *request) error {
 	var buf [MaxDescriptors]bool
 	near := buf[:0]
 	if len(r.items) > len(buf) {
@@ -182,9 +191,9 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 		if it.result != 0 || it.refund {
 			continue
 		}
-		d, err := s.take(ctx, &r.res, it, it.rule.peer, 0)
+		d, err := p.charge(ctx, &r.res, it, it.rule.peer, 0)
 		if err != nil {
-			return s.storeError(ctx, r.req.Domain, err)
+			return storeError(ctx, p.adj.logs, r.req.Domain, err)
 		}
 		left := uint64(max(0, d.Remaining))
 		it.peek = uint64(it.rule.peer.Capacity()) - min(left, uint64(it.rule.peer.Capacity()))
@@ -209,12 +218,12 @@ func (s *Service) peekPeer(ctx context.Context, r *request) error {
 // of the mark is only closer to it.
 const maxFill = 4
 
-// takePeer charges one item under its peer limit (take) and reports its
+// take charges one item under its peer limit (charge) and reports its
 // decision, with Remaining as envoyproxy/ratelimit reports it, and whether
 // it is over. Under an over-marked limit a refused charge still counts:
 // the counter is filled to its over mark; and it.before is set to the
 // count before the charge (at most the mark).
-func (s *Service) takePeer(ctx context.Context, res *decide.Result, it *item) (d sluice.Decision, over bool, err error) {
+func (p *peerCounter) take(ctx context.Context, res *decide.Result, it *item) (d sluice.Decision, over bool, err error) {
 	lim, h := it.rule.peer, it.cost
 	if it.held {
 		h = 0
@@ -224,13 +233,13 @@ func (s *Service) takePeer(ctx context.Context, res *decide.Result, it *item) (d
 	if h > capacity {
 		cost = 0 // more than it can ever hold: over, and marked below
 	}
-	if d, err = s.take(ctx, res, it, lim, cost); err != nil {
+	if d, err = p.charge(ctx, res, it, lim, cost); err != nil {
 		return d, false, err
 	}
 	refused := !d.Allowed || h > capacity
 	if !it.rule.overMarked() {
 		if refused && h > 0 { // counted all the same, into a bounded debt, as under all-or-nothing
-			_, _ = s.dc.Adjust(ctx, &decide.Check{Name: it.rule.path, Key: it.key, Limit: lim}, signed(h))
+			_, _ = p.dc.Adjust(ctx, &decide.Check{Name: it.rule.path, Key: it.key, Limit: lim}, signed(h))
 		}
 		return d, refused, nil
 	}
@@ -241,7 +250,7 @@ func (s *Service) takePeer(ctx context.Context, res *decide.Result, it *item) (d
 	filled := uint64(0)
 	for n := 0; refused && h > 0 && d.Remaining > 0 && n < maxFill; n++ {
 		var f sluice.Decision
-		if f, err = s.take(ctx, res, it, lim, d.Remaining); err != nil {
+		if f, err = p.charge(ctx, res, it, lim, d.Remaining); err != nil {
 			return d, false, err
 		}
 		if f.Allowed {
@@ -258,13 +267,13 @@ func (s *Service) takePeer(ctx context.Context, res *decide.Result, it *item) (d
 	return d, over, nil
 }
 
-// take charges cost to one item's counter under lim through the decision
+// charge charges cost to one item's counter under lim through the decision
 // path every front-end shares (decide.Decider.Run, with res reused), and
 // returns its decision, or the error of a check the store could not
 // decide.
-func (s *Service) take(ctx context.Context, res *decide.Result, it *item, lim sluice.Limit, cost int64) (sluice.Decision, error) {
+func (p *peerCounter) charge(ctx context.Context, res *decide.Result, it *item, lim sluice.Limit, cost int64) (sluice.Decision, error) {
 	check := [1]decide.Check{{Name: it.rule.path, Key: it.key, Limit: lim, Cost: cost}}
-	s.dc.Run(ctx, check[:], res)
+	p.dc.Run(ctx, check[:], res)
 	switch res.Outcome {
 	case decide.Failed, decide.Invalid:
 		return sluice.Decision{}, res.Err

@@ -200,12 +200,12 @@ func ceilSecond(d time.Duration) time.Duration {
 // seconds is ceilSecond as a count.
 func seconds(d time.Duration) int64 { return int64(ceilSecond(d) / time.Second) }
 
-// storeError turns a Limiter error into a gRPC status.
-func (s *Service) storeError(ctx context.Context, domain string, err error) error {
+// storeError turns a Limiter error into a gRPC status, logging it to logs.
+func storeError(ctx context.Context, logs *aggregator, domain string, err error) error {
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	s.logs.storeError(domain, err)
+	logs.storeError(domain, err)
 	if sluice.IsRequestError(err) {
 		return status.Errorf(codes.Internal, "rls: %v", err)
 	}

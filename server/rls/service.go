@@ -226,6 +226,8 @@ type Service struct {
 	cfg  atomic.Pointer[Config]
 	opts Options
 	logs *aggregator
+	adj  *adjuster    // the charges outside the checks: refunds, debits
+	peer *peerCounter // the domains counted under CountPeer
 }
 
 // New returns a Service that decides with limiter under cfg (nil serves no
@@ -258,6 +260,8 @@ func New(limiter *sluice.Limiter, cfg *Config, opts Options) (*Service, error) {
 		return nil, fmt.Errorf("rls: %w", err)
 	}
 	s := &Service{dc: dc, opts: opts, logs: newAggregator(opts.Logger, opts.LogInterval)}
+	s.adj = &adjuster{dc: dc, logs: s.logs}
+	s.peer = &peerCounter{dc: dc, adj: s.adj, stopWhenOver: opts.StopIncrementWhenOverLimit}
 	s.cfg.Store(cfg)
 	opts.Logger.Info("rls: configuration loaded", "domains", cfg.String())
 	return s, nil
@@ -336,7 +340,7 @@ type item struct {
 	value  string        // detailed_metric value
 	refund bool          // is_negative_hits: the hits are given back
 	shares bool          // its own limit counts on the configured one's counter under CountPeer (see peerKey)
-	held   bool          // under StopIncrementWhenOverLimit, not charged (see peekPeer)
+	held   bool          // under StopIncrementWhenOverLimit, not charged (see peerCounter.peek)
 	counts bool          // under CountPeer, before and after are the peer's counts
 	peek   uint64        // under StopIncrementWhenOverLimit, the count read first
 	before uint64        // the peer's count before the hits (wrapping, as there)
@@ -388,19 +392,19 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if s.peerCounting(dom) {
-		if err := s.runPeer(ctx, r); err != nil {
+		if err := s.peer.run(ctx, r); err != nil {
 			return nil, err
 		}
 		return s.answer(r), nil
 	}
 	r.plan()
-	if err := s.refunds(ctx, r); err != nil {
+	if err := s.adj.refunds(ctx, r); err != nil {
 		return nil, err
 	}
 	if err := s.run(ctx, r); err != nil {
 		return nil, err
 	}
-	s.debit(ctx, r)
+	s.adj.debit(ctx, r)
 	return s.answer(r), nil
 }
 
@@ -473,7 +477,7 @@ func (r *request) plan() {
 		}
 		ru := it.rule
 		it.key = r.key(i)
-		if it.refund { // given back before the checks (see refunds)
+		if it.refund { // given back before the checks (see adjuster.refunds)
 			continue
 		}
 		if ru.rpu == 0 && it.cost == 0 { // a peek of a limit that refuses all is within it
@@ -553,7 +557,7 @@ func (s *Service) run(ctx context.Context, r *request) error {
 	}
 	switch r.res.Outcome {
 	case decide.Failed:
-		return s.storeError(ctx, r.req.Domain, r.res.Err)
+		return storeError(ctx, s.logs, r.req.Domain, r.res.Err)
 	case decide.Invalid:
 		return status.Error(codes.InvalidArgument, r.res.Err.Error())
 	}
