@@ -51,12 +51,11 @@ func (s *Store) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, 
 // degradedAdjust adjusts r by its Mode; cause is the primary's error, or
 // nil if the breaker kept the call from the primary.
 func (s *Store) degradedAdjust(ctx context.Context, r sluice.Request, cause error) (sluice.Decision, error) {
-	m := s.mode(r)
-	s.degraded[m].Add(1)
-	switch m {
-	case FailClosed:
-		return sluice.Decision{}, s.unavailable(cause)
-	case Fallback:
+	m, err := s.degradedMode(r, cause)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	if m == Fallback {
 		fa, ok := s.fallback.(sluice.Adjuster)
 		if !ok {
 			return sluice.Decision{}, fmt.Errorf("failover: fallback store %T: %w", s.fallback, sluice.ErrNotAdjustable)

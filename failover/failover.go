@@ -709,12 +709,11 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 			return d, nil
 		}
 	}
-	m := s.mode(r)
-	s.degraded[m].Add(1)
-	switch m {
-	case FailClosed:
-		return sluice.Decision{}, s.unavailable(cause)
-	case Fallback:
+	m, err := s.degradedMode(r, cause)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	if m == Fallback {
 		d, err := s.fallback.Take(ctx, s.fallbackRequest(r))
 		if err != nil {
 			return sluice.Decision{}, fmt.Errorf("failover: fallback store: %w", err)
@@ -725,6 +724,17 @@ func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) 
 		return marked(d), nil
 	}
 	return admitted(r), nil
+}
+
+// degradedMode counts r as decided without the primary and returns its
+// Mode; under FailClosed, with the error r gets (see unavailable).
+func (s *Store) degradedMode(r sluice.Request, cause error) (Mode, error) {
+	m := s.mode(r)
+	s.degraded[m].Add(1)
+	if m == FailClosed {
+		return m, s.unavailable(cause)
+	}
+	return m, nil
 }
 
 func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision, cause error) error {

@@ -79,10 +79,7 @@ const longWarmup = 10
 // Update applies one sample (see the type's documentation).
 func (g *Gradient2) Update(limit float64, s Sample) float64 {
 	tol, smooth, queue := orDefault(g.Tolerance, 1.5), orDefault(g.Smoothing, 0.2), orDefault(g.Queue, 4)
-	window := g.LongWindow
-	if window <= 0 {
-		window = 6000
-	}
+	window := orDefault(g.LongWindow, 6000)
 	rtt := float64(s.RTT)
 	if rtt <= 0 {
 		return limit
@@ -138,10 +135,7 @@ func (*Vegas) Name() string { return "vegas" }
 // Update applies one sample (see the type's documentation).
 func (v *Vegas) Update(limit float64, s Sample) float64 {
 	smooth := orDefault(v.Smoothing, 1)
-	every := v.ProbeEvery
-	if every <= 0 {
-		every = 30
-	}
+	every := orDefault(v.ProbeEvery, 30)
 	rtt := float64(s.RTT)
 	if rtt <= 0 {
 		return limit
@@ -242,7 +236,8 @@ func (r *ring[T]) add(v T, n, def int) {
 	r.next = (r.next + 1) % len(r.items)
 }
 
-func orDefault(v, def float64) float64 {
+// orDefault returns v, or def when v is not above zero (unset).
+func orDefault[T int | float64](v, def T) T {
 	if v <= 0 {
 		return def
 	}

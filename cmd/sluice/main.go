@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,19 +80,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		return serve(rest, stdout, stderr)
-	case "check":
-		return check(rest, stdout, stderr)
-	case "simulate":
-		return simulate(rest, stdout, stderr)
-	case "replay":
-		return replay(rest, stdout, stderr)
-	case "suggest":
-		return suggest(rest, stdout, stderr)
-	case "keys":
-		return keys(rest, stdout, stderr)
+	cmd, rest := args[0], args[1:]
+	if c := slices.IndexFunc(subcommands, func(c subcommand) bool { return c.name == cmd }); c >= 0 {
+		return subcommands[c].run(rest, stdout, stderr)
+	}
+	switch cmd {
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "sluice", versionString())
 		return exitOK
@@ -107,12 +100,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// commands are sluice's commands, for "did you mean".
-var commands = []string{"serve", "check", "simulate", "replay", "suggest", "keys", "version", "help"}
+// subcommand is a command of sluice that takes its own arguments.
+type subcommand struct {
+	name string
+	run  func(args []string, stdout, stderr io.Writer) int
+}
+
+// subcommands are sluice's commands but version and help, which run
+// answers itself.
+var subcommands = []subcommand{
+	{"serve", serve}, {"check", check}, {"simulate", simulate},
+	{"replay", replay}, {"suggest", suggest}, {"keys", keys},
+}
+
+// commandNames returns the names of sluice's commands.
+func commandNames() []string {
+	var names []string
+	for _, c := range subcommands {
+		names = append(names, c.name)
+	}
+	return append(names, "version", "help")
+}
 
 // nearestCommand returns "; did you mean X?" for the command closest to
 // cmd, or "" when none is close.
-func nearestCommand(cmd string) string { return nearest(cmd, commands) }
+func nearestCommand(cmd string) string { return nearest(cmd, commandNames()) }
 
 // nearest returns "; did you mean X?" for the word of words closest to
 // w, or "" when none is close.

@@ -159,7 +159,7 @@ func TestReadmeLayout(t *testing.T) {
 			cmdLine = line
 		}
 	}
-	for _, c := range commands {
+	for _, c := range commandNames() {
 		if c != "help" && !strings.Contains(cmdLine, " "+c) {
 			t.Errorf("README's layout does not name the command %s: %q", c, cmdLine)
 		}

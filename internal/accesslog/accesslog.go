@@ -100,28 +100,18 @@ func (f *Fields) Set(s string) error {
 	if !ok || field == "" {
 		return fmt.Errorf("%q: want NAME=FIELD, such as ip=remote_addr or header:X-User=user", s)
 	}
-	switch name = strings.ToLower(name); name {
-	case "time":
-		f.time = field
-	case "method":
-		f.method = field
-	case "path":
-		f.path = field
-	case "host":
-		f.host = field
-	case "ip":
-		f.ip = field
-	case "duration":
-		f.duration = field
-	case "status":
-		f.status = field
-	default:
-		h, ok := strings.CutPrefix(name, "header:")
-		if !ok || h == "" {
-			return fmt.Errorf("%q: NAME is time, method, path, host, ip, duration, status or header:NAME", s)
-		}
-		f.headers = append(f.headers, [2]string{h, field})
+	name = strings.ToLower(name)
+	named := map[string]*string{"time": &f.time, "method": &f.method, "path": &f.path, "host": &f.host,
+		"ip": &f.ip, "duration": &f.duration, "status": &f.status}
+	if p, ok := named[name]; ok {
+		*p = field
+		return nil
 	}
+	h, ok := strings.CutPrefix(name, "header:")
+	if !ok || h == "" {
+		return fmt.Errorf("%q: NAME is time, method, path, host, ip, duration, status or header:NAME", s)
+	}
+	f.headers = append(f.headers, [2]string{h, field})
 	return nil
 }
 

@@ -254,18 +254,14 @@ type tokenReader struct {
 	version byte // the token's format
 }
 
-func (r *tokenReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err, r.b = errTokenMalformed, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *tokenReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
-func (r *tokenReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+func (r *tokenReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads one number with read (binary.Uvarint or
+// binary.Varint), remembering errTokenMalformed when there is none.
+func readVarint[T uint64 | int64](r *tokenReader, read func([]byte) (T, int)) T {
+	v, n := read(r.b)
 	if n <= 0 {
 		r.err, r.b = errTokenMalformed, nil
 		return 0

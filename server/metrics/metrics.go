@@ -52,52 +52,21 @@ var delayBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 
 // New makes the metrics of a server of version.
 func New(version string) *Metrics {
 	m := &Metrics{Reg: prometheus.NewRegistry()}
-	m.Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_decisions_total",
-		Help: "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).",
-	}, []string{"source", "limit", "outcome", "degraded"})
-	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sluice_store_duration_seconds",
-		Help:    "Time of store calls by operation (take, take_all, release, adjust).",
-		Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
-	}, []string{"op"})
-	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_store_errors_total",
-		Help: "Store calls that failed, by operation.",
-	}, []string{"op"})
-	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_config_reloads_total",
-		Help: "Loads of the policy and RLS configs by result (ok, error); a failed load keeps the previous config serving.",
-	}, []string{"config", "result"})
-	m.lastReload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_config_last_success_timestamp_seconds",
-		Help: "When each config last loaded successfully (Unix time).",
-	}, []string{"config"})
+	m.Decisions = counterVec("sluice_decisions_total", "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).", "source", "limit", "outcome", "degraded")
+	m.storeTime = histogramVec("sluice_store_duration_seconds", "Time of store calls by operation (take, take_all, release, adjust).", []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}, "op")
+	m.storeErrs = counterVec("sluice_store_errors_total", "Store calls that failed, by operation.", "op")
+	m.reloads = counterVec("sluice_config_reloads_total", "Loads of the policy and RLS configs by result (ok, error); a failed load keeps the previous config serving.", "config", "result")
+	m.lastReload = gaugeVec("sluice_config_last_success_timestamp_seconds", "When each config last loaded successfully (Unix time).", "config")
 	m.breaker = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_failover_breaker_state",
 		Help: "The circuit breaker in front of Redis: 0 closed (normal), 1 open (Redis bypassed), 2 half-open (probing).",
 	})
-	m.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_connections_refused_total",
-		Help: "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.",
-	}, []string{"listener"})
-	m.Unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_unauthorized_total",
-		Help: "Requests answered 401 for want of a valid token, by listener (api, admin).",
-	}, []string{"listener"})
-	m.settles = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_settles_total",
-		Help: "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).",
-	}, []string{"source", "limit", "result"})
-	m.settledCost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_settled_cost_total",
-		Help: "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.",
-	}, []string{"source", "limit"})
+	m.Refused = counterVec("sluice_connections_refused_total", "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.", "listener")
+	m.Unauthorized = counterVec("sluice_unauthorized_total", "Requests answered 401 for want of a valid token, by listener (api, admin).", "listener")
+	m.settles = counterVec("sluice_settles_total", "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).", "source", "limit", "result")
+	m.settledCost = counterVec("sluice_settled_cost_total", "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.", "source", "limit")
 	m.newGatewayMetrics()
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_build_info",
-		Help: "Always 1; the labels tell the version of sluice serving and the Go version it was built with.",
-	}, []string{"version", "goversion"})
+	info := gaugeVec("sluice_build_info", "Always 1; the labels tell the version of sluice serving and the Go version it was built with.", "version", "goversion")
 	info.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, code := range []string{"200", "400", "429", "431", "502", "503"} {
 		m.Responses.WithLabelValues(code) // the codes alerts watch, from zero
@@ -107,26 +76,27 @@ func New(version string) *Metrics {
 	return m
 }
 
+// counterVec, gaugeVec and histogramVec make a family of series from its
+// name, help and label names.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
 // newGatewayMetrics makes the series of decisions beyond their outcome
 // and of the gateway (registered by WatchGateway).
 func (m *Metrics) newGatewayMetrics() {
-	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_near_limit_total",
-		Help: "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.",
-	}, []string{"source", "limit"})
-	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sluice_shaping_delay_seconds",
-		Help:    "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.",
-		Buckets: delayBuckets,
-	}, []string{"source"})
-	m.Waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_gateway_waiting_requests",
-		Help: "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.",
-	}, []string{"limit"})
-	m.Responses = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_gateway_responses_total",
-		Help: "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400, 431) and what the upstream answered.",
-	}, []string{"code"})
+	m.nearLimit = counterVec("sluice_near_limit_total", "Admitted decisions that left at least 80% of the deciding limit used, by source and limit.", "source", "limit")
+	m.delays = histogramVec("sluice_shaping_delay_seconds", "Delays given to admitted requests by shaping limits (leaky_bucket), by source; sluice_decisions_total{outcome=\"delayed\"} tells which limits delay.", delayBuckets, "source")
+	m.Waiting = gaugeVec("sluice_gateway_waiting_requests", "Requests the gateway holds while they wait for a shaping delay or for room under a limit, by limit.", "limit")
+	m.Responses = counterVec("sluice_gateway_responses_total", "Responses of the gateway by HTTP status code: its own refusals (429, 503, 400, 431) and what the upstream answered.", "code")
 	m.UpstreamTime = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_upstream_duration_seconds",
 		Help:    "Time from sending a request upstream to receiving its response headers (or failing).",
@@ -220,16 +190,17 @@ func (m *Metrics) WatchFailover(fs *failover.Store) {
 		counter("sluice_failover_failures_total", "Calls to the primary store that failed (timeouts, connection errors, error replies).", func(s failover.Stats) int64 { return s.Failures }),
 		counter("sluice_failover_short_circuited_total", "Calls that did not reach the primary store because the breaker was open.", func(s failover.Stats) int64 { return s.ShortCircuited }),
 		counter("sluice_failover_breaker_opens_total", "Times the circuit breaker opened.", func(s failover.Stats) int64 { return s.Opens }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "open"},
-		}, func() float64 { return float64(fs.Stats().DegradedOpen) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "closed"},
-		}, func() float64 { return float64(fs.Stats().DegradedClosed) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": "fallback"},
-		}, func() float64 { return float64(fs.Stats().DegradedFallback) }),
 	)
+	degraded := map[string]func(failover.Stats) int64{
+		"open":     func(s failover.Stats) int64 { return s.DegradedOpen },
+		"closed":   func(s failover.Stats) int64 { return s.DegradedClosed },
+		"fallback": func(s failover.Stats) int64 { return s.DegradedFallback },
+	}
+	for mode, v := range degraded {
+		m.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_failover_degraded_total", Help: "Requests decided without the primary store, by failure mode.", ConstLabels: prometheus.Labels{"mode": mode},
+		}, func() float64 { return float64(v(fs.Stats())) }))
+	}
 	m.breaker.Set(float64(fs.State()))
 }
 
@@ -252,24 +223,28 @@ func (m *Metrics) Reloaded(config string, err error) {
 // instrumented times a store's calls and counts its errors.
 type instrumented struct {
 	sluice.Store
-	take, takeAll, release          prometheus.Observer
-	takeErr, takeAllErr, releaseErr prometheus.Counter
-	adjust                          prometheus.Observer
-	adjustErr                       prometheus.Counter
+	take, takeAll, release, adjust storeOp
+}
+
+// storeOp is the series of one store operation: its time and its errors.
+type storeOp struct {
+	time prometheus.Observer
+	errs prometheus.Counter
+}
+
+// done records one call that started at start and returned err.
+func (o storeOp) done(start time.Time, err error) {
+	o.time.Observe(time.Since(start).Seconds())
+	if err != nil {
+		o.errs.Inc()
+	}
 }
 
 func (m *Metrics) Instrument(s sluice.Store) sluice.Store {
-	return &instrumented{
-		Store:      s,
-		take:       m.storeTime.WithLabelValues("take"),
-		takeAll:    m.storeTime.WithLabelValues("take_all"),
-		release:    m.storeTime.WithLabelValues("release"),
-		takeErr:    m.storeErrs.WithLabelValues("take"),
-		takeAllErr: m.storeErrs.WithLabelValues("take_all"),
-		releaseErr: m.storeErrs.WithLabelValues("release"),
-		adjust:     m.storeTime.WithLabelValues("adjust"),
-		adjustErr:  m.storeErrs.WithLabelValues("adjust"),
+	op := func(name string) storeOp {
+		return storeOp{m.storeTime.WithLabelValues(name), m.storeErrs.WithLabelValues(name)}
 	}
+	return &instrumented{Store: s, take: op("take"), takeAll: op("take_all"), release: op("release"), adjust: op("adjust")}
 }
 
 // Adjust settles a late cost (decision API, gateway) if the store can.
@@ -280,40 +255,28 @@ func (s *instrumented) Adjust(ctx context.Context, r sluice.Request) (sluice.Dec
 	}
 	start := time.Now()
 	d, err := a.Adjust(ctx, r)
-	s.adjust.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.adjustErr.Inc()
-	}
+	s.adjust.done(start, err)
 	return d, err
 }
 
 func (s *instrumented) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	start := time.Now()
 	d, err := s.Store.Take(ctx, r)
-	s.take.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.takeErr.Inc()
-	}
+	s.take.done(start, err)
 	return d, err
 }
 
 func (s *instrumented) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
 	start := time.Now()
 	err := s.Store.TakeAll(ctx, rs, ds)
-	s.takeAll.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.takeAllErr.Inc()
-	}
+	s.takeAll.done(start, err)
 	return err
 }
 
 func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, lease uint64) error {
 	start := time.Now()
 	err := s.Store.Release(ctx, key, l, lease)
-	s.release.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.releaseErr.Inc()
-	}
+	s.release.done(start, err)
 	return err
 }
 
