@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/metrics"
 )
@@ -20,23 +19,6 @@ const (
 // closeOnceBg stops the background work of Start.
 func (s *Server) closeOnceBg() {
 	s.stopOnce.Do(func() { close(s.stopBg) })
-}
-
-// keyNames returns the key names of the limit of the current policy a
-// store key's rule and limit names designate.
-func keyNames(current func() *policy.Policy, rule, limit string) (key, onMissing []string, ok bool) {
-	for _, r := range current().Rules {
-		if r.Name != rule {
-			continue
-		}
-		for _, l := range r.Limits {
-			if l.Name == limit {
-				key, onMissing = l.KeyNames()
-				return key, onMissing, true
-			}
-		}
-	}
-	return nil, nil, false
 }
 
 // knownLimits gives the decision series of every limit of the policy

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
+	"github.com/sluicehq/sluice/server/internal/snapshot"
 	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/server/listen"
 	"github.com/sluicehq/sluice/server/metrics"
@@ -117,7 +118,7 @@ func newServer(cfg Config, opts Options) *Server {
 	s := &Server{cfg: cfg, log: opts.Logger, version: opts.Version, started: time.Now(),
 		stats: admin.NewStats(historyStep, historyWindow), stopBg: make(chan struct{})}
 	s.keys = keyview.Shower{Show: cfg.ShowKeys, Names: func(rule, limit string) ([]string, []string, bool) {
-		return keyNames(s.currentPolicy, rule, limit)
+		return keyview.NamesIn(s.currentPolicy(), rule, limit)
 	}}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -293,9 +294,9 @@ func httpServices(s *Server) ([]httpService, error) {
 		services = append(services, httpService{"gateway", s.cfg.Gateway, h})
 	}
 	if s.cfg.API != "" {
-		current := func(*http.Request) *policy.Policy { return s.currentPolicy() }
-		priority := func(r *http.Request) shed.Priority { return api.Priority(s.currentPolicy(), r) }
-		services = append(services, httpService{"api", s.cfg.API, s.sheds.Wrap("api", current, priority, s.api.Handler())})
+		priority := func(r *http.Request) shed.Priority { return api.Priority(snapshot.Of(r), r) }
+		h := snapshot.Serving(s.currentPolicy, s.sheds.Wrap("api", snapshot.Of, priority, s.api.Handler()))
+		services = append(services, httpService{"api", s.cfg.API, h})
 	}
 	if s.cfg.Admin != "" {
 		services = append(services, httpService{"admin", s.cfg.Admin, s.adminHandler()})
@@ -434,7 +435,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 			s.metrics.Settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},
 		Shed: func(priority shed.HTTPPriority, next http.Handler) http.Handler {
-			return s.sheds.Wrap("gateway", gateway.PolicyOf, priority, next)
+			return s.sheds.Wrap("gateway", snapshot.Of, priority, next)
 		},
 		UpstreamTime:   s.metrics.UpstreamTime.Observe,
 		UpstreamFailed: s.metrics.UpstreamErrs.Inc,

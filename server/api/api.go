@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/internal/snapshot"
 	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -135,7 +136,9 @@ func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.
 type Config struct {
 	// Limiter decides the checks.
 	Limiter *sluice.Limiter
-	// Policy returns the policy in force.
+	// Policy returns the policy in force. The API calls it once per
+	// request (package snapshot): a request is planned, answered, released
+	// or settled under the policy in force when it arrived.
 	Policy func() *policy.Policy
 	// Keys shows store keys in answers and logs.
 	Keys keyview.Shower
@@ -222,7 +225,7 @@ func (ap *API) Handler() http.Handler {
 		}
 		problem.Write(w, http.StatusNotFound, "Not Found", "The decision API has POST /v1/check, POST /v1/settle and POST /v1/release (docs/api.md).", nil)
 	})
-	return mux
+	return snapshot.Serving(ap.cfg.Policy, mux)
 }
 
 // decode reads a JSON body into v, strictly and bounded. The body must be
@@ -323,7 +326,8 @@ func (ap *API) check(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error(), nil)
 		return
 	}
-	checks, err := ap.planAPI(&req)
+	p := snapshot.Of(r)
+	checks, err := ap.planAPI(p, &req)
 	if err != nil {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error(), nil)
 		return
@@ -345,7 +349,7 @@ func (ap *API) check(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not decide: "+res.Err.Error(), nil)
 		return
 	}
-	resp := apiAnswer(&res, ap.cfg.Keys)
+	resp := apiAnswer(&res, ap.cfg.Keys.Under(p))
 	if res.Late() {
 		resp.SettleToken = ap.settle.issue(settleEntries(&res, len(req.Checks) > 0))
 	}
@@ -403,7 +407,8 @@ func nonNil(ss []string) []string {
 	return ss
 }
 
-func (ap *API) planAPI(req *checkRequest) ([]decide.Check, error) {
+// planAPI plans req under p.
+func (ap *API) planAPI(p *policy.Policy, req *checkRequest) ([]decide.Check, error) {
 	hits := int64(1)
 	if req.Hits != nil {
 		hits = *req.Hits
@@ -415,7 +420,7 @@ func (ap *API) planAPI(req *checkRequest) ([]decide.Check, error) {
 	case req.Request != nil && len(req.Checks) > 0:
 		return nil, errors.New("give request (to apply the policy) or checks (explicit keys and limits), not both")
 	case req.Request != nil:
-		return ap.planPolicy(req, hits)
+		return planPolicy(p, req, hits)
 	case len(req.Checks) > 0:
 		if req.Rule != "" {
 			return nil, errors.New("rule: only with request (explicit checks name their own limits)")
@@ -425,13 +430,13 @@ func (ap *API) planAPI(req *checkRequest) ([]decide.Check, error) {
 	return nil, errors.New(`give request (to apply the policy) or checks (explicit keys and limits), for example {"request": {"method": "GET", "path": "/", "ip": "203.0.113.7"}}`)
 }
 
-func (ap *API) planPolicy(req *checkRequest, hits int64) ([]decide.Check, error) {
+// planPolicy plans the request req describes under p.
+func planPolicy(p *policy.Policy, req *checkRequest, hits int64) ([]decide.Check, error) {
 	a := req.Request
 	hr, err := apiHTTPRequest(a)
 	if err != nil {
 		return nil, err
 	}
-	p := ap.cfg.Policy()
 	planned, err := p.Plan(hr, nil) // host and path normalised as the gateway's
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
@@ -638,7 +643,7 @@ func (ap *API) release(w http.ResponseWriter, r *http.Request) {
 		return
 	case req.Name != "":
 		found := false
-		for _, ru := range ap.cfg.Policy().Rules {
+		for _, ru := range snapshot.Of(r).Rules {
 			for _, l := range ru.Limits {
 				if l.Name == req.Name {
 					lim, found = l.Limit, true

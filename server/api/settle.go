@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/problem"
+	"github.com/sluicehq/sluice/server/internal/snapshot"
 )
 
 // maxSettleCost bounds the actual cost of a settle: costs add up in
@@ -134,12 +135,13 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 
 // settleEntry charges one check of a token its actual cost: cost, bounded
 // by the check's max, or what its on_missing says when cost is nil. A
-// policy check is charged under its limit as the current policy has it
-// (policy.Policy.Relimit), an explicit one under the limit it gave.
+// policy check is charged under its limit as the policy in force when the
+// settle arrived has it (policy.Policy.Relimit), an explicit one under the
+// limit it gave.
 func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSettled, error) {
 	lim := e.limit
 	if !e.explicit {
-		lim, _ = ap.cfg.Policy().Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
+		lim, _ = snapshot.Of(r).Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
 	}
 	capacity := lim.Capacity()
 	var actual int64

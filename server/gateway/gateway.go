@@ -2,7 +2,7 @@
 // every request under the policy before it reaches the upstream.
 //
 // A request is served under one policy from start to end: the gateway
-// loads the policy in force once, when the request arrives (PolicyOf), and
+// loads the policy in force once, when the request arrives (snapshot.Of), and
 // every step reads that snapshot, so that a reload in the middle of a
 // request cannot plan it under one policy and strip its headers under
 // another. It passes, in order: normalisation of its target (a target that
@@ -13,7 +13,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/internal/snapshot"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -55,7 +55,7 @@ type Config struct {
 	Settled func(decide.Settled)
 
 	// Shed wraps next in the load shedding of the request's policy
-	// (PolicyOf), with the priorities priority gives.
+	// (snapshot.Of), with the priorities priority gives.
 	Shed func(priority shed.HTTPPriority, next http.Handler) http.Handler
 
 	// UpstreamTime observes the seconds of each call to the upstream;
@@ -85,8 +85,8 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	guarded := cfg.Shed(func(r *http.Request) shed.Priority { return PolicyOf(r).Priority(r) }, stripProtected(upstream))
-	return cfg.snapshotting(cfg.normalizing(mw(guarded))), nil
+	guarded := cfg.Shed(func(r *http.Request) shed.Priority { return snapshot.Of(r).Priority(r) }, stripProtected(upstream))
+	return snapshot.Serving(cfg.Policy, cfg.normalizing(mw(guarded))), nil
 }
 
 // defaults replaces the nil funcs with ones that do nothing.
@@ -108,32 +108,13 @@ func (cfg *Config) defaults() {
 	}
 }
 
-// policyKey is the context key of the policy a request is served under.
-type policyKey struct{}
-
-// snapshotting loads the policy in force once and serves the request under
-// it.
-func (cfg *Config) snapshotting(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), policyKey{}, cfg.Policy())))
-	})
-}
-
-// PolicyOf returns the policy the gateway serves r under: the one in force
-// when r arrived. It is nil for a request that did not come through the
-// gateway.
-func PolicyOf(r *http.Request) *policy.Policy {
-	p, _ := r.Context().Value(policyKey{}).(*policy.Policy)
-	return p
-}
-
-// snapshotSource plans a request under its snapshot (PolicyOf). A cost
+// snapshotSource plans a request under its snapshot (snapshot.Of). A cost
 // settled after the response is charged under the limit as it is now
 // (decide.Relimiter), like policy.Holder's.
 type snapshotSource struct{ current func() *policy.Policy }
 
 func (s snapshotSource) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
-	return PolicyOf(r).Plan(r, dst)
+	return snapshot.Of(r).Plan(r, dst)
 }
 
 func (s snapshotSource) Relimit(c *decide.Check) (sluice.Limit, bool) {
@@ -151,7 +132,7 @@ func (cfg *Config) upstream() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
-	trusted := func(r *http.Request) bool { return PolicyOf(r).ClientIP.PeerTrusted(r) }
+	trusted := func(r *http.Request) bool { return snapshot.Of(r).ClientIP.PeerTrusted(r) }
 	return newProxy(u, trusted, cfg.Logger, cfg.UpstreamTime, cfg.UpstreamFailed), nil
 }
 
@@ -161,7 +142,7 @@ func (cfg *Config) upstream() (http.Handler, error) {
 // not honour.
 func stripProtected(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := PolicyOf(r)
+		p := snapshot.Of(r)
 		if hs := p.ProtectedHeaders(); len(hs) > 0 && !p.ClientIP.PeerTrusted(r) {
 			for k := range r.Header { // X_Internal_Caller too: CGI servers read it as X-Internal-Caller
 				for _, h := range hs {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // Shower shows store keys as the status page does: each value named by
@@ -20,6 +21,32 @@ type Shower struct {
 	// Names returns the key names of a policy limit (see
 	// policy.Limit.KeyNames), ok false when the policy has no such limit.
 	Names func(rule, limit string) (key, onMissing []string, ok bool)
+}
+
+// Under returns k naming the parts of keys as p does (NamesIn): the view
+// of a request served under p, whatever policy is in force by the time its
+// keys are shown.
+func (k Shower) Under(p *policy.Policy) Shower {
+	k.Names = func(rule, limit string) ([]string, []string, bool) { return NamesIn(p, rule, limit) }
+	return k
+}
+
+// NamesIn returns the key names of the limit of p named limit in the rule
+// named rule (see policy.Limit.KeyNames), ok false when p has no such
+// limit.
+func NamesIn(p *policy.Policy, rule, limit string) (key, onMissing []string, ok bool) {
+	for _, r := range p.Rules {
+		if r.Name != rule {
+			continue
+		}
+		for _, l := range r.Limits {
+			if l.Name == limit {
+				key, onMissing = l.KeyNames()
+				return key, onMissing, true
+			}
+		}
+	}
+	return nil, nil, false
 }
 
 // Key shows one store key.
