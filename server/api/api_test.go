@@ -1,14 +1,12 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/api"
+	"github.com/sluicehq/sluice/server/internal/reloadtest"
 	"github.com/sluicehq/sluice/server/keyview"
 )
 
@@ -45,33 +44,6 @@ rules:
         rate: 100/m
 `
 
-func parse(t *testing.T, name, yaml string) *policy.Policy {
-	t.Helper()
-	p, err := policy.Parse(name, []byte(yaml), policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// hookStore runs hook before its first Take or TakeAll: between the
-// planning of a request and its answer.
-type hookStore struct {
-	sluice.Store
-	once sync.Once
-	hook func()
-}
-
-func (s *hookStore) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	s.once.Do(s.hook)
-	return s.Store.Take(ctx, r)
-}
-
-func (s *hookStore) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
-	s.once.Do(s.hook)
-	return s.Store.TakeAll(ctx, rs, ds)
-}
-
 // TestOnePolicyPerRequest: a reload while a check is being decided does
 // not change the policy the rest of the request is answered under. The
 // request is planned under a policy that keys the limit by ip; the reload
@@ -80,13 +52,13 @@ func (s *hookStore) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluic
 // it does (its values are an address, not a user).
 func TestOnePolicyPerRequest(t *testing.T) {
 	var cur atomic.Pointer[policy.Policy]
-	cur.Store(parse(t, "by-ip", byIP))
-	byHeader := parse(t, "by-user", byUser)
+	cur.Store(reloadtest.Parse(t, "by-ip", byIP))
+	byHeader := reloadtest.Parse(t, "by-user", byUser)
 	mem, err := memstore.New(memstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &hookStore{Store: mem, hook: func() { cur.Store(byHeader) }}
+	store := &reloadtest.HookStore{Store: mem, Hook: func() { cur.Store(byHeader) }}
 	names := func(rule, limit string) ([]string, []string, bool) { // as sluice serve's, under the policy in force
 		for _, r := range cur.Load().Rules {
 			for _, l := range r.Limits {

@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/gateway"
+	"github.com/sluicehq/sluice/server/internal/reloadtest"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -48,33 +47,6 @@ rules:
         rate: 100/m
 `
 
-func parse(t *testing.T, name, yaml string) *policy.Policy {
-	t.Helper()
-	p, err := policy.Parse(name, []byte(yaml), policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// hookStore runs hook before its first Take or TakeAll: between the
-// planning of a request and what follows the decision.
-type hookStore struct {
-	sluice.Store
-	once sync.Once
-	hook func()
-}
-
-func (s *hookStore) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	s.once.Do(s.hook)
-	return s.Store.Take(ctx, r)
-}
-
-func (s *hookStore) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
-	s.once.Do(s.hook)
-	return s.Store.TakeAll(ctx, rs, ds)
-}
-
 // TestOnePolicyPerRequest: a reload while a request is being decided does
 // not change the policy the rest of the request is served under. The
 // request is planned under a policy that protects X-Plan (the peer is not
@@ -89,13 +61,13 @@ func TestOnePolicyPerRequest(t *testing.T) {
 	}))
 	defer up.Close()
 	var cur atomic.Pointer[policy.Policy]
-	cur.Store(parse(t, "protected", protectedPolicy))
-	plain := parse(t, "plain", plainPolicy)
+	cur.Store(reloadtest.Parse(t, "protected", protectedPolicy))
+	plain := reloadtest.Parse(t, "plain", plainPolicy)
 	mem, err := memstore.New(memstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &hookStore{Store: mem, hook: func() { cur.Store(plain) }}
+	store := &reloadtest.HookStore{Store: mem, Hook: func() { cur.Store(plain) }}
 	h, err := gateway.New(gateway.Config{
 		Upstream:       up.URL,
 		Limiter:        sluice.New(store),
