@@ -359,7 +359,7 @@ func TestErrorsNameTheRequest(t *testing.T) {
 // TestNearCache: a refused key is answered locally until its RetryAfter,
 // without a Redis command, then asked again.
 func TestNearCache(t *testing.T) {
-	c := redistest.Standalone(t)
+	c := redistest.OwnStandalone(t) // commandstats counts every client's scripts
 	s := newStore(t, c, redisstore.Config{})
 	// A sliding log refuses the third request for a whole second (a fixed
 	// window's refusal could end a moment later, at its boundary, before

@@ -29,11 +29,13 @@ func TestServeLeases(t *testing.T) {
 		t.Run(mode+"/one_slot="+strconv.FormatBool(tc.oneSlot), func(t *testing.T) {
 			var addrs string
 			var rdb redis.UniversalClient
+			// servers of the test's own: commandstats counts the scripts
+			// of every client, the other packages' tests' too
 			if mode == "standalone" {
-				c := redistest.Standalone(t)
+				c := redistest.OwnStandalone(t)
 				addrs, rdb = c.Options().Addr, c
 			} else {
-				c := redistest.Cluster(t)
+				c := redistest.OwnCluster(t)
 				addrs, rdb = joinComma(c.Options().Addrs), c
 			}
 			dir := t.TempDir()

@@ -116,6 +116,49 @@ func Cluster(t testing.TB) *redis.ClusterClient {
 		d := private(t, &cluster, ClusterMasters, true)
 		addrs, source = d.addrs, "private redis cluster"
 	}
+	return clusterClient(t, addrs, source)
+}
+
+// OwnStandalone returns a client of a redis-server started for t alone and
+// stopped when t ends, whatever SLUICE_REDIS_ADDR says. It is for the tests
+// that read server-wide figures (INFO commandstats, DBSIZE): on a shared
+// server, the tests of other packages running beside them would move those
+// figures.
+func OwnStandalone(t testing.TB) *redis.Client {
+	t.Helper()
+	d := own(t, 1, false)
+	c := redis.NewClient(&redis.Options{Addr: d.addrs[0]})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// OwnCluster is [OwnStandalone] for a Redis Cluster of [ClusterMasters]
+// masters started for t alone.
+func OwnCluster(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	d := own(t, ClusterMasters, true)
+	return clusterClient(t, d.addrs, "redis cluster of "+t.Name())
+}
+
+// own starts a private deployment of n nodes that t owns: it stops when t
+// ends (or with the test binary, as every private deployment).
+func own(t testing.TB, n int, isCluster bool) *deployment {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(NoServerMessage)
+	}
+	d, err := startPrivate(bin, n, isCluster)
+	if err != nil {
+		t.Fatalf("redistest: starting a redis-server of %s's own failed: %v", t.Name(), err)
+	}
+	t.Cleanup(d.stop)
+	return d
+}
+
+// clusterClient connects to the cluster of addrs and waits until it is usable.
+func clusterClient(t testing.TB, addrs []string, source string) *redis.ClusterClient {
+	t.Helper()
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
