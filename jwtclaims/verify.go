@@ -120,35 +120,44 @@ func New(cfg Config) (*Verifier, error) {
 		symmetric: slices.ContainsFunc(algs, func(a string) bool { return strings.HasPrefix(a, "HS") })}
 	v.keys.defaults()
 	if err := v.keys.load(); err != nil {
-		return nil, fmt.Errorf("jwtclaims: key set: %w", err)
+		return nil, &ConfigError{Field: "jwks_file", Reason: err.Error()}
 	}
 	return v, nil
 }
 
+// ConfigError is one thing wrong in a Config: the field, named as a
+// policy file writes it (jwks_file, issuer, ...), and what is wrong. New
+// returns every one found, joined.
+type ConfigError struct {
+	Field, Reason string
+}
+
+func (e *ConfigError) Error() string { return "jwtclaims: " + e.Field + ": " + e.Reason }
+
 // validate reports what is missing or wrong in cfg.
 func (cfg *Config) validate() error {
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if (cfg.JWKSFile == "") == (cfg.JWKSURL == "") {
-		errs = append(errs, errors.New("give jwks_file or jwks_url (one of them)"))
+		bad("jwks_file", "give jwks_file or jwks_url (one of them)")
 	}
 	if cfg.JWKSURL != "" && !strings.HasPrefix(cfg.JWKSURL, "https://") && !strings.HasPrefix(cfg.JWKSURL, "http://") {
-		errs = append(errs, fmt.Errorf("jwks_url %q: want an http:// or https:// URL", cfg.JWKSURL))
+		bad("jwks_url", "%q: want an http:// or https:// URL", cfg.JWKSURL)
 	}
 	if cfg.Issuer == "" {
-		errs = append(errs, errors.New("issuer: missing (the iss claim tokens must carry)"))
+		bad("issuer", "missing (the iss claim tokens must carry)")
 	}
 	if cfg.Audience == "" {
-		errs = append(errs, errors.New("audience: missing (a value the aud claim of tokens must hold)"))
+		bad("audience", "missing (a value the aud claim of tokens must hold)")
 	}
 	for _, a := range cfg.Algorithms {
 		if !slices.Contains(DefaultAlgorithms, a) && a != "HS256" && a != "HS384" && a != "HS512" {
-			errs = append(errs, fmt.Errorf("algorithms: %q is not a signature algorithm sluice accepts (%s, HS256, HS384, HS512)", a, strings.Join(DefaultAlgorithms, ", ")))
+			bad("algorithms", "%q is not a signature algorithm sluice accepts (%s, HS256, HS384, HS512)", a, strings.Join(DefaultAlgorithms, ", "))
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("jwtclaims: %w", errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *keySet) defaults() {

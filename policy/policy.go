@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/jwtclaims"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -42,8 +43,9 @@ type Policy struct {
 	// Shed is the shed: section, nil without one.
 	Shed *Shed
 
-	protected   []string // see ProtectedHeaders
-	prioritized bool     // some rule names a priority
+	jwt         *jwtclaims.Verifier // the jwt: section's, nil without one
+	protected   []string            // see ProtectedHeaders
+	prioritized bool                // some rule names a priority
 }
 
 // Rule is one rule of a policy.
@@ -162,8 +164,8 @@ func (l *Limit) KeyNames() (key, onMissing []string) {
 
 // keyPart is one element of a limit's key.
 type keyPart struct {
-	kind string // global, ip, route, method, host, header, query, cookie, func
-	name string // for header, query, cookie, func
+	kind string // global, ip, route, method, host, header, query, cookie, jwt, func
+	name string // for header, query, cookie, jwt, func
 	fn   httplimit.KeyFunc
 }
 
@@ -171,6 +173,7 @@ type keyPart struct {
 type override struct {
 	key            string // a key value, as computed
 	header, equals string // or a request header's value
+	claim          string // or a verified claim's value (equals)
 	scale          float64
 	unlimited      bool
 	limit          sluice.Limit // the scaled limit
@@ -183,6 +186,9 @@ type override struct {
 func (o *override) id() string {
 	if o.key != "" {
 		return "key=" + o.key
+	}
+	if o.claim != "" {
+		return "claim:" + o.claim + "=" + o.equals
 	}
 	return "header:" + o.header + "=" + o.equals
 }
@@ -201,6 +207,9 @@ func (o override) grant() string {
 func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 	if o.key != "" {
 		return o.key == value
+	}
+	if o.claim != "" {
+		return claim(r, o.claim) == o.equals // verified claims only (withClaims)
 	}
 	if !o.anyone && !p.ClientIP.PeerTrusted(r) {
 		return false
@@ -381,7 +390,8 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	if err != nil {
 		return dst, err
 	}
-	mr := foldCase(r) // what rules match
+	r = p.withClaims(r) // the bearer token verified once for every limit
+	mr := foldCase(r)   // what rules match
 	var buf [128]byte
 	for _, rule := range p.Rules {
 		route := rule.match.pattern(mr)
@@ -510,6 +520,8 @@ func (p *Policy) part(r *http.Request, route string, part keyPart) (string, erro
 		return query(r, part.name)
 	case "cookie":
 		return cookie(r, part.name)
+	case "jwt":
+		return claim(r, part.name), nil
 	case "func":
 		return part.fn(r)
 	}
