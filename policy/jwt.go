@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"net/http"
 	"path/filepath"
 
 	"github.com/sluicehq/sluice/internal/yamlload"
@@ -59,23 +58,5 @@ func (l *loader) jwtSection(n *yaml.Node) *jwtclaims.Verifier {
 	if err := v.Err(); err != nil {
 		l.warn(f["jwks_url"], w, "jwt.jwks_url", "the key set could not be fetched (%v): no token verifies until a fetch succeeds", err)
 	}
-	return v
-}
-
-// withClaims returns r carrying the claims of its bearer token, verified
-// once for every limit and override of the request (nil claims when it
-// has no token that verifies). A policy without a jwt: section returns r.
-func (p *Policy) withClaims(r *http.Request) *http.Request {
-	if p.jwt == nil {
-		return r
-	}
-	return r.WithContext(jwtclaims.NewContext(r.Context(), p.jwt.Request(r)))
-}
-
-// claim returns the value of a verified claim of r (withClaims), "" when
-// r's token did not verify or has no such claim.
-func claim(r *http.Request, name string) string {
-	c, _ := jwtclaims.FromContext(r.Context())
-	v, _ := c.Value(name)
 	return v
 }

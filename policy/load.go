@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/celexpr"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"go.yaml.in/yaml/v3"
 )
@@ -118,6 +119,8 @@ type loader struct {
 	// hasJWT: the policy has a jwt: section (jwt:CLAIM keys and claim
 	// overrides need one).
 	hasJWT bool
+	// hasExpr: some rule or limit has a CEL expression.
+	hasExpr bool
 }
 
 // warn records something that loads but is likely not what was meant.
@@ -193,6 +196,7 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		ruleNames[r.Name] = rn.Line
 		p.Rules = append(p.Rules, r)
 	}
+	p.exprs = l.hasExpr
 	return p
 }
 
@@ -307,7 +311,11 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 	var methods []string
 	host, path := "", "/"
 	if n != nil {
-		f := l.Fields(n, w, "match", "methods", "host", "path")
+		f := l.Fields(n, w, "match", "methods", "host", "path", "expr")
+		if v := f["expr"]; v != nil {
+			src, _ := l.Str(v, w, "match.expr")
+			m.expr = l.compileExpr(v, w, "match.expr", src, celexpr.Match)
+		}
 		if v := f["methods"]; v != nil {
 			methods = l.Strings(v, w, "match.methods")
 			for _, meth := range methods {
@@ -331,6 +339,9 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 		}
 	}
 	m.describe = strings.TrimSpace(strings.Join(methods, ",") + " " + host + path)
+	if m.expr != nil {
+		m.describe += " if " + m.expr.String()
+	}
 	if len(methods) == 0 {
 		methods = []string{""}
 	}
@@ -512,6 +523,11 @@ func (l *loader) keyParts(n *yaml.Node, w where, field string) []keyPart {
 			l.Fail(n, w, field, "jwt:%s: a claim is read from verified tokens only; add the policy's jwt: section (jwks_file or jwks_url, issuer, audience)", part.name)
 			continue
 		}
+		if part.kind == "expr" {
+			if part.expr = l.compileExpr(n, w, field, part.name, celexpr.Key); part.expr == nil {
+				continue
+			}
+		}
 		if part.kind == "func" {
 			if part.fn = l.opts.Funcs[part.name]; part.fn == nil {
 				l.Fail(n, w, field, "func:%s is not registered (policy.Options.Funcs)", part.name)
@@ -559,8 +575,10 @@ func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
 		lim.cost = c
 	} else if h, ok := strings.CutPrefix(s, "header:"); ok && h != "" {
 		lim.costHeader = http.CanonicalHeaderKey(h)
+	} else if e, ok := strings.CutPrefix(s, "expr:"); ok {
+		lim.costExpr = l.compileExpr(v, w, "cost", e, celexpr.Cost)
 	} else {
-		l.Fail(v, w, "cost", "%q: want a whole number or header:NAME", s)
+		l.Fail(v, w, "cost", "%q: want a whole number, header:NAME or expr:'...'", s)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/celexpr"
 	"github.com/sluicehq/sluice/jwtclaims"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -44,6 +45,7 @@ type Policy struct {
 	Shed *Shed
 
 	jwt         *jwtclaims.Verifier // the jwt: section's, nil without one
+	exprs       bool                // some rule or limit has a CEL expression
 	protected   []string            // see ProtectedHeaders
 	prioritized bool                // some rule names a priority
 }
@@ -114,6 +116,7 @@ type Limit struct {
 	costHeader string
 	maxCost    int64            // the largest cost costHeader may ask for; 0: the capacity
 	late       *decide.LateCost // a cost the response reports; cost is then the reservation
+	costExpr   *celexpr.Expr    // cost: expr:'...', nil without one
 	overrides  []override
 }
 
@@ -164,9 +167,10 @@ func (l *Limit) KeyNames() (key, onMissing []string) {
 
 // keyPart is one element of a limit's key.
 type keyPart struct {
-	kind string // global, ip, route, method, host, header, query, cookie, jwt, func
-	name string // for header, query, cookie, jwt, func
+	kind string // global, ip, route, method, host, header, query, cookie, jwt, expr, func
+	name string // for header, query, cookie, jwt, expr (its source), func
 	fn   httplimit.KeyFunc
+	expr *celexpr.Expr
 }
 
 // override changes a limit for particular key values or requests.
@@ -245,6 +249,7 @@ func (p *Policy) protectedHeaders() []string {
 type matcher struct {
 	mux      *http.ServeMux
 	describe string
+	expr     *celexpr.Expr // match.expr, nil without one
 }
 
 var found = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
@@ -390,12 +395,12 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	if err != nil {
 		return dst, err
 	}
-	r = p.withClaims(r) // the bearer token verified once for every limit
-	mr := foldCase(r)   // what rules match
+	r = p.withFacts(r) // the bearer token verified once for every limit
+	mr := foldCase(r)  // what rules match
 	var buf [128]byte
 	for _, rule := range p.Rules {
 		route := rule.match.pattern(mr)
-		if route == "" {
+		if route == "" || !rule.match.exprApplies(r) {
 			continue
 		}
 		for _, l := range rule.Limits {
@@ -465,6 +470,11 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			return c, false, ce
 		}
 	}
+	if l.costExpr != nil {
+		if c.Cost, err = exprCost(r, l.costExpr, c.Limit.Capacity()); err != nil {
+			return c, false, &decide.ClientError{Limit: l.Name, Field: "cost", Reason: err.Error()}
+		}
+	}
 	return c, true, nil
 }
 
@@ -522,6 +532,8 @@ func (p *Policy) part(r *http.Request, route string, part keyPart) (string, erro
 		return cookie(r, part.name)
 	case "jwt":
 		return claim(r, part.name), nil
+	case "expr":
+		return exprPart(r, part.expr), nil
 	case "func":
 		return part.fn(r)
 	}

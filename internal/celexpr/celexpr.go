@@ -36,6 +36,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -72,6 +73,7 @@ func newEnv() (*cel.Env, error) {
 			cel.Variable("request", cel.MapType(cel.StringType, cel.DynType)),
 			cel.Variable("jwt", cel.MapType(cel.StringType, cel.DynType)),
 			cel.OptionalTypes(),
+			ext.Strings(), // lowerAscii, split, replace, ...
 		)
 	})
 	return env, envErr
