@@ -143,3 +143,47 @@ func TestJWTOverrideListed(t *testing.T) {
 		t.Fatalf("Key = %q", got)
 	}
 }
+
+// TestJWTInExpressions: jwt holds the claims of a verified token only. A
+// forged token claiming pro leaves jwt empty: jwt.plan fails, and the
+// rule for everyone but pro users applies to it.
+func TestJWTInExpressions(t *testing.T) {
+	good := jwttest.NewKey(t, "k1")
+	dir := t.TempDir()
+	jwttest.WriteJWKS(t, filepath.Join(dir, "jwks.json"), good)
+	file := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(file, []byte(`
+jwt: {jwks_file: jwks.json, issuer: "https://issuer.example", audience: api}
+rules:
+  - name: not-pro
+    match: {expr: 'jwt.plan != "pro"'}
+    limits:
+      - {name: per-ip, key: ip, algorithm: fixed_window, rate: 1/h}
+  - name: by-org
+    match: {path: /org/}
+    limits:
+      - {name: per-org, key: "expr:'jwt.org'", on_missing: refuse, algorithm: fixed_window, rate: 5/h}
+`), 0o600)
+	p, err := policy.Load(file, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, p)
+	get := func(path, token string) int {
+		resp, _ := do(t, "GET", srv.URL+path, "Authorization", "Bearer "+token)
+		return resp.StatusCode
+	}
+	pro := good.Token(t, "p", "pro")
+	for range 3 {
+		if st := get("/x", pro); st != http.StatusOK {
+			t.Fatalf("a verified pro token: %d", st)
+		}
+	}
+	forged := jwttest.NewKey(t, "k1").Token(t, "m", "pro")
+	if a, b := get("/x", forged), get("/x", forged); a != http.StatusOK || b != http.StatusTooManyRequests {
+		t.Fatalf("a forged pro token: %d then %d, want 200 then 429", a, b)
+	}
+	if st := get("/org/x", pro); st != http.StatusBadRequest {
+		t.Fatalf("no org claim: %d, want 400", st)
+	}
+}
