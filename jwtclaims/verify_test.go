@@ -274,3 +274,22 @@ func writeFile(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkVerify measures verifying one ES256 token against a key set
+// file (signature, claims, JSON decoding).
+func BenchmarkVerify(b *testing.B) {
+	k := jwttest.NewKey(b, "k1")
+	path := filepath.Join(b.TempDir(), "jwks.json")
+	jwttest.WriteJWKS(b, path, k)
+	v, err := New(Config{JWKSFile: path, Issuer: jwttest.Issuer, Audience: jwttest.Audience})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok := k.Token(b, "user-1234", "pro")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -59,7 +60,7 @@ const (
 )
 
 // fields are request's fields.
-var fields = []string{"method", "path", "host", "ip", "headers", "query", "cookies"}
+var fields = [...]string{"method", "path", "host", "ip", "headers", "query", "cookies"}
 
 var (
 	envOnce sync.Once
@@ -81,10 +82,16 @@ func newEnv() (*cel.Env, error) {
 
 // Expr is a compiled expression. It is safe for concurrent use.
 type Expr struct {
-	src  string
-	kind Kind
-	prg  cel.Program
+	src   string
+	kind  Kind
+	prg   cel.Program
+	needs need // the fields of request it reads
 }
+
+// need is a set of request's fields, a bit per entry of fields.
+type need uint8
+
+const needAll need = 1<<len(fields) - 1
 
 // String is the expression as written.
 func (e *Expr) String() string { return e.src }
@@ -105,7 +112,8 @@ func Compile(src string, kind Kind) (*Expr, error) {
 	if iss.Err() != nil {
 		return nil, errors.New(strings.ReplaceAll(iss.Err().Error(), "\n", " "))
 	}
-	if err := checkFields(checked); err != nil {
+	needs, err := checkFields(checked)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkOutput(checked.OutputType(), kind); err != nil {
@@ -115,7 +123,7 @@ func Compile(src string, kind Kind) (*Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Expr{src: src, kind: kind, prg: prg}, nil
+	return &Expr{src: src, kind: kind, prg: prg, needs: needs}, nil
 }
 
 // checkOutput reports a result type that kind cannot use (dyn, a claim's
@@ -145,30 +153,33 @@ func checkOutput(t *cel.Type, kind Kind) error {
 }
 
 // checkFields reports a field of request that does not exist
-// (request.heders), which type-checking a map cannot.
-func checkFields(checked *cel.Ast) error {
+// (request.heders), which type-checking a map cannot, and returns the
+// fields the expression reads: all of them when it uses request other
+// than as request.FIELD.
+func checkFields(checked *cel.Ast) (need, error) {
 	var bad []string
+	var needs need
 	root := ast.NavigateAST(checked.NativeRep())
-	for _, n := range ast.MatchDescendants(root, ast.KindMatcher(ast.SelectKind)) {
-		sel := n.AsSelect()
-		op := sel.Operand()
-		if op.Kind() == ast.IdentKind && op.AsIdent() == "request" && !contains(fields, sel.FieldName()) {
-			bad = append(bad, sel.FieldName())
+	for _, n := range ast.MatchDescendants(root, func(e ast.NavigableExpr) bool {
+		return e.Kind() == ast.IdentKind && e.AsIdent() == "request"
+	}) {
+		parent, ok := n.Parent()
+		if !ok || parent.Kind() != ast.SelectKind {
+			needs = needAll
+			continue
 		}
+		name := parent.AsSelect().FieldName()
+		i := slices.Index(fields[:], name)
+		if i < 0 {
+			bad = append(bad, name)
+			continue
+		}
+		needs |= 1 << i
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("request has no field %s (it has %s)", strings.Join(bad, ", "), strings.Join(fields, ", "))
+		return 0, fmt.Errorf("request has no field %s (it has %s)", strings.Join(bad, ", "), strings.Join(fields[:], ", "))
 	}
-	return nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return needs, nil
 }
 
 // Bool evaluates a Match expression.
@@ -219,6 +230,7 @@ func (e *Expr) Int(in *Input) (int64, error) {
 }
 
 func (e *Expr) eval(in *Input) (ref.Val, error) {
+	in.build(e.needs)
 	v, _, err := e.prg.Eval(in)
 	if err != nil {
 		return nil, err
@@ -238,6 +250,7 @@ type Input struct {
 	Claims map[string]any
 
 	request, jwt map[string]any
+	built        need // the fields of request built so far
 }
 
 var _ interpreter.Activation = (*Input)(nil)
@@ -246,9 +259,6 @@ var _ interpreter.Activation = (*Input)(nil)
 func (in *Input) ResolveName(name string) (any, bool) {
 	switch name {
 	case "request":
-		if in.request == nil {
-			in.request = in.buildRequest()
-		}
 		return in.request, true
 	case "jwt":
 		if in.jwt == nil {
@@ -262,27 +272,55 @@ func (in *Input) ResolveName(name string) (any, bool) {
 // Parent is nil: an Input is the only activation.
 func (in *Input) Parent() interpreter.Activation { return nil }
 
-func (in *Input) buildRequest() map[string]any {
+// build adds the fields of request in needs that are not built yet: an
+// expression that reads only headers costs no query or cookie parsing.
+func (in *Input) build(needs need) {
+	todo := needs &^ in.built
+	if todo == 0 {
+		return
+	}
+	if in.request == nil {
+		in.request = make(map[string]any, len(fields))
+	}
+	in.built |= todo
 	r := in.Request
-	ip := ""
-	if in.IP != nil {
-		ip = in.IP()
+	for i, f := range fields {
+		if todo&(1<<i) != 0 {
+			in.request[f] = in.field(r, f)
+		}
 	}
-	headers := multiMap{vals: make(map[string][]string, len(r.Header)), what: "header"}
-	for k, vs := range r.Header {
-		lk := strings.ToLower(k)
-		headers.vals[lk] = append(headers.vals[lk], vs...)
+}
+
+func (in *Input) field(r *http.Request, name string) any {
+	switch name {
+	case "method":
+		return r.Method
+	case "path":
+		return r.URL.Path
+	case "host":
+		return r.Host
+	case "ip":
+		if in.IP == nil {
+			return ""
+		}
+		return in.IP()
+	case "headers":
+		m := multiMap{vals: make(map[string][]string, len(r.Header)), what: "header"}
+		for k, vs := range r.Header {
+			lk := strings.ToLower(k)
+			m.vals[lk] = append(m.vals[lk], vs...)
+		}
+		return m.val()
+	case "query":
+		m := multiMap{what: "query parameter"}
+		m.vals, m.err = url.ParseQuery(r.URL.RawQuery)
+		return m.val()
 	}
-	query := multiMap{what: "query parameter"}
-	query.vals, query.err = url.ParseQuery(r.URL.RawQuery)
-	cookies := multiMap{vals: map[string][]string{}, what: "cookie"}
+	m := multiMap{vals: map[string][]string{}, what: "cookie"}
 	for _, c := range r.Cookies() {
-		cookies.vals[c.Name] = append(cookies.vals[c.Name], c.Value)
+		m.vals[c.Name] = append(m.vals[c.Name], c.Value)
 	}
-	return map[string]any{
-		"method": r.Method, "path": r.URL.Path, "host": r.Host, "ip": ip,
-		"headers": headers.val(), "query": query.val(), "cookies": cookies.val(),
-	}
+	return m.val()
 }
 
 // multiMap is a map of names to values where a name given more than once
