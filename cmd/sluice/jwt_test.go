@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 )
 
 // claimsPolicy is the issue's policy: per-user limits keyed by a verified
-// claim, a pro plan ten times as large.
+// claim, a pro plan ten times as large; a rule whose match is a CEL
+// expression.
 const claimsPolicy = `
 trusted_proxies: [127.0.0.1/32]
 jwt: {jwks_file: jwks.json, issuer: "https://issuer.example", audience: api}
@@ -28,6 +30,10 @@ rules:
         rate: 3/h
         overrides:
           - {claim: plan, equals: pro, scale: 10}
+  - name: v2
+    match: {path: /v2only/, expr: 'request.headers["x-api-version"] == "2"'}
+    limits:
+      - {name: v2-ip, key: ip, algorithm: fixed_window, rate: 2/h}
 `
 
 // TestServeJWTClaims runs a real sluice serve in front of a stand-in
@@ -84,7 +90,25 @@ func TestServeJWTClaims(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if want := int64(3 + 12 + 1); reached.Load() != want {
+	// The expression rule limits only version-2 requests.
+	version := func(n int, v string) (ok int) {
+		for range n {
+			if get(t, p.url("gateway", "/v2only/x"), "X-Api-Version", v).status == http.StatusOK {
+				ok++
+			}
+		}
+		return ok
+	}
+	if ok := version(4, "1"); ok != 4 {
+		t.Errorf("version 1: %d of 4, want 4", ok)
+	}
+	if ok := version(4, "2"); ok != 2 {
+		t.Errorf("version 2: %d of 4, want 2", ok)
+	}
+	if ok := version(2, "1"); ok != 2 {
+		t.Errorf("version 1 after version 2 was refused: %d of 2, want 2", ok)
+	}
+	if want := int64(3 + 12 + 1 + 4 + 2 + 2); reached.Load() != want {
 		t.Errorf("the upstream saw %d requests, want %d", reached.Load(), want)
 	}
 
@@ -99,6 +123,20 @@ func TestServeJWTClaims(t *testing.T) {
 		if ans.Allowed != want || want && r.status != http.StatusOK || !want && r.status != http.StatusBadRequest {
 			t.Errorf("decision API: status %d, allowed %v; want allowed %v (%s)", r.status, ans.Allowed, want, r.body)
 		}
+	}
+	// The decision API matches the expression rule as the gateway does.
+	allowed := 0
+	for _, v := range []string{"2", "2", "2", "1"} {
+		body, _ := json.Marshal(map[string]any{"request": map[string]any{"path": "/v2only/x", "ip": "203.0.113.10",
+			"headers": map[string]string{"X-Api-Version": v}}})
+		var ans struct{ Allowed bool }
+		json.Unmarshal([]byte(do(t, "POST", api, string(body)).body), &ans)
+		if ans.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("decision API, versions 2, 2, 2, 1: %d allowed, want 3", allowed)
 	}
 }
 
@@ -129,5 +167,22 @@ rules:
 	}
 	if reached.Load() != 0 {
 		t.Fatalf("the upstream saw %d requests", reached.Load())
+	}
+}
+
+// TestCheckNamesExpressionErrors: sluice check names the file, line, rule
+// and the expression's own error.
+func TestCheckNamesExpressionErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, `rules:
+  - name: v2
+    match: {path: /v2only/, expr: 'request.headers["x-api-version"] = "2"'}
+    limits:
+      - {name: v2-ip, key: ip, algorithm: fixed_window, rate: 2/h}
+`)
+	out, _, code := runSluice(t, "check", bad)
+	want := bad + `:3: rule "v2": match.expr: expression "request.headers[\"x-api-version\"] = \"2\"": ERROR: <input>:1:34: Syntax error`
+	if code != exitInvalid || !strings.Contains(out, want) {
+		t.Errorf("exit %d:\n%s\nwant %q", code, out, want)
 	}
 }
