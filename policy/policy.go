@@ -8,6 +8,14 @@
 // all-or-nothing sluice Check. docs/config.md documents the format with a
 // complete example.
 //
+// A policy's jwt: section verifies the bearer token of each request
+// (package jwtclaims): a limit can be keyed by a claim (jwt:sub) and an
+// override can match one, and a token that does not verify has no claims.
+// A rule's match, a key part and a cost can be CEL expressions over the
+// request and those claims (match: {expr}, expr:'...'), compiled when the
+// policy loads. The token is verified, and the expressions' input built,
+// once per request, whatever the number of limits that read them.
+//
 // A Holder keeps the current policy and swaps in a new one atomically on
 // Reload; a policy that fails to load leaves the old one serving.
 package policy
