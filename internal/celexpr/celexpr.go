@@ -20,7 +20,7 @@
 //
 // Evaluating costs the expression's own work plus, on the first use of
 // request in a request, building its maps (one allocation per header);
-// bench/CEL.md has the numbers.
+// bench/CLAIMS.md has the numbers.
 package celexpr
 
 import (
