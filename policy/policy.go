@@ -221,7 +221,7 @@ func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 		return o.key == value
 	}
 	if o.claim != "" {
-		return claim(r, o.claim) == o.equals // verified claims only (withClaims)
+		return claim(r, o.claim) == o.equals // verified claims only (withFacts)
 	}
 	if !o.anyone && !p.ClientIP.PeerTrusted(r) {
 		return false
