@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/jwtclaims"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -125,6 +126,10 @@ type Config struct {
 	// Observe, if set, is called for each decided call (see
 	// decide.Observation). It must be fast and safe for concurrent use.
 	Observe func(ctx context.Context, fullMethod string, o decide.Observation)
+
+	// JWT, if set, verifies the bearer token of each call's authorization
+	// metadata once, for the limits keyed ByClaim.
+	JWT *jwtclaims.Verifier
 
 	// OnWaiting, if set, is called with +1 when a call starts waiting
 	// under a limit for a shaping delay and -1 when it stops (see
@@ -232,6 +237,7 @@ func (s stackedStream) Context() context.Context { return s.ctx }
 // plan appends the checks of a call to dst.
 func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Check) []decide.Check {
 	var buf [128]byte
+	ctx = in.withClaims(ctx)
 	for _, l := range in.cfg.Limits {
 		key, err := l.Key(ctx, method)
 		switch {

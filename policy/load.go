@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/celexpr"
 	"github.com/sluicehq/sluice/internal/yamlload"
 	"go.yaml.in/yaml/v3"
 )
@@ -115,6 +116,11 @@ type loader struct {
 	warns []string
 	// proxies is how many trusted_proxies the policy lists.
 	proxies int
+	// hasJWT: the policy has a jwt: section (jwt:CLAIM keys and claim
+	// overrides need one).
+	hasJWT bool
+	// hasExpr: some rule or limit has a CEL expression.
+	hasExpr bool
 }
 
 // warn records something that loads but is likely not what was meant.
@@ -158,8 +164,11 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		return p
 	}
 	top := doc.Content[0]
-	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules", "shed")
+	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules", "shed", "jwt")
 	l.clientIP(f, p.ClientIP)
+	if n := f["jwt"]; n != nil {
+		l.hasJWT, p.jwt = true, l.jwtSection(n)
+	}
 	if n := f["shed"]; n != nil {
 		p.Shed = l.shed(n)
 	}
@@ -187,6 +196,7 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		ruleNames[r.Name] = rn.Line
 		p.Rules = append(p.Rules, r)
 	}
+	p.exprs = l.hasExpr
 	return p
 }
 
@@ -301,7 +311,11 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 	var methods []string
 	host, path := "", "/"
 	if n != nil {
-		f := l.Fields(n, w, "match", "methods", "host", "path")
+		f := l.Fields(n, w, "match", "methods", "host", "path", "expr")
+		if v := f["expr"]; v != nil {
+			src, _ := l.Str(v, w, "match.expr")
+			m.expr = l.compileExpr(v, w, "match.expr", src, celexpr.Match)
+		}
 		if v := f["methods"]; v != nil {
 			methods = l.Strings(v, w, "match.methods")
 			for _, meth := range methods {
@@ -325,6 +339,9 @@ func (l *loader) match(n *yaml.Node, w where) *matcher {
 		}
 	}
 	m.describe = strings.TrimSpace(strings.Join(methods, ",") + " " + host + path)
+	if m.expr != nil {
+		m.describe += " if " + m.expr.String()
+	}
 	if len(methods) == 0 {
 		methods = []string{""}
 	}
@@ -486,7 +503,7 @@ func (l *loader) algorithm(f map[string]*yaml.Node, n *yaml.Node, w where, commo
 // key reads a limit's key; false when it is missing.
 func (l *loader) key(keyNode, n *yaml.Node, w where, lim *Limit) bool {
 	if keyNode == nil {
-		l.Fail(n, w, "key", "missing (global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME, func:NAME, or a list of these)")
+		l.Fail(n, w, "key", "missing (global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, func:NAME, or a list of these)")
 		return false
 	}
 	lim.key = l.keyParts(keyNode, w, "key")
@@ -501,6 +518,15 @@ func (l *loader) keyParts(n *yaml.Node, w where, field string) []keyPart {
 		if err != nil {
 			l.Fail(n, w, field, "%v", err)
 			continue
+		}
+		if part.kind == "jwt" && !l.hasJWT {
+			l.Fail(n, w, field, "jwt:%s: a claim is read from verified tokens only; add the policy's jwt: section (jwks_file or jwks_url, issuer, audience)", part.name)
+			continue
+		}
+		if part.kind == "expr" {
+			if part.expr = l.compileExpr(n, w, field, part.name, celexpr.Key); part.expr == nil {
+				continue
+			}
 		}
 		if part.kind == "func" {
 			if part.fn = l.opts.Funcs[part.name]; part.fn == nil {
@@ -549,8 +575,10 @@ func (l *loader) cost(v *yaml.Node, w where, lim *Limit) {
 		lim.cost = c
 	} else if h, ok := strings.CutPrefix(s, "header:"); ok && h != "" {
 		lim.costHeader = http.CanonicalHeaderKey(h)
+	} else if e, ok := strings.CutPrefix(s, "expr:"); ok {
+		lim.costExpr = l.compileExpr(v, w, "cost", e, celexpr.Cost)
 	} else {
-		l.Fail(v, w, "cost", "%q: want a whole number or header:NAME", s)
+		l.Fail(v, w, "cost", "%q: want a whole number, header:NAME or expr:'...'", s)
 	}
 }
 
@@ -741,7 +769,7 @@ func (l *loader) overrides(n *yaml.Node, w where, base sluice.Limit, bound delay
 	var out []override
 	for _, on := range n.Content {
 		on = yamlload.Resolve(on)
-		f := l.Fields(on, w, "overrides", "key", "header", "equals", "scale", "unlimited", "from")
+		f := l.Fields(on, w, "overrides", "key", "header", "claim", "equals", "scale", "unlimited", "from")
 		o := l.overrideMatch(f, on, w)
 		if v := f["unlimited"]; v != nil {
 			o.unlimited = l.Bool(v, w, "overrides.unlimited")
@@ -810,7 +838,7 @@ func (l *loader) warnOverrides(n *yaml.Node, w where, lim *Limit, proxies int) {
 }
 
 // overrideMatch reads what an override matches: a key value, or a header
-// and the value it equals.
+// or a verified claim and the value it equals.
 func (l *loader) overrideMatch(f map[string]*yaml.Node, on *yaml.Node, w where) override {
 	var o override
 	if v := f["key"]; v != nil {
@@ -819,18 +847,34 @@ func (l *loader) overrideMatch(f map[string]*yaml.Node, on *yaml.Node, w where) 
 	if v := f["header"]; v != nil {
 		h, _ := l.Str(v, w, "overrides.header")
 		o.header = http.CanonicalHeaderKey(h)
-		if f["equals"] == nil {
-			l.Fail(v, w, "overrides.equals", "missing: header needs equals")
+	}
+	if v := f["claim"]; v != nil {
+		o.claim, _ = l.Str(v, w, "overrides.claim")
+		if !l.hasJWT {
+			l.Fail(v, w, "overrides.claim", "%q: a claim is read from verified tokens only; add the policy's jwt: section", o.claim)
 		}
 	}
+	on2 := f["header"] != nil || f["claim"] != nil
 	if v := f["equals"]; v != nil {
 		o.equals, _ = l.Str(v, w, "overrides.equals")
-		if f["header"] == nil {
-			l.Fail(v, w, "overrides.header", "missing: equals compares a header")
+		if !on2 {
+			l.Fail(v, w, "overrides.header", "missing: equals compares a header or a claim")
+		}
+	} else if on2 {
+		what, at := "claim", f["claim"]
+		if f["header"] != nil {
+			what, at = "header", f["header"]
+		}
+		l.Fail(at, w, "overrides.equals", "missing: %s needs equals", what)
+	}
+	n := 0
+	for _, k := range []string{"key", "header", "claim"} {
+		if f[k] != nil {
+			n++
 		}
 	}
-	if (f["key"] == nil) == (f["header"] == nil) {
-		l.Fail(on, w, "overrides", "give either key (a key value) or header and equals")
+	if n != 1 {
+		l.Fail(on, w, "overrides", "give one of key (a key value), header and equals, or claim and equals")
 	}
 	return o
 }

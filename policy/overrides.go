@@ -6,8 +6,8 @@ import "github.com/sluicehq/sluice"
 // simulate draws each one): which requests it applies to, and the limit
 // it applies instead.
 type Override struct {
-	// When says which requests it matches: "key VALUE" or
-	// "header NAME: VALUE".
+	// When says which requests it matches: "key VALUE",
+	// "header NAME: VALUE" or "claim NAME: VALUE".
 	When string
 	// Limit is the limit those requests are checked against; zero when
 	// Unlimited.
@@ -22,7 +22,10 @@ func (l *Limit) Overrides() []Override {
 	out := make([]Override, len(l.overrides))
 	for i, o := range l.overrides {
 		when := "key " + o.key
-		if o.key == "" {
+		switch {
+		case o.claim != "":
+			when = "claim " + o.claim + ": " + o.equals
+		case o.key == "":
 			when = "header " + o.header + ": " + o.equals
 		}
 		out[i] = Override{When: when, Unlimited: o.unlimited}

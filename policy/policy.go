@@ -8,6 +8,14 @@
 // all-or-nothing sluice Check. docs/config.md documents the format with a
 // complete example.
 //
+// A policy's jwt: section verifies the bearer token of each request
+// (package jwtclaims): a limit can be keyed by a claim (jwt:sub) and an
+// override can match one, and a token that does not verify has no claims.
+// A rule's match, a key part and a cost can be CEL expressions over the
+// request and those claims (match: {expr}, expr:'...'), compiled when the
+// policy loads. The token is verified, and the expressions' input built,
+// once per request, whatever the number of limits that read them.
+//
 // A Holder keeps the current policy and swaps in a new one atomically on
 // Reload; a policy that fails to load leaves the old one serving.
 package policy
@@ -24,6 +32,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/celexpr"
+	"github.com/sluicehq/sluice/jwtclaims"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -42,8 +52,10 @@ type Policy struct {
 	// Shed is the shed: section, nil without one.
 	Shed *Shed
 
-	protected   []string // see ProtectedHeaders
-	prioritized bool     // some rule names a priority
+	jwt         *jwtclaims.Verifier // the jwt: section's, nil without one
+	exprs       bool                // some rule or limit has a CEL expression
+	protected   []string            // see ProtectedHeaders
+	prioritized bool                // some rule names a priority
 }
 
 // Rule is one rule of a policy.
@@ -112,6 +124,7 @@ type Limit struct {
 	costHeader string
 	maxCost    int64            // the largest cost costHeader may ask for; 0: the capacity
 	late       *decide.LateCost // a cost the response reports; cost is then the reservation
+	costExpr   *celexpr.Expr    // cost: expr:'...', nil without one
 	overrides  []override
 }
 
@@ -162,15 +175,17 @@ func (l *Limit) KeyNames() (key, onMissing []string) {
 
 // keyPart is one element of a limit's key.
 type keyPart struct {
-	kind string // global, ip, route, method, host, header, query, cookie, func
-	name string // for header, query, cookie, func
+	kind string // global, ip, route, method, host, header, query, cookie, jwt, expr, func
+	name string // for header, query, cookie, jwt, expr (its source), func
 	fn   httplimit.KeyFunc
+	expr *celexpr.Expr
 }
 
 // override changes a limit for particular key values or requests.
 type override struct {
 	key            string // a key value, as computed
 	header, equals string // or a request header's value
+	claim          string // or a verified claim's value (equals)
 	scale          float64
 	unlimited      bool
 	limit          sluice.Limit // the scaled limit
@@ -183,6 +198,9 @@ type override struct {
 func (o *override) id() string {
 	if o.key != "" {
 		return "key=" + o.key
+	}
+	if o.claim != "" {
+		return "claim:" + o.claim + "=" + o.equals
 	}
 	return "header:" + o.header + "=" + o.equals
 }
@@ -201,6 +219,9 @@ func (o override) grant() string {
 func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 	if o.key != "" {
 		return o.key == value
+	}
+	if o.claim != "" {
+		return claim(r, o.claim) == o.equals // verified claims only (withFacts)
 	}
 	if !o.anyone && !p.ClientIP.PeerTrusted(r) {
 		return false
@@ -236,6 +257,7 @@ func (p *Policy) protectedHeaders() []string {
 type matcher struct {
 	mux      *http.ServeMux
 	describe string
+	expr     *celexpr.Expr // match.expr, nil without one
 }
 
 var found = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
@@ -381,11 +403,12 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	if err != nil {
 		return dst, err
 	}
-	mr := foldCase(r) // what rules match
+	r = p.withFacts(r) // the bearer token verified once for every limit
+	mr := foldCase(r)  // what rules match
 	var buf [128]byte
 	for _, rule := range p.Rules {
 		route := rule.match.pattern(mr)
-		if route == "" {
+		if route == "" || !rule.match.exprApplies(r) {
 			continue
 		}
 		for _, l := range rule.Limits {
@@ -455,6 +478,11 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			return c, false, ce
 		}
 	}
+	if l.costExpr != nil {
+		if c.Cost, err = exprCost(r, l.costExpr, c.Limit.Capacity()); err != nil {
+			return c, false, &decide.ClientError{Limit: l.Name, Field: "cost", Reason: err.Error()}
+		}
+	}
 	return c, true, nil
 }
 
@@ -510,6 +538,10 @@ func (p *Policy) part(r *http.Request, route string, part keyPart) (string, erro
 		return query(r, part.name)
 	case "cookie":
 		return cookie(r, part.name)
+	case "jwt":
+		return claim(r, part.name), nil
+	case "expr":
+		return exprPart(r, part.expr), nil
 	case "func":
 		return part.fn(r)
 	}

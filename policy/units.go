@@ -45,7 +45,7 @@ func ParseRate(s string) (sluice.Rate, error) {
 	return sluice.Per(count, d), nil
 }
 
-var errKeySyntax = errors.New("want global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME or func:NAME")
+var errKeySyntax = errors.New("want global, ip, route, method, host, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, expr:'...' or func:NAME")
 
 func parseKeyPart(s string) (keyPart, error) {
 	kind, name, hasName := strings.Cut(strings.TrimSpace(s), ":")
@@ -55,7 +55,7 @@ func parseKeyPart(s string) (keyPart, error) {
 			return keyPart{}, fmt.Errorf("%q: %s takes no name", s, kind)
 		}
 		return keyPart{kind: kind}, nil
-	case "header", "query", "cookie", "func":
+	case "header", "query", "cookie", "jwt", "expr", "func":
 		if !hasName || name == "" {
 			return keyPart{}, fmt.Errorf("%q: %s needs a name, as in %s:NAME", s, kind, kind)
 		}
