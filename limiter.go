@@ -190,7 +190,8 @@ func (l *Limiter) Adjust(ctx context.Context, r Request) (Decision, error) {
 // reserved. Reserve 0 (a peek) and settle the whole cost afterwards, or
 // reserve an estimate and settle the difference, either way; an
 // underestimate is charged into debt, an overestimate refunded. Both costs
-// must be zero or more (ErrNegativeCost).
+// must be zero or more (ErrNegativeCost). For a key with a Slot
+// (Request.Slot), call Adjust with the difference.
 func (l *Limiter) Settle(ctx context.Context, key string, limit Limit, reserved, actual int64) (Decision, error) {
 	for _, c := range [...]struct {
 		name string

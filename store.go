@@ -58,7 +58,9 @@ type Request struct {
 	// (decide.Check.Slot). In such a store the Slot is part of the key's
 	// identity: name a key with the same Slot every time (in Take,
 	// TakeAll, Adjust, Release and Reset), or it names another state.
-	// Stores that are not spread ignore it.
+	// Limiter's methods that take a key and a limit (Allow, AllowN, Wait,
+	// Settle) send none: give a Slot through Check, CheckEach, Adjust and
+	// Release. Stores that are not spread ignore it.
 	Slot string
 }
 

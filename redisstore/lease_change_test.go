@@ -299,4 +299,14 @@ func TestPrepared(t *testing.T) {
 	if s.TakeAllLocal([]sluice.Request{r}, ds, &p) || p.TakeAll(ctx, ds) == nil {
 		t.Error("TakeAll with room for 2 decisions of a check of 1: no error")
 	}
+	for range 2 { // the second is refused by Redis, and remembered
+		s.TakeLocal(r, &p)
+		p.Take(ctx)
+	}
+	if d, ok := s.TakeLocal(r, &p); !ok || d.Allowed {
+		t.Fatalf("a refusal the near cache remembers: %+v %v, want refused in the process", d, ok)
+	}
+	if d, err := p.Take(ctx); err == nil {
+		t.Errorf("Take after TakeLocal decided: %+v, want an error (nothing is left for Redis)", d)
+	}
 }

@@ -322,6 +322,7 @@ func (s *Store) prepare(r sluice.Request, q *request) error {
 // lease id.
 func (s *Store) prepareKeys(q *request, state []byte) {
 	q.state, q.log = keysFrom(state, usesLog(q.p.Alg))
+	q.lease = ""
 	if q.p.Desc().Leases && q.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
 	}

@@ -22,23 +22,48 @@ type Prepared struct {
 	q     request   // a lone request's (TakeLocal)
 	qs    []request // a check's (TakeAllLocal)
 	check bool      // prepared by TakeAllLocal
+	ready bool      // left for Redis (or err set): Take or TakeAll may go on
 	now   time.Time // the decision's one reading of localNow
 	err   error     // what preparing found wrong: Take or TakeAll returns it
 	asked bool      // the near cache has been asked
 }
 
-var errNotPrepared = errors.New("redisstore: nothing prepared for this call (TakeLocal prepares for Take, TakeAllLocal for TakeAll)")
+var errNotPrepared = errors.New("redisstore: nothing prepared for this call (TakeLocal prepares for Take, TakeAllLocal for TakeAll, when they did not decide)")
 
 // Take decides one request in one round trip, or none when the near cache
 // knows the key is refused or a quota lease covers it (Config.Leases). If
 // ctx ends while the script is in flight, Take returns ctx's error, and
 // the request may have been charged.
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	var p Prepared
-	if d, ok := s.takeLocal(r, &p, true); ok {
-		return d, nil
+	var q request
+	var buf [128]byte
+	var d sluice.Decision
+	now, held, err := s.prepareHeld(&r, &q, &buf, &d)
+	if err != nil || held {
+		return d, err
 	}
-	return p.Take(ctx)
+	return s.takeRemote(ctx, &q, now, false)
+}
+
+// prepareHeld prepares r into q, its state key's bytes into buf, and
+// decides it into d from its lease if it is a request a lease can cover
+// and the lease this instance holds does (held). Otherwise q is complete,
+// its key strings built, for the near cache and Redis; now is the
+// decision's one reading of localNow. The lease is looked up by the state
+// key's bytes: a covered request, the usual one, builds no string and
+// allocates nothing.
+func (s *Store) prepareHeld(r *sluice.Request, q *request, buf *[128]byte, d *sluice.Decision) (now time.Time, held bool, err error) {
+	c, err := s.prepareArgs(*r, q)
+	if err != nil {
+		return now, false, err
+	}
+	state := s.appendState(buf[:0], r, c.name)
+	now = s.localNow()
+	if s.mayLease(*r) && s.leases.takeHeldAt(state, q, d, now) {
+		return now, true, nil
+	}
+	s.prepareKeys(q, state)
+	return now, false, nil
 }
 
 // TakeLocal decides r from what this instance holds, without calling
@@ -51,36 +76,26 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 // and deadline, and while Redis cannot be reached: an answer that needs
 // no round trip costs no deadline and says nothing of Redis's health.
 func (s *Store) TakeLocal(r sluice.Request, p *Prepared) (sluice.Decision, bool) {
-	return s.takeLocal(r, p, false)
+	return s.takeLocal(&r, p)
 }
 
-// takeLocal prepares r into p and decides it from what the instance holds
-// if it can: its lease, for a request a lease can cover, else a refusal
-// the near cache remembers, for any request if all is set (Take), else
-// for one a lease can cover (TakeLocal: another is counted by failover's
-// breaker as Take answers it).
-func (s *Store) takeLocal(r sluice.Request, p *Prepared, all bool) (d sluice.Decision, ok bool) {
-	*p = Prepared{s: s}
-	c, err := s.prepareArgs(r, &p.q)
-	if err != nil {
-		p.err = err
-		return d, false
-	}
-	// The lease is looked up by its state key's bytes: a covered request,
-	// the usual one, builds no string and allocates nothing.
+// takeLocal is TakeLocal: r prepared into p, and decided from its lease,
+// or a refusal the near cache remembers, if it is a request a lease can
+// cover (another is counted by failover's breaker as Take answers it).
+// Every field of p is set here, by assignment: p may be reused.
+func (s *Store) takeLocal(r *sluice.Request, p *Prepared) (d sluice.Decision, ok bool) {
+	p.s, p.qs, p.check, p.asked = s, nil, false, false
 	var buf [128]byte
-	state := s.appendState(buf[:0], &r, c.name)
-	p.now = s.localNow()
-	leases := s.mayLease(r)
-	if leases && s.leases.takeHeldAt(state, &p.q, &d, p.now) {
-		return d, true
-	}
-	s.prepareKeys(&p.q, state)
-	if !leases && !all {
-		return d, false
+	p.now, ok, p.err = s.prepareHeld(r, &p.q, &buf, &d)
+	p.ready = !ok // left for Redis, or its error
+	if ok || p.err != nil || !s.mayLease(*r) {
+		return d, ok
 	}
 	p.asked = true
-	return s.near.get(p.q.state, &p.q.Limit, r.Cost, r.MaxDelay, p.now)
+	if d, ok = s.near.get(p.q.state, &p.q.Limit, r.Cost, r.MaxDelay, p.now); ok {
+		p.ready = false
+	}
+	return d, ok
 }
 
 // Take decides on Redis the request TakeLocal prepared and could not
@@ -90,32 +105,38 @@ func (s *Store) takeLocal(r sluice.Request, p *Prepared, all bool) (d sluice.Dec
 // error, and the request may have been charged.
 func (p *Prepared) Take(ctx context.Context) (sluice.Decision, error) {
 	switch {
-	case p.s == nil || p.check:
+	case !p.ready || p.check:
 		return sluice.Decision{}, errNotPrepared
 	case p.err != nil:
 		return sluice.Decision{}, p.err
 	}
-	s, q := p.s, p.q
-	if !p.asked {
-		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, p.now); ok {
+	return p.s.takeRemote(ctx, &p.q, p.now, p.asked)
+}
+
+// takeRemote decides q, prepared, on Redis, after the near cache unless
+// it has been asked (asked), as Take does once the leases the instance
+// holds have not covered it; now is the decision's reading of localNow.
+func (s *Store) takeRemote(ctx context.Context, q *request, now time.Time, asked bool) (sluice.Decision, error) {
+	if !asked {
+		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
 			return d, nil
 		}
 	}
 	var d [1]sluice.Decision
-	if ok, err := s.leases.take(ctx, []request{q}, d[:], p.now); ok {
+	if ok, err := s.leases.take(ctx, []request{*q}, d[:], now); ok {
 		if err != nil {
 			return sluice.Decision{}, err
 		}
 		return d[0], nil
 	}
-	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{q}, nil))
+	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{*q}, nil))
 	if err != nil {
-		return sluice.Decision{}, s.wrap(err, "take", q)
+		return sluice.Decision{}, s.wrap(err, "take", *q)
 	}
 	if _, err := decode(reply, d[:]); err != nil {
-		return sluice.Decision{}, s.wrap(err, "take", q)
+		return sluice.Decision{}, s.wrap(err, "take", *q)
 	}
-	s.remember(q, d[0])
+	s.remember(*q, d[0])
 	return d[0], nil
 }
 
@@ -164,7 +185,7 @@ func (s *Store) TakeAllLocal(rs []sluice.Request, ds []sluice.Decision, p *Prepa
 // refusal for has an empty lease (the refusal was its lease call's), so
 // the check is not covered, and the near cache then refuses it.
 func (s *Store) takeAllLocal(rs []sluice.Request, ds []sluice.Decision, p *Prepared, all bool) bool {
-	*p = Prepared{s: s, check: true}
+	*p = Prepared{s: s, check: true, ready: true}
 	if p.err = s.prepareAll(rs, ds, p); p.err != nil {
 		return false
 	}
@@ -176,11 +197,13 @@ func (s *Store) takeAllLocal(rs []sluice.Request, ds []sluice.Decision, p *Prepa
 			}
 		}
 		if s.leases.takeHeld(p.qs, ds, p.now) {
+			p.ready = false // decided: nothing is left for Redis
 			return true
 		}
 	}
 	p.asked = true
-	return s.nearRefusal(p.qs, ds, p.now)
+	p.ready = !s.nearRefusal(p.qs, ds, p.now)
+	return !p.ready
 }
 
 // prepareAll prepares the requests of a check into p.qs.
@@ -207,7 +230,7 @@ func (s *Store) prepareAll(rs []sluice.Request, ds []sluice.Decision, p *Prepare
 // answers have none, or returns the error preparing it found.
 func (p *Prepared) TakeAll(ctx context.Context, ds []sluice.Decision) error {
 	switch {
-	case p.s == nil || !p.check:
+	case !p.ready || !p.check:
 		return errNotPrepared
 	case p.err != nil:
 		return p.err
