@@ -276,7 +276,10 @@ func (s *Store) takeGroups(ctx context.Context, qs []request, ds []sluice.Decisi
 				undo[k] = "1"
 			}
 		}
-		rs := pick(qs, idx)
+		rs := qs // one group: the check in its order, no copy
+		if len(groups) > 1 {
+			rs = pick(qs, idx)
+		}
 		calls[g] = s.call(takeFor(rs), rs, undo)
 		calls[g].part = len(groups) > 1
 		if err := s.batch.submit(ctx, calls[g]); err != nil {
