@@ -111,7 +111,7 @@ func ExampleLimiter_Release() {
 	b, _ := limiter.Allow(ctx, "reports", reports)
 	c, _ := limiter.Allow(ctx, "reports", reports)
 	fmt.Println(a.Allowed, b.Allowed, c.Allowed)
-	limiter.Release(ctx, "reports", reports, a.Lease)
+	limiter.Release(ctx, sluice.Request{Key: "reports", Limit: reports}, a.Lease)
 	d, _ := limiter.Allow(ctx, "reports", reports)
 	fmt.Println(d.Allowed)
 	// Output:

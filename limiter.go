@@ -140,13 +140,15 @@ func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, cost int64
 	}
 }
 
-// Release gives back the lease of a request admitted under a concurrency
-// limit (Decision.Lease). Call it when the work ends, typically in a defer.
-func (l *Limiter) Release(ctx context.Context, key string, limit Limit, lease uint64) error {
+// Release gives back lease, the Decision.Lease of r, a request admitted
+// under a concurrency limit: r names the key (its Key, Slot and Limit; its
+// Cost is ignored). Call it when the work ends, typically in a defer. A
+// lease of 0 (none) is ignored.
+func (l *Limiter) Release(ctx context.Context, r Request, lease uint64) error {
 	if lease == 0 {
 		return nil
 	}
-	return l.store.Release(ctx, key, limit, lease)
+	return l.store.Release(ctx, r, lease)
 }
 
 // Adjust changes the usage of r.Key under r.Limit by r.Cost, a signed delta,
@@ -188,7 +190,8 @@ func (l *Limiter) Adjust(ctx context.Context, r Request) (Decision, error) {
 // reserved. Reserve 0 (a peek) and settle the whole cost afterwards, or
 // reserve an estimate and settle the difference, either way; an
 // underestimate is charged into debt, an overestimate refunded. Both costs
-// must be zero or more (ErrNegativeCost).
+// must be zero or more (ErrNegativeCost). For a key with a Slot
+// (Request.Slot), call Adjust with the difference.
 func (l *Limiter) Settle(ctx context.Context, key string, limit Limit, reserved, actual int64) (Decision, error) {
 	for _, c := range [...]struct {
 		name string

@@ -245,10 +245,10 @@ func TestRelease(t *testing.T) {
 		if d2, _ := l.Allow(ctx, "report", lim); d2.Allowed {
 			t.Fatal("two in flight under concurrency(1)")
 		}
-		if err := l.Release(ctx, "report", lim, d.Lease); err != nil {
+		if err := l.Release(ctx, sluice.Request{Key: "report", Limit: lim}, d.Lease); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Release(ctx, "report", lim, 0); err != nil {
+		if err := l.Release(ctx, sluice.Request{Key: "report", Limit: lim}, 0); err != nil {
 			t.Fatal("releasing lease 0 (no lease) must be a no-op")
 		}
 		if d3, _ := l.Allow(ctx, "report", lim); !d3.Allowed {

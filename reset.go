@@ -8,5 +8,7 @@ import "context"
 // sluice's stores implement it; a store that caches refusals outside the
 // state (redisstore's near cache) forgets its own, not other instances'.
 type Resetter interface {
-	Reset(ctx context.Context, key string, limit Limit) error
+	// Reset forgets the state r names: r.Key (in r.Slot) under r.Limit.
+	// r's Cost and the rest are ignored.
+	Reset(ctx context.Context, r Request) error
 }

@@ -46,6 +46,22 @@ type Request struct {
 	// other limits ignore MaxDelay. A peek (Cost 0) reports whether a
 	// unit-cost request would be admitted within MaxDelay.
 	MaxDelay time.Duration
+
+	// Slot, if not empty, is the part of Key that chooses where a store
+	// spread over shards keeps its state: on a Redis Cluster, redisstore
+	// (with Config.Slots) keeps every key of one Slot on one hash slot, so
+	// that a check of them is one atomic script (and can use quota
+	// leases) rather than a charge per slot and a refund; it also makes
+	// that slot as hot as the keys that share it. Empty, the default,
+	// means the whole Key: keys spread over the cluster. A policy rule
+	// with one_slot gives its checks the rule's part of their keys
+	// (decide.Check.Slot). In such a store the Slot is part of the key's
+	// identity: name a key with the same Slot every time (in Take,
+	// TakeAll, Adjust, Release and Reset), or it names another state.
+	// Limiter's methods that take a key and a limit (Allow, AllowN, Wait,
+	// Settle) send none: give a Slot through Check, CheckEach, Adjust and
+	// Release. Stores that are not spread ignore it.
+	Slot string
 }
 
 // FailureMode says what happens to a request when the store meant to decide
@@ -105,10 +121,11 @@ type Store interface {
 	// has the same length as rs.
 	TakeAll(ctx context.Context, rs []Request, ds []Decision) error
 
-	// Release gives back the lease of a request admitted under a
-	// concurrency limit. Releasing an unknown or expired lease is not an
-	// error: the slot is free either way.
-	Release(ctx context.Context, key string, limit Limit, lease uint64) error
+	// Release gives back lease, the Decision.Lease of r, a request
+	// admitted under a concurrency limit: r names the key (its Key, Slot
+	// and Limit); its Cost and the rest are ignored. Releasing an unknown
+	// or expired lease is not an error: the place is free either way.
+	Release(ctx context.Context, r Request, lease uint64) error
 }
 
 // Adjuster is a Store that can change a key's usage after the fact: charge

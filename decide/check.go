@@ -27,7 +27,8 @@
 // (StackedFields), so the request is all or nothing across them.
 //
 // What the lower layers need travels down with each check (its failure mode
-// in sluice.Request.OnError, its longest delay in sluice.Request.MaxDelay);
+// in sluice.Request.OnError, its longest delay in sluice.Request.MaxDelay,
+// the part of its key that chooses its Cluster slot in sluice.Request.Slot);
 // the limiter reports which request decided. Nothing is recovered later by
 // parsing a key or comparing decisions.
 package decide
@@ -47,6 +48,12 @@ type Check struct {
 	Name string
 	// Key is the store key, built with AppendKey.
 	Key string
+	// Slot is the part of Key that chooses where a store spread over
+	// shards keeps it (sluice.Request.Slot): for a policy rule with
+	// one_slot, the rule's part of its keys; empty for the whole key.
+	// It is set when the check is planned, and every later use of the key
+	// (settle, release, undo) goes with it.
+	Slot string
 	// Limit and Cost are what is charged. Cost 0 peeks.
 	Limit sluice.Limit
 	Cost  int64

@@ -202,7 +202,7 @@ func (r *Result) Proceed() bool {
 // its work has ended (httplimit: when the handler returns).
 func (r *Result) Release() {
 	for _, l := range r.leases {
-		r.dc.limiter.Release(context.Background(), l.req.Key, l.req.Limit, l.id)
+		r.dc.limiter.Release(context.Background(), l.req, l.id)
 	}
 	r.leases = r.leases[:0]
 }
@@ -278,7 +278,7 @@ func (dc *Decider) split(checks []Check, res *Result) bool {
 			res.observe(Observation{Limit: c.Name, Outcome: AdmittedUncounted, Err: err})
 			continue
 		}
-		r := sluice.Request{Key: c.Key, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError, MaxDelay: dc.maxDelay(c)}
+		r := sluice.Request{Key: c.Key, Slot: c.Slot, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError, MaxDelay: dc.maxDelay(c)}
 		if c.Shadow {
 			res.Shadow, res.shadowReqs = append(res.Shadow, *c), append(res.shadowReqs, r)
 			res.ShadowEach = append(res.ShadowEach, sluice.Decision{})

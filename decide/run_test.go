@@ -89,7 +89,7 @@ func (f failing) Take(context.Context, sluice.Request) (sluice.Decision, error) 
 	return sluice.Decision{}, f.err
 }
 func (f failing) TakeAll(context.Context, []sluice.Request, []sluice.Decision) error { return f.err }
-func (f failing) Release(context.Context, string, sluice.Limit, uint64) error        { return f.err }
+func (f failing) Release(context.Context, sluice.Request, uint64) error              { return f.err }
 
 // TestRunStoreErrors: a store failure follows the checks' failure modes
 // (any closed one refuses), and a limit or cost no store could check is

@@ -226,7 +226,8 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	}
 	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
 	if actual != reserved {
-		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, lim, reserved, actual)
+		// Limiter.Settle with the key's Slot: both costs are at least 0
+		_, s.Err = r.dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Slot: c.Slot, Limit: lim, Cost: actual - reserved})
 	}
 	switch {
 	case s.Err != nil:
@@ -252,7 +253,7 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 func (dc *Decider) Adjust(ctx context.Context, c *Check, delta int64) (sluice.Decision, error) {
 	m := c.Limit.MaxAdjust()
 	delta = max(-m, min(delta, m))
-	d, err := dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Limit: c.Limit, Cost: delta, OnError: c.OnError})
+	d, err := dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Slot: c.Slot, Limit: c.Limit, Cost: delta, OnError: c.OnError})
 	if err != nil {
 		dc.logError("a charge or refund outside a check could not be made", err)
 	}

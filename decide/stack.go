@@ -191,7 +191,7 @@ func (r *Result) refund(ctx context.Context, reqs []sluice.Request, each []sluic
 			each[i].Remaining = min(each[i].Remaining+q.Cost, q.Limit.Capacity())
 			continue
 		}
-		d, err := r.dc.limiter.Adjust(ctx, sluice.Request{Key: q.Key, Limit: q.Limit, Cost: -q.Cost, OnError: q.OnError})
+		d, err := r.dc.limiter.Adjust(ctx, sluice.Request{Key: q.Key, Slot: q.Slot, Limit: q.Limit, Cost: -q.Cost, OnError: q.OnError})
 		if err != nil {
 			r.dc.logError("a charge of a request refused further in could not be given back; it stands", err)
 			continue

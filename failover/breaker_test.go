@@ -74,12 +74,12 @@ func (f *faultStore) TakeAll(ctx context.Context, rs []sluice.Request, ds []slui
 	return f.inner.TakeAll(ctx, rs, ds)
 }
 
-func (f *faultStore) Release(ctx context.Context, key string, l sluice.Limit, lease uint64) error {
+func (f *faultStore) Release(ctx context.Context, r sluice.Request, lease uint64) error {
 	f.releases.Add(1)
 	if err := f.fault(ctx); err != nil {
 		return err
 	}
-	return f.inner.Release(ctx, key, l, lease)
+	return f.inner.Release(ctx, r, lease)
 }
 
 // Adjust makes a faultStore a sluice.Adjuster, failing as its other calls.
@@ -304,7 +304,7 @@ func TestDeadline(t *testing.T) {
 			t.Fatalf("TakeAll: %v after %v", err, time.Since(start))
 		}
 		start = time.Now()
-		err = s.Release(ctx, "c", sluice.Concurrency(1, time.Minute), 7)
+		err = s.Release(ctx, sluice.Request{Key: "c", Limit: sluice.Concurrency(1, time.Minute)}, 7)
 		if time.Since(start) != 30*time.Millisecond || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Release: %v after %v", err, time.Since(start))
 		}
@@ -495,7 +495,7 @@ func TestLeasesReturnToTheirStore(t *testing.T) {
 		// Recovered. The fallback lease goes back to the fallback, not to
 		// the primary, whose slot stays held by its own lease.
 		releases := p.releases.Load()
-		if err := l.Release(ctx, "job", conc, fb.Lease); err != nil {
+		if err := l.Release(ctx, sluice.Request{Key: "job", Limit: conc}, fb.Lease); err != nil {
 			t.Fatal(err)
 		}
 		if p.releases.Load() != releases {
@@ -504,7 +504,7 @@ func TestLeasesReturnToTheirStore(t *testing.T) {
 		if d, _ := l.Allow(ctx, "job", conc); d.Allowed {
 			t.Fatalf("the primary's lease was freed by releasing the fallback's: %+v", d)
 		}
-		if err := l.Release(ctx, "job", conc, primaryLease.Lease); err != nil || p.releases.Load() != releases+1 {
+		if err := l.Release(ctx, sluice.Request{Key: "job", Limit: conc}, primaryLease.Lease); err != nil || p.releases.Load() != releases+1 {
 			t.Fatalf("primary release: %v", err)
 		}
 		if d, _ := l.Allow(ctx, "job", conc); !d.Allowed || d.Degraded {
@@ -517,7 +517,7 @@ func TestLeasesReturnToTheirStore(t *testing.T) {
 			t.Fatalf("fallback after its lease was released: %+v", d)
 		}
 		// While open, a primary lease is not released (it ends by its TTL).
-		if err := s.Release(ctx, "job", conc, primaryLease.Lease); !errors.Is(err, failover.ErrUnavailable) {
+		if err := s.Release(ctx, sluice.Request{Key: "job", Limit: conc}, primaryLease.Lease); !errors.Is(err, failover.ErrUnavailable) {
 			t.Fatalf("release while open: %v", err)
 		}
 	})

@@ -35,11 +35,12 @@ type debts struct {
 }
 
 // debtKey is a key's state: limits that share it (sluice.Limit.Shares)
-// owe together.
+// owe together. The key goes with its Slot (sluice.Request.Slot), which
+// names it in the primary.
 type debtKey struct {
-	key     string
-	alg     sluice.Algorithm
-	version uint32
+	key, slot string
+	alg       sluice.Algorithm
+	version   uint32
 }
 
 // owing is what one debtKey owes (0: nothing) and the latest limit it was
@@ -74,7 +75,7 @@ func (d *debts) add(r sluice.Request) {
 	if algo.Leases(r.Limit.Algorithm) || r.Cost == 0 {
 		return
 	}
-	k := debtKey{r.Key, r.Limit.Algorithm, r.Limit.Version}
+	k := debtKey{r.Key, r.Slot, r.Limit.Algorithm, r.Limit.Version}
 	d.mu.RLock()
 	owed := d.owed[k]
 	if owed != nil {
@@ -150,7 +151,7 @@ func (s *Store) settle() {
 				return
 			default:
 			}
-			if !s.charge(k.key, o) {
+			if !s.charge(k, o) {
 				break // the primary fails again: what is left waits for its next success
 			}
 			delete(owed, k)
@@ -166,18 +167,18 @@ func (s *Store) settle() {
 // after the primary's next success, within the same bounds as add.
 func (d *debts) restore(owed map[debtKey]debt) {
 	for k, o := range owed {
-		d.add(sluice.Request{Key: k.key, Limit: o.limit, Cost: o.cost})
+		d.add(sluice.Request{Key: k.key, Slot: k.slot, Limit: o.limit, Cost: o.cost})
 	}
 }
 
-// charge charges o to key on the primary, and reports whether the primary
+// charge charges o to k's key on the primary, and reports whether the primary
 // answered. A primary that can adjust (sluice.Adjuster) is charged all of
 // it, past the limit into debt if need be, so that the requests after the
 // outage pay for what the fallback admitted; another is charged all of it
 // if the limit has room, else all the room it has.
-func (s *Store) charge(key string, o debt) bool {
+func (s *Store) charge(k debtKey, o debt) bool {
 	cost := o.cost
-	r := sluice.Request{Key: key, Limit: o.limit, Cost: cost}
+	r := sluice.Request{Key: k.key, Slot: k.slot, Limit: o.limit, Cost: cost}
 	if pa, ok := s.primary.(sluice.Adjuster); ok {
 		ctx, stop := s.deadline(context.Background(), time.Now())
 		_, err := pa.Adjust(ctx, r)

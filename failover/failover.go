@@ -88,6 +88,7 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // Mode says what happens to a request when the primary store cannot
@@ -248,8 +249,8 @@ type Stats struct {
 // one mutex-guarded breaker, taken twice per call; it starts no goroutines.
 type Store struct {
 	primary, fallback sluice.Store
-	local             localTaker      // primary, if it is one
-	own               *memstore.Store // the default fallback, closed by Close
+	local             *redisstore.Store // primary, if it is one (see takeLocal)
+	own               *memstore.Store   // the default fallback, closed by Close
 	cfg               Config
 
 	mu     sync.Mutex
@@ -281,7 +282,7 @@ func New(primary sluice.Store, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{primary: primary, fallback: cfg.FallbackStore, cfg: cfg, born: time.Now()}
-	s.local, _ = primary.(localTaker)
+	s.local, _ = primary.(*redisstore.Store)
 	s.debts.closing = make(chan struct{})
 	s.scale.Store(&scaled{f: cfg.FallbackScale})
 	if s.fallback == nil {
@@ -410,9 +411,10 @@ func (s *Store) Stats() Stats {
 // Take decides r on the primary, or by r's Mode when the primary cannot.
 // What the primary decides from what it holds in the process (redisstore's
 // quota leases and near cache) is decided first, outside the breaker and
-// the deadline (see localTaker).
+// the deadline (see takeLocal).
 func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	if d, ok := s.takeLocal(ctx, r); ok {
+	var p redisstore.Prepared
+	if d, ok := s.takeLocal(ctx, r, &p); ok {
 		return d, nil
 	}
 	start, probe, ok := s.admit()
@@ -420,7 +422,7 @@ func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, er
 		return s.degradedOne(ctx, r, nil)
 	}
 	cctx, stop := s.deadline(ctx, start)
-	d, err := s.primary.Take(cctx, r)
+	d, err := s.takePrimary(cctx, r, &p)
 	stop.Stop()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
@@ -445,7 +447,8 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 	if len(ds) != len(rs) {
 		return fmt.Errorf("failover: TakeAll: %d requests but room for %d decisions", len(rs), len(ds))
 	}
-	if s.takeAllLocal(ctx, rs, ds) {
+	var p redisstore.Prepared
+	if s.takeAllLocal(ctx, rs, ds, &p) {
 		return nil
 	}
 	start, probe, ok := s.admit()
@@ -453,7 +456,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.De
 		return s.degradedAll(ctx, rs, ds, nil)
 	}
 	cctx, stop := s.deadline(ctx, start)
-	err := s.primary.TakeAll(cctx, rs, ds)
+	err := s.takeAllPrimary(cctx, rs, ds, &p)
 	stop.Stop()
 	switch err = s.finish(ctx, cctx, err, start, probe); {
 	case err == nil:
@@ -476,44 +479,45 @@ const fallbackLease = 1 << 63
 // A lease of 0 (a FailOpen admission holds none) is ignored. While the
 // breaker is open, a primary lease is not released: the error wraps
 // ErrUnavailable and the lease ends by its TTL.
-func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lease uint64) error {
+func (s *Store) Release(ctx context.Context, r sluice.Request, lease uint64) error {
 	switch {
 	case lease == 0:
 		return nil
 	case lease&fallbackLease != 0:
-		return s.fallback.Release(ctx, key, s.scale.Load().limit(limit), lease&^fallbackLease)
+		return s.fallback.Release(ctx, s.fallbackRequest(r), lease&^fallbackLease)
 	}
 	start, probe, ok := s.admit()
 	if !ok {
 		return s.unavailable(nil)
 	}
 	cctx, stop := s.deadline(ctx, start)
-	err := s.primary.Release(cctx, key, limit, lease)
+	err := s.primary.Release(cctx, r, lease)
 	stop.Stop()
 	if err = s.finish(ctx, cctx, err, start, probe); err != nil && isFailure(err) {
-		return fmt.Errorf("failover: release %q: the lease ends by its TTL: %w", key, err)
+		return fmt.Errorf("failover: release %q: the lease ends by its TTL: %w", r.Key, err)
 	}
 	return err
 }
 
 var _ sluice.Resetter = (*Store)(nil)
 
-// Reset forgets key's state under limit in the primary and in the
-// fallback (under its scaled limit), each store that is a sluice.Resetter.
-// A primary that is not, or fails, is an error: the state may remain.
-func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error {
+// Reset forgets the state of r's key under r.Limit in the primary and in
+// the fallback (under its scaled limit), each store that is a
+// sluice.Resetter. A primary that is not, or fails, is an error: the state
+// may remain.
+func (s *Store) Reset(ctx context.Context, r sluice.Request) error {
 	var errs []error
-	if r, ok := s.fallback.(sluice.Resetter); ok {
-		errs = append(errs, r.Reset(ctx, key, s.scale.Load().limit(limit)))
+	if f, ok := s.fallback.(sluice.Resetter); ok {
+		errs = append(errs, f.Reset(ctx, s.fallbackRequest(r)))
 	}
-	r, ok := s.primary.(sluice.Resetter)
+	p, ok := s.primary.(sluice.Resetter)
 	if !ok {
-		return errors.Join(append(errs, fmt.Errorf("failover: reset %q: the primary store cannot reset a key", key))...)
+		return errors.Join(append(errs, fmt.Errorf("failover: reset %q: the primary store cannot reset a key", r.Key))...)
 	}
 	cctx, stop := s.deadline(ctx, time.Now())
 	defer stop.Stop()
-	if err := r.Reset(cctx, key, limit); err != nil {
-		errs = append(errs, fmt.Errorf("failover: reset %q: %w", key, err))
+	if err := p.Reset(cctx, r); err != nil {
+		errs = append(errs, fmt.Errorf("failover: reset %q: %w", r.Key, err))
 	}
 	return errors.Join(errs...)
 }
@@ -702,10 +706,12 @@ func (s *Store) unavailable(cause error) error {
 // degradedOne decides r by its Mode; cause is the primary's error, or nil
 // if the breaker kept the call from the primary. After a failed call, what
 // the primary holds is asked again first: a lease may have been refilled
-// while the call waited.
+// while the call waited (the request is prepared again: the failed call
+// cost far more).
 func (s *Store) degradedOne(ctx context.Context, r sluice.Request, cause error) (sluice.Decision, error) {
 	if cause != nil && s.local != nil {
-		if d, ok := s.local.TakeLocal(r); ok {
+		var p redisstore.Prepared
+		if d, ok := s.local.TakeLocal(r, &p); ok {
 			return d, nil
 		}
 	}
@@ -738,8 +744,11 @@ func (s *Store) degradedMode(r sluice.Request, cause error) (Mode, error) {
 }
 
 func (s *Store) degradedAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision, cause error) error {
-	if cause != nil && s.local != nil && s.local.TakeAllLocal(rs, ds) { // see degradedOne
-		return nil
+	if cause != nil && s.local != nil {
+		var p redisstore.Prepared
+		if s.local.TakeAllLocal(rs, ds, &p) { // see degradedOne
+			return nil
+		}
 	}
 	modes := make([]Mode, len(rs))
 	var n [4]int64

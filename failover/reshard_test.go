@@ -334,8 +334,8 @@ func TestReshard(t *testing.T) {
 	}
 }
 
-// TestReshardMergedBatches: distinct keys of one slot (Config.SlotKey gives
-// them one hash tag) are merged into batch scripts under load. While their
+// TestReshardMergedBatches: distinct keys of one slot (one Slot, with
+// Config.Slots, gives them one hash tag) are merged into batch scripts under load. While their
 // slot migrates with half of its keys moved, Redis refuses a script naming
 // keys on both sides with TRYAGAIN; the store must then decide each merged
 // check alone (the moved keys by ASK), so that no request fails.
@@ -344,32 +344,34 @@ func TestReshardMergedBatches(t *testing.T) {
 	_, addrs, ids, cc, seen := reshardCluster(t)
 	prefix := redistest.Prefix(t)
 	rs, err := redisstore.New(cc, redisstore.Config{
-		Prefix: prefix, NearCache: -1, SlotKey: func(string) string { return "route" },
+		Prefix: prefix, NearCache: -1, Slots: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	limiter := sluice.New(rs)
 	limit := sluice.GCRA(sluice.PerSecond(1_000_000), 1_000_000)
+	allow := func(i int) (sluice.Decision, error) {
+		return rs.Take(ctx, sluice.Request{Key: fmt.Sprint("user:", i), Slot: "route", Limit: limit, Cost: 1})
+	}
 
 	// Create the keys, all in the slot of "route".
 	const keys = 256
 	var wg sync.WaitGroup
 	for i := range keys {
 		wg.Go(func() {
-			if _, err := limiter.Allow(ctx, fmt.Sprint("user:", i), limit); err != nil {
+			if _, err := allow(i); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	var slotKey string
+	var oneKey string
 	for _, k := range redistest.Keys(t, cc, prefix) {
-		slotKey = k
+		oneKey = k
 		break
 	}
-	slot, source := slotOf(t, cc, slotKey)
+	slot, source := slotOf(t, cc, oneKey)
 	var target string
 	for _, a := range addrs {
 		if a != source && target == "" {
@@ -390,7 +392,7 @@ func TestReshardMergedBatches(t *testing.T) {
 					return
 				default:
 				}
-				d, err := limiter.Allow(ctx, fmt.Sprint("user:", i%keys), limit)
+				d, err := allow(i % keys)
 				decided.Add(1)
 				if err != nil || !d.Allowed {
 					errs.Add(1)

@@ -230,7 +230,7 @@ func TestConcurrentEviction(t *testing.T) {
 					return
 				}
 				if d.Lease != 0 {
-					s.Release(ctx, r.Key, r.Limit, d.Lease)
+					s.Release(ctx, r, d.Lease)
 				}
 				if i%64 == 0 {
 					clk.advance(time.Millisecond)
@@ -488,7 +488,7 @@ func TestConcurrentChecksMoveEntries(t *testing.T) {
 					}
 					s.Take(ctx, sluice.Request{Key: k, Limit: generous, Cost: 1})
 				case 3:
-					s.Reset(ctx, k, generous)
+					s.Reset(ctx, sluice.Request{Key: k, Limit: generous})
 					if g == 0 && i%100 == 3 {
 						s.sweep()
 					}

@@ -102,7 +102,7 @@ func checkFastIsGeneric(t *testing.T, coarse bool) {
 				sameTrace(rt, i, "Adjust", fmt.Sprint(a, errA), fmt.Sprint(b, errB))
 			case 4:
 				r := drawFastRequest(rt, focus)
-				sameTrace(rt, i, "Reset", fmt.Sprint(fast.Reset(ctx, r.Key, r.Limit)), fmt.Sprint(generic.Reset(ctx, r.Key, r.Limit)))
+				sameTrace(rt, i, "Reset", fmt.Sprint(fast.Reset(ctx, r)), fmt.Sprint(generic.Reset(ctx, r)))
 			default:
 				r := drawFastRequest(rt, focus)
 				if rapid.IntRange(0, 7).Draw(rt, "odd cost") == 0 {

@@ -360,7 +360,9 @@ func (s *Store) lease(p *algo.Params, cost int64) uint64 {
 }
 
 // Release gives back a concurrency lease. Unknown leases are ignored.
-func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease uint64) error {
+// r.Slot is ignored: the store is not spread over shards.
+func (s *Store) Release(_ context.Context, r sluice.Request, lease uint64) error {
+	key, limit := r.Key, r.Limit
 	h := s.hash(key)
 	sh := &s.shards[s.shardOf(h)]
 	w0, w1 := sh.pack(key, h)
@@ -384,9 +386,10 @@ func (s *Store) Release(_ context.Context, key string, limit sluice.Limit, lease
 
 var _ sluice.Resetter = (*Store)(nil)
 
-// Reset forgets key's state under limit (and every limit sharing it): the
-// next request starts afresh.
-func (s *Store) Reset(_ context.Context, key string, limit sluice.Limit) error {
+// Reset forgets r.Key's state under r.Limit (and every limit sharing it):
+// the next request starts afresh. r.Slot is ignored.
+func (s *Store) Reset(_ context.Context, r sluice.Request) error {
+	key, limit := r.Key, r.Limit
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}

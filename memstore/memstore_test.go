@@ -369,7 +369,7 @@ func TestConcurrencyRelease(t *testing.T) {
 	if d2, _ := s.Take(ctx, sluice.Request{Key: "job", Limit: lim, Cost: 1}); d2.Allowed {
 		t.Fatal("second admitted while the first holds the only slot")
 	}
-	if err := s.Release(ctx, "job", lim, d.Lease); err != nil {
+	if err := s.Release(ctx, sluice.Request{Key: "job", Limit: lim}, d.Lease); err != nil {
 		t.Fatal(err)
 	}
 	if d3, _ := s.Take(ctx, sluice.Request{Key: "job", Limit: lim, Cost: 1}); !d3.Allowed || d3.Lease == d.Lease {

@@ -89,7 +89,7 @@ func checkRefuseIsLocked(t *testing.T, coarse bool) {
 				sameAnswer(rt, i, "Adjust", fmt.Sprint(a, errA), fmt.Sprint(b, errB))
 			case 4:
 				r := drawRefuseRequest(rt, focus)
-				sameAnswer(rt, i, "Reset", fmt.Sprint(subject.Reset(ctx, r.Key, r.Limit)), fmt.Sprint(locked.Reset(ctx, r.Key, r.Limit)))
+				sameAnswer(rt, i, "Reset", fmt.Sprint(subject.Reset(ctx, r)), fmt.Sprint(locked.Reset(ctx, r)))
 			default:
 				r := drawRefuseRequest(rt, focus)
 				if rapid.IntRange(0, 7).Draw(rt, "odd cost") == 0 {

@@ -273,6 +273,9 @@ func (l *loader) rule(n *yaml.Node, p *Policy, limitNames map[string]string) *Ru
 	if v := f["one_slot"]; v != nil {
 		r.OneSlot = l.Bool(v, w, "one_slot")
 	}
+	if r.OneSlot {
+		r.slot = string(decide.AppendKey(nil, name))
+	}
 	bound := l.delayBound(r.Action)
 	limits := f["limits"]
 	if v := f["priority"]; v != nil {

@@ -80,35 +80,18 @@ type Rule struct {
 	// instead of a charge per slot and a refund. It makes that slot as hot
 	// as the rule; turning it on or off starts the rule's counts afresh
 	// (its keys change names). Default false: keys spread over the
-	// cluster. See SlotKey.
+	// cluster. See Slot.
 	OneSlot bool
+	slot    string // Slot's answer
 	match   *matcher
 }
 
-// SlotKey returns the part of a store key that chooses its Redis Cluster
-// slot (redisstore.Config.SlotKey): the rule's name for a key of a rule
-// with OneSlot, the whole key otherwise. Keys the policy builds start with
-// the rule's name (decide.AppendKey).
-func (p *Policy) SlotKey(key string) string {
-	i := strings.IndexByte(key, ':')
-	if i <= 0 || i > 4 {
-		return key
-	}
-	n, err := strconv.Atoi(key[:i])
-	if err != nil || n < 0 || n > len(key)-i-1 {
-		return key
-	}
-	rule := key[i+1 : i+1+n]
-	for _, r := range p.Rules {
-		if r.Name == rule {
-			if r.OneSlot {
-				return key[:i+1+n]
-			}
-			return key
-		}
-	}
-	return key
-}
+// Slot is the part of the store keys of r's checks that chooses their
+// Redis Cluster slot (decide.Check.Slot, sluice.Request.Slot): with
+// OneSlot, the rule's own part, which starts every key it plans; ""
+// otherwise, for the whole key. An operation on a key of r that has no
+// planned check (a reset, a release) takes it from here.
+func (r *Rule) Slot() string { return r.slot }
 
 // Match describes what the rule matches, as written ("POST api.example.com/orders/{id}").
 func (r *Rule) Match() string { return r.match.describe }
@@ -428,7 +411,7 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 // is false when the limit does not apply: a key part has no value, or an
 // override makes it unlimited.
 func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
-	c = decide.Check{Name: l.Name, Limit: l.Limit, Shadow: rule.Shadow, OnError: rule.OnError, Action: &rule.Action}
+	c = decide.Check{Name: l.Name, Slot: rule.slot, Limit: l.Limit, Shadow: rule.Shadow, OnError: rule.OnError, Action: &rule.Action}
 	key, value, skip, err := p.key(r, route, rule, l, l.key, buf)
 	if skip && l.onMissing != missingSkip {
 		if l.onMissing == missingRefuse {

@@ -2,15 +2,19 @@ package policy_test
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
 )
 
-// TestSlotKey: the keys of a rule with one_slot all choose their Redis
-// Cluster slot by the rule's name; those of other rules by the whole key.
-func TestSlotKey(t *testing.T) {
+// TestSlot: the checks of a rule with one_slot carry the rule's part of
+// their keys as their Slot, so that they all choose their Redis Cluster
+// slot by the rule's name; those of other rules carry none (the whole
+// key). Rule.Slot names the same part, for operations on a key that have
+// no planned check.
+func TestSlot(t *testing.T) {
 	p, err := policy.Parse("slot.yaml", []byte(`
 rules:
   - name: orders
@@ -28,31 +32,24 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		path     string
-		oneSlot  bool
 		wantSlot string
 	}{
-		{"/orders", true, string(decide.AppendKey(nil, "orders"))},
-		{"/other", false, ""},
+		{"/orders", string(decide.AppendKey(nil, "orders"))},
+		{"/other", ""},
 	} {
+		if got := p.Rules[i].Slot(); got != tc.wantSlot {
+			t.Errorf("rule %s: Slot() = %q, want %q", p.Rules[i].Name, got, tc.wantSlot)
+		}
 		checks, err := p.Plan(httptest.NewRequest("GET", tc.path, nil), nil)
 		if err != nil || len(checks) != 2 {
 			t.Fatalf("%s: %d checks, %v", tc.path, len(checks), err)
 		}
 		for _, c := range checks {
-			got := p.SlotKey(c.Key)
-			switch {
-			case tc.oneSlot && got != tc.wantSlot:
-				t.Errorf("%s: SlotKey(%q) = %q, want %q", tc.path, c.Key, got, tc.wantSlot)
-			case !tc.oneSlot && got != c.Key:
-				t.Errorf("%s: SlotKey(%q) = %q, want the whole key", tc.path, c.Key, got)
+			if c.Slot != tc.wantSlot || !strings.HasPrefix(c.Key, c.Slot) {
+				t.Errorf("%s: check %s has key %q and Slot %q, want Slot %q", tc.path, c.Name, c.Key, c.Slot, tc.wantSlot)
 			}
-		}
-	}
-	for _, key := range []string{"", "x", "99999:a", "3:ab", "9:orders"} { // not keys a rule built
-		if got := p.SlotKey(key); got != key {
-			t.Errorf("SlotKey(%q) = %q, want the key itself", key, got)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func (s *Store) Adjust(ctx context.Context, r sluice.Request) (sluice.Decision, 
 		q.params = c.calendar(s.wallNow().UnixMicro())
 	}
 	q.Cost = 1 // the cost field is not sent: the delta follows the request
-	q.state, q.log = s.keysWith(r.Key, c.name, usesLog(c.p.Alg))
+	q.state, q.log = s.keysWith(&r, c.name, usesLog(c.p.Alg))
 	call := s.call(scripts().adjust, []request{q}, nil)
 	call.args = append(call.args, strconv.FormatInt(r.Cost, 10))
 	reply, err := s.run(ctx, call)

@@ -94,7 +94,8 @@ func TestAdjustNearCache(t *testing.T) {
 	if err != nil || d.Allowed {
 		t.Fatalf("charge into debt: %+v %v", d, err)
 	}
-	q, _ := s.prepare(sluice.Request{Key: "k", Limit: l, Cost: 1})
+	var q request
+	s.prepare(sluice.Request{Key: "k", Limit: l, Cost: 1}, &q)
 	if _, ok := s.near.get(q.state, &l, 1, 0, s.localNow()); !ok {
 		t.Fatal("a key charged into debt is not in the near cache")
 	}

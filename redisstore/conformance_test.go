@@ -295,10 +295,10 @@ func conformanceOf(t *testing.T, client redis.UniversalClient, scripts bool, tr 
 				i := rapid.IntRange(0, len(leases)-1).Draw(rt, "lease")
 				l := leases[i]
 				leases = append(leases[:i], leases[i+1:]...)
-				if err := mem.Release(ctx, l.req.Key, l.req.Limit, l.mem); err != nil {
+				if err := mem.Release(ctx, l.req, l.mem); err != nil {
 					rt.Fatal(err)
 				}
-				if err := red.Release(ctx, l.req.Key, l.req.Limit, l.red); err != nil {
+				if err := red.Release(ctx, l.req, l.red); err != nil {
 					rt.Fatal(err)
 				}
 			}

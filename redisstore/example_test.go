@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
@@ -32,20 +31,16 @@ func ExampleNew() {
 	fmt.Println(d.Allowed)
 }
 
-// On a Redis Cluster, a SlotKey that gives every dimension of a route the
-// same slot makes a composite check one atomic script.
-func ExampleConfig_slotKey() {
+// On a Redis Cluster, with Config.Slots, requests that name one Slot share
+// a hash slot: giving every dimension of a route the route's name as its
+// Slot makes a composite check one atomic script.
+func ExampleConfig_slots() {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}})
-	store, _ := redisstore.New(client, redisstore.Config{
-		SlotKey: func(key string) string {
-			route, _, _ := strings.Cut(key, "|") // "POST /orders|user:42" -> "POST /orders"
-			return route
-		},
-	})
+	store, _ := redisstore.New(client, redisstore.Config{Slots: true})
 	defer store.Close()
 	limiter := sluice.New(store)
 	limiter.Check(context.Background(),
-		sluice.Request{Key: "POST /orders|global", Limit: sluice.TokenBucket(sluice.PerSecond(5000), 5000), Cost: 1},
-		sluice.Request{Key: "POST /orders|user:42", Limit: sluice.TokenBucket(sluice.PerSecond(10), 20), Cost: 1},
+		sluice.Request{Key: "POST /orders|global", Slot: "POST /orders", Limit: sluice.TokenBucket(sluice.PerSecond(5000), 5000), Cost: 1},
+		sluice.Request{Key: "POST /orders|user:42", Slot: "POST /orders", Limit: sluice.TokenBucket(sluice.PerSecond(10), 20), Cost: 1},
 	)
 }

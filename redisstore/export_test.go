@@ -15,16 +15,26 @@ func SkewLocalClock(s *Store, d time.Duration) { s.skew.Store(int64(d)) }
 // InFlight is how many of s's calls are submitted and not yet answered.
 func InFlight(s *Store) int64 { return s.batch.active.Load() }
 
+// StateKeys returns the names of r's keys in Redis (its state hash and,
+// for an algorithm that keeps one, its log), for a store with prefix and
+// Config.Slots as slots.
+func StateKeys(prefix string, slots bool, r sluice.Request) (state, log string) {
+	s := &Store{prefix: prefix, slots: slots}
+	state, log = s.stateKeys(&r)
+	if !usesLog(r.Limit.Algorithm) {
+		log = ""
+	}
+	return state, log
+}
+
 // SameSlot reports whether every request of rs lies in one Redis Cluster
 // slot (always, on a standalone server).
 func SameSlot(s *Store, rs []sluice.Request) bool {
 	qs := make([]request, len(rs))
 	for i, r := range rs {
-		q, err := s.prepare(r)
-		if err != nil {
+		if err := s.prepare(r, &qs[i]); err != nil {
 			return false
 		}
-		qs[i] = q
 	}
 	return len(s.groups(qs)) == 1
 }
@@ -40,12 +50,11 @@ func TakeBatch(s *Store, checks [][]sluice.Request, before func(i int)) ([][]slu
 		if before != nil {
 			before(i)
 		}
-		for _, r := range rs {
-			q, err := s.prepare(r)
-			if err != nil {
+		qss[i] = make([]request, len(rs))
+		for k, r := range rs {
+			if err := s.prepare(r, &qss[i][k]); err != nil {
 				return nil, err
 			}
-			qss[i] = append(qss[i], q)
 		}
 		if len(s.groups(qss[i])) != 1 {
 			return nil, fmt.Errorf("check %d spans slots", i)

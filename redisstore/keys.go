@@ -6,24 +6,27 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// stateKeys returns the Redis keys of (key, limit): the state hash and the
-// log (used by sliding_log and concurrency). It is the only place keys are
-// built.
+// stateKeys returns the Redis keys of r's key (its Key and Slot) under
+// its Limit: the state hash and the log (used by sliding_log and
+// concurrency). It is the only place keys are built.
 //
-// Every user-supplied part is length-prefixed, so two different (slot key,
+// Every user-supplied part is length-prefixed, so two different (slot,
 // key, limit) triples never produce the same name, whatever bytes they
 // contain: "a:b"+"c" and "a"+"b:c" stay apart. Of the limit, only what
 // identifies its state is in the name, its algorithm and version (see
 // sluice.Limit.Shares): the other parameters are stored in the hash (field
 // p) and a state written under others is carried over (scripts/adopt.lua),
-// so a changed limit keeps its keys' usage. The hash tag {…} holds the slot
-// key, so both keys of a request, and every key sharing a slot key, live on
-// one Redis Cluster slot.
+// so a changed limit keeps its keys' usage. The hash tag {…} holds what
+// chooses the slot, so both keys of a request, and with Config.Slots every
+// key of one Slot, live on one Redis Cluster slot:
 //
-//	<prefix>{<len>:<key>}<algorithm>/v<version>:s
-//	<prefix>{<len>:<slot key>}<len>:<key>/<algorithm>/v<version>:s    (with Config.SlotKey)
-func (s *Store) stateKeys(key string, lim sluice.Limit) (state, log string) {
-	return s.keysWith(key, limitName(lim), true)
+//	<prefix>{<len>:<key>}<algorithm>/v<version>:s                (default: Slot ignored)
+//	<prefix>{<len>:<slot>}<len>:<key>/<algorithm>/v<version>:s   (Config.Slots; <slot> is the Key when Slot is empty)
+//
+// These names are the state in Redis: changing them starts every count
+// afresh (TestKeyNames holds them).
+func (s *Store) stateKeys(r *sluice.Request) (state, log string) {
+	return s.keysWith(r, limitName(r.Limit), true)
 }
 
 // limitName is the part of a key naming the limit's state:
@@ -34,9 +37,9 @@ func limitName(lim sluice.Limit) string {
 
 // keysWith is stateKeys with the limit's name already built (compile
 // caches it); the log key only if withLog.
-func (s *Store) keysWith(key, limit string, withLog bool) (state, log string) {
+func (s *Store) keysWith(r *sluice.Request, limit string, withLog bool) (state, log string) {
 	var buf [128]byte // on the stack: a usual key costs one allocation, its string
-	return keysFrom(s.appendState(buf[:0], key, limit), withLog)
+	return keysFrom(s.appendState(buf[:0], r, limit), withLog)
 }
 
 // keysFrom returns the state key state (appendState's bytes) as a string,
@@ -50,29 +53,33 @@ func keysFrom(state []byte, withLog bool) (string, string) {
 	return all[:n+2], all[:n] + all[n+2:]
 }
 
-// appendState appends key's state key under the limit named limit to b:
-// keysWith's state, as bytes, for a lookup that builds no string.
-func (s *Store) appendState(b []byte, key, limit string) []byte {
+// appendState appends the state key of r's key under the limit named limit
+// to b: keysWith's state, as bytes, for a lookup that builds no string.
+func (s *Store) appendState(b []byte, r *sluice.Request, limit string) []byte {
 	b = append(b, s.prefix...)
 	b = append(b, '{')
-	if s.slotKey != nil {
-		slot := s.slotKey(key)
-		b = strconv.AppendInt(b, int64(len(slot)), 10)
-		b = append(b, ':')
-		b = append(b, slot...)
+	if s.slots {
+		slot := r.Slot
+		if slot == "" {
+			slot = r.Key
+		}
+		b = appendPart(b, slot)
 		b = append(b, '}')
-		b = strconv.AppendInt(b, int64(len(key)), 10)
-		b = append(b, ':')
-		b = append(b, key...)
+		b = appendPart(b, r.Key)
 		b = append(b, '/')
 	} else {
-		b = strconv.AppendInt(b, int64(len(key)), 10)
-		b = append(b, ':')
-		b = append(b, key...)
+		b = appendPart(b, r.Key)
 		b = append(b, '}')
 	}
 	b = append(b, limit...)
 	return append(b, ":s"...)
+}
+
+// appendPart appends <len>:<v>.
+func appendPart(b []byte, v string) []byte {
+	b = strconv.AppendInt(b, int64(len(v)), 10)
+	b = append(b, ':')
+	return append(b, v...)
 }
 
 // slot returns the Redis Cluster hash slot of a key built by stateKeys: the

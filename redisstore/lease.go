@@ -67,7 +67,7 @@ import (
 // ahead), the sliding window weighs counts by when they were made, the
 // leaky bucket's delay depends on the queue at the moment of the request
 // and warm-up's interval on when the previous one left. A check (TakeAll)
-// with any of them, or whose keys span Redis Cluster slots (see SlotKey),
+// with any of them, or whose keys span Redis Cluster slots (see Config.Slots),
 // is decided without leases. Peeks (cost 0) always ask Redis.
 //
 // The zero value is off; each field documents its default.

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -90,7 +91,7 @@ func TestLeaseReset(t *testing.T) {
 	if redisstore.HeldFor(s, "k", lim) == 0 {
 		t.Fatal("the instance holds no lease: the test checks nothing")
 	}
-	if err := s.Reset(ctx, "k", lim); err != nil {
+	if err := s.Reset(ctx, sluice.Request{Key: "k", Limit: lim}); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -127,10 +128,11 @@ func TestTakeLocalUnderAChangedLimit(t *testing.T) {
 	if redisstore.HeldFor(s, "k", before) == 0 {
 		t.Fatal("the instance holds no lease: the test checks nothing")
 	}
-	if _, ok := s.TakeLocal(sluice.Request{Key: "k", Limit: after, Cost: 1}); ok {
+	var p redisstore.Prepared
+	if _, ok := s.TakeLocal(sluice.Request{Key: "k", Limit: after, Cost: 1}, &p); ok {
 		t.Error("a lease taken under the previous limit was spent under the new one")
 	}
-	if d, ok := s.TakeLocal(sluice.Request{Key: "k", Limit: before, Cost: 1}); !ok || !d.Allowed {
+	if d, ok := s.TakeLocal(sluice.Request{Key: "k", Limit: before, Cost: 1}, &p); !ok || !d.Allowed {
 		t.Errorf("the lease was not spent under the limit it was taken under: %+v, %v", d, ok)
 	}
 }
@@ -159,8 +161,8 @@ func TestTakeAllLocal(t *testing.T) {
 		return held
 	}
 	heldA := warm("a")
-	ds := make([]sluice.Decision, 2)
-	if s.TakeAllLocal([]sluice.Request{req("a"), req("b")}, ds) {
+	ds, p := make([]sluice.Decision, 2), new(redisstore.Prepared)
+	if s.TakeAllLocal([]sluice.Request{req("a"), req("b")}, ds, p) {
 		t.Error(`a check with "b", which holds no lease, was decided in the process`)
 	}
 	if got := redisstore.HeldFor(s, "a", lim); got != heldA {
@@ -169,19 +171,19 @@ func TestTakeAllLocal(t *testing.T) {
 	heldB := warm("b")
 	big := req("b")
 	big.Cost = heldB + 1 // more than b's lease holds
-	if s.TakeAllLocal([]sluice.Request{req("a"), big}, ds) {
+	if s.TakeAllLocal([]sluice.Request{req("a"), big}, ds, p) {
 		t.Errorf("a check b's lease cannot cover (%d units, %d held) was decided in the process", big.Cost, heldB)
 	}
 	if a, b := redisstore.HeldFor(s, "a", lim), redisstore.HeldFor(s, "b", lim); a != heldA || b != heldB {
 		t.Errorf("held after a check not decided: a %d, b %d, want %d and %d: nothing spent", a, b, heldA, heldB)
 	}
-	if !s.TakeAllLocal([]sluice.Request{req("a"), req("b")}, ds) || !ds[0].Allowed || !ds[1].Allowed {
+	if !s.TakeAllLocal([]sluice.Request{req("a"), req("b")}, ds, p) || !ds[0].Allowed || !ds[1].Allowed {
 		t.Fatalf("a check both leases cover: %+v", ds)
 	}
 	if a, b := redisstore.HeldFor(s, "a", lim), redisstore.HeldFor(s, "b", lim); a != heldA-1 || b != heldB-1 {
 		t.Errorf("held after the check: a %d, b %d, want %d and %d", a, b, heldA-1, heldB-1)
 	}
-	if s.TakeAllLocal([]sluice.Request{req("a"), req("a")}, ds) {
+	if s.TakeAllLocal([]sluice.Request{req("a"), req("a")}, ds, p) {
 		t.Error("a check naming one key twice was decided in the process; TakeAll reports it")
 	}
 
@@ -194,7 +196,7 @@ func TestTakeAllLocal(t *testing.T) {
 	if d, err := s.Take(ctx, strict); err != nil || d.Allowed {
 		t.Fatalf("the second request of a burst of 1: %+v %v", d, err)
 	}
-	if !s.TakeAllLocal([]sluice.Request{req("a"), strict}, ds) || ds[0].Allowed || ds[1].Allowed || ds[1].RetryAfter <= 0 {
+	if !s.TakeAllLocal([]sluice.Request{req("a"), strict}, ds, p) || ds[0].Allowed || ds[1].Allowed || ds[1].RetryAfter <= 0 {
 		t.Errorf("a check with a remembered refusal: %+v, want refused in the process", ds)
 	}
 	if got := redisstore.HeldFor(s, "a", lim); got != heldA-1 {
@@ -203,10 +205,10 @@ func TestTakeAllLocal(t *testing.T) {
 }
 
 // TestTakeLocalOnlyWhereALeaseCan: the local answer is given only for a
-// request a lease can cover, so that every other request, decided by a
-// round trip, is not prepared twice (package failover asks TakeLocal
-// before Take). A refusal the near cache remembers for a sliding window,
-// which never leases, is Take's to give.
+// request a lease can cover (package failover asks TakeLocal before its
+// breaker, which counts the others' answers). A refusal the near cache
+// remembers for a sliding window, which never leases, is the prepared
+// Take's to give, after TakeLocal as in Store.Take.
 func TestTakeLocalOnlyWhereALeaseCan(t *testing.T) {
 	client := redistest.Standalone(t)
 	for _, leases := range []bool{true, false} {
@@ -218,8 +220,12 @@ func TestTakeLocalOnlyWhereALeaseCan(t *testing.T) {
 		if d, err := s.Take(ctx, r); err != nil || d.Allowed {
 			t.Fatalf("leases %v: the third request of a limit of 1: %+v %v", leases, d, err)
 		}
-		if d, ok := s.TakeLocal(r); ok {
+		var p redisstore.Prepared
+		if d, ok := s.TakeLocal(r, &p); ok {
 			t.Errorf("leases %v: a sliding window was decided in the process: %+v", leases, d)
+		}
+		if d, err := p.Take(ctx); err != nil || d.Allowed || d.RetryAfter <= 0 {
+			t.Errorf("leases %v: the prepared Take of the refused request: %+v %v", leases, d, err)
 		}
 	}
 }
@@ -248,5 +254,59 @@ func TestTakeCoveredAllocs(t *testing.T) {
 	}
 	if allocs > 0.5 { // a refill now and then allocates
 		t.Errorf("%.1f allocations per decision from a lease, want 0", allocs)
+	}
+}
+
+// TestPrepared: what TakeLocal or TakeAllLocal could not decide is decided
+// on Redis as prepared, and a Prepared that holds nothing for the call
+// made, or what preparing found wrong, is an error, never a decision.
+func TestPrepared(t *testing.T) {
+	s := newStore(t, redistest.Standalone(t), redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
+	lim := sluice.FixedWindow(2, time.Hour)
+	r := sluice.Request{Key: "prepared", Limit: lim, Cost: 1}
+	ds := make([]sluice.Decision, 2)
+	var zero redisstore.Prepared
+	if _, err := zero.Take(ctx); err == nil {
+		t.Error("Take of a zero Prepared: no error")
+	}
+	if err := zero.TakeAll(ctx, ds); err == nil {
+		t.Error("TakeAll of a zero Prepared: no error")
+	}
+	var p redisstore.Prepared
+	if _, ok := s.TakeLocal(r, &p); ok {
+		t.Fatal("a key never seen was decided in the process")
+	}
+	if err := p.TakeAll(ctx, ds); err == nil {
+		t.Error("TakeAll of a request TakeLocal prepared: no error")
+	}
+	if d, err := p.Take(ctx); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("Take as prepared: %+v %v, want admitted with 1 left", d, err)
+	}
+	big := r
+	big.Cost = 3
+	if _, ok := s.TakeLocal(big, &p); ok {
+		t.Fatal("a cost above the capacity was decided in the process")
+	}
+	if d, err := p.Take(ctx); !errors.Is(err, sluice.ErrCostExceedsCapacity) || d.Allowed {
+		t.Errorf("Take of a cost above the capacity: %+v %v, want ErrCostExceedsCapacity", d, err)
+	}
+	if s.TakeAllLocal([]sluice.Request{r, r}, ds, &p) {
+		t.Fatal("a check naming one key twice was decided in the process")
+	}
+	if err := p.TakeAll(ctx, ds); !errors.Is(err, sluice.ErrDuplicateRequest) {
+		t.Errorf("TakeAll of a check naming one key twice: %v, want ErrDuplicateRequest", err)
+	}
+	if s.TakeAllLocal([]sluice.Request{r}, ds, &p) || p.TakeAll(ctx, ds) == nil {
+		t.Error("TakeAll with room for 2 decisions of a check of 1: no error")
+	}
+	for range 2 { // the second is refused by Redis, and remembered
+		s.TakeLocal(r, &p)
+		p.Take(ctx)
+	}
+	if d, ok := s.TakeLocal(r, &p); !ok || d.Allowed {
+		t.Fatalf("a refusal the near cache remembers: %+v %v, want refused in the process", d, ok)
+	}
+	if d, err := p.Take(ctx); err == nil {
+		t.Errorf("Take after TakeLocal decided: %+v, want an error (nothing is left for Redis)", d)
 	}
 }

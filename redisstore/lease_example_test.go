@@ -44,11 +44,15 @@ func ExampleStore_TakeLocal() {
 	store, _ := redisstore.New(client, redisstore.Config{Leases: redisstore.LeaseConfig{Enabled: true}})
 	defer store.Close()
 	r := sluice.Request{Key: "checkout", Limit: sluice.TokenBucket(sluice.PerSecond(5000), 5000), Cost: 1}
-	if d, ok := store.TakeLocal(r); ok {
+	var p redisstore.Prepared
+	if d, ok := store.TakeLocal(r, &p); ok {
 		fmt.Println("decided in the process:", d.Allowed)
-	} else {
-		fmt.Println("not covered by what this instance holds: Take asks Redis")
+		return
 	}
+	// Not covered by what this instance holds: Redis decides it, as
+	// prepared.
+	d, err := p.Take(context.Background())
+	fmt.Println(d.Allowed, err)
 }
 
 // A check of several limits is decided locally only all together: every
@@ -62,8 +66,11 @@ func ExampleStore_TakeAllLocal() {
 		{Key: "user:42", Limit: sluice.GCRA(sluice.PerSecond(10), 20), Cost: 1},
 	}
 	ds := make([]sluice.Decision, len(rs))
-	if store.TakeAllLocal(rs, ds) {
+	var p redisstore.Prepared
+	if store.TakeAllLocal(rs, ds, &p) {
 		fmt.Println("decided in the process:", ds[0].Allowed && ds[1].Allowed)
+	} else if err := p.TakeAll(context.Background(), ds); err == nil {
+		fmt.Println("decided by Redis:", ds[0].Allowed && ds[1].Allowed)
 	}
 }
 

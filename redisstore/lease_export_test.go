@@ -57,7 +57,8 @@ type Killer struct {
 // s's leases check a hook after every grant.
 func ArmKill(s *Store, key string, lim sluice.Limit) *Killer {
 	k := &Killer{s: s, fired: make(chan int64, 1), thawed: make(chan struct{})}
-	q, _ := s.prepare(sluice.Request{Key: key, Limit: lim})
+	var q request
+	s.prepare(sluice.Request{Key: key, Limit: lim}, &q)
 	s.leases.granted = func(e *lease) {
 		if e.q.state != q.state || e.tokens == 0 || !k.armed.CompareAndSwap(true, false) {
 			return
@@ -112,7 +113,14 @@ func (k *Killer) Release() {
 
 // HeldFor returns the units s holds in the lease of (key, lim).
 func HeldFor(s *Store, key string, lim sluice.Limit) int64 {
-	q, err := s.prepare(sluice.Request{Key: key, Limit: lim})
+	return HeldIn(s, sluice.Request{Key: key, Limit: lim})
+}
+
+// HeldIn returns the units s holds in the lease of r's key (r.Key in
+// r.Slot) under r.Limit.
+func HeldIn(s *Store, r sluice.Request) int64 {
+	var q request
+	err := s.prepare(r, &q)
 	if err != nil || s.leases == nil {
 		return 0
 	}

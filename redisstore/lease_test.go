@@ -361,8 +361,8 @@ func TestLeaseFlood(t *testing.T) {
 // per-user one) decided with leases by 3 instances × 16 goroutines never
 // charge a request one limit refused: every limit admits exactly its
 // bound, no more, the global one counting only checks every limit admitted.
-// On the cluster the keys share a slot through SlotKey (without it they
-// would be decided without leases).
+// On the cluster the keys share a slot through their Slot, with
+// Config.Slots (without it they would be decided without leases).
 func TestLeaseCheckAllOrNothing(t *testing.T) {
 	for _, deploy := range []string{"standalone", "cluster"} {
 		t.Run(deploy, func(t *testing.T) {
@@ -376,7 +376,7 @@ func TestLeaseCheckAllOrNothing(t *testing.T) {
 					c = redistest.Cluster(t)
 				}
 				stores = append(stores, newStore(t, c, redisstore.Config{Prefix: prefix,
-					SlotKey: func(string) string { return "rule" }, Leases: redisstore.LeaseConfig{Enabled: true}}))
+					Slots: true, Leases: redisstore.LeaseConfig{Enabled: true}}))
 			}
 			var perUserAdmitted [10]atomic.Int64
 			var wg sync.WaitGroup
@@ -386,7 +386,7 @@ func TestLeaseCheckAllOrNothing(t *testing.T) {
 						ds := make([]sluice.Decision, 2)
 						for k := range 60 {
 							u := (g + k) % 10
-							rs := []sluice.Request{{Key: "all", Limit: global, Cost: 1}, {Key: "user" + strconv.Itoa(u), Limit: perUser, Cost: 1}}
+							rs := []sluice.Request{{Key: "all", Slot: "rule", Limit: global, Cost: 1}, {Key: "user" + strconv.Itoa(u), Slot: "rule", Limit: perUser, Cost: 1}}
 							if err := s.TakeAll(ctx, rs, ds); err != nil {
 								t.Error(err)
 								return
@@ -416,10 +416,10 @@ func TestLeaseCheckAllOrNothing(t *testing.T) {
 			var held int64
 			for _, s := range stores {
 				redisstore.SettleLeases(s) // prefetches in flight
-				held += redisstore.HeldFor(s, "all", global)
+				held += redisstore.HeldIn(s, sluice.Request{Key: "all", Slot: "rule", Limit: global})
 			}
 			// and what they gave back after Hold is in Redis again
-			peek, err := stores[0].Take(ctx, sluice.Request{Key: "all", Limit: global})
+			peek, err := stores[0].Take(ctx, sluice.Request{Key: "all", Slot: "rule", Limit: global})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,8 @@ func BenchmarkNearCacheHit(b *testing.B) {
 	}
 	defer s.Close()
 	r := sluice.Request{Key: "hot:12345", Limit: sluice.FixedWindow(1, time.Hour), Cost: 1}
-	q, err := s.prepare(r)
+	var q request
+	err = s.prepare(r, &q)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,7 +36,8 @@
 //
 // Composite checks (Limiter.Check) are all-or-nothing in one script when all
 // their keys hash to one Redis Cluster slot: always on a standalone server,
-// and on a cluster when Config.SlotKey maps their keys to one slot key.
+// and on a cluster when their requests share a Slot (sluice.Request.Slot,
+// with Config.Slots).
 // Such a check pays the call, the clock and the reply once: on Redis 7, a
 // check of three GCRA limits costs the server 2.4 times a lone decision's
 // instructions, its extra requests each about what a request costs in a
@@ -82,12 +83,17 @@ type Config struct {
 	// contain '{' or '}', which Redis Cluster reads as a hash tag.
 	Prefix string
 
-	// SlotKey, if set, returns the part of a key that chooses its Redis
-	// Cluster slot. Requests of one Check whose keys share a slot key are
-	// decided in one atomic script; give every dimension of a route the
-	// route's name, for example. Default: the whole key, which spreads keys
-	// over the cluster (no hot slot) at the price of refunds across slots.
-	SlotKey func(key string) string
+	// Slots makes each request's Slot (sluice.Request.Slot) choose the
+	// Redis Cluster slot of its key: requests of one Slot share a slot,
+	// so that a check of them is one atomic script (and can use quota
+	// leases); a request without one is placed by its whole Key, which
+	// spreads keys over the cluster (no hot slot) at the price of refunds
+	// across slots. Keys are then named <prefix>{<len>:<slot>}<len>:<key>/…,
+	// the slot in the hash tag. Default false: Slot is ignored, and each
+	// key is its own hash tag, <prefix>{<len>:<key>}…. Turning it on or
+	// off renames every key: counts start afresh. sluice serve turns it on
+	// for a Cluster.
+	Slots bool
 
 	// NearCache is how many refused keys are remembered locally until the
 	// time Redis said they may retry. Default 10,000; negative disables it.
@@ -131,7 +137,7 @@ type Store struct {
 	client  Client
 	cluster bool
 	prefix  string
-	slotKey func(string) string
+	slots   bool // Config.Slots
 	now     func() time.Time
 	born    time.Time // localNow's anchor
 	near    *nearCache
@@ -181,7 +187,7 @@ func New(client Client, cfg Config) (*Store, error) {
 		client:  client,
 		cluster: cluster,
 		prefix:  cfg.Prefix,
-		slotKey: cfg.SlotKey,
+		slots:   cfg.Slots,
 		now:     cfg.Now,
 	}
 	s.limits.Store(&map[sluice.Limit]*lastCompiled{})
@@ -299,14 +305,16 @@ func (s *Store) compileNew(l sluice.Limit) (*compiled, error) {
 	return &lc.c, nil
 }
 
-func (s *Store) prepare(r sluice.Request) (q request, err error) {
-	c, err := s.prepareArgs(r, &q)
+// prepare writes r into q as the scripts take it: checked, its limit
+// compiled, its keys named.
+func (s *Store) prepare(r sluice.Request, q *request) error {
+	c, err := s.prepareArgs(r, q)
 	if err != nil {
-		return request{}, err
+		return err
 	}
 	var buf [128]byte
-	s.prepareKeys(&q, s.appendState(buf[:0], r.Key, c.name))
-	return q, nil
+	s.prepareKeys(q, s.appendState(buf[:0], &r, c.name))
+	return nil
 }
 
 // prepareKeys completes q, which prepareArgs wrote, with its keys, state
@@ -314,6 +322,7 @@ func (s *Store) prepare(r sluice.Request) (q request, err error) {
 // lease id.
 func (s *Store) prepareKeys(q *request, state []byte) {
 	q.state, q.log = keysFrom(state, usesLog(q.p.Alg))
+	q.lease = ""
 	if q.p.Desc().Leases && q.Cost > 0 {
 		q.lease = strconv.FormatUint(s.leaseID.Add(1), 10)
 	}
@@ -486,212 +495,12 @@ func releaseTimer(t *time.Timer) {
 	}
 }
 
-// Take decides one request in one round trip, or none when the near cache
-// knows the key is refused or a quota lease covers it (Config.Leases). If ctx ends while the script is in flight, Take
-// returns ctx's error, and the request may have been charged.
-func (s *Store) Take(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	var q request
-	c, err := s.prepareArgs(r, &q)
-	if err != nil {
-		return sluice.Decision{}, err
-	}
-	var buf [128]byte
-	state := s.appendState(buf[:0], r.Key, c.name)
-	now := s.localNow()
-	var d [1]sluice.Decision
-	if s.mayLease(r) && s.leases.takeHeldAt(state, &q, &d[0], now) {
-		return d[0], nil // covered by the lease: no key string built (see TakeLocal)
-	}
-	s.prepareKeys(&q, state)
-	if d, ok := s.near.get(q.state, &q.Limit, r.Cost, r.MaxDelay, now); ok {
-		return d, nil
-	}
-	if ok, err := s.leases.take(ctx, []request{q}, d[:], now); ok {
-		if err != nil {
-			return sluice.Decision{}, err
-		}
-		return d[0], nil
-	}
-	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{q}, nil))
-	if err != nil {
-		return sluice.Decision{}, s.wrap(err, "take", q)
-	}
-	if _, err := decode(reply, d[:]); err != nil {
-		return sluice.Decision{}, s.wrap(err, "take", q)
-	}
-	s.remember(q, d[0])
-	return d[0], nil
-}
-
-// TakeLocal decides r from what this instance holds, without calling
-// Redis, and reports whether it could: for a request a quota lease can
-// cover (Config.Leases, a token bucket, GCRA or fixed window), a refusal
-// the near cache remembers or the units its lease holds (Redis counted
-// them when it handed them out, so the decision is exact).
-// When it could not, nothing was charged, and Take decides r. Package
-// failover calls it before its breaker and deadline, and while Redis
-// cannot be reached: an answer that needs no round trip costs no clock
-// reading and no deadline, and says nothing of Redis's health.
-func (s *Store) TakeLocal(r sluice.Request) (sluice.Decision, bool) {
-	if !s.mayLease(r) {
-		return sluice.Decision{}, false
-	}
-	var qs [1]request
-	q := &qs[0]
-	c, err := s.prepareArgs(r, q)
-	if err != nil {
-		return sluice.Decision{}, false // Take reports it
-	}
-	// The lease is looked up by its state key's bytes: a covered request,
-	// the usual one, builds no string and allocates nothing.
-	var buf [128]byte
-	state := s.appendState(buf[:0], r.Key, c.name)
-	now := s.localNow()
-	var d [1]sluice.Decision
-	if s.leases.takeHeldAt(state, q, &d[0], now) {
-		return d[0], true
-	}
-	q.state = string(state)
-	return d[0], s.nearRefusal(qs[:], d[:], now)
-}
-
-// TakeAllLocal is TakeLocal for a check: it decides rs all-or-nothing,
-// writing one decision per request into ds, if a refusal the near cache
-// remembers refuses the check or the leases this instance holds cover
-// every request, and reports whether it did.
-func (s *Store) TakeAllLocal(rs []sluice.Request, ds []sluice.Decision) bool {
-	if len(ds) != len(rs) {
-		return false
-	}
-	for _, r := range rs {
-		if !s.mayLease(r) {
-			return false
-		}
-	}
-	qs := make([]request, len(rs))
-	for i, r := range rs {
-		for j := range i {
-			if r.Key == rs[j].Key && r.Limit.Shares(rs[j].Limit) {
-				return false // TakeAll reports it
-			}
-		}
-		q, err := s.prepare(r)
-		if err != nil {
-			return false // Take and TakeAll report it
-		}
-		qs[i] = q
-	}
-	return s.decideLocally(qs, ds)
-}
-
-// mayLease reports whether r is one a lease can cover: leases are on, r's
-// algorithm leases, and r charges. TakeLocal and TakeAllLocal answer only
-// those, near-cache refusals included: for any other request a miss
-// would cost the Take that follows a second preparation, on the path of
-// every decision with a round trip.
-func (s *Store) mayLease(r sluice.Request) bool {
-	return s.leases != nil && leasable(r.Limit.Algorithm) && r.Cost > 0
-}
-
-// decideLocally is TakeAllLocal of prepared requests. The leases come
-// first: a request the near cache remembers a refusal for has an empty
-// lease (the refusal was its lease call's), so the check is not covered,
-// and the near cache then refuses it.
-func (s *Store) decideLocally(qs []request, ds []sluice.Decision) bool {
-	now := s.localNow()
-	return s.leases.takeHeld(qs, ds, now) || s.nearRefusal(qs, ds, now)
-}
-
-// nearRefusal refuses the whole check qs locally, writing its decisions
-// into ds, when the near cache holds a refusal for one of its requests.
-func (s *Store) nearRefusal(qs []request, ds []sluice.Decision, now time.Time) bool {
-	for i, q := range qs {
-		if d, ok := s.near.get(q.state, &q.Limit, q.Cost, q.MaxDelay, now); ok {
-			for j := range ds {
-				ds[j] = sluice.Decision{Limit: qs[j].p.Cap}
-			}
-			ds[i] = d
-			return true
-		}
-	}
-	return false
-}
-
 // remember puts a refusal in the near cache. Concurrency refusals are not
 // cached: a release can free a slot before the leases' expiry.
 func (s *Store) remember(q request, d sluice.Decision) {
 	if !d.Allowed && d.RetryAfter > 0 && q.Cost > 0 && !q.p.Desc().Leases {
 		s.near.put(q.state, &q.Limit, q.Cost, q.MaxDelay, d, s.localNow())
 	}
-}
-
-// TakeAll decides rs all-or-nothing: in one script when they share a slot,
-// otherwise by charging each slot's part and refunding them if any refuses
-// (see the package documentation for that mode's guarantee).
-//
-// TakeAll returns when ctx ends, with ctx's error, whatever its calls are
-// waiting for. A check in one script may then have been charged, in whole;
-// the parts of a check across slots are refunded in the background once
-// their replies arrive, so it is not left charged.
-//
-// If the near cache knows one request is refused, the whole check is refused
-// without a round trip: that request gets its remembered decision and the
-// others a refusal with RetryAfter 0 and Remaining 0 (their state was not
-// read).
-func (s *Store) TakeAll(ctx context.Context, rs []sluice.Request, ds []sluice.Decision) error {
-	if len(ds) != len(rs) {
-		return fmt.Errorf("redisstore: TakeAll: %d requests but %d decisions", len(rs), len(ds))
-	}
-	qs := make([]request, len(rs))
-	for i, r := range rs {
-		for j := range i {
-			if r.Key == rs[j].Key && r.Limit.Shares(rs[j].Limit) {
-				return fmt.Errorf("%w: key %q under %s", sluice.ErrDuplicateRequest, r.Key, r.Limit)
-			}
-		}
-		q, err := s.prepare(r)
-		if err != nil {
-			return err
-		}
-		qs[i] = q
-	}
-	// A request known to be refused refuses the whole check, locally.
-	now := s.localNow()
-	if s.nearRefusal(qs, ds, now) {
-		return nil
-	}
-	if ok, err := s.leases.take(ctx, qs, ds, now); ok {
-		return err
-	}
-	groups := s.groups(qs)
-	calls := make([]*call, len(groups))
-	for g, idx := range groups {
-		var undo []string
-		if len(groups) > 1 { // ask for undo tokens: a refund may follow
-			undo = make([]string, len(idx))
-			for k := range undo {
-				undo[k] = "1"
-			}
-		}
-		rs := pick(qs, idx)
-		calls[g] = s.call(takeFor(rs), rs, undo)
-		calls[g].part = len(groups) > 1
-		if err := s.batch.submit(ctx, calls[g]); err != nil {
-			s.settleLater(calls[:g], qs, groups)
-			return s.wrap(err, "check", qs[0])
-		}
-	}
-	if err := s.wait(ctx, calls); err != nil {
-		s.settleLater(calls, qs, groups)
-		return s.wrap(err, "check", qs[0])
-	}
-	if err := s.settle(calls, qs, ds, groups, false); err != nil {
-		return s.wrap(err, "check", qs[0])
-	}
-	for i, q := range qs {
-		s.remember(q, ds[i])
-	}
-	return nil
 }
 
 // wait waits for every call's reply, or until ctx ends: then it returns
@@ -857,31 +666,32 @@ type decisionView struct {
 
 var _ sluice.Resetter = (*Store)(nil)
 
-// Reset deletes key's state under limit (and every limit sharing it: the
-// state hash and the log) in one round trip, and forgets a refusal of it
-// this instance's near cache remembers, and the units its quota lease of
-// the key holds (they were counted in the state deleted); other instances'
-// near caches keep theirs until its RetryAfter, and their leases theirs
-// until spent or given back.
-func (s *Store) Reset(ctx context.Context, key string, limit sluice.Limit) error {
-	if err := limit.Validate(); err != nil {
+// Reset deletes the state of r's key (r.Key in r.Slot) under r.Limit (and
+// every limit sharing it: the state hash and the log) in one round trip,
+// and forgets a refusal of it this instance's near cache remembers, and
+// the units its quota lease of the key holds (they were counted in the
+// state deleted); other instances' near caches keep theirs until its
+// RetryAfter, and their leases theirs until spent or given back.
+func (s *Store) Reset(ctx context.Context, r sluice.Request) error {
+	if err := r.Limit.Validate(); err != nil {
 		return err
 	}
-	state, log := s.stateKeys(key, limit)
+	state, log := s.stateKeys(&r)
 	s.near.forget(state)
 	s.leases.forget(state)
 	pipe := s.client.Pipeline() // Client has no DEL of its own; one command, one round trip
 	pipe.Del(ctx, state, log)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("redisstore: reset %q: %w", key, err)
+		return fmt.Errorf("redisstore: reset %q: %w", r.Key, err)
 	}
 	return nil
 }
 
-// Release ends a concurrency lease.
-func (s *Store) Release(ctx context.Context, key string, limit sluice.Limit, lease uint64) error {
-	q, err := s.prepare(sluice.Request{Key: key, Limit: limit})
-	if err != nil {
+// Release ends lease, a concurrency lease of r's key (r.Key in r.Slot)
+// under r.Limit.
+func (s *Store) Release(ctx context.Context, r sluice.Request, lease uint64) error {
+	var q request
+	if err := s.prepare(sluice.Request{Key: r.Key, Slot: r.Slot, Limit: r.Limit}, &q); err != nil {
 		return err
 	}
 	q.lease = strconv.FormatUint(lease, 10)

@@ -110,7 +110,7 @@ func TestManyInstancesExactBound(t *testing.T) {
 // been tried than can pass. All-or-nothing means the global limit admits
 // exactly 300 checks, no user more than 100, and every limit ends charged
 // by exactly the checks admitted: a refused check charges nothing. On a
-// standalone server and on the cluster with one slot key, each check is one
+// standalone server and on the cluster with one Slot, each check is one
 // script; on the cluster with its keys spread over slots, parts are
 // charged per slot and refunded when another refuses, which may refuse a
 // check that would have passed (so fewer than 300 may pass there) but
@@ -125,8 +125,9 @@ func TestManyInstancesCompositeBound(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			cfg := redisstore.Config{Prefix: prefix}
+			slot := "" // the whole key: spread over the cluster
 			if mode == "cluster-one-slot" {
-				cfg.SlotKey = func(string) string { return "orders" }
+				cfg.Slots, slot = true, "orders"
 			}
 			var stores []*redisstore.Store
 			for range 3 {
@@ -138,9 +139,9 @@ func TestManyInstancesCompositeBound(t *testing.T) {
 			}
 			check := func(user int) []sluice.Request {
 				return []sluice.Request{
-					{Key: "global", Limit: global, Cost: 1},
-					{Key: fmt.Sprintf("user:%d", user), Limit: perUser, Cost: 1},
-					{Key: "route:/orders", Limit: route, Cost: 1},
+					{Key: "global", Slot: slot, Limit: global, Cost: 1},
+					{Key: fmt.Sprintf("user:%d", user), Slot: slot, Limit: perUser, Cost: 1},
+					{Key: "route:/orders", Slot: slot, Limit: route, Cost: 1},
 				}
 			}
 			var admitted [users]atomic.Int64
@@ -178,16 +179,16 @@ func TestManyInstancesCompositeBound(t *testing.T) {
 				if n > 100 {
 					t.Errorf("user %d: %d checks admitted, bound 100", u, n)
 				}
-				d, err := peek.Take(ctx, sluice.Request{Key: fmt.Sprintf("user:%d", u), Limit: perUser})
+				d, err := peek.Take(ctx, sluice.Request{Key: fmt.Sprintf("user:%d", u), Slot: slot, Limit: perUser})
 				if err != nil || d.Remaining != 100-n {
 					t.Errorf("user %d: %d admitted, so %d should remain; the store says %+v %v", u, n, 100-n, d, err)
 				}
 			}
-			d, err := peek.Take(ctx, sluice.Request{Key: "global", Limit: global})
+			d, err := peek.Take(ctx, sluice.Request{Key: "global", Slot: slot, Limit: global})
 			if err != nil || d.Remaining != 300-total {
 				t.Errorf("global: %d admitted, so %d should remain; the store says %+v %v", total, 300-total, d, err)
 			}
-			d, err = peek.Take(ctx, sluice.Request{Key: "route:/orders", Limit: route})
+			d, err = peek.Take(ctx, sluice.Request{Key: "route:/orders", Slot: slot, Limit: route})
 			if err != nil || d.Remaining != 1<<20-total {
 				t.Errorf("route: %d admitted, so %d should remain; the store says %+v %v", total, 1<<20-total, d, err)
 			}
@@ -434,22 +435,24 @@ func TestWaitOnRedis(t *testing.T) {
 	}
 }
 
-// TestCheckOnClusterSlotKey: with a SlotKey that maps every dimension of a
-// route to one slot, a composite check is one atomic script on the cluster.
-func TestCheckOnClusterSlotKey(t *testing.T) {
+// TestCheckOnClusterSlots: with Config.Slots and every dimension of a route
+// given the route as its Slot, a composite check is one atomic script on
+// the cluster.
+func TestCheckOnClusterSlots(t *testing.T) {
 	c := redistest.Cluster(t)
-	s := newStore(t, c, redisstore.Config{SlotKey: func(key string) string {
-		route, _, _ := strings.Cut(key, "|")
-		return route
-	}})
+	s := newStore(t, c, redisstore.Config{Slots: true})
 	l := sluice.New(s)
 	global := sluice.TokenBucket(sluice.PerHour(1), 3)
 	perUser := sluice.FixedWindow(1, time.Hour)
 	for i, want := range []bool{true, false, true, true, false} {
 		user := []string{"ann", "ann", "bob", "cy", "dee"}[i]
-		d, err := l.Check(ctx,
-			sluice.Request{Key: "POST /orders|global", Limit: global, Cost: 1},
-			sluice.Request{Key: "POST /orders|user:" + user, Limit: perUser, Cost: 1})
+		check := []sluice.Request{
+			{Key: "POST /orders|global", Slot: "POST /orders", Limit: global, Cost: 1},
+			{Key: "POST /orders|user:" + user, Slot: "POST /orders", Limit: perUser, Cost: 1}}
+		if !redisstore.SameSlot(s, check) {
+			t.Fatalf("check %d: its keys span slots", i)
+		}
+		d, err := l.Check(ctx, check...)
 		if err != nil || d.Allowed != want {
 			t.Fatalf("check %d (%s): %+v %v, want allowed=%v", i, user, d, err, want)
 		}

@@ -60,7 +60,8 @@ func TestRefundAfterAnotherCharge(t *testing.T) {
 	for _, l := range limits {
 		key := "refund:" + l.String()
 		mk := func(cost int64) request {
-			q, err := s.prepare(sluice.Request{Key: key, Limit: l, Cost: cost})
+			var q request
+			err := s.prepare(sluice.Request{Key: key, Limit: l, Cost: cost}, &q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,7 +73,8 @@ func TestScriptCostCommands(t *testing.T) {
 	for _, c := range cases {
 		rs := make([]request, len(c.limits))
 		for i, l := range c.limits {
-			q, err := s.prepare(sluice.Request{Key: fmt.Sprintf("k%d__rand_int__", i), Limit: l, Cost: 1})
+			var q request
+			err := s.prepare(sluice.Request{Key: fmt.Sprintf("k%d__rand_int__", i), Limit: l, Cost: 1}, &q)
 			if err != nil {
 				t.Fatal(err)
 			}

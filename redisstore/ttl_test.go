@@ -37,7 +37,7 @@ func TestTTLCoversState(t *testing.T) {
 	const tolerance = 250 * time.Millisecond // between the script and PTTL: a stall of a loaded machine, well under the slack
 	check := func(l sluice.Limit, key string, d sluice.Decision) {
 		t.Helper()
-		state, _ := s.stateKeys(key, l)
+		state, _ := s.stateKeys(&sluice.Request{Key: key, Limit: l})
 		ttl, err := c.PTTL(ctx, state).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +68,7 @@ func TestTTLCoversState(t *testing.T) {
 		// A key written by an older sluice: q present, e far ahead, a
 		// TTL that no longer covers the state this charge creates.
 		legacy := "legacy"
-		state, _ := s.stateKeys(legacy, l)
+		state, _ := s.stateKeys(&sluice.Request{Key: legacy, Limit: l})
 		far := time.Now().Add(time.Hour).UnixMicro()
 		if err := c.HSet(ctx, state, "x", 0, "y", 0, "z", 0, "q", 0, "e", far).Err(); err != nil {
 			t.Fatal(err)

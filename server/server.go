@@ -107,8 +107,6 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.loaded.Store(&admin.Loaded{At: time.Now()})
 	s.knownLimits()
-	current := s.currentPolicy
-	s.backend.policy.Store(&current)
 	return s, nil
 }
 

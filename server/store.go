@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/server/config"
 )
@@ -37,21 +36,6 @@ type backend struct {
 	leases func() redisstore.LeaseStats
 	close  func() error
 	desc   string
-	// policy returns the policy in force, for slotKey; set once the
-	// server has loaded it.
-	policy atomic.Pointer[func() *policy.Policy]
-}
-
-// slotKey is the Redis store's Config.SlotKey on a Cluster: the policy's
-// (a rule with one_slot keeps its keys on one slot), the whole key until
-// the policy is loaded.
-func (b *backend) slotKey(key string) string {
-	if f := b.policy.Load(); f != nil {
-		if p := (*f)(); p != nil {
-			return p.SlotKey(key)
-		}
-	}
-	return key
 }
 
 // openStore builds the store cfg describes. A Redis store sits behind a
@@ -98,9 +82,7 @@ func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.Stat
 		return nil, err
 	}
 	rcfg := redisStoreConfig(r)
-	if cluster != nil {
-		rcfg.SlotKey = b.slotKey // rules with one_slot
-	}
+	rcfg.Slots = cluster != nil // the checks of rules with one_slot share a slot
 	primary, err := redisstore.New(client, rcfg)
 	if err != nil {
 		client.Close()

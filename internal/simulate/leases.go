@@ -45,7 +45,7 @@ func (q *Leases) ReleaseUntil(l *sluice.Limiter, now time.Time) error {
 	for len(q.h) > 0 && !q.h[0].until.After(now) {
 		e := heap.Pop(&q.h).(leaseEntry)
 		for _, hl := range e.leases {
-			if err := l.Release(context.Background(), hl.key, hl.limit, hl.lease); err != nil {
+			if err := l.Release(context.Background(), sluice.Request{Key: hl.key, Limit: hl.limit}, hl.lease); err != nil {
 				return err
 			}
 		}

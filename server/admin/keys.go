@@ -31,63 +31,66 @@ type keyState struct {
 }
 
 // keyOperation reads the rule, limit and values of a key operation and
-// finds them in the current policy: the store key and the limit, or the
+// finds them in the current policy: the store request naming the key (its
+// key, its slot, which is its rule's, and its limit; cost 0), or the
 // status and message of the caller's error.
-func (s *admin) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyState, key string, lim sluice.Limit, ok bool) {
+func (s *admin) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyState, key sluice.Request, ok bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxKeyForm)
 	if err := r.ParseForm(); err != nil {
 		keyError(w, http.StatusBadRequest, "unreadable form: "+err.Error())
-		return ks, "", lim, false
+		return ks, key, false
 	}
 	ks = keyState{Rule: r.Form.Get("rule"), Limit: r.Form.Get("limit"), Values: r.Form["value"]}
 	if ks.Rule == "" || ks.Limit == "" || len(ks.Values) == 0 {
 		keyError(w, http.StatusBadRequest, "want rule, limit and value (one value per part of the limit's key, in order; * for global)")
-		return ks, "", lim, false
+		return ks, key, false
 	}
-	l := findLimit(s.cfg.Policy(), ks.Rule, ks.Limit)
+	ru, l := findLimit(s.cfg.Policy(), ks.Rule, ks.Limit)
 	if l == nil {
 		keyError(w, http.StatusNotFound, "the policy has no limit "+ks.Limit+" in rule "+ks.Rule)
-		return ks, "", lim, false
+		return ks, key, false
 	}
-	key, err := l.StoreKey(ks.Rule, ks.Values)
+	k, err := l.StoreKey(ks.Rule, ks.Values)
 	if err != nil {
 		keyError(w, http.StatusBadRequest, err.Error())
-		return ks, "", lim, false
+		return ks, key, false
 	}
 	ks.Spec = l.Limit.String()
-	return ks, key, l.Limit, true
+	return ks, sluice.Request{Key: k, Slot: ru.Slot(), Limit: l.Limit}, true
 }
 
-func findLimit(p *policy.Policy, rule, limit string) *policy.Limit {
+// findLimit returns the limit of p named limit in the rule named rule, and
+// the rule, or nils.
+func findLimit(p *policy.Policy, rule, limit string) (*policy.Rule, *policy.Limit) {
 	if p == nil {
-		return nil
+		return nil, nil
 	}
-	for i := range p.Rules {
-		if p.Rules[i].Name != rule {
+	for _, ru := range p.Rules {
+		if ru.Name != rule {
 			continue
 		}
-		for _, l := range p.Rules[i].Limits {
+		for _, l := range ru.Limits {
 			if l.Name == limit {
-				return l
+				return ru, l
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // inspectKey serves GET /admin/keys: a key's state, read without charging
 // it (a request of cost 0).
 func (s *admin) inspectKey(w http.ResponseWriter, r *http.Request) {
-	ks, key, lim, ok := s.keyOperation(w, r)
+	ks, key, ok := s.keyOperation(w, r)
 	if ok {
-		s.answerKey(w, r.Context(), ks, key, lim)
+		s.answerKey(w, r.Context(), ks, key)
 	}
 }
 
 // resetKey serves POST /admin/keys/reset: the key's state is forgotten,
 // then reported as inspectKey does.
 func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
-	ks, key, lim, ok := s.keyOperation(w, r)
+	ks, key, ok := s.keyOperation(w, r)
 	if !ok {
 		return
 	}
@@ -98,20 +101,21 @@ func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if err := rs.Reset(ctx, key, lim); err != nil {
+	if err := rs.Reset(ctx, key); err != nil {
 		keyError(w, http.StatusServiceUnavailable, "reset failed, the state may remain: "+err.Error())
 		return
 	}
 	s.cfg.Logger.Info("admin: key reset", "rule", ks.Rule, "limit", ks.Limit, "values", len(ks.Values))
 	ks.Reset = true
-	s.answerKey(w, ctx, ks, key, lim)
+	s.answerKey(w, ctx, ks, key)
 }
 
-// answerKey peeks at key under lim and writes ks with what it found.
-func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyState, key string, lim sluice.Limit) {
+// answerKey peeks at key (a request of cost 0) and writes ks with what it
+// found.
+func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyState, key sluice.Request) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	d, err := s.cfg.Store.Store.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 0})
+	d, err := s.cfg.Store.Store.Take(ctx, key)
 	if err != nil {
 		keyError(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
 		return

@@ -631,6 +631,7 @@ func (ap *API) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var lim sluice.Limit
+	slot := "" // an explicit limit's key has none
 	switch {
 	case req.Key == "" || len(req.Key) > 4*maxAPIKey:
 		problem.Write(w, http.StatusBadRequest, "Bad Request", "key: the key /v1/check returned is required", nil)
@@ -646,7 +647,7 @@ func (ap *API) release(w http.ResponseWriter, r *http.Request) {
 		for _, ru := range snapshot.Of(r).Rules {
 			for _, l := range ru.Limits {
 				if l.Name == req.Name {
-					lim, found = l.Limit, true
+					lim, slot, found = l.Limit, ru.Slot(), true // the key's slot is its rule's
 				}
 			}
 		}
@@ -665,7 +666,7 @@ func (ap *API) release(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", "only concurrency limits hold leases", nil)
 		return
 	}
-	if err := ap.cfg.Limiter.Release(r.Context(), req.Key, lim, req.Lease); err != nil {
+	if err := ap.cfg.Limiter.Release(r.Context(), sluice.Request{Key: req.Key, Slot: slot, Limit: lim}, req.Lease); err != nil {
 		ap.logError(err)
 		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "The store could not release: "+err.Error(), nil)
 		return

@@ -61,12 +61,12 @@ func settleEntries(res *decide.Result, explicit bool) []settleEntry {
 	var es []settleEntry
 	for i, c := range res.Enforced {
 		if c.Late != nil && res.Each[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit, override: c.Override})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit, override: c.Override, slot: c.Slot})
 		}
 	}
 	for i, c := range res.Shadow {
 		if c.Late != nil && res.ShadowEach[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, override: c.Override})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, override: c.Override, slot: c.Slot})
 		}
 	}
 	return es
@@ -153,7 +153,9 @@ func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSet
 	}
 	actual = min(actual, e.reserved+lim.MaxAdjust()) // a key's debt goes no deeper
 	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
-	d, err := ap.cfg.Limiter.Settle(context.WithoutCancel(r.Context()), e.key, lim, e.reserved, actual)
+	// Limiter.Settle with the key's slot: both costs are at least 0
+	d, err := ap.cfg.Limiter.Adjust(context.WithoutCancel(r.Context()),
+		sluice.Request{Key: e.key, Slot: e.slot, Limit: lim, Cost: actual - e.reserved})
 	if err != nil {
 		return a, err
 	}

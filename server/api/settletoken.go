@@ -26,11 +26,13 @@ import (
 //
 //	base64url( payload | HMAC-SHA256(secret, payload) )
 //	payload = version, id, expiry, then per check: name, key, limit,
-//	          reserved, max, missing, missing cost, explicit[, override]
+//	          reserved, max, missing, missing cost, explicit[, override[, slot]]
 //
-// A token is of version 3 when a check of it had an override of its
-// policy limit (the override's name follows each check), else of version
-// 2, which an instance of the previous sluice reads during a rollout.
+// A token is of the lowest version that holds it, so that an instance of
+// an earlier sluice reads it during a rollout: version 4 when a check of
+// it has a Slot (decide.Check.Slot, a rule with one_slot: the override's
+// name and the slot follow each check), else 3 when a check had an
+// override of its policy limit (its name follows each check), else 2.
 // Tokens of version 1 (the sluice before) are read too: their limits
 // have no calendar, zone or version.
 //
@@ -41,7 +43,7 @@ import (
 // and with a shared secret also in the store (markSpent), which every
 // instance sees.
 const (
-	tokenVersion   = 3 // 2: no overrides; 1: limits without Calendar, Zone and Version; both still read
+	tokenVersion   = 4 // 3: no slots; 2: no overrides either; 1: limits without Calendar, Zone and Version; all still read
 	tokenMACSize   = sha256.Size
 	maxTokenLen    = 48 << 10 // encoded
 	maxSpentWords  = 1 << 16  // 4,194,304 tokens spent within their lifetime
@@ -66,6 +68,21 @@ type settleEntry struct {
 	late      decide.LateCost
 	explicit  bool   // an explicit check of the API: its name is the caller's
 	override  string // decide.Check.Override
+	slot      string // decide.Check.Slot
+}
+
+// versionFor is the lowest token version that holds entries.
+func versionFor(entries []settleEntry) byte {
+	version := byte(2)
+	for _, e := range entries {
+		switch {
+		case e.slot != "":
+			return 4
+		case e.override != "":
+			version = 3
+		}
+	}
+	return version
 }
 
 // settleTokens issues and redeems settle tokens. It is safe for concurrent
@@ -132,12 +149,7 @@ func readSecret(path string) ([]byte, error) {
 
 // issue returns a token for entries.
 func (st *settleTokens) issue(entries []settleEntry) string {
-	version := byte(2)
-	for _, e := range entries {
-		if e.override != "" {
-			version = tokenVersion
-		}
-	}
+	version := versionFor(entries)
 	b := []byte{version}
 	b = binary.AppendUvarint(b, st.base|st.next.Add(1)&(1<<32-1))
 	b = binary.AppendVarint(b, st.now().Add(st.ttl).UnixMilli())
@@ -156,6 +168,9 @@ func (st *settleTokens) issue(entries []settleEntry) string {
 		b = binary.AppendUvarint(b, explicit)
 		if version >= 3 {
 			b = appendString(b, e.override)
+		}
+		if version >= 4 {
+			b = appendString(b, e.slot)
 		}
 	}
 	mac := hmac.New(sha256.New, st.secret)
@@ -309,6 +324,9 @@ func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry,
 		e.explicit = r.uvarint() == 1
 		if r.version >= 3 {
 			e.override = r.string()
+		}
+		if r.version >= 4 {
+			e.slot = r.string()
 		}
 		entries = append(entries, e)
 	}

@@ -27,18 +27,22 @@ func TestTokenLimitFields(t *testing.T) {
 		{name: "c", key: "k", limit: sluice.Limit{Algorithm: sluice.AlgorithmFixedWindow, Count: 5, Calendar: sluice.Month, Zone: "Europe/Paris", Version: 1<<32 - 1},
 			reserved: 1},
 	}
-	for _, override := range []string{"", "key=acme"} {
-		in[2].override = override
+	for _, c := range []struct {
+		override, slot string
+		version        byte
+	}{{"", "", 2}, {"key=acme", "", 3}, {"", "6:orders", 4}, {"key=acme", "6:orders", 4}} {
+		in[2].override, in[2].slot = c.override, c.slot
 		token := st.issue(in)
 		out, _, err := st.redeem(token)
 		if err != nil || !reflect.DeepEqual(in, out) {
 			t.Fatalf("round trip: %v\n in %+v\nout %+v", err, in, out)
 		}
-		// Without an override the token stays of version 2, which the
-		// previous sluice reads during a rollout.
+		// Without an override or a slot the token stays of version 2,
+		// without a slot of version 3, which earlier sluices read during
+		// a rollout.
 		raw, _ := base64.RawURLEncoding.DecodeString(token)
-		if want := map[string]byte{"": 2, "key=acme": 3}[override]; raw[0] != want {
-			t.Errorf("override %q: version %d, want %d", override, raw[0], want)
+		if raw[0] != c.version {
+			t.Errorf("override %q, slot %q: version %d, want %d", c.override, c.slot, raw[0], c.version)
 		}
 	}
 }

@@ -273,9 +273,9 @@ func (s *instrumented) TakeAll(ctx context.Context, rs []sluice.Request, ds []sl
 	return err
 }
 
-func (s *instrumented) Release(ctx context.Context, key string, l sluice.Limit, lease uint64) error {
+func (s *instrumented) Release(ctx context.Context, r sluice.Request, lease uint64) error {
 	start := time.Now()
-	err := s.Store.Release(ctx, key, l, lease)
+	err := s.Store.Release(ctx, r, lease)
 	s.release.done(start, err)
 	return err
 }

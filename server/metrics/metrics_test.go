@@ -28,7 +28,7 @@ func TestInstrumentCountsEachOperation(t *testing.T) {
 	failed := map[string]error{
 		"take":     takeErr,
 		"take_all": s.TakeAll(ctx, []sluice.Request{r}, make([]sluice.Decision, 1)),
-		"release":  s.Release(ctx, "k", l, 1),
+		"release":  s.Release(ctx, sluice.Request{Key: "k", Limit: l}, 1),
 		"adjust":   adjustErr,
 	}
 	if !errors.Is(takeErr, sluice.ErrClosed) {
