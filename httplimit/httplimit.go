@@ -361,6 +361,9 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		defer m.pool.Put(sc)
 		var err error
 		sc.checks, err = m.cfg.Source.Plan(r, sc.checks[:0])
+		if n := decide.BodyBytes(sc.checks); err == nil && n > 0 {
+			err = reserveBody(r, sc.checks, n)
+		}
 		if err != nil { // decided as a check that could not be planned
 			sc.checks = append(sc.checks[:0], decide.Check{Name: "plan", Err: err})
 		}

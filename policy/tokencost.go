@@ -1,0 +1,89 @@
+package policy
+
+import (
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/llmusage"
+)
+
+// tokenFields are the fields of a cost read from an LLM call.
+var tokenFields = []string{"answer", "default_max_tokens", "chars_per_token", "max_request_bytes"}
+
+// tokenCost reads a cost read from an LLM call (the fields f of cost):
+//
+//	cost: {tokens: total, answer: auto, default_max_tokens: 1024, max: 20000}
+//
+// The request reserves its prompt's estimate and its maximum output
+// (decide.TokenCost); the answer's usage settles what it used.
+func (l *loader) tokenCost(f map[string]*yaml.Node, w where, lim *Limit) {
+	for _, k := range []string{"reserve", "response_header", "on_missing", "strip"} {
+		if f[k] != nil {
+			l.Fail(f[k], w, "cost."+k, "does not apply to tokens: the request's maximum is reserved, the answer's usage settles, and an answer without usage is charged an estimate")
+		}
+	}
+	if algo.Leases(lim.Limit.Algorithm) {
+		l.Fail(f["tokens"], w, "cost", "%s cannot settle a cost after the response (it counts requests in flight, not what they cost)", lim.Limit.Algorithm)
+	}
+	t := &decide.TokenCost{}
+	if s, ok := l.Str(f["tokens"], w, "cost.tokens"); ok {
+		m, err := llmusage.ParseMeasure(s)
+		if err != nil {
+			l.Fail(f["tokens"], w, "cost.tokens", "%q: want input, output or total", s)
+		}
+		t.Measure = m
+	}
+	if a := f["answer"]; a != nil {
+		t.Format = l.answerFormat(a, w)
+	}
+	if v := f["default_max_tokens"]; v != nil {
+		t.DefaultMaxOutput, _ = l.Int(v, w, "cost.default_max_tokens", 1, llmusage.MaxCount)
+	}
+	if v := f["chars_per_token"]; v != nil {
+		t.CharsPerToken, _ = l.Int(v, w, "cost.chars_per_token", 1, 64)
+	}
+	if v := f["max_request_bytes"]; v != nil {
+		t.MaxRequestBytes, _ = l.Int(v, w, "cost.max_request_bytes", 1, 1<<30)
+	}
+	lim.cost = 1 // each request reserves what it asks for (decide.Reserve)
+	lc := &decide.LateCost{Tokens: t, Max: max(1, lim.Limit.Capacity())}
+	if m := f["max"]; m != nil {
+		most := int64(maxLateCost)
+		if lim.Limit.Validate() == nil {
+			most = min(most, lim.Limit.Capacity()+lim.Limit.MaxAdjust())
+		}
+		if n, ok := l.Int(m, w, "cost.max", 1, most); ok {
+			lc.Max = n
+		}
+	}
+	lim.late = lc
+}
+
+// answerFormat reads where answers report their usage: openai,
+// anthropic, auto, or a mapping of JSON pointers {input, output, total}.
+func (l *loader) answerFormat(v *yaml.Node, w where) *llmusage.Format {
+	if v.Kind == yaml.MappingNode {
+		f := l.Fields(v, w, "cost.answer", "input", "output", "total")
+		var ptrs [3]string
+		for i, k := range []string{"input", "output", "total"} {
+			if f[k] != nil {
+				ptrs[i], _ = l.Str(f[k], w, "cost.answer."+k)
+			}
+		}
+		format, err := llmusage.Pointers(ptrs[0], ptrs[1], ptrs[2])
+		if err != nil {
+			l.Fail(v, w, "cost.answer", "%v", err)
+		}
+		return format
+	}
+	s, ok := l.Str(v, w, "cost.answer")
+	if !ok {
+		return nil
+	}
+	format, err := llmusage.ParseFormat(s)
+	if err != nil {
+		l.Fail(v, w, "cost.answer", "%q: want openai, anthropic, auto, or JSON pointers {input: /usage/in, output: /usage/out}", s)
+	}
+	return format
+}
