@@ -62,6 +62,10 @@ type Check struct {
 	// (LateCost.Tokens): set by Reserve, read by the settle. Checks of one
 	// request share it.
 	LLM *llmusage.Request
+	// Soft is the share of the limit's capacity, in thousandths (800 is
+	// 80%), past which an admission warns (Result.PastSoft) and a key that
+	// passes it is counted and logged once (Config.OnSoft); 0: none.
+	Soft int64
 	// Shadow checks are counted and reported, never enforced: they run
 	// after the enforced checks of an admitted request.
 	Shadow bool

@@ -72,6 +72,11 @@ type Config struct {
 	// reports none), a check settles under its own Limit, which carries
 	// the key's state back to that limit for the one call.
 	Relimit Relimiter
+
+	// OnSoft, if set, is called when a charge takes a key from below a
+	// check's soft share (Check.Soft) to it or past it: a counter of keys
+	// near their budget. It must be fast and safe for concurrent use.
+	OnSoft func(c *Check)
 }
 
 // A Relimiter finds the limit a check planned earlier is charged under
@@ -232,6 +237,7 @@ func (dc *Decider) Run(ctx context.Context, checks []Check, res *Result) {
 	if len(res.Enforced) > 0 && !dc.enforce(ctx, res) {
 		return
 	}
+	dc.soft(res)
 	if len(res.Shadow) > 0 {
 		dc.runShadow(ctx, res)
 	}

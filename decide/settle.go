@@ -275,7 +275,11 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	}
 	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped, Estimated: estimated}
 	if actual != reserved {
-		_, s.Err = r.dc.limiter.Settle(ctx, c.Key, lim, reserved, actual)
+		var d sluice.Decision
+		d, s.Err = r.dc.limiter.Settle(ctx, c.Key, lim, reserved, actual)
+		if s.Err == nil && !c.Shadow {
+			r.dc.softSettled(c, d, actual-reserved)
+		}
 	}
 	switch {
 	case s.Err != nil:

@@ -225,3 +225,39 @@ func concurrentBound(t *testing.T, store sluice.Store, calls int) {
 	}
 	t.Logf("%d calls: %d served (%d tokens, budget %d), %d refused", calls, admitted, up.Tokens.Load(), budget, refused.Load())
 }
+
+// TestSoftLimit: past the soft share, admitted responses say so, and the
+// key's passing it is counted once.
+func TestSoftLimit(t *testing.T) {
+	var passed atomic.Int64
+	mw, err := httplimit.New(sluice.New(memStore(t)), httplimit.Config{
+		Limits: []httplimit.Limit{{Name: "tokens", Key: httplimit.ByHeader("X-Tenant"), Limit: sluice.FixedWindow(1000, 24*3600e9),
+			Late: &decide.LateCost{Tokens: &decide.TokenCost{}}, Soft: 800}},
+		SoftLimit: func(limit string) { passed.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(llmtest.New(llmtest.Config{})))
+	defer srv.Close()
+	for i := 1; i <= 11; i++ {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(chatBody(20, 80, false)))
+		req.Header.Set("X-Tenant", "a")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got, want := resp.Header.Get(httplimit.SoftLimitHeader), ""
+		if i >= 8 && i <= 10 {
+			want = "tokens"
+		}
+		if status := resp.StatusCode; got != want || status != 200 && i <= 10 || status != 429 && i == 11 {
+			t.Errorf("call %d (%d tokens used after it): status %d, %s %q, want %q", i, 100*i, status, httplimit.SoftLimitHeader, got, want)
+		}
+	}
+	if n := passed.Load(); n != 1 {
+		t.Errorf("the key passed the soft share %d times, want once", n)
+	}
+}

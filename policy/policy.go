@@ -113,6 +113,7 @@ type Limit struct {
 	maxCost    int64            // the largest cost costHeader may ask for; 0: the capacity
 	late       *decide.LateCost // a cost the response reports; cost is then the reservation
 	overrides  []override
+	soft       int64 // the soft share, in thousandths; 0: none
 }
 
 // missing says what a limit does with a request that lacks a part of its
@@ -440,7 +441,7 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			break
 		}
 	}
-	c.Cost, c.Late = l.cost, l.late
+	c.Cost, c.Late, c.Soft = l.cost, l.late, l.soft
 	if l.costHeader != "" {
 		most := c.Limit.Capacity()
 		if l.maxCost > 0 {

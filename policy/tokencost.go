@@ -1,6 +1,10 @@
 package policy
 
 import (
+	"math"
+	"strconv"
+	"strings"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/decide"
@@ -86,4 +90,24 @@ func (l *loader) answerFormat(v *yaml.Node, w where) *llmusage.Format {
 		l.Fail(v, w, "cost.answer", "%q: want openai, anthropic, auto, or JSON pointers {input: /usage/in, output: /usage/out}", s)
 	}
 	return format
+}
+
+// softShare reads a limit's soft share: a number above 0 and at most 1
+// (0.8), or a percentage (80%); it returns thousandths.
+func (l *loader) softShare(v *yaml.Node, w where) int64 {
+	s, ok := l.Str(v, w, "soft")
+	if !ok {
+		return 0
+	}
+	scale := 1000.0
+	if p, cut := strings.CutSuffix(s, "%"); cut {
+		s, scale = p, 10
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	n := int64(math.Round(f * scale))
+	if err != nil || math.IsNaN(f) || n < 1 || n > 1000 {
+		l.Fail(v, w, "soft", "%q: want a share of the limit above 0 and at most 1 (0.8) or a percentage (80%%)", v.Value)
+		return 0
+	}
+	return n
 }
