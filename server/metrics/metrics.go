@@ -65,7 +65,7 @@ func New(version string) *Metrics {
 	})
 	m.Refused = counterVec("sluice_connections_refused_total", "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.", "listener")
 	m.Unauthorized = counterVec("sluice_unauthorized_total", "Requests answered 401 for want of a valid token, by listener (api, admin).", "listener")
-	m.settles = counterVec("sluice_settles_total", "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).", "source", "limit", "result")
+	m.settles = counterVec("sluice_settles_total", "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided, or an LLM answer without usage charged an estimate), failed (the store failed; the reservation stands).", "source", "limit", "result")
 	m.soft = counterVec("sluice_soft_limit_passed_total", "Keys a request or a settle took past their limit's soft share (soft: in the policy), by source and limit.", "source", "limit")
 	m.settledCost = counterVec("sluice_settled_cost_total", "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.", "source", "limit")
 	m.newGatewayMetrics()
