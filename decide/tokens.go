@@ -37,6 +37,11 @@ type TokenCost struct {
 	// MaxRequestBytes bounds the request body read to reserve: a larger
 	// body is refused with 413. Default 4 MiB.
 	MaxRequestBytes int64
+	// Prices, if set, makes the cost the call's price instead of its
+	// tokens, in millionths of a currency unit (llmusage.Price), for the
+	// model the request names; Measure is then unused. A model the table
+	// has no price for is the client's error (400), never free.
+	Prices *llmusage.Prices
 }
 
 // Defaults of TokenCost's fields.
@@ -96,10 +101,15 @@ func (t *TokenCost) reserve(req *llmusage.Request, capacity int64) int64 {
 		}
 	}
 	n := in + out
-	switch t.Measure {
-	case llmusage.Input:
+	if t.Prices != nil {
+		p, _ := t.Prices.Of(req.Model) // ReserveFor refused a model without one
+		n = p.Cost(in, out)
+	}
+	switch {
+	case t.Prices != nil:
+	case t.Measure == llmusage.Input:
 		n = in
-	case llmusage.Output:
+	case t.Measure == llmusage.Output:
 		n = out
 	}
 	return max(1, min(n, capacity))
@@ -109,12 +119,18 @@ func (t *TokenCost) reserve(req *llmusage.Request, capacity int64) int64 {
 // charged for the answer's usage u: its reservation when the answer could
 // not be read (u nil).
 func (t *TokenCost) actual(u *llmusage.Usage, req *llmusage.Request, reserved int64) (n int64, estimated bool) {
-	if u == nil {
-		return reserved, true
+	if u == nil || req == nil && t.Prices != nil {
+		return reserved, true // a price needs the request's model
 	}
 	var prompt int64
 	if req != nil {
 		prompt = llmusage.EstimateTokens(req.PromptBytes, t.charsPerToken())
+	}
+	if t.Prices != nil {
+		p, _ := t.Prices.Of(req.Model)
+		in, inEst := u.Tokens(llmusage.Input, prompt, t.charsPerToken())
+		out, outEst := u.Tokens(llmusage.Output, prompt, t.charsPerToken())
+		return p.Cost(in, out), inEst || outEst
 	}
 	return u.Tokens(t.Measure, prompt, t.charsPerToken())
 }
@@ -159,6 +175,11 @@ func ReserveFor(checks []Check, req *llmusage.Request) error {
 		c := &checks[i]
 		if c.Late == nil || c.Late.Tokens == nil {
 			continue
+		}
+		if ps := c.Late.Tokens.Prices; ps != nil {
+			if _, ok := ps.Of(req.Model); !ok {
+				return &ClientError{Limit: c.Name, Field: "body model", Reason: fmt.Sprintf("%q has no price (the models priced are those of the limit's price table)", req.Model)}
+			}
 		}
 		c.LLM = req
 		c.Cost = c.Late.Tokens.reserve(req, c.Limit.Capacity())

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/llmtest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/llmusage"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -259,5 +260,40 @@ func TestSoftLimit(t *testing.T) {
 	}
 	if n := passed.Load(); n != 1 {
 		t.Errorf("the key passed the soft share %d times, want once", n)
+	}
+}
+
+// TestTokensMoney: a price table charges each call its model's price of
+// the usage; a model missing from it is refused, or charged the default.
+func TestTokensMoney(t *testing.T) {
+	ps := &llmusage.Prices{Models: map[string]llmusage.Price{"gpt-4o": {Input: 2_500_000, Output: 10_000_000}}}
+	got := make(chan decide.Settled, 1)
+	srv := tokenServer(t, memStore(t), sluice.FixedWindow(50_000_000, 24*3600e9), &decide.TokenCost{Prices: ps}, llmtest.New(llmtest.Config{PromptPercent: 200}),
+		func(s decide.Settled) { got <- s })
+	// 1,000 prompt tokens estimated (2,000 reported) and 500 output.
+	body := func(model string) string {
+		return strings.Replace(chatBody(1000, 500, true), `"gpt-4o"`, `"`+model+`"`, 1)
+	}
+	if status, b := post(t, srv.URL+"/v1/chat/completions", "a", body("gpt-4o")); status != 200 {
+		t.Fatalf("status %d: %s", status, b)
+	}
+	s := <-got
+	if s.Reserved != 2500+5000 || s.Actual != 5000+5000 || s.Estimated {
+		t.Errorf("reserved %d, charged %d micro-dollars; want 7500 and 10000", s.Reserved, s.Actual)
+	}
+	if status, b := post(t, srv.URL+"/v1/chat/completions", "a", body("gpt-5-unpriced")); status != 400 || !strings.Contains(b, "has no price") {
+		t.Errorf("an unpriced model: status %d, %s", status, b)
+	}
+	if status, b := post(t, srv.URL+"/v1/chat/completions", "a", `{"max_tokens":5}`); status != 400 || !strings.Contains(b, "has no price") {
+		t.Errorf("no model: status %d, %s", status, b)
+	}
+	ps = &llmusage.Prices{Models: ps.Models, Default: &llmusage.Price{Input: 15_000_000, Output: 75_000_000}}
+	srv = tokenServer(t, memStore(t), sluice.FixedWindow(50_000_000, 24*3600e9), &decide.TokenCost{Prices: ps}, llmtest.New(llmtest.Config{PromptPercent: 200}),
+		func(s decide.Settled) { got <- s })
+	if status, b := post(t, srv.URL+"/v1/chat/completions", "a", body("gpt-5-unpriced")); status != 200 {
+		t.Fatalf("an unpriced model with a default price: status %d, %s", status, b)
+	}
+	if s := <-got; s.Actual != 30000+37500 {
+		t.Errorf("charged %d at the default price, want 67500", s.Actual)
 	}
 }

@@ -9,11 +9,12 @@ import (
 
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/yamlload"
 	"github.com/sluicehq/sluice/llmusage"
 )
 
 // tokenFields are the fields of a cost read from an LLM call.
-var tokenFields = []string{"answer", "default_max_tokens", "chars_per_token", "max_request_bytes"}
+var tokenFields = []string{"answer", "default_max_tokens", "chars_per_token", "max_request_bytes", "default_price"}
 
 // tokenCost reads a cost read from an LLM call (the fields f of cost):
 //
@@ -31,12 +32,16 @@ func (l *loader) tokenCost(f map[string]*yaml.Node, w where, lim *Limit) {
 		l.Fail(f["tokens"], w, "cost", "%s cannot settle a cost after the response (it counts requests in flight, not what they cost)", lim.Limit.Algorithm)
 	}
 	t := &decide.TokenCost{}
-	if s, ok := l.Str(f["tokens"], w, "cost.tokens"); ok {
-		m, err := llmusage.ParseMeasure(s)
-		if err != nil {
-			l.Fail(f["tokens"], w, "cost.tokens", "%q: want input, output or total", s)
+	if p := f["prices"]; p != nil {
+		t.Prices = l.prices(p, f["default_price"], w)
+		if f["tokens"] != nil {
+			l.Fail(f["tokens"], w, "cost.tokens", "a cost is tokens or a price (prices), not both: use two limits")
 		}
-		t.Measure = m
+	} else if f["default_price"] != nil {
+		l.Fail(f["default_price"], w, "cost.default_price", "applies only with prices")
+	}
+	if n := f["tokens"]; n != nil {
+		t.Measure = l.measure(n, w)
 	}
 	if a := f["answer"]; a != nil {
 		t.Format = l.answerFormat(a, w)
@@ -62,6 +67,19 @@ func (l *loader) tokenCost(f map[string]*yaml.Node, w where, lim *Limit) {
 		}
 	}
 	lim.late = lc
+}
+
+// measure reads what a token cost counts: input, output or total.
+func (l *loader) measure(n *yaml.Node, w where) llmusage.Measure {
+	s, ok := l.Str(n, w, "cost.tokens")
+	if !ok {
+		return llmusage.Total
+	}
+	m, err := llmusage.ParseMeasure(s)
+	if err != nil {
+		l.Fail(n, w, "cost.tokens", "%q: want input, output or total", s)
+	}
+	return m
 }
 
 // answerFormat reads where answers report their usage: openai,
@@ -110,4 +128,65 @@ func (l *loader) softShare(v *yaml.Node, w where) int64 {
 		return 0
 	}
 	return n
+}
+
+// maxModels bounds a price table.
+const maxModels = 10000
+
+// prices reads a price table (v) and the price of the models it does not
+// list (def, nil when absent: those are refused):
+//
+//	prices: {gpt-4o: {input: 2.50, output: 10}}
+//	default_price: {input: 15, output: 75}
+//
+// Prices are currency units per million tokens, with at most six
+// decimals; the limit counts millionths of the unit.
+func (l *loader) prices(v, def *yaml.Node, w where) *llmusage.Prices {
+	ps := &llmusage.Prices{Models: map[string]llmusage.Price{}}
+	if v.Kind != yaml.MappingNode || len(v.Content) == 0 {
+		l.Fail(v, w, "cost.prices", "want a mapping of model names to {input, output} prices per million tokens")
+		return ps
+	}
+	if len(v.Content)/2 > maxModels {
+		l.Fail(v, w, "cost.prices", "more than %d models", maxModels)
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		model := v.Content[i].Value
+		field := "cost.prices." + model
+		if _, dup := ps.Models[model]; dup {
+			l.Fail(v.Content[i], w, field, "appears twice")
+		}
+		if model == "" || len(model) > llmusage.MaxModel {
+			l.Fail(v.Content[i], w, field, "a model name is 1 to %d bytes", llmusage.MaxModel)
+		}
+		ps.Models[model] = l.price(yamlload.Resolve(v.Content[i+1]), w, field)
+	}
+	if def != nil {
+		p := l.price(def, w, "cost.default_price")
+		ps.Default = &p
+	}
+	return ps
+}
+
+// price reads {input, output}: prices per million tokens.
+func (l *loader) price(v *yaml.Node, w where, field string) llmusage.Price {
+	f := l.Fields(v, w, field, "input", "output")
+	var p llmusage.Price
+	for _, k := range []string{"input", "output"} {
+		n := f[k]
+		if n == nil {
+			l.Fail(v, w, field+"."+k, "missing: the price of a million %s tokens", k)
+			continue
+		}
+		price, err := llmusage.ParsePrice(n.Value)
+		if err != nil || n.Kind != yaml.ScalarNode {
+			l.Fail(n, w, field+"."+k, "%q: want a price per million tokens, in units with at most 6 decimals (2.50)", n.Value)
+		}
+		if k == "input" {
+			p.Input = price
+		} else {
+			p.Output = price
+		}
+	}
+	return p
 }

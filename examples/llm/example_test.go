@@ -118,3 +118,31 @@ func TestTenThousandTokensADay(t *testing.T) {
 		t.Errorf("without X-Tenant: %v %v", resp.StatusCode, err)
 	}
 }
+
+// TestMoneyBudget: money.yaml charges each call its model's price of its
+// usage, in micro-dollars, under the monthly budget.
+func TestMoneyBudget(t *testing.T) {
+	url, _ := gateway(t, "money.yaml", llmtest.Config{})
+	var rl string
+	for _, stream := range []bool{true, false} {
+		c := call{path: "/v1/chat/completions", prompt: 1000, maxOut: 500, stream: stream}
+		req, _ := http.NewRequest(http.MethodPost, url+c.path, strings.NewReader(strings.Replace(c.body(), `"m"`, `"gpt-4o"`, 1)))
+		req.Header.Set("X-Tenant", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		rl = resp.Header.Get("RateLimit")
+	}
+	// Each call: 1,000 input tokens at 2.50 USD and 500 output at 10 USD a
+	// million: 7,500 micro-dollars. The second's answer counts the first
+	// as settled and its own reservation (the same).
+	if !strings.Contains(rl, `"usd-per-month";r=49985000;`) {
+		t.Errorf("RateLimit: %s; want usd-per-month with 49,985,000 micro-dollars left", rl)
+	}
+}
