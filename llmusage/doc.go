@@ -6,7 +6,7 @@
 //
 // A Meter is an io.Writer fed the answer's body as it is forwarded: it
 // never holds the body, only the path to the value being read and the
-// first bytes of one scalar (about a kilobyte in all, whatever the answer),
+// first bytes of one scalar (about 3 KB in all, whatever the answer),
 // so it adds no time before the first byte and no memory per byte. It
 // reads OpenAI's Chat Completions and Responses usage, Anthropic's
 // Messages usage, in JSON answers and in server-sent event streams, or

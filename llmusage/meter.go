@@ -59,7 +59,7 @@ func EstimateTokens(n, charsPerToken int64) int64 {
 
 // Meter reads the usage out of an answer as it streams by: write the
 // body's bytes to it, in pieces of any size, then call Usage. A Meter
-// holds a fixed amount of memory (about a kilobyte) whatever it is fed,
+// holds a fixed amount of memory (about 3 KB) whatever it is fed,
 // and never fails: what it cannot read it ignores.
 //
 // The body is read as server-sent events when the answer's Content-Type

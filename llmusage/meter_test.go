@@ -222,3 +222,37 @@ func FuzzMeter(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMeterStream meters a streamed answer of 200 output tokens (25
+// events, then the usage): the work a gateway adds to one stream.
+func BenchmarkMeterStream(b *testing.B) {
+	var sb strings.Builder
+	for range 25 {
+		sb.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok tok tok tok tok "}}]}` + "\n\n")
+	}
+	sb.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":200,"total_tokens":300}}` + "\n\ndata: [DONE]\n\n")
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		m := NewMeter(Auto, "text/event-stream")
+		for i := 0; i < len(body); i += 160 { // about one event a write
+			m.Write(body[i:min(i+160, len(body))])
+		}
+		if m.Usage().Total != 300 {
+			b.Fatal("no usage")
+		}
+	}
+}
+
+// BenchmarkParseRequest reads a chat request of a 2,000-byte prompt.
+func BenchmarkParseRequest(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o","max_tokens":500,"stream":true,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 170) + `"}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
