@@ -206,7 +206,7 @@ func (m *Meter) visit(s *scanner, k valueKind, text []byte, raw int64) {
 	}
 	for i, fl := range m.f.fields {
 		for _, p := range fl.paths {
-			if s.at(p) {
+			if p.at(s) {
 				m.staged[i] = count(k, text, s.over)
 			}
 		}

@@ -12,13 +12,8 @@ type scanner struct {
 	arr   [maxDepth]bool  // the container at each level is an array
 	idx   [maxDepth]int64 // the index of the current element of an array
 	key   [maxDepth]keyBuf
-	tok   [maxTok]byte // the current key, string prefix or number
-	n     int          // bytes of tok in use
-	over  bool         // the token was longer than tok
-	raw   int64        // raw bytes of the current string
+	token
 	isKey bool
-	esc   int8 // 0 none, 1 after '\', 2-5 reading the \u digits
-	hex   rune
 	lit   string // the literal being read (true, false, null)
 	litN  int
 	err   bool
@@ -30,6 +25,17 @@ const (
 	maxKey   = 64
 	maxTok   = 128
 )
+
+// token is the scalar being read: a key, a string's first bytes (escapes
+// decoded) or a number.
+type token struct {
+	tok  [maxTok]byte
+	n    int   // bytes of tok in use
+	over bool  // the token was longer than tok
+	raw  int64 // raw bytes of the current string
+	esc  int8  // 0 none, 1 after '\', 2-5 reading the \u digits
+	hex  rune
+}
 
 type keyBuf struct {
 	b [maxKey]byte
@@ -87,7 +93,12 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func (s *scanner) step(c byte) {
 	switch s.st {
 	case stString:
-		s.stringByte(c)
+		switch end, bad := s.stringByte(c); {
+		case bad:
+			s.err = true
+		case end:
+			s.endString()
+		}
 	case stNumber:
 		if '0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' {
 			s.add(c)
@@ -121,7 +132,8 @@ func (s *scanner) structural(c byte) {
 		case c == '"':
 			s.startString(true)
 		case c == '}' && s.st == stKeyOrEnd:
-			s.pop(false)
+			s.depth--
+			s.ended()
 		default:
 			s.err = true
 		}
@@ -134,7 +146,8 @@ func (s *scanner) structural(c byte) {
 		s.after(c)
 	case stValueOrEnd:
 		if c == ']' {
-			s.pop(true)
+			s.depth--
+			s.ended()
 			return
 		}
 		s.value(c)
@@ -155,7 +168,8 @@ func (s *scanner) after(c byte) {
 	case c == ',':
 		s.st = stKey
 	case c == ']' && s.arr[top], c == '}' && !s.arr[top]:
-		s.pop(s.arr[top])
+		s.depth--
+		s.ended()
 	default:
 		s.err = true
 	}
@@ -191,11 +205,6 @@ func (s *scanner) value(c byte) {
 	}
 }
 
-func (s *scanner) pop(arr bool) {
-	s.depth--
-	s.ended()
-}
-
 // ended moves s past a complete value.
 func (s *scanner) ended() {
 	if s.depth == 0 {
@@ -205,7 +214,7 @@ func (s *scanner) ended() {
 	}
 }
 
-func (s *scanner) add(c byte) {
+func (s *token) add(c byte) {
 	if s.n < len(s.tok) {
 		s.tok[s.n] = c
 		s.n++
@@ -218,18 +227,18 @@ func (s *scanner) startString(isKey bool) {
 	s.n, s.over, s.raw, s.isKey, s.esc, s.st = 0, false, 0, isKey, 0, stString
 }
 
-// stringByte reads one byte of a string. Escapes are decoded into tok;
-// raw counts the bytes as sent.
-func (s *scanner) stringByte(c byte) {
+// stringByte reads one byte of a string: end reports its closing quote,
+// bad a byte a JSON string cannot hold. Escapes are decoded into tok; raw
+// counts the bytes as sent.
+func (s *token) stringByte(c byte) (end, bad bool) {
 	s.raw++
 	switch {
 	case s.esc == 1:
-		s.escape(c)
+		return false, !s.escape(c)
 	case s.esc > 1:
 		d := hexDigit(c)
 		if d < 0 {
-			s.err = true
-			return
+			return false, true
 		}
 		s.hex = s.hex<<4 | rune(d)
 		if s.esc++; s.esc == 6 {
@@ -240,15 +249,17 @@ func (s *scanner) stringByte(c byte) {
 		s.esc = 1
 	case c == '"':
 		s.raw--
-		s.endString()
+		return true, false
 	case c < 0x20:
-		s.err = true
+		return false, true
 	default:
 		s.add(c)
 	}
+	return false, false
 }
 
-func (s *scanner) escape(c byte) {
+// escape reads the byte after a backslash; false when it is not an escape.
+func (s *token) escape(c byte) bool {
 	s.esc = 0
 	switch c {
 	case '"', '\\', '/':
@@ -266,8 +277,9 @@ func (s *scanner) escape(c byte) {
 	case 'u':
 		s.esc, s.hex = 2, 0
 	default:
-		s.err = true
+		return false
 	}
+	return true
 }
 
 func hexDigit(c byte) int {
@@ -283,7 +295,7 @@ func hexDigit(c byte) int {
 }
 
 // addRune appends r in UTF-8 (a lone surrogate as U+FFFD).
-func (s *scanner) addRune(r rune) {
+func (s *token) addRune(r rune) {
 	if r >= 0xD800 && r < 0xE000 {
 		r = 0xFFFD
 	}
@@ -389,8 +401,8 @@ func validNumber(b []byte) bool {
 	return i == len(b)
 }
 
-// at reports whether the current value's path is p.
-func (s *scanner) at(p path) bool {
+// at reports whether the current value of s is at p.
+func (p path) at(s *scanner) bool {
 	if len(p) != s.depth {
 		return false
 	}
