@@ -63,7 +63,7 @@ type Check struct {
 	// request share it.
 	LLM *llmusage.Request
 	// Soft is the share of the limit's capacity, in thousandths (800 is
-	// 80%), past which an admission warns (Result.PastSoft) and a key that
+	// 80%), past which an admission warns (PastSoft) and a key that
 	// passes it is counted and logged once (Config.OnSoft); 0: none.
 	Soft int64
 	// Shadow checks are counted and reported, never enforced: they run

@@ -278,7 +278,7 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 		var d sluice.Decision
 		d, s.Err = r.dc.limiter.Settle(ctx, c.Key, lim, reserved, actual)
 		if s.Err == nil && !c.Shadow {
-			r.dc.softSettled(c, d, actual-reserved)
+			r.dc.softs.settled(c, d, actual-reserved)
 		}
 	}
 	switch {

@@ -1,12 +1,14 @@
 package decide
 
 import (
+	"log/slog"
+
 	"github.com/sluicehq/sluice"
 )
 
 // A soft limit warns before its limit refuses: Check.Soft is the share of
 // the limit's capacity, in thousandths, past which an admitted request is
-// told so (Result.PastSoft, a response header) and the key's passing it is
+// told so (PastSoft, a response header) and the key's passing it is
 // counted (Config.OnSoft) and logged once, when a charge takes the key's
 // usage from below the share to it or above (a check, or a settle).
 
@@ -23,9 +25,10 @@ func softUsed(c *Check, d sluice.Decision, cost int64) (past, crossed bool) {
 	return past, past && used-cost < at
 }
 
-// PastSoft appends to dst the names of the enforced checks of an admitted
-// request that left their key at or past their soft share (Check.Soft).
-func (r *Result) PastSoft(dst []string) []string {
+// PastSoft appends to dst the names of the enforced checks of r, an
+// admitted request, that left their key at or past their soft share
+// (Check.Soft).
+func PastSoft(r *Result, dst []string) []string {
 	if r.Outcome != Admitted && r.Outcome != Delayed {
 		return dst
 	}
@@ -37,34 +40,42 @@ func (r *Result) PastSoft(dst []string) []string {
 	return dst
 }
 
-// soft counts and logs the keys an admitted request took past a soft share.
-func (dc *Decider) soft(res *Result) {
+// softLimits counts and logs the keys that pass a soft share.
+type softLimits struct {
+	on     func(*Check) // Config.OnSoft
+	logger *slog.Logger
+	msg    string
+	show   func(key string) string
+}
+
+// request counts and logs the keys an admitted request took past a soft
+// share.
+func (s *softLimits) request(res *Result) {
 	if res.Outcome != Admitted && res.Outcome != Delayed {
 		return
 	}
 	for i := range res.Enforced {
 		c := &res.Enforced[i]
 		if _, crossed := softUsed(c, res.Each[i], c.Cost); crossed && res.Each[i].Allowed {
-			dc.passedSoft(c, res.Each[i])
+			s.passed(c, res.Each[i])
 		}
 	}
 }
 
-// softSettled counts and logs a key a settle of delta took past a soft
-// share; d is the key's state after it.
-func (dc *Decider) softSettled(c *Check, d sluice.Decision, delta int64) {
+// settled counts and logs a key a settle of delta took past a soft share;
+// d is the key's state after it.
+func (s *softLimits) settled(c *Check, d sluice.Decision, delta int64) {
 	if delta <= 0 {
 		return
 	}
 	if _, crossed := softUsed(c, d, delta); crossed {
-		dc.passedSoft(c, d)
+		s.passed(c, d)
 	}
 }
 
-func (dc *Decider) passedSoft(c *Check, d sluice.Decision) {
-	if dc.cfg.OnSoft != nil {
-		dc.cfg.OnSoft(c)
+func (s *softLimits) passed(c *Check, d sluice.Decision) {
+	if s.on != nil {
+		s.on(c)
 	}
-	dc.cfg.Logger.Info(dc.cfg.Component+": a key passed a soft limit",
-		"limit", c.Name, "key", dc.refused.show(c.Key), "used", d.Limit-max(d.Remaining, 0), "of", d.Limit, "soft", float64(c.Soft)/1000)
+	s.logger.Info(s.msg, "limit", c.Name, "key", s.show(c.Key), "used", d.Limit-max(d.Remaining, 0), "of", d.Limit, "soft", float64(c.Soft)/1000)
 }

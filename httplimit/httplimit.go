@@ -440,7 +440,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 		m.refuse(w, r, res)
 		return
 	}
-	if soft := res.PastSoft(nil); len(soft) > 0 {
+	if soft := decide.PastSoft(res, nil); len(soft) > 0 {
 		h.Set(SoftLimitHeader, strings.Join(soft, ", "))
 	}
 	r = r.WithContext(decide.Stack(r.Context(), res, resp, before))
