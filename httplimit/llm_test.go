@@ -297,3 +297,30 @@ func TestTokensMoney(t *testing.T) {
 		t.Errorf("charged %d at the default price, want 67500", s.Actual)
 	}
 }
+
+// TestTokensStreamCut: a client that hangs up in the middle of a stream is
+// charged the estimate of what was streamed to it, not nothing.
+func TestTokensStreamCut(t *testing.T) {
+	got := make(chan decide.Settled, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 3 {
+			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\""+strings.Repeat("x", 400)+"\"}}]}\n\n")
+		}
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the client has gone; the rest is never sent
+	})
+	srv := tokenServer(t, memStore(t), sluice.FixedWindow(100000, 24*3600e9), &decide.TokenCost{}, h, func(s decide.Settled) { got <- s })
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(chatBody(20, 5000, true)))
+	req.Header.Set("X-Tenant", "a")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(resp.Body, make([]byte, 10))
+	resp.Body.Close()
+	s := <-got
+	if !s.Estimated || s.Reserved != 5020 || s.Actual != 20+300 {
+		t.Errorf("settled %+v; want the reservation 5020 replaced by an estimate: 20 prompt + 1200/4 streamed", s)
+	}
+}
