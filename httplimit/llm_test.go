@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
@@ -322,5 +324,55 @@ func TestTokensStreamCut(t *testing.T) {
 	s := <-got
 	if !s.Estimated || s.Reserved != 5020 || s.Actual != 20+300 {
 		t.Errorf("settled %+v; want the reservation 5020 replaced by an estimate: 20 prompt + 1200/4 streamed", s)
+	}
+}
+
+// TestTokensSeparateLimits: limits on input, output and total tokens and on
+// requests are checked together, all or nothing: a call the output budget
+// refuses charges none of the others.
+func TestTokensSeparateLimits(t *testing.T) {
+	store := memStore(t)
+	tenant := httplimit.ByHeader("X-Tenant")
+	day := 24 * time.Hour
+	var settled atomic.Int64
+	mw, err := httplimit.New(sluice.New(store), httplimit.Config{
+		Limits: []httplimit.Limit{
+			{Name: "input", Key: tenant, Limit: sluice.FixedWindow(10000, day), Late: &decide.LateCost{Tokens: &decide.TokenCost{Measure: llmusage.Input}}},
+			{Name: "output", Key: tenant, Limit: sluice.FixedWindow(250, day), Late: &decide.LateCost{Tokens: &decide.TokenCost{Measure: llmusage.Output}}},
+			{Name: "total", Key: tenant, Limit: sluice.FixedWindow(10000, day), Late: &decide.LateCost{Tokens: &decide.TokenCost{}}},
+			{Name: "calls", Key: tenant, Limit: sluice.FixedWindow(100, day)},
+		},
+		Settled: func(*http.Request, decide.Settled) { settled.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(llmtest.New(llmtest.Config{})))
+	defer srv.Close()
+	statuses := ""
+	for range 4 {
+		status, _ := post(t, srv.URL+"/v1/chat/completions", "a", chatBody(100, 100, false))
+		statuses += fmt.Sprint(status, " ")
+	}
+	if statuses != "200 200 429 429 " {
+		t.Fatalf("statuses %s; want two calls of 100 output tokens under 250, then refusals", statuses)
+	}
+	// What the limits hold: two calls' worth each, nothing of the refused.
+	lim := sluice.New(store)
+	for _, c := range []struct {
+		name  string
+		limit sluice.Limit
+		used  int64
+	}{{"input", sluice.FixedWindow(10000, day), 200}, {"output", sluice.FixedWindow(250, day), 200}, {"total", sluice.FixedWindow(10000, day), 400}, {"calls", sluice.FixedWindow(100, day), 2}} {
+		d, err := lim.Check(context.Background(), sluice.Request{Key: string(decide.AppendKey(nil, c.name, "a")), Limit: c.limit, Cost: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used := d.Limit - d.Remaining; used != c.used {
+			t.Errorf("limit %s holds %d, want %d", c.name, used, c.used)
+		}
+	}
+	if n := settled.Load(); n != 6 {
+		t.Errorf("%d settles, want 6 (three token limits of two calls)", n)
 	}
 }
