@@ -16,7 +16,7 @@ import (
 const maxLateCost = 1 << 50
 
 // lateCostFields are the fields of a cost known after the response.
-var lateCostFields = []string{"reserve", "response_header", "max", "on_missing", "strip", "tokens", "answer", "default_max_tokens", "chars_per_token", "max_request_bytes", "prices", "default_price"}
+var lateCostFields = []string{"reserve", "response_header", "max", "on_missing", "strip", "tokens", "answer", "default_max_tokens", "chars_per_token", "max_request_bytes", "prices", "default_price", "prices_file"}
 
 // lateCost reads a cost known after the response (the mapping v):
 //
@@ -26,7 +26,7 @@ var lateCostFields = []string{"reserve", "response_header", "max", "on_missing",
 // or trailer settles the actual cost.
 func (l *loader) lateCost(v *yaml.Node, w where, lim *Limit) {
 	f := l.Fields(v, w, "cost", lateCostFields...)
-	if f["tokens"] != nil || f["prices"] != nil {
+	if f["tokens"] != nil || f["prices"] != nil || f["prices_file"] != nil {
 		l.tokenCost(f, w, lim)
 		return
 	}

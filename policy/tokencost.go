@@ -1,7 +1,11 @@
 package policy
 
 import (
+	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -15,6 +19,9 @@ import (
 
 // tokenFields are the fields of a cost read from an LLM call.
 var tokenFields = []string{"answer", "default_max_tokens", "chars_per_token", "max_request_bytes", "default_price"}
+
+// priceFileFields are the fields of a file of prices (prices_file).
+var priceFileFields = []string{"prices", "default_price"}
 
 // tokenCost reads a cost read from an LLM call (the fields f of cost):
 //
@@ -32,13 +39,18 @@ func (l *loader) tokenCost(f map[string]*yaml.Node, w where, lim *Limit) {
 		l.Fail(f["tokens"], w, "cost", "%s cannot settle a cost after the response (it counts requests in flight, not what they cost)", lim.Limit.Algorithm)
 	}
 	t := &decide.TokenCost{}
-	if p := f["prices"]; p != nil {
-		t.Prices = l.prices(p, f["default_price"], w)
-		if f["tokens"] != nil {
-			l.Fail(f["tokens"], w, "cost.tokens", "a cost is tokens or a price (prices), not both: use two limits")
-		}
-	} else if f["default_price"] != nil {
+	switch pf := f["prices_file"]; {
+	case pf != nil && (f["prices"] != nil || f["default_price"] != nil):
+		l.Fail(pf, w, "cost.prices_file", "give prices (and default_price) or prices_file, not both")
+	case pf != nil:
+		t.Prices = l.pricesFile(pf, w)
+	case f["prices"] != nil:
+		t.Prices = l.prices(f["prices"], f["default_price"], w)
+	case f["default_price"] != nil:
 		l.Fail(f["default_price"], w, "cost.default_price", "applies only with prices")
+	}
+	if t.Prices != nil && f["tokens"] != nil {
+		l.Fail(f["tokens"], w, "cost.tokens", "a cost is tokens or a price (prices), not both: use two limits")
 	}
 	if n := f["tokens"]; n != nil {
 		t.Measure = l.measure(n, w)
@@ -189,4 +201,52 @@ func (l *loader) price(v *yaml.Node, w where, field string) llmusage.Price {
 		}
 	}
 	return p
+}
+
+// pricesFile reads the price table of the file v names (relative to the
+// policy's directory): a document of prices and default_price, as a
+// limit's cost has them. Its errors name that file; it is read again
+// whenever the policy is.
+func (l *loader) pricesFile(v *yaml.Node, w where) *llmusage.Prices {
+	name, ok := l.Str(v, w, "cost.prices_file")
+	if !ok || name == "" {
+		l.Fail(v, w, "cost.prices_file", "want the path of a file of prices")
+		return nil
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(filepath.Dir(l.file), name)
+	}
+	data, err := readBounded(name)
+	if err != nil {
+		l.Fail(v, w, "cost.prices_file", "%v", err)
+		return nil
+	}
+	sub := newLoader(name, l.opts)
+	var ps *llmusage.Prices
+	if doc, ok := sub.decode(data, "a file of prices is one document"); ok && doc != nil && len(doc.Content) > 0 {
+		f := sub.Fields(doc.Content[0], w, "", priceFileFields...)
+		if f["prices"] == nil {
+			sub.Fail(doc.Content[0], w, "prices", "missing: the price of each model, {gpt-4o: {input: 2.50, output: 10}}")
+		} else {
+			ps = sub.prices(f["prices"], f["default_price"], w)
+		}
+	} else if ok {
+		sub.FailAt(0, w, "", "the file is empty; it needs prices")
+	}
+	l.Errs = append(l.Errs, sub.Errs...)
+	return ps
+}
+
+// readBounded reads a file of at most maxFileSize bytes.
+func readBounded(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err == nil && len(data) > maxFileSize {
+		err = fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
+	}
+	return data, err
 }
