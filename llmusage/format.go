@@ -59,6 +59,21 @@ type field struct {
 // maxFields bounds the fields of a Format (a Meter holds one value each).
 const maxFields = 8
 
+// inner reports whether k is a key a path of f goes through (not its
+// last): "usage", "message", "response" for the built-in formats.
+func (f *Format) inner(k []byte) bool {
+	for _, fl := range f.fields {
+		for _, p := range fl.paths {
+			for _, seg := range p[:len(p)-1] {
+				if seg.key == string(k) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // String returns the format's name: openai, anthropic, auto or pointers.
 func (f *Format) String() string { return f.name }
 

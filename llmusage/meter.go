@@ -102,7 +102,7 @@ func NewMeter(f *Format, contentType string) *Meter {
 	m := &Meter{f: f}
 	mt, _, _ := mime.ParseMediaType(contentType)
 	m.sse = mt == "text/event-stream"
-	m.sc.visit = m.visit
+	m.sc.v = m
 	for i := range m.values {
 		m.values[i], m.staged[i] = -1, -1
 	}
@@ -116,6 +116,19 @@ func (m *Meter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	for i := 0; i < len(p); i++ {
+		if m.line == lineData { // the rest of the line goes to the scanner at once
+			j := i
+			for j < len(p) && p[j] != '\n' && p[j] != '\r' {
+				j++
+			}
+			if j > i {
+				m.sc.write(p[i:j])
+				m.cr = false
+			}
+			if i = j; i == len(p) {
+				break
+			}
+		}
 		m.sseByte(p[i])
 	}
 	return len(p), nil
@@ -208,6 +221,22 @@ func (m *Meter) visit(s *scanner, k valueKind, text []byte, raw int64) {
 		for _, p := range fl.paths {
 			if p.at(s) {
 				m.staged[i] = count(k, text, s.over)
+			}
+		}
+	}
+}
+
+// keyed forgets what the current document staged under a key given again
+// ({"usage": {...}, "usage": {...}}): as JSON decoders do, the last value
+// of a key is the one that counts, whole.
+func (m *Meter) keyed(s *scanner) {
+	if !m.f.inner(s.lastKey()) {
+		return // most keys: none of the paths goes through them
+	}
+	for i, fl := range m.f.fields {
+		for _, p := range fl.paths {
+			if len(p) > s.depth && p.under(s) {
+				m.staged[i] = -1
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package llmusage
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -220,7 +221,59 @@ func FuzzMeter(f *testing.F) {
 		if whole.Input < 0 || whole.Input > MaxCount || whole.Output < 0 || whole.Output > MaxCount || whole.Total < 0 || whole.Total > MaxCount {
 			t.Fatalf("out of range: %+v", whole)
 		}
+		if !sse {
+			checkAgainstJSON(t, body, whole)
+		}
 	})
+}
+
+// checkAgainstJSON holds the Meter's reading of a JSON body to
+// encoding/json's: /usage/completion_tokens in plain digits is found, and
+// anything else is not.
+func checkAgainstJSON(t *testing.T, body string, _ Usage) {
+	f, _ := Pointers("", "/usage/completion_tokens", "")
+	u := meter(f, "application/json", body, 0)
+	if depth(body) > maxDepth-2 {
+		return // deeper than the Meter reads
+	}
+	var top map[string]json.RawMessage
+	var usage map[string]json.RawMessage
+	if !json.Valid([]byte(body)) || json.Unmarshal([]byte(body), &top) != nil {
+		if u.HasOutput {
+			t.Fatalf("usage %+v read from a body encoding/json refuses", u)
+		}
+		return
+	}
+	json.Unmarshal(top["usage"], &usage)
+	raw := string(usage["completion_tokens"])
+	want := len(raw) > 0 && strings.Trim(raw, "0123456789") == ""
+	if want != u.HasOutput {
+		t.Fatalf("completion_tokens %q: meter has %v (%+v)", raw, u.HasOutput, u)
+	}
+}
+
+// depth is the deepest nesting of brackets in s, strings ignored roughly.
+func depth(s string) int {
+	d, most := 0, 0
+	for _, c := range s {
+		switch c {
+		case '{', '[':
+			d++
+			most = max(most, d)
+		case '}', ']':
+			d--
+		}
+	}
+	return most
+}
+
+// TestMeterRepeatedObject: an object given twice counts as its last copy,
+// whole, as JSON decoders read it.
+func TestMeterRepeatedObject(t *testing.T) {
+	u := meter(OpenAI, "application/json", `{"usage":{"prompt_tokens":5,"completion_tokens":7},"usage":{"prompt_tokens":6}}`, 0)
+	if u.Input != 6 || u.HasOutput {
+		t.Errorf("got %+v, want input 6 and no output", u)
+	}
 }
 
 // BenchmarkMeterStream meters a streamed answer of 200 output tokens (25

@@ -40,7 +40,7 @@ var ErrNotJSON = errors.New("llmusage: the body is not one JSON object")
 // known.
 func ParseRequest(body []byte) (Request, error) {
 	var p reqParser
-	p.sc.visit = p.visit
+	p.sc.v = &p
 	for _, c := range body {
 		if !isSpace(c) {
 			p.object = c == '{'
@@ -74,6 +74,8 @@ type reqParser struct {
 }
 
 var topFields = [...]string{"model", "max_tokens", "max_completion_tokens", "max_output_tokens", "n"}
+
+func (p *reqParser) keyed(*scanner) {}
 
 func (p *reqParser) visit(s *scanner, k valueKind, text []byte, raw int64) {
 	if p.err != nil {

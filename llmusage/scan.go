@@ -17,7 +17,13 @@ type scanner struct {
 	lit   string // the literal being read (true, false, null)
 	litN  int
 	err   bool
-	visit func(s *scanner, k valueKind, text []byte, raw int64)
+	v     visitor
+}
+
+// visitor is told what a scanner reads: each scalar value, and each key.
+type visitor interface {
+	visit(s *scanner, k valueKind, text []byte, raw int64)
+	keyed(s *scanner)
 }
 
 const (
@@ -69,8 +75,8 @@ const (
 
 // reset makes s ready for a new document.
 func (s *scanner) reset() {
-	v := s.visit
-	*s = scanner{visit: v}
+	v := s.v
+	*s = scanner{v: v}
 }
 
 // complete reports whether s has read one whole, well-formed document.
@@ -81,9 +87,20 @@ func (s *scanner) complete() bool {
 	return s.st == stDone && !s.err
 }
 
-// write feeds p to s.
+// write feeds p to s. The plain bytes of a string, most of an answer,
+// are taken in runs.
 func (s *scanner) write(p []byte) {
 	for i := 0; i < len(p) && !s.err; i++ {
+		if s.st == stString && s.esc == 0 {
+			j := i
+			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
+				j++
+			}
+			s.addRun(p[i:j])
+			if i = j; i == len(p) {
+				return
+			}
+		}
 		s.step(p[i])
 	}
 }
@@ -214,6 +231,14 @@ func (s *scanner) ended() {
 	}
 }
 
+// addRun adds the plain bytes b of a string.
+func (s *token) addRun(b []byte) {
+	s.raw += int64(len(b))
+	n := copy(s.tok[s.n:], b)
+	s.n += n
+	s.over = s.over || n < len(b)
+}
+
 func (s *token) add(c byte) {
 	if s.n < len(s.tok) {
 		s.tok[s.n] = c
@@ -328,6 +353,9 @@ func (s *scanner) endString() {
 			k.n = maxKey + 1
 		}
 		s.st = stColon
+		if s.v != nil {
+			s.v.keyed(s)
+		}
 		return
 	}
 	s.emit(kString, s.tok[:s.n], s.raw)
@@ -353,8 +381,8 @@ func (s *scanner) endLiteral() {
 }
 
 func (s *scanner) emit(k valueKind, text []byte, raw int64) {
-	if s.visit != nil {
-		s.visit(s, k, text, raw)
+	if s.v != nil {
+		s.v.visit(s, k, text, raw)
 	}
 	s.ended()
 }
@@ -403,10 +431,16 @@ func validNumber(b []byte) bool {
 
 // at reports whether the current value of s is at p.
 func (p path) at(s *scanner) bool {
-	if len(p) != s.depth {
+	return len(p) == s.depth && p.under(s)
+}
+
+// under reports whether p goes through the current container of s (the
+// key just read, in an object).
+func (p path) under(s *scanner) bool {
+	if len(p) < s.depth {
 		return false
 	}
-	for i, seg := range p {
+	for i, seg := range p[:s.depth] {
 		if !seg.matches(s, i) {
 			return false
 		}
