@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/llmusage"
 )
 
 // Check is one limit to charge for one request, as a front-end plans it.
@@ -64,6 +65,14 @@ type Check struct {
 	// Late, if set, makes Cost a reservation: the actual cost comes with
 	// the response, and Result.Settle charges the difference.
 	Late *LateCost
+	// LLM is what the LLM API request asks for, when Late reads tokens
+	// (LateCost.Tokens): set by Reserve, read by the settle. Checks of one
+	// request share it.
+	LLM *llmusage.Request
+	// Soft is the share of the limit's capacity, in thousandths (800 is
+	// 80%), past which an admission warns (PastSoft) and a key that
+	// passes it is counted and logged once (Config.OnSoft); 0: none.
+	Soft int64
 	// Shadow checks are counted and reported, never enforced: they run
 	// after the enforced checks of an admitted request.
 	Shadow bool

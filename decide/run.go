@@ -72,6 +72,11 @@ type Config struct {
 	// reports none), a check settles under its own Limit, which carries
 	// the key's state back to that limit for the one call.
 	Relimit Relimiter
+
+	// OnSoft, if set, is called when a charge takes a key from below a
+	// check's soft share (Check.Soft) to it or past it: a counter of keys
+	// near their budget. It must be fast and safe for concurrent use.
+	OnSoft func(c *Check)
 }
 
 // A Relimiter finds the limit a check planned earlier is charged under
@@ -92,6 +97,7 @@ type Decider struct {
 	waiting       waitQueue
 	refused       *refusalLog // enforced refusals, logged once per interval
 	shadow        *refusalLog // shadow refusals, likewise
+	softs         softLimits  // keys passing a soft share
 	logMu         sync.Mutex
 	lastLog       time.Time // of an error
 	lastCapped    time.Time // of a late cost above its max
@@ -129,6 +135,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
 		show = func(key string) string { return StoreKeyText(key, 0, cfg.ShowKeys) }
 	}
 	dc.refused = newRefusalLog(cfg.Logger, cfg.Component+": refused requests", show)
+	dc.softs = softLimits{on: cfg.OnSoft, logger: cfg.Logger, msg: cfg.Component + ": a key passed a soft limit", show: show}
 	dc.shadow = newRefusalLog(cfg.Logger, cfg.Component+": shadow limits would have refused requests", show)
 	return dc, nil
 }
@@ -232,6 +239,7 @@ func (dc *Decider) Run(ctx context.Context, checks []Check, res *Result) {
 	if len(res.Enforced) > 0 && !dc.enforce(ctx, res) {
 		return
 	}
+	dc.softs.request(res)
 	if len(res.Shadow) > 0 {
 		dc.runShadow(ctx, res)
 	}

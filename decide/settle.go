@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/llmusage"
 )
 
 // LateCost is the cost of a check that is known only once the work is
@@ -43,6 +44,12 @@ type LateCost struct {
 	// Strip removes Header (and the trailer) from the response the client
 	// receives: the cost is between the service and its rate limiter.
 	Strip bool
+
+	// Tokens, if set, reads the cost from the LLM API call's request
+	// (the reservation, Reserve) and answer (the actual cost) instead of
+	// Header, which is then empty. Missing does not apply: an answer
+	// without usage is charged an estimate (TokenCost).
+	Tokens *TokenCost
 }
 
 // Missing says what a LateCost charges when the response reports no valid
@@ -67,6 +74,9 @@ const (
 // but 0 is reported. Front-ends check the name of the header or metadata
 // key themselves, then call Check.
 func (lc *LateCost) Check(reserve int64, limit sluice.Limit) error {
+	if lc != nil && lc.Tokens != nil && !algo.Leases(limit.Algorithm) {
+		return lc.checkTokens(limit)
+	}
 	switch {
 	case lc == nil && reserve != 0:
 		return errors.New("Reserve applies only with Late (a cost the response reports)")
@@ -153,6 +163,9 @@ type Settled struct {
 	// LateCost.Missing decided Actual; Capped is true when the reported
 	// cost exceeded LateCost.Max.
 	Found, Capped bool
+	// Estimated is true when an LLM answer reported no usage for the
+	// check's TokenCost, and Actual is an estimate from what it carried.
+	Estimated bool
 	// Err is the store's error, if the settle failed: the reservation
 	// then stands.
 	Err error
@@ -168,15 +181,42 @@ type Settled struct {
 // standing. Call it when the response is complete; a second call settles
 // nothing. ctx should outlive the client's request (context.WithoutCancel).
 func (r *Result) Settle(ctx context.Context, values func(name string) []string, dst []Settled) []Settled {
+	return r.SettleAnswer(ctx, Answer{Values: values}, dst)
+}
+
+// Answer is what a response reports of the costs of its request.
+type Answer struct {
+	// Values returns the response's values of a header field or trailer
+	// (nil when it has none).
+	Values func(name string) []string
+	// Usage returns what the LLM answer reported in format f
+	// (llmusage.Meter), for the checks that settle a TokenCost; nil (or
+	// a nil Usage) when the answer could not be read (it was compressed,
+	// or taken over): such a check is charged its reservation.
+	Usage func(f *llmusage.Format) *llmusage.Usage
+}
+
+func (a Answer) usage(f *llmusage.Format) *llmusage.Usage {
+	if a.Usage == nil {
+		return nil
+	}
+	return a.Usage(f)
+}
+
+// SettleAnswer is Settle from a response's headers and LLM usage.
+func (r *Result) SettleAnswer(ctx context.Context, a Answer, dst []Settled) []Settled {
 	if !r.Late() {
 		return dst
 	}
+	if a.Values == nil {
+		a.Values = func(string) []string { return nil }
+	}
 	r.settled = true // a second call would charge the difference twice
 	for i := range r.Enforced {
-		dst = r.settleOne(ctx, &r.Enforced[i], r.reqs[i].Cost, r.Each[i].Allowed, values, dst)
+		dst = r.settleOne(ctx, &r.Enforced[i], r.reqs[i].Cost, r.Each[i].Allowed, a, dst)
 	}
 	for i := range r.Shadow {
-		dst = r.settleOne(ctx, &r.Shadow[i], r.shadowReqs[i].Cost, r.ShadowEach[i].Allowed, values, dst)
+		dst = r.settleOne(ctx, &r.Shadow[i], r.shadowReqs[i].Cost, r.ShadowEach[i].Allowed, a, dst)
 	}
 	return dst
 }
@@ -211,12 +251,21 @@ func (dc *Decider) limitNow(c *Check) sluice.Limit {
 	return c.Limit
 }
 
-func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, values func(string) []string, dst []Settled) []Settled {
+func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, a Answer, dst []Settled) []Settled {
 	if c.Late == nil || !charged {
 		return dst
 	}
+	values := a.Values
 	lim := r.dc.limitNow(c)
-	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, lim.Capacity())
+	var actual int64
+	var found, capped, estimated bool
+	if t := c.Late.Tokens; t != nil {
+		actual, estimated = t.actual(a.usage(t.format()), c.LLM, reserved)
+		actual, capped = c.Late.Bound(actual, lim.Capacity())
+		found = !estimated
+	} else {
+		actual, found, capped = c.Late.Actual(values(c.Late.Header), reserved, lim.Capacity())
+	}
 	// One settle charges at most Limit.MaxAdjust: a key's debt never
 	// goes deeper (sluice.Limiter.Adjust). Only a limit smaller than the
 	// one Max was checked against (an override's scale below 1, a reload
@@ -224,17 +273,21 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	if most := reserved + lim.MaxAdjust(); actual > most {
 		actual, capped = most, true
 	}
-	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped}
+	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped, Estimated: estimated}
 	if actual != reserved {
 		// Limiter.Settle with the key's Slot: both costs are at least 0
-		_, s.Err = r.dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Slot: c.Slot, Limit: lim, Cost: actual - reserved})
+		var d sluice.Decision
+		d, s.Err = r.dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Slot: c.Slot, Limit: lim, Cost: actual - reserved})
+		if s.Err == nil && !c.Shadow {
+			r.dc.softs.settled(c, d, actual-reserved)
+		}
 	}
 	switch {
 	case s.Err != nil:
 		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
 	case capped:
-		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "header", c.Late.Header, "max", actual)
-	case !found && len(values(c.Late.Header)) > 0:
+		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "from", c.Late.source(), "max", actual)
+	case !found && c.Late.Tokens == nil && len(values(c.Late.Header)) > 0:
 		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", actual)
 	}
 	return append(dst, s)

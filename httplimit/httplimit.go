@@ -65,6 +65,10 @@ type Limit struct {
 	// trailer Late.Header the handler sets settles the actual cost
 	// (decide.LateCost). Nil: every request costs 1.
 	Late *decide.LateCost
+	// Soft is the share of the limit, in thousandths (800: 80%), past
+	// which an admitted response names it in SoftLimitHeader and a key
+	// passing it is counted (Config.SoftLimit) and logged; 0: none.
+	Soft int64
 	// Reserve is what a request reserves under Late; 0 reserves nothing,
 	// and the request is admitted while the limit has room left.
 	Reserve int64
@@ -239,7 +243,17 @@ type Config struct {
 	// under a limit (a shaping delay, an action that waits) and -1 when it
 	// stops: the gauge of waiting requests (see decide.Config.OnWaiting).
 	OnWaiting func(limit string, delta int)
+
+	// SoftLimit, if set, is called when a request or a settle takes a key
+	// past its limit's soft share (a policy's soft:, decide.Check.Soft):
+	// a counter. An admitted response whose keys are past it carries the
+	// SoftLimitHeader field, naming those limits.
+	SoftLimit func(limit string)
 }
+
+// SoftLimitHeader is the response header field that names the limits an
+// admitted request left past their soft share ("tokens-per-day").
+const SoftLimitHeader = "Sluice-Soft-Limit"
 
 // New returns the middleware for limiter and cfg.
 func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, error) {
@@ -265,7 +279,7 @@ func New(limiter *sluice.Limiter, cfg Config) (func(http.Handler) http.Handler, 
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, MaxWaiting: cfg.MaxWaiting, OnError: cfg.OnError,
 		Component: "httplimit", Logger: cfg.Logger, ShowKeys: cfg.ShowKeys, KeyText: cfg.KeyText,
-		OnWaiting: cfg.OnWaiting, Relimit: relimiter(cfg.Source),
+		OnWaiting: cfg.OnWaiting, Relimit: relimiter(cfg.Source), OnSoft: onSoft(cfg.SoftLimit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
@@ -282,6 +296,14 @@ func relimiter(src Source) decide.Relimiter {
 		return rl
 	}
 	return nil
+}
+
+// onSoft is decide.Config.OnSoft for Config.SoftLimit.
+func onSoft(f func(limit string)) func(*decide.Check) {
+	if f == nil {
+		return nil
+	}
+	return func(c *decide.Check) { f(c.Name) }
 }
 
 // static is the Source of Config.Limits.
@@ -305,6 +327,9 @@ func newStatic(limits []Limit) (*static, error) {
 		if err := l.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
+		if l.Soft < 0 || l.Soft > 1000 {
+			return nil, fmt.Errorf("httplimit: limit %q: Soft must be between 0 and 1000 thousandths (got %d)", l.Name, l.Soft)
+		}
 		if err := checkLate(l); err != nil {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
@@ -321,7 +346,7 @@ func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			dst = append(dst, decide.Check{Name: l.Name, Limit: l.Limit, Err: fmt.Errorf("key: %w", err)})
 		case key != "":
 			k := decide.AppendKey(buf[:0], l.Name, key)
-			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1}
+			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1, Soft: l.Soft}
 			if l.Late != nil {
 				c.Cost, c.Late = l.Reserve, l.Late
 			}
@@ -361,6 +386,9 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		defer m.pool.Put(sc)
 		var err error
 		sc.checks, err = m.cfg.Source.Plan(r, sc.checks[:0])
+		if n := decide.BodyBytes(sc.checks); err == nil && n > 0 {
+			err = reserveBody(r, sc.checks, n)
+		}
 		if err != nil { // decided as a check that could not be planned
 			sc.checks = append(sc.checks[:0], decide.Check{Name: "plan", Err: err})
 		}
@@ -411,6 +439,9 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	if res.Outcome == decide.Refused {
 		m.refuse(w, r, res)
 		return
+	}
+	if soft := decide.PastSoft(res, nil); len(soft) > 0 {
+		h.Set(SoftLimitHeader, strings.Join(soft, ", "))
 	}
 	r = r.WithContext(decide.Stack(r.Context(), res, resp, before))
 	if res.Late() {

@@ -29,6 +29,7 @@ type costWriter struct {
 	sent      map[string][]string // their values when the headers were sent
 	announced []string            // those of names announced as trailers
 	wrote     bool
+	meters    *meters // the usage of an LLM answer, when a check reads it
 }
 
 // newCostWriter returns w watched for the late costs of res.
@@ -48,6 +49,7 @@ func newCostWriter(w http.ResponseWriter, res *decide.Result) *costWriter {
 	}
 	add(res.Enforced)
 	add(res.Shadow)
+	cw.meters = newMeters(res)
 	return cw
 }
 
@@ -59,6 +61,9 @@ func (cw *costWriter) capture() {
 	}
 	cw.wrote = true
 	h := cw.ResponseWriter.Header()
+	if cw.meters != nil {
+		cw.meters.start(h)
+	}
 	cw.sent = make(map[string][]string, len(cw.names))
 	for _, name := range cw.names {
 		if vs := h[name]; len(vs) > 0 {
@@ -140,7 +145,11 @@ func (cw *costWriter) finish() func(name string) []string {
 // settle outlives its request.
 func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Settled)) {
 	var buf [4]decide.Settled
-	settled := cw.res.Settle(context.WithoutCancel(r.Context()), cw.finish(), buf[:0])
+	a := decide.Answer{Values: cw.finish()}
+	if cw.meters != nil {
+		a.Usage = cw.meters.usage
+	}
+	settled := cw.res.SettleAnswer(context.WithoutCancel(r.Context()), a, buf[:0])
 	if hook != nil {
 		for _, s := range settled {
 			hook(r, s)
@@ -159,14 +168,26 @@ func (cw *costWriter) WriteHeader(code int) {
 
 func (cw *costWriter) Write(b []byte) (int, error) {
 	cw.capture()
-	return cw.ResponseWriter.Write(b)
+	n, err := cw.ResponseWriter.Write(b)
+	if cw.meters != nil {
+		cw.meters.write(b[:n]) // what the client was sent
+	}
+	return n, err
 }
 
-// ReadFrom keeps the underlying writer's io.ReaderFrom (sendfile).
+// ReadFrom keeps the underlying writer's io.ReaderFrom (sendfile), unless
+// the answer's usage is read as it goes by.
 func (cw *costWriter) ReadFrom(r io.Reader) (int64, error) {
 	cw.capture()
+	if cw.meters != nil {
+		return io.Copy(cw.ResponseWriter, io.TeeReader(r, meterWriter{cw.meters}))
+	}
 	return io.Copy(cw.ResponseWriter, r)
 }
+
+type meterWriter struct{ ms *meters }
+
+func (w meterWriter) Write(p []byte) (int, error) { w.ms.write(p); return len(p), nil }
 
 // Flush sends the headers and what was written so far, if the underlying
 // writer can.
@@ -207,7 +228,7 @@ func (cw *costWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	if l.Late != nil && !httpname.Valid(l.Late.Header) {
+	if l.Late != nil && l.Late.Tokens == nil && !httpname.Valid(l.Late.Header) {
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)

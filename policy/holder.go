@@ -85,7 +85,10 @@ func (p *Policy) Snapshot() string {
 				b.WriteString(",")
 			}
 			fmt.Fprintf(&b, " %s by %s %s", l.Name, l.Key(), l.Limit)
-			if l.late != nil {
+			switch {
+			case l.late != nil && l.late.Tokens != nil:
+				fmt.Fprintf(&b, " counting %s tokens of LLM answers", l.late.Tokens.Measure)
+			case l.late != nil:
 				fmt.Fprintf(&b, " reserving %d, settled from %s", l.cost, l.late.Header)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 const maxLateCost = 1 << 50
 
 // lateCostFields are the fields of a cost known after the response.
-var lateCostFields = []string{"reserve", "response_header", "max", "on_missing", "strip"}
+var lateCostFields = []string{"reserve", "response_header", "max", "on_missing", "strip", "tokens", "answer", "default_max_tokens", "chars_per_token", "max_request_bytes", "prices", "default_price", "prices_file"}
 
 // lateCost reads a cost known after the response (the mapping v):
 //
@@ -26,6 +26,15 @@ var lateCostFields = []string{"reserve", "response_header", "max", "on_missing",
 // or trailer settles the actual cost.
 func (l *loader) lateCost(v *yaml.Node, w where, lim *Limit) {
 	f := l.Fields(v, w, "cost", lateCostFields...)
+	if f["tokens"] != nil || f["prices"] != nil || f["prices_file"] != nil {
+		l.tokenCost(f, w, lim)
+		return
+	}
+	for _, k := range tokenFields {
+		if f[k] != nil {
+			l.Fail(f[k], w, "cost."+k, "applies only with tokens or prices (a cost read from an LLM answer)")
+		}
+	}
 	lc := &decide.LateCost{}
 	capacity := max(1, lim.Limit.Capacity())
 	if algo.Leases(lim.Limit.Algorithm) {

@@ -109,6 +109,7 @@ type Limit struct {
 	late       *decide.LateCost // a cost the response reports; cost is then the reservation
 	costExpr   *celexpr.Expr    // cost: expr:'...', nil without one
 	overrides  []override
+	soft       int64 // the soft share, in thousandths; 0: none
 }
 
 // missing says what a limit does with a request that lacks a part of its
@@ -446,7 +447,7 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 			break
 		}
 	}
-	c.Cost, c.Late = l.cost, l.late
+	c.Cost, c.Late, c.Soft = l.cost, l.late, l.soft
 	if l.costHeader != "" {
 		most := c.Limit.Capacity()
 		if l.maxCost > 0 {

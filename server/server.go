@@ -429,6 +429,7 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 		OnWaiting:      func(limit string, delta int) { s.metrics.Waiting.WithLabelValues(limit).Add(float64(delta)) },
 		Logger:         s.log,
 		Observe:        func(o decide.Observation) { s.observe("gateway", o) },
+		SoftLimit:      func(limit string) { s.metrics.SoftLimit("gateway", limit) },
 		Settled: func(st decide.Settled) {
 			s.metrics.Settled("gateway", st.Check.Name, st.Actual, st.Found, st.Capped, st.Err)
 		},

@@ -48,6 +48,9 @@ type checkRequest struct {
 	// Hits is charged per request (policy mode) or per check without
 	// its own; absent means 1, 0 peeks.
 	Hits *int64 `json:"hits,omitempty"`
+	// LLM is what an LLM call asks for, for the limits that count its
+	// tokens (policy mode).
+	LLM *llmFields `json:"llm,omitempty"`
 }
 
 // apiRequest describes an HTTP request for the policy to plan.
@@ -420,7 +423,11 @@ func (ap *API) planAPI(p *policy.Policy, req *checkRequest) ([]decide.Check, err
 	case req.Request != nil && len(req.Checks) > 0:
 		return nil, errors.New("give request (to apply the policy) or checks (explicit keys and limits), not both")
 	case req.Request != nil:
-		return planPolicy(p, req, hits)
+		planned, err := planPolicy(p, req, hits)
+		if err == nil && hits != 0 {
+			err = reserveLLM(planned, req.LLM, hits)
+		}
+		return planned, err
 	case len(req.Checks) > 0:
 		if req.Rule != "" {
 			return nil, errors.New("rule: only with request (explicit checks name their own limits)")

@@ -50,9 +50,11 @@ type Config struct {
 	OnWaiting      func(limit string, delta int)
 	Logger         *slog.Logger
 
-	// Observe counts a decision; Settled a settled cost.
-	Observe func(decide.Observation)
-	Settled func(decide.Settled)
+	// Observe counts a decision; Settled a settled cost; SoftLimit a key
+	// that passed a limit's soft share.
+	Observe   func(decide.Observation)
+	Settled   func(decide.Settled)
+	SoftLimit func(limit string)
 
 	// Shed wraps next in the load shedding of the request's policy
 	// (snapshot.Of), with the priorities priority gives.
@@ -81,6 +83,7 @@ func New(cfg Config) (http.Handler, error) {
 		Observe:        func(_ *http.Request, o decide.Observation) { cfg.Observe(o) },
 		Settled:        func(_ *http.Request, st decide.Settled) { cfg.Settled(st) },
 		OnWaiting:      cfg.OnWaiting,
+		SoftLimit:      cfg.SoftLimit,
 	})
 	if err != nil {
 		return nil, err

@@ -38,6 +38,8 @@ type Metrics struct {
 	Unauthorized *prometheus.CounterVec
 	// settles and settledCost count costs known after the response.
 	settles, settledCost *prometheus.CounterVec
+	// soft counts keys that passed a limit's soft share.
+	soft *prometheus.CounterVec
 	// Responses, UpstreamTime and UpstreamErrs describe the gateway's
 	// answers and its upstream.
 	Responses    *prometheus.CounterVec
@@ -63,7 +65,8 @@ func New(version string) *Metrics {
 	})
 	m.Refused = counterVec("sluice_connections_refused_total", "Connections refused because their listener (gateway, api, grpc, admin) held max_conns already.", "listener")
 	m.Unauthorized = counterVec("sluice_unauthorized_total", "Requests answered 401 for want of a valid token, by listener (api, admin).", "listener")
-	m.settles = counterVec("sluice_settles_total", "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided), failed (the store failed; the reservation stands).", "source", "limit", "result")
+	m.settles = counterVec("sluice_settles_total", "Costs known after the response, settled by source (gateway, api), limit and result: reported, capped (above the limit's max), missing (on_missing decided, or an LLM answer without usage charged an estimate), failed (the store failed; the reservation stands).", "source", "limit", "result")
+	m.soft = counterVec("sluice_soft_limit_passed_total", "Keys a request or a settle took past their limit's soft share (soft: in the policy), by source and limit.", "source", "limit")
 	m.settledCost = counterVec("sluice_settled_cost_total", "What settles charged in all (the actual costs: tokens, rows, bytes), by source and limit.", "source", "limit")
 	m.newGatewayMetrics()
 	info := gaugeVec("sluice_build_info", "Always 1; the labels tell the version of sluice serving and the Go version it was built with.", "version", "goversion")
@@ -71,7 +74,7 @@ func New(version string) *Metrics {
 	for _, code := range []string{"200", "400", "429", "431", "502", "503"} {
 		m.Responses.WithLabelValues(code) // the codes alerts watch, from zero
 	}
-	m.Reg.MustRegister(m.Decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.Refused, m.Unauthorized, m.settles, m.settledCost, info,
+	m.Reg.MustRegister(m.Decisions, m.nearLimit, m.delays, m.storeTime, m.storeErrs, m.reloads, m.lastReload, m.Refused, m.Unauthorized, m.settles, m.settledCost, m.soft, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -278,6 +281,11 @@ func (s *instrumented) Release(ctx context.Context, r sluice.Request, lease uint
 	err := s.Store.Release(ctx, r, lease)
 	s.release.done(start, err)
 	return err
+}
+
+// SoftLimit counts a key that passed a limit's soft share.
+func (m *Metrics) SoftLimit(source, limit string) {
+	m.soft.WithLabelValues(source, limit).Inc()
 }
 
 // Settled counts one settle of a cost known after the response.
