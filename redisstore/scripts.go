@@ -123,7 +123,7 @@ func newLibrary() library {
 	common(&body, every...)
 	body.WriteString("return {\n")
 	for _, e := range entries {
-		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time = k, a, nil\n%send,\n", e, read(e))
+		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time, held = k, a, nil, nil\n%send,\n", e, read(e))
 	}
 	body.WriteString("}\n")
 	text := prune(inline(body.String()))
