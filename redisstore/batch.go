@@ -22,7 +22,7 @@ type call struct {
 	n      int    // how many requests it decides
 	reply  []any
 	err    error
-	done   chan struct{} // closed when reply or err is set
+	done   chan struct{} // closed when reply or err is set (made when queued; see deliver)
 
 	keyBuf [2]string // keys and args of a lone request: its state and log keys
 	argBuf [3]any    // the clock, a count, its limit
@@ -131,6 +131,7 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 		b.exec(ctx, []*call{c})
 		return nil
 	}
+	c.done = make(chan struct{})
 	select { // the queue has room but when Redis falls behind: ctx.Done (a timer for failover's deadline) only then
 	case b.queue <- c:
 		return nil
@@ -267,6 +268,7 @@ func (b *batcher) issue(ctx context.Context, c caller, sc *script, keys []string
 // FLUSH, a new node) it loads the library first; and on a server without
 // functions it turns to scripts for good.
 func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+	sc, args = alone(sc, args)
 	cmd := b.issue(ctx, b.client, sc, keys, args)
 	for range 2 {
 		err := cmd.Err()
@@ -291,6 +293,16 @@ func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any
 		cmd = b.issue(ctx, b.client, sc, keys, args)
 	}
 	return cmd
+}
+
+// alone returns what to send for a call of sc with args: for a take call
+// of one request on the server's clock (args: the clock "", then the
+// request's argument), sc's one.lua and the request's argument alone.
+func alone(sc *script, args []any) (*script, []any) {
+	if sc.one != nil && len(args) == 2 && args[0] == "" {
+		return sc.one, args[1:]
+	}
+	return sc, args
 }
 
 // missing reports whether err says the server lacks sluice's code (see
@@ -332,7 +344,8 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 	cmds := make([]*redis.Cmd, len(units))
 	pipe := b.client.Pipeline()
 	for i, u := range units {
-		cmds[i] = b.issue(ctx, pipe, u.script, u.keys, u.args)
+		sc, args := alone(u.script, u.args)
+		cmds[i] = b.issue(ctx, pipe, sc, u.keys, args)
 	}
 	pipe.Exec(ctx) // per-command errors are read below
 	var later []*unit
@@ -418,8 +431,23 @@ func splitReply(reply []any, pos *int, n int) ([]any, error) {
 	return part, nil
 }
 
+// deliver answers c. A call never queued (run on its caller's goroutine,
+// which alone has it) has no channel of its own until then: it gets the
+// one closed channel all share, one allocation less per lone decision.
 func (b *batcher) deliver(c *call, reply []any, err error) {
 	c.reply, c.err = reply, err
 	b.active.Add(-1)
+	if c.done == nil {
+		c.done = delivered
+		return
+	}
 	close(c.done)
 }
+
+// delivered is the closed channel of the calls answered where they were
+// made (see deliver).
+var delivered = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -387,7 +387,7 @@ func (s *Store) wallNow() time.Time {
 // and argument costs the server time: a batch script spends about as much
 // on them as on the decision itself.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
-	c := &call{script: sc, n: len(rs), done: make(chan struct{})}
+	c := &call{script: sc, n: len(rs)}       // done: made if it is queued (submit)
 	keys, args := c.keyBuf[:0], c.argBuf[:0] // room for a lone request's
 	args = append(args, s.clock())
 	if len(rs) > 1 || sc.batch == nil {
