@@ -125,7 +125,8 @@ func TestScriptCostCommands(t *testing.T) {
 // redis-server under valgrind --tool=callgrind, see
 // bench/callgrind-batch.sh). SLUICE_BATCHCOST_ADDR names the server;
 // SLUICE_BATCHCOST_BATCHES how many batch scripts of 32 single GCRA
-// decisions to send (default 100); with SLUICE_BATCHCOST_CHECK=n, instead,
+// decisions to send (default 100), SLUICE_BATCHCOST_KEYS over how many keys
+// (default 1,000); with SLUICE_BATCHCOST_CHECK=n, instead,
 // 32 times as many lone calls, one after another, each a check of n GCRA
 // limits on keys of their own (as a check of a global, a per-IP and a
 // per-user limit would be). The keys (1,000 per limit) are first used
