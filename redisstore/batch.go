@@ -20,6 +20,7 @@ type call struct {
 	args   []any
 	slot   uint16 // the Redis Cluster slot of keys (0 on a standalone server)
 	n      int    // how many requests it decides
+	limit  int64  // a lone request's limit (p.Cap), to read a reply packed into one integer (values)
 	reply  []any
 	err    error
 	done   chan struct{} // closed when reply or err is set (made when queued; see deliver)
@@ -239,7 +240,7 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 	b.trips.Add(1)
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
-		reply, err := b.one(ctx, c.script, c.keys, c.args).Slice()
+		reply, err := c.values(b.one(ctx, c.script, c.keys, c.args))
 		b.deliver(c, reply, err)
 		return
 	}
@@ -385,11 +386,12 @@ func notRun(err error) bool {
 // flat reply, which is, per call in order, a stride (6 or 8 values per
 // request) and that many values for each of the call's requests.
 func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
-	reply, err := cmd.Slice()
 	if len(u.calls) == 1 {
+		reply, err := u.calls[0].values(cmd)
 		b.deliver(u.calls[0], reply, err)
 		return
 	}
+	reply, err := cmd.Slice()
 	parts := make([][]any, len(u.calls))
 	pos := 0
 	for i, c := range u.calls {
@@ -410,6 +412,29 @@ func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
 			b.deliver(c, parts[i], nil)
 		}
 	}
+}
+
+// values returns the reply of c's command as a list of values. A take
+// call of one request that a token bucket or GCRA admits without a lease
+// or an undo token is answered with one integer, reset x (limit + 1) +
+// remaining (see check in scripts/check.lua), which it spells out as the
+// six values of such a decision.
+func (c *call) values(cmd *redis.Cmd) ([]any, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	switch v := v.(type) {
+	case []any:
+		return v, nil
+	case int64:
+		base := c.limit + 1
+		if c.script.batch == nil || c.n != 1 || c.limit <= 0 || v < 0 { // not a take call of one request
+			return nil, fmt.Errorf("%w: %d for a call of %d requests", errBadReply, v, c.n)
+		}
+		return []any{int64(1), c.limit, v % base, int64(0), v / base, int64(0)}, nil
+	}
+	return nil, fmt.Errorf("%w: %T", errBadReply, v)
 }
 
 // splitReply returns the n requests' part of a batch reply at *pos and

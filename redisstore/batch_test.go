@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -306,6 +307,37 @@ func TestHeldRunLeavesTheHash(t *testing.T) {
 			if d := tr - to; d < -time.Second || d > time.Second || (tr < 0) != (to < 0) {
 				t.Errorf("%s round %d: TTL %v after the run, %v after the checks one by one", pair[0], round, tr, to)
 			}
+		}
+	}
+}
+
+// A take call of one request reads a reply packed into one integer (an
+// admitting bucket's decision, see check.lua) as the six values of the
+// decision; any other integer is a bad reply, not a decision.
+func TestPackedReply(t *testing.T) {
+	take := scripts().takeOne[sluice.AlgorithmGCRA]
+	reply := func(v any) *redis.Cmd {
+		cmd := redis.NewCmd(context.Background())
+		cmd.SetVal(v)
+		return cmd
+	}
+	c := &call{script: take, n: 1, limit: 10}
+	got, err := c.values(reply(int64(7*11 + 4)))
+	want := []any{int64(1), int64(10), int64(4), int64(0), int64(7), int64(0)}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("packed 81, limit 10: %v %v, want %v", got, err, want)
+	}
+	for _, bad := range []*call{
+		{script: take, n: 1, limit: 10}, // a negative integer
+		{script: take, n: 2, limit: 10},
+		{script: scripts().release, n: 1, limit: 10},
+	} {
+		v := int64(81)
+		if bad.n == 1 && bad.script == take {
+			v = -1
+		}
+		if got, err := bad.values(reply(v)); !errors.Is(err, errBadReply) {
+			t.Errorf("%d for %d requests of %s: %v %v, want a bad reply", v, bad.n, bad.script.name, got, err)
 		}
 	}
 }

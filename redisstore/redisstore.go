@@ -413,6 +413,9 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 		}
 	}
 	c.keys, c.args = keys, args
+	if len(rs) == 1 {
+		c.limit = rs[0].p.Cap
+	}
 	if s.cluster {
 		c.slot = slot(keys[0])
 	}
