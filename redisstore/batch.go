@@ -415,10 +415,11 @@ func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
 }
 
 // values returns the reply of c's command as a list of values. A take
-// call of one request that a token bucket or GCRA admits without a lease
-// or an undo token is answered with one integer, reset x (limit + 1) +
-// remaining (see check in scripts/check.lua), which it spells out as the
-// six values of such a decision.
+// call of one request that a token bucket, GCRA or a fixed or sliding
+// window admits is answered with one integer, reset x (limit + 1) +
+// remaining, the limit being the request's capacity (see check in
+// scripts/check.lua), which it spells out as the six values of such a
+// decision.
 func (c *call) values(cmd *redis.Cmd) ([]any, error) {
 	v, err := cmd.Result()
 	if err != nil {
