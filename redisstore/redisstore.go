@@ -23,7 +23,9 @@
 // fill; while a pipeline of several requests is in flight, those that come
 // go together in the next, at most a round trip later. Those of one Cluster
 // slot (all of them, on a standalone server) are decided by one batch
-// script, one check after another, each exactly as it would be alone. A lone request still costs one round trip and one
+// script, one check after another, each exactly as it would be alone; the
+// checks of a hot key that follow one another there read and write its
+// state once. A lone request still costs one round trip and one
 // script; a crowd costs the server one script call per batch instead of one
 // per decision. Keys refused until a known time are answered locally
 // until then (the near cache), so a retry storm against refused keys costs
