@@ -10,7 +10,9 @@
 # batch scripts of 32 single decisions each, and prints the instructions
 # per decision. With CHECK (1 to 3) it counts instead BATCHES x 32 lone
 # calls, one after another, each a check of CHECK GCRA limits on keys of
-# their own, and prints the instructions per call. Needs valgrind,
+# their own, and prints the instructions per call. SLUICE_BATCHCOST_KEYS=N
+# spreads the batches' decisions over N keys instead of 1,000 (1: every
+# decision on one key, a hot key's runs). Needs valgrind,
 # redis-server and Go; stops only the server it started.
 set -euo pipefail
 batches=${1:-100}

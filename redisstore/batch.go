@@ -20,9 +20,10 @@ type call struct {
 	args   []any
 	slot   uint16 // the Redis Cluster slot of keys (0 on a standalone server)
 	n      int    // how many requests it decides
+	limit  int64  // a lone request's limit (p.Cap), to read a reply packed into one integer (values)
 	reply  []any
 	err    error
-	done   chan struct{} // closed when reply or err is set
+	done   chan struct{} // closed when reply or err is set (made when queued; see deliver)
 
 	keyBuf [2]string // keys and args of a lone request: its state and log keys
 	argBuf [3]any    // the clock, a count, its limit
@@ -131,6 +132,7 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 		b.exec(ctx, []*call{c})
 		return nil
 	}
+	c.done = make(chan struct{})
 	select { // the queue has room but when Redis falls behind: ctx.Done (a timer for failover's deadline) only then
 	case b.queue <- c:
 		return nil
@@ -238,7 +240,7 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 	b.trips.Add(1)
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
-		reply, err := b.one(ctx, c.script, c.keys, c.args).Slice()
+		reply, err := c.values(b.one(ctx, c.script, c.keys, c.args))
 		b.deliver(c, reply, err)
 		return
 	}
@@ -267,6 +269,7 @@ func (b *batcher) issue(ctx context.Context, c caller, sc *script, keys []string
 // FLUSH, a new node) it loads the library first; and on a server without
 // functions it turns to scripts for good.
 func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+	sc, args = alone(sc, args)
 	cmd := b.issue(ctx, b.client, sc, keys, args)
 	for range 2 {
 		err := cmd.Err()
@@ -291,6 +294,16 @@ func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any
 		cmd = b.issue(ctx, b.client, sc, keys, args)
 	}
 	return cmd
+}
+
+// alone returns what to send for a call of sc with args: for a take call
+// of one request on the server's clock (args: the clock "", then the
+// request's argument), sc's one.lua and the request's argument alone.
+func alone(sc *script, args []any) (*script, []any) {
+	if sc.one != nil && len(args) == 2 && args[0] == "" {
+		return sc.one, args[1:]
+	}
+	return sc, args
 }
 
 // missing reports whether err says the server lacks sluice's code (see
@@ -332,7 +345,8 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 	cmds := make([]*redis.Cmd, len(units))
 	pipe := b.client.Pipeline()
 	for i, u := range units {
-		cmds[i] = b.issue(ctx, pipe, u.script, u.keys, u.args)
+		sc, args := alone(u.script, u.args)
+		cmds[i] = b.issue(ctx, pipe, sc, u.keys, args)
 	}
 	pipe.Exec(ctx) // per-command errors are read below
 	var later []*unit
@@ -372,11 +386,12 @@ func notRun(err error) bool {
 // flat reply, which is, per call in order, a stride (6 or 8 values per
 // request) and that many values for each of the call's requests.
 func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
-	reply, err := cmd.Slice()
 	if len(u.calls) == 1 {
+		reply, err := u.calls[0].values(cmd)
 		b.deliver(u.calls[0], reply, err)
 		return
 	}
+	reply, err := cmd.Slice()
 	parts := make([][]any, len(u.calls))
 	pos := 0
 	for i, c := range u.calls {
@@ -399,6 +414,30 @@ func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
 	}
 }
 
+// values returns the reply of c's command as a list of values. A take
+// call of one request that a token bucket, GCRA or a fixed or sliding
+// window admits is answered with one integer, reset x (limit + 1) +
+// remaining, the limit being the request's capacity (see check in
+// scripts/check.lua), which it spells out as the six values of such a
+// decision.
+func (c *call) values(cmd *redis.Cmd) ([]any, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	switch v := v.(type) {
+	case []any:
+		return v, nil
+	case int64:
+		base := c.limit + 1
+		if c.script.batch == nil || c.n != 1 || c.limit <= 0 || v < 0 { // not a take call of one request
+			return nil, fmt.Errorf("%w: %d for a call of %d requests", errBadReply, v, c.n)
+		}
+		return []any{int64(1), c.limit, v % base, int64(0), v / base, int64(0)}, nil
+	}
+	return nil, fmt.Errorf("%w: %T", errBadReply, v)
+}
+
 // splitReply returns the n requests' part of a batch reply at *pos and
 // moves *pos past it.
 func splitReply(reply []any, pos *int, n int) ([]any, error) {
@@ -418,8 +457,23 @@ func splitReply(reply []any, pos *int, n int) ([]any, error) {
 	return part, nil
 }
 
+// deliver answers c. A call never queued (run on its caller's goroutine,
+// which alone has it) has no channel of its own until then: it gets the
+// one closed channel all share, one allocation less per lone decision.
 func (b *batcher) deliver(c *call, reply []any, err error) {
 	c.reply, c.err = reply, err
 	b.active.Add(-1)
+	if c.done == nil {
+		c.done = delivered
+		return
+	}
 	close(c.done)
 }
+
+// delivered is the closed channel of the calls answered where they were
+// made (see deliver).
+var delivered = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

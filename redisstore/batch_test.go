@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,5 +243,101 @@ func TestQueuedCallsShareARoundTrip(t *testing.T) {
 	wg.Wait()
 	if n, want := s.batch.trips.Load()-before, int64(1+workers+2); n != want {
 		t.Errorf("%d round trips, want %d: %d lone calls, then one for each %d calls queued", n, want, 1+workers, queued)
+	}
+}
+
+// A batch's run of single checks on one key (a hot key under load) reads
+// and writes its state once; the hash and the TTL it leaves, and every
+// decision, are those of the same checks sent one after another. The run
+// changes its limit halfway (the state carried over) and has refusals.
+func TestHeldRunLeavesTheHash(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Standalone(t)
+	now := time.UnixMicro(1_700_000_000_000_000)
+	s, err := New(rdb, Config{Prefix: redistest.Prefix(t), NearCache: -1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	second := 2 * time.Second
+	pairs := [][2]sluice.Limit{
+		{sluice.FixedWindow(5, second), sluice.FixedWindow(7, second)},
+		{sluice.SlidingWindow(5, second), sluice.SlidingWindow(7, second)},
+		{sluice.TokenBucket(sluice.PerSecond(3), 5), sluice.TokenBucket(sluice.PerSecond(4), 7)},
+		{sluice.GCRA(sluice.PerSecond(3), 5), sluice.GCRA(sluice.PerSecond(4), 7)},
+		{sluice.LeakyBucket(sluice.PerSecond(3), 5), sluice.LeakyBucket(sluice.PerSecond(4), 7)},
+		{sluice.WarmUp(sluice.PerSecond(3), second), sluice.WarmUp(sluice.PerSecond(4), second)},
+	}
+	costs := []int64{1, 2, 0, 3, 1, 4, 0, 2, 1, 1}
+	for _, pair := range pairs {
+		requests := func(key string) [][]sluice.Request {
+			checks := make([][]sluice.Request, len(costs))
+			for i, c := range costs {
+				checks[i] = []sluice.Request{{Key: key, Limit: pair[i*2/len(costs)], Cost: c}}
+			}
+			return checks
+		}
+		for round := range 2 { // the second round finds the keys existing
+			now = now.Add(300 * time.Millisecond)
+			batched, err := TakeBatch(s, requests("run"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, check := range requests("one") {
+				d, err := s.Take(ctx, check[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d != batched[i][0] {
+					t.Fatalf("%s round %d check %d: batched %+v, alone %+v", pair[0], round, i, batched[i][0], d)
+				}
+			}
+			run, _ := s.stateKeys(&sluice.Request{Key: "run", Limit: pair[1]})
+			one, _ := s.stateKeys(&sluice.Request{Key: "one", Limit: pair[1]})
+			hr, err1 := rdb.HGetAll(ctx, run).Result()
+			ho, err2 := rdb.HGetAll(ctx, one).Result()
+			tr, err3 := rdb.PTTL(ctx, run).Result()
+			to, err4 := rdb.PTTL(ctx, one).Result()
+			if err := errors.Join(err1, err2, err3, err4); err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(hr, ho) {
+				t.Errorf("%s round %d: the run left %v, the checks one by one %v", pair[0], round, hr, ho)
+			}
+			if d := tr - to; d < -time.Second || d > time.Second || (tr < 0) != (to < 0) {
+				t.Errorf("%s round %d: TTL %v after the run, %v after the checks one by one", pair[0], round, tr, to)
+			}
+		}
+	}
+}
+
+// A take call of one request reads a reply packed into one integer (an
+// admitting bucket's decision, see check.lua) as the six values of the
+// decision; any other integer is a bad reply, not a decision.
+func TestPackedReply(t *testing.T) {
+	take := scripts().takeOne[sluice.AlgorithmGCRA]
+	reply := func(v any) *redis.Cmd {
+		cmd := redis.NewCmd(context.Background())
+		cmd.SetVal(v)
+		return cmd
+	}
+	c := &call{script: take, n: 1, limit: 10}
+	got, err := c.values(reply(int64(7*11 + 4)))
+	want := []any{int64(1), int64(10), int64(4), int64(0), int64(7), int64(0)}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("packed 81, limit 10: %v %v, want %v", got, err, want)
+	}
+	for _, bad := range []*call{
+		{script: take, n: 1, limit: 10}, // a negative integer
+		{script: take, n: 2, limit: 10},
+		{script: scripts().release, n: 1, limit: 10},
+	} {
+		v := int64(81)
+		if bad.n == 1 && bad.script == take {
+			v = -1
+		}
+		if got, err := bad.values(reply(v)); !errors.Is(err, errBadReply) {
+			t.Errorf("%d for %d requests of %s: %v %v, want a bad reply", v, bad.n, bad.script.name, got, err)
+		}
 	}
 }

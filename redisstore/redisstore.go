@@ -23,7 +23,9 @@
 // fill; while a pipeline of several requests is in flight, those that come
 // go together in the next, at most a round trip later. Those of one Cluster
 // slot (all of them, on a standalone server) are decided by one batch
-// script, one check after another, each exactly as it would be alone. A lone request still costs one round trip and one
+// script, one check after another, each exactly as it would be alone; the
+// checks of a hot key that follow one another there read and write its
+// state once. A lone request still costs one round trip and one
 // script; a crowd costs the server one script call per batch instead of one
 // per decision. Keys refused until a known time are answered locally
 // until then (the near cache), so a retry storm against refused keys costs
@@ -396,7 +398,7 @@ func (s *Store) wallNow() time.Time {
 // and argument costs the server time: a batch script spends about as much
 // on them as on the decision itself.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
-	c := &call{script: sc, n: len(rs), done: make(chan struct{})}
+	c := &call{script: sc, n: len(rs)}       // done: made if it is queued (submit)
 	keys, args := c.keyBuf[:0], c.argBuf[:0] // room for a lone request's
 	args = append(args, s.clock())
 	if len(rs) > 1 || sc.batch == nil {
@@ -422,6 +424,9 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 		}
 	}
 	c.keys, c.args = keys, args
+	if len(rs) == 1 {
+		c.limit = rs[0].p.Cap
+	}
 	if s.cluster {
 		c.slot = slot(keys[0])
 	}

@@ -126,7 +126,8 @@ func TestScriptCostCommands(t *testing.T) {
 // redis-server under valgrind --tool=callgrind, see
 // bench/callgrind-batch.sh). SLUICE_BATCHCOST_ADDR names the server;
 // SLUICE_BATCHCOST_BATCHES how many batch scripts of 32 single GCRA
-// decisions to send (default 100); with SLUICE_BATCHCOST_CHECK=n, instead,
+// decisions to send (default 100), SLUICE_BATCHCOST_KEYS over how many keys
+// (default 1,000); with SLUICE_BATCHCOST_CHECK=n, instead,
 // 32 times as many lone calls, one after another, each a check of n GCRA
 // limits on keys of their own (as a check of a global, a per-IP and a
 // per-user limit would be). The keys (1,000 per limit) are first used
@@ -159,12 +160,18 @@ func TestBatchCost(t *testing.T) {
 	lims := []sluice.Limit{
 		sluice.GCRA(sluice.PerSecond(1e6), 1e6), sluice.GCRA(sluice.PerSecond(2e6), 1e6), sluice.GCRA(sluice.PerSecond(3e6), 1e6),
 	}
+	keys := 1000 // the batches' keys: SLUICE_BATCHCOST_KEYS=1 sends every decision to one key
+	if v := os.Getenv("SLUICE_BATCHCOST_KEYS"); v != "" {
+		if _, err := fmt.Sscan(v, &keys); err != nil || keys < 1 {
+			t.Fatalf("SLUICE_BATCHCOST_KEYS=%q: want a count", v)
+		}
+	}
 	// batches sends count batches of 32 single decisions.
 	batches := func(count, first int) {
 		for b := range count {
 			checks := make([][]sluice.Request, 32)
 			for i := range checks {
-				checks[i] = []sluice.Request{{Key: fmt.Sprintf("k%d", (first+b*32+i)%1000), Limit: lims[0], Cost: 1}}
+				checks[i] = []sluice.Request{{Key: fmt.Sprintf("k%d", (first+b*32+i)%keys), Limit: lims[0], Cost: 1}}
 			}
 			if _, err := TakeBatch(s, checks, nil); err != nil {
 				t.Fatal(err)

@@ -37,6 +37,10 @@ type script struct {
 	// batch, for a take script, is batch.lua with the same algorithms: it
 	// decides several calls of this script in one.
 	batch *script
+	// one, for a take script of one algorithm, is one.lua: the same job for
+	// a call of one request on the server's clock, sent without the clock
+	// argument (see alone).
+	one *script
 }
 
 func read(f string) string {
@@ -118,12 +122,12 @@ type library struct {
 }
 
 func newLibrary() library {
-	entries := []string{"take.lua", "batch.lua", "refund.lua", "release.lua", "adjust.lua", "lease.lua"}
+	entries := []string{"take.lua", "one.lua", "batch.lua", "refund.lua", "release.lua", "adjust.lua", "lease.lua"}
 	var body strings.Builder
 	common(&body, every...)
 	body.WriteString("return {\n")
 	for _, e := range entries {
-		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time = k, a, nil\n%send,\n", e, read(e))
+		fmt.Fprintf(&body, "[%q] = function(k, a)\nkeys, argv, server_time, held = k, a, nil, nil\n%send,\n", e, read(e))
 	}
 	body.WriteString("}\n")
 	text := prune(inline(body.String()))
@@ -175,6 +179,7 @@ var scripts = sync.OnceValue(func() *scriptSet {
 	}
 	for _, a := range every {
 		s.takeOne[a] = withBatch(l.assemble("take.lua", a), a)
+		s.takeOne[a].one = l.assemble("one.lua", a)
 	}
 	return s
 })

@@ -15,8 +15,7 @@ import (
 // scalar algorithm, one key is charged in bursts for about 1.5 s on the
 // server's clock (the skip and the extension both happen), and after every
 // decision the key's PTTL must cover the decision's ResetAfter plus the
-// second of slack. A key last written by an older sluice (field q present,
-// a short TTL and a large e) must get its TTL extended, not trusted.
+// second of slack.
 func TestTTLCoversState(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Standalone(t)
@@ -64,22 +63,5 @@ func TestTTLCoversState(t *testing.T) {
 		if n < 30 {
 			t.Fatalf("%s: only %d decisions", l, n)
 		}
-
-		// A key written by an older sluice: q present, e far ahead, a
-		// TTL that no longer covers the state this charge creates.
-		legacy := "legacy"
-		state, _ := s.stateKeys(&sluice.Request{Key: legacy, Limit: l})
-		far := time.Now().Add(time.Hour).UnixMicro()
-		if err := c.HSet(ctx, state, "x", 0, "y", 0, "z", 0, "q", 0, "e", far).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PExpire(ctx, state, 5*time.Millisecond).Err(); err != nil {
-			t.Fatal(err)
-		}
-		d, err := s.Take(ctx, sluice.Request{Key: legacy, Limit: l, Cost: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		check(l, legacy, d)
 	}
 }

@@ -68,7 +68,7 @@ local function load(k, b, now)
   local p, c, lease, undo, key, log
   p, c, lease, undo, key, log, k = request(k, b)
   local alg = p.alg
-  local x, y, z, e, existed, pw = state(p, key, now)
+  local x, y, z, e, existed, pw = state_of(p, now, read_state(alg, key))
   return {
     p = p, f = algorithms[alg], c = c, lease = lease, undo = undo, key = key, log = log, existed = existed, pw = pw,
     x = x, y = y, z = z, e = e, sx = x, sy = y, sz = z, idle = 0, commit = false,
