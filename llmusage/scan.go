@@ -393,23 +393,17 @@ func validNumber(b []byte) bool {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
+	var ok bool
 	switch {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
+		i, _ = digits(b, i)
 	default:
 		return false
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		j := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == j {
+		if i, ok = digits(b, i+1); !ok {
 			return false
 		}
 	}
@@ -418,15 +412,21 @@ func validNumber(b []byte) bool {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		j := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == j {
+		if i, ok = digits(b, i); !ok {
 			return false
 		}
 	}
 	return i == len(b)
+}
+
+// digits returns the index past the decimal digits of b from i, and
+// whether there was at least one.
+func digits(b []byte, i int) (int, bool) {
+	j := i
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i, i > j
 }
 
 // at reports whether the current value of s is at p.
