@@ -30,6 +30,11 @@ type Options struct {
 	// leaky_bucket whose full queue would wait longer is an error. Default
 	// (zero): 1s, httplimit's default.
 	MaxDelay time.Duration
+
+	// Runtime, if set, is the table of overrides set while sluice runs
+	// (sluice serve's PUT /admin/overrides), consulted before the file's
+	// own overrides. Default none.
+	Runtime Runtime
 }
 
 // ErrInvalid wraps every error of a policy that does not load.
@@ -152,7 +157,7 @@ type where struct {
 }
 
 func (l *loader) policy(doc *yaml.Node) *Policy {
-	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}}
+	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}, runtime: l.opts.Runtime}
 	if doc == nil || len(doc.Content) == 0 {
 		l.FailAt(0, where{}, "", "the file is empty; it needs at least one rule")
 		return p

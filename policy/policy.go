@@ -44,6 +44,7 @@ type Policy struct {
 
 	protected   []string // see ProtectedHeaders
 	prioritized bool     // some rule names a priority
+	runtime     Runtime  // overrides set while sluice runs; nil without
 }
 
 // Rule is one rule of a policy.
@@ -431,13 +432,18 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 		return c, false, nil
 	}
 	c.Key = string(key)
-	for i := range l.overrides {
+	if lim, id, unlimited, ok := p.runtimeOverride(l, value); ok {
+		if unlimited {
+			return c, false, nil
+		}
+		c.Limit, c.Override = lim, id
+	}
+	for i := 0; i < len(l.overrides) && c.Override == ""; i++ {
 		if o := &l.overrides[i]; p.applies(o, r, value) {
 			if o.unlimited {
 				return c, false, nil
 			}
 			c.Limit, c.Override = o.limit, o.id()
-			break
 		}
 	}
 	c.Cost, c.Late = l.cost, l.late
@@ -480,7 +486,7 @@ func (p *Policy) key(r *http.Request, route string, rule *Rule, l *Limit, parts 
 		}
 		v = decide.KeyValue(v) // long values become a fixed-size digest
 		b = decide.AppendKeyPart(b, v)
-		if len(l.overrides) > 0 {
+		if p.wantsValue(l) {
 			if value != "" {
 				value += "+"
 			}

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/server/listen"
 	"github.com/sluicehq/sluice/server/metrics"
+	"github.com/sluicehq/sluice/server/overrides"
 	"github.com/sluicehq/sluice/server/rls"
 	"github.com/sluicehq/sluice/server/shedding"
 	"github.com/sluicehq/sluice/server/watch"
@@ -85,6 +86,8 @@ type Server struct {
 	stopOnce  sync.Once // closes stopBg
 
 	sheds *shedding.Set // the load shedding of each listener that has it
+
+	overrides *overrides.Service // the runtime overrides
 }
 
 // New builds a Server from cfg: it validates cfg, opens the store and
@@ -99,7 +102,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
-	for _, build := range []func(*Server) error{openGuards, buildAPI, loadPolicy, buildEnvoy} {
+	for _, build := range []func(*Server) error{openGuards, buildAPI, buildOverrides, loadPolicy, buildEnvoy} {
 		if err := build(s); err != nil {
 			b.close()
 			return nil, err
@@ -176,7 +179,7 @@ func buildAPI(s *Server) error {
 
 // loadPolicy loads the policy file, or the sample policy without one.
 func loadPolicy(s *Server) error {
-	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay)}
+	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay), Runtime: s.overrides}
 	if s.cfg.Policy == "" {
 		p, err := policy.Parse("sample policy", samplePolicy, opts)
 		if err != nil {

@@ -37,6 +37,10 @@ type backend struct {
 	leases func() redisstore.LeaseStats
 	close  func() error
 	desc   string
+	// client and prefix are Redis's, where the runtime overrides are
+	// kept (nil for memory).
+	client redis.UniversalClient
+	prefix string
 	// policy returns the policy in force, for slotKey; set once the
 	// server has loaded it.
 	policy atomic.Pointer[func() *policy.Policy]
@@ -136,6 +140,7 @@ func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.Stat
 // the client.
 func (b *backend) own(r config.RedisConfig, client redis.UniversalClient, primary *redisstore.Store, local *memstore.Store, fs *failover.Store, logger *slog.Logger) {
 	b.store, b.failover = fs, fs
+	b.client, b.prefix = client, cmp.Or(r.Prefix, "sluice:")
 	if r.Leases.Enabled {
 		b.leases = primary.LeaseStats
 	}

@@ -41,14 +41,8 @@ Flags:
 
 func keys(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice keys", flag.ContinueOnError)
-	admin := fs.String("admin", envOr("SLUICE_ADMIN", "127.0.0.1:8082"), "the admin listener: `ADDR` as HOST:PORT, or https://HOST:PORT when it serves TLS (env SLUICE_ADMIN, as sluice serve reads it)")
-	tokenFile := fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "a `FILE` holding the admin token (its first line that is not blank or a # comment; sluice serve's auth.tokens_file will do); env SLUICE_ADMIN_TOKEN_FILE, or SLUICE_ADMIN_TOKEN for the token itself")
-	var tc adminclient.TLSFiles
-	fs.StringVar(&tc.CA, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
-	fs.StringVar(&tc.Cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
-	fs.StringVar(&tc.Key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
-	asJSON := fs.Bool("json", false, "print the server's JSON answer as it is")
+	af := adminFlags(fs)
+	asJSON := af.asJSON
 	fs.Usage = func() {
 		fmt.Fprint(stdout, keysUsage)
 		printFlags(stdout, fs, nil)
@@ -64,7 +58,7 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	if code, ok := keysArgs(op, rest, stderr); !ok {
 		return code
 	}
-	kc, err := adminclient.New(*admin, *tokenFile, tc, *timeout)
+	kc, err := af.client()
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice keys: %v\n", err)
 		return exitUsage
@@ -86,6 +80,33 @@ func keys(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	return exitOK
+}
+
+// adminArgs are the flags of the commands that ask a running server's
+// admin listener (sluice keys, sluice overrides).
+type adminArgs struct {
+	admin, tokenFile *string
+	tc               adminclient.TLSFiles
+	timeout          *time.Duration
+	asJSON           *bool
+}
+
+// adminFlags defines the flags of a command that asks the admin listener.
+func adminFlags(fs *flag.FlagSet) *adminArgs {
+	a := &adminArgs{}
+	a.admin = fs.String("admin", envOr("SLUICE_ADMIN", "127.0.0.1:8082"), "the admin listener: `ADDR` as HOST:PORT, or https://HOST:PORT when it serves TLS (env SLUICE_ADMIN, as sluice serve reads it)")
+	a.tokenFile = fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "a `FILE` holding the admin token (its first line that is not blank or a # comment; sluice serve's auth.tokens_file will do); env SLUICE_ADMIN_TOKEN_FILE, or SLUICE_ADMIN_TOKEN for the token itself")
+	fs.StringVar(&a.tc.CA, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
+	fs.StringVar(&a.tc.Cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
+	fs.StringVar(&a.tc.Key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
+	a.timeout = fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
+	a.asJSON = fs.Bool("json", false, "print the server's JSON answer as it is")
+	return a
+}
+
+// client is the client of the admin listener the flags name.
+func (a *adminArgs) client() (*adminclient.Client, error) {
+	return adminclient.New(*a.admin, *a.tokenFile, a.tc, *a.timeout)
 }
 
 // parseInterleaved parses fs's flags wherever they are among args (sluice

@@ -1,0 +1,37 @@
+package server
+
+import (
+	"github.com/sluicehq/sluice/server/overrides"
+)
+
+// buildOverrides makes the runtime overrides: kept in Redis on a Redis
+// store, else in the state directory's file (in memory without one), and
+// polled for changes until the store closes.
+func buildOverrides(s *Server) error {
+	var k overrides.Keeper
+	switch b := s.backend; {
+	case b.client != nil:
+		k = overrides.NewRedis(b.client, b.prefix)
+	case s.cfg.StateDir != "":
+		var err error
+		if k, err = overrides.NewFile(s.cfg.StateDir); err != nil {
+			return err
+		}
+	default:
+		k = overrides.NewMemory()
+	}
+	var svc *overrides.Service
+	changed := s.metrics.WatchOverrides(func() int { return svc.Len() })
+	svc, err := overrides.New(overrides.Config{Keeper: k, Policy: s.currentPolicy, Logger: s.log, ShowKeys: s.cfg.ShowKeys, Changed: changed})
+	if err != nil {
+		return err
+	}
+	svc.Start()
+	s.overrides = svc
+	closeStore := s.backend.close
+	s.backend.close = func() error {
+		svc.Close()
+		return closeStore()
+	}
+	return nil
+}
