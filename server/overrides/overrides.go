@@ -137,7 +137,8 @@ type Service struct {
 	version int64
 	lastErr time.Time // of a logged store error
 	stop    chan struct{}
-	done    chan struct{}
+	done    chan struct{} // closed when the polling Start began ends
+	started atomic.Bool
 	once    sync.Once
 }
 
@@ -179,6 +180,9 @@ func (s *Service) Len() int { return s.table.Load().n }
 
 // Start polls the keeper every Interval until Close.
 func (s *Service) Start() {
+	if s.started.Swap(true) {
+		return
+	}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(s.cfg.Interval)
@@ -198,9 +202,8 @@ func (s *Service) Start() {
 func (s *Service) Close() {
 	s.once.Do(func() {
 		close(s.stop)
-		select {
-		case <-s.done:
-		case <-time.After(time.Second): // never started
+		if s.started.Load() {
+			<-s.done
 		}
 	})
 }
