@@ -43,6 +43,12 @@ type LateCost struct {
 	// Strip removes Header (and the trailer) from the response the client
 	// receives: the cost is between the service and its rate limiter.
 	Strip bool
+
+	// When, if set, charges only responses whose status is in it (a
+	// limit's count_when): the cost reserved (or reported by Header, when
+	// set) stays charged for those, and is refunded for every other.
+	// Header may then be empty: the reservation is the cost.
+	When *StatusSet
 }
 
 // Missing says what a LateCost charges when the response reports no valid
@@ -124,6 +130,19 @@ func (lc *LateCost) Actual(values []string, reserved, capacity int64) (cost int6
 	return reserved, false, false
 }
 
+// ActualFor is Actual for a response: 0 (a refund of what was reserved)
+// when lc counts only some statuses and resp's is not one of them; without
+// a Header, the reservation. found is true for a status that decided.
+func (lc *LateCost) ActualFor(resp Response, reserved, capacity int64) (cost int64, found, capped bool) {
+	switch {
+	case !resp.counts(lc):
+		return 0, true, false
+	case lc.Header == "":
+		return reserved, true, false
+	}
+	return lc.Actual(resp.values(lc.Header), reserved, capacity)
+}
+
 // plainInt parses s as a whole number in plain digits ("120", not "+120",
 // "1e3" or "0x78"); a number too large for int64 is as large as it gets.
 func plainInt(s string) (int64, bool) {
@@ -168,17 +187,7 @@ type Settled struct {
 // standing. Call it when the response is complete; a second call settles
 // nothing. ctx should outlive the client's request (context.WithoutCancel).
 func (r *Result) Settle(ctx context.Context, values func(name string) []string, dst []Settled) []Settled {
-	if !r.Late() {
-		return dst
-	}
-	r.settled = true // a second call would charge the difference twice
-	for i := range r.Enforced {
-		dst = r.settleOne(ctx, &r.Enforced[i], r.reqs[i].Cost, r.Each[i].Allowed, values, dst)
-	}
-	for i := range r.Shadow {
-		dst = r.settleOne(ctx, &r.Shadow[i], r.shadowReqs[i].Cost, r.ShadowEach[i].Allowed, values, dst)
-	}
-	return dst
+	return r.SettleResponse(ctx, Response{Values: values}, dst)
 }
 
 // Late reports whether any check of r has a LateCost that Settle would
@@ -211,12 +220,12 @@ func (dc *Decider) limitNow(c *Check) sluice.Limit {
 	return c.Limit
 }
 
-func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, values func(string) []string, dst []Settled) []Settled {
+func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, resp Response, dst []Settled) []Settled {
 	if c.Late == nil || !charged {
 		return dst
 	}
 	lim := r.dc.limitNow(c)
-	actual, found, capped := c.Late.Actual(values(c.Late.Header), reserved, lim.Capacity())
+	actual, found, capped := c.Late.ActualFor(resp, reserved, lim.Capacity())
 	// One settle charges at most Limit.MaxAdjust: a key's debt never
 	// goes deeper (sluice.Limiter.Adjust). Only a limit smaller than the
 	// one Max was checked against (an override's scale below 1, a reload
@@ -233,7 +242,7 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
 	case capped:
 		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "header", c.Late.Header, "max", actual)
-	case !found && len(values(c.Late.Header)) > 0:
+	case !found && c.Late.Header != "" && len(resp.values(c.Late.Header)) > 0:
 		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", actual)
 	}
 	return append(dst, s)

@@ -29,6 +29,8 @@ type costWriter struct {
 	sent      map[string][]string // their values when the headers were sent
 	announced []string            // those of names announced as trailers
 	wrote     bool
+	status    int  // the response's status, once sent (0: not yet; a handler that writes none sends 200)
+	hijacked  bool // the handler took the connection: its status is unknown
 }
 
 // newCostWriter returns w watched for the late costs of res.
@@ -37,7 +39,7 @@ func newCostWriter(w http.ResponseWriter, res *decide.Result) *costWriter {
 	add := func(cs []decide.Check) {
 		for i := range cs {
 			lc := cs[i].Late
-			if lc == nil || slices.Contains(cw.names, lc.Header) {
+			if lc == nil || lc.Header == "" || slices.Contains(cw.names, lc.Header) {
 				continue
 			}
 			cw.names = append(cw.names, lc.Header)
@@ -140,7 +142,12 @@ func (cw *costWriter) finish() func(name string) []string {
 // settle outlives its request.
 func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Settled)) {
 	var buf [4]decide.Settled
-	settled := cw.res.Settle(context.WithoutCancel(r.Context()), cw.finish(), buf[:0])
+	values := cw.finish()
+	resp := decide.Response{Status: cw.status, HasStatus: !cw.hijacked, Values: values}
+	if resp.Status == 0 {
+		resp.Status = http.StatusOK // what net/http sends for a handler that wrote nothing
+	}
+	settled := cw.res.SettleResponse(context.WithoutCancel(r.Context()), resp, buf[:0])
 	if hook != nil {
 		for _, s := range settled {
 			hook(r, s)
@@ -153,6 +160,9 @@ func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Se
 func (cw *costWriter) WriteHeader(code int) {
 	if code >= 200 || code == http.StatusSwitchingProtocols {
 		cw.capture()
+		if cw.status == 0 {
+			cw.status = code
+		}
 	}
 	cw.ResponseWriter.WriteHeader(code)
 }
@@ -190,6 +200,7 @@ type costHijacker struct{ *costWriter }
 // hijacker found it (it may still send it, in a 101).
 func (ch costHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	ch.capture()
+	ch.hijacked = true
 	return http.NewResponseController(ch.ResponseWriter).Hijack()
 }
 
@@ -207,7 +218,7 @@ func (cw *costWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	if l.Late != nil && !httpname.Valid(l.Late.Header) {
+	if l.Late != nil && !httpname.Valid(l.Late.Header) && (l.Late.Header != "" || l.Late.When == nil) {
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)
