@@ -67,6 +67,9 @@ type Check struct {
 	// Action says what happens when this check refuses; nil rejects with
 	// the front-end's default answer.
 	Action *Action
+	// Ban, if set, bans the key for a while when this check refuses it
+	// (see Ban); the front-end plans BanCheck beside it.
+	Ban *Ban
 	// Err reports that the check could not be planned for a reason that is
 	// not the client's (a key function failed). Run applies OnError: a
 	// FailClosed check refuses the request, any other is left out and the

@@ -409,7 +409,7 @@ func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
 
 // commonFields are the fields of every limit; the algorithm's own are
 // sluice.Algorithm.Fields.
-var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version", "count_when"}
+var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version", "count_when", "ban"}
 
 // paramFields are every algorithm's parameters, for the unknown-field
 // message before the algorithm is known.
@@ -457,6 +457,9 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.
 	l.maxCost(f["max_cost"], w, lim)
 	if v := f["count_when"]; v != nil {
 		l.countWhen(v, w, lim)
+	}
+	if v := f["ban"]; v != nil {
+		l.ban(v, w, lim)
 	}
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit, bound)

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
@@ -114,6 +115,7 @@ type Limit struct {
 	maxCost    int64            // the largest cost costHeader may ask for; 0: the capacity
 	late       *decide.LateCost // a cost the response reports; cost is then the reservation
 	overrides  []override
+	ban        time.Duration // how long a key it refuses stays refused; 0: none
 }
 
 // missing says what a limit does with a request that lacks a part of its
@@ -396,6 +398,9 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			}
 			if ok {
 				dst = append(dst, c)
+				if c.Ban != nil {
+					dst = append(dst, decide.BanCheck(&c, banName(l)))
+				}
 			}
 		}
 	}
@@ -432,6 +437,7 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 		return c, false, nil
 	}
 	c.Key = string(key)
+	c.Ban = banOf(rule, l, c.Key)
 	if lim, id, unlimited, ok := p.runtimeOverride(l, value); ok {
 		if unlimited {
 			return c, false, nil
