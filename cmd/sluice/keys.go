@@ -15,7 +15,7 @@ import (
 const keysUsage = `Usage:
   sluice keys list    [flags]                      the policy's limits (rule, limit, key parts) and the keys refused most
   sluice keys inspect [flags] RULE LIMIT VALUE...  one key's state under a limit, charging nothing
-  sluice keys reset   [flags] RULE LIMIT VALUE...  forget one key's state: its usage starts afresh
+  sluice keys reset   [flags] RULE LIMIT VALUE...  forget one key's state: its usage starts afresh, its ban is lifted
 
 Each asks a running sluice serve, on its admin listener (GET /status.json,
 GET /admin/keys, POST /admin/keys/reset). VALUE is one value per part of the
@@ -191,6 +191,9 @@ func printKey(w io.Writer, ka adminclient.KeyAnswer) {
 		now = "refused, retry after " + msDuration(ka.RetryAfterMs)
 	}
 	fmt.Fprintf(w, "  remaining %d; a request now would be %s; full again in %s\n", ka.Remaining, now, msDuration(ka.ResetAfterMs))
+	if ka.BannedForMs > 0 {
+		fmt.Fprintf(w, "  banned for %s more (the limit's ban: %s); 'sluice keys reset' lifts it\n", msDuration(ka.BannedForMs), ka.Ban)
+	}
 	if ka.Degraded {
 		fmt.Fprintln(w, "  (degraded: the store did not answer; this is the local fallback's state)")
 	}

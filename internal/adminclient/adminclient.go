@@ -166,6 +166,8 @@ type KeyAnswer struct {
 	ResetAfterMs int64    `json:"reset_after_ms"`
 	Degraded     bool     `json:"degraded"`
 	Reset        bool     `json:"reset"`
+	Ban          string   `json:"ban"`
+	BannedForMs  int64    `json:"banned_for_ms"`
 }
 
 // StatusAnswer is what sluice keys list reads of the server's
