@@ -18,7 +18,13 @@
 //	answer              headers and a 429 problem document, RESOURCE_EXHAUSTED
 //	                    with RetryInfo, RLS statuses, JSON
 //	settle              for a cost known only after the work (Check.Late):
-//	                    Result.Settle charges what the response reports
+//	                    Result.Settle charges what the response reports;
+//	                    Result.SettleResponse also keeps a reservation only
+//	                    for the statuses LateCost.When names (count_when)
+//
+// A check with a Ban is planned with its ban's check (BanCheck); Run
+// starts the ban when that check's limit refuses, and the ban's check
+// refuses the key until it ends.
 //
 // Front-ends of one process stack (an httplimit middleware per IP around a
 // router and another per user around one route): each records its Result
