@@ -43,6 +43,21 @@ rules:
 		}
 		return out
 	}
+	for _, bad := range []struct{ args, want string }{
+		{"set per-tenant acme --scale -1", "400: scale: -1: want a number above 0"},
+		{"set per-tenant acme --scale 0", "400: scale: 0: want a number above 0"},
+		{"set per-tenant acme --scale 1e300", "400: the override does not apply"},
+		{"set per-tenant acme --scale 2 --ttl soon", "400: ttl"},
+		{"set per-tenant acme --limit {", "400: the override does not apply to limit per-tenant: policy: invalid: override:1: want a limit such as"},
+		{"set per-tenant acme", "400: give one of"},
+		{"set nope acme --scale 2", "404: the policy has no limit \"nope\"; 'sluice keys list' shows"},
+		{"delete per-tenant acme", "404: no override of limit \"per-tenant\""},
+	} {
+		args := append([]string{"overrides", "--admin", a.addrs["admin"], "--token-file", tokens}, strings.Fields(bad.args)...)
+		if _, errOut, code := runSluice(t, args...); code != 1 || !strings.Contains(errOut, bad.want) {
+			t.Errorf("sluice overrides %s: exit %d, %s; want exit 1 saying %q", bad.args, code, errOut, bad.want)
+		}
+	}
 	cli(a, "set", "per-tenant", "acme", "--scale", "5", "--ttl", "1h", "--reason", "launch week")
 	applied := appliedWithin(t, b, 1)
 	if r := get(t, a.url("admin", "/admin/overrides"), "Authorization", "Bearer admin-s3cret"); !strings.Contains(r.body, `"reason":"launch week"`) {
