@@ -59,6 +59,9 @@ func (dc *Decider) ban(ctx context.Context, res *Result) {
 		}
 		res.Decision.RetryAfter = max(res.Decision.RetryAfter, d.RetryAfter)
 		res.Decision.ResetAfter = max(res.Decision.ResetAfter, d.RetryAfter)
+		if n := len(res.Observed); n > 0 && res.Observed[n-1].Outcome == Refused && res.Observed[n-1].Key == c.Key {
+			res.Observed[n-1].Banned = d.RetryAfter // the refusal's observation, which enforce made last
+		}
 	}
 }
 

@@ -205,4 +205,7 @@ type Observation struct {
 	Decision sluice.Decision
 	// Err is the error of a Failed, AdmittedUncounted or Invalid request.
 	Err error
+	// Banned is the ban this refusal started (Check.Ban), 0 when it
+	// started none: Key is then banned for that long.
+	Banned time.Duration
 }

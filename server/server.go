@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/api"
+	"github.com/sluicehq/sluice/server/bans"
 	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
@@ -88,6 +89,7 @@ type Server struct {
 	sheds *shedding.Set // the load shedding of each listener that has it
 
 	overrides *overrides.Service // the runtime overrides
+	bans      bans.Index         // the bans the policy's limits started
 }
 
 // New builds a Server from cfg: it validates cfg, opens the store and
@@ -231,6 +233,9 @@ func (s *Server) currentPolicy() *policy.Policy {
 func (s *Server) observe(source string, o decide.Observation) {
 	s.metrics.Observe(source, o)
 	s.stats.Add(source, o)
+	if o.Banned > 0 {
+		s.recordBan(o)
+	}
 }
 
 // Start listens on every configured address and serves in the background.

@@ -14,11 +14,12 @@ import (
 
 const keysUsage = `Usage:
   sluice keys list    [flags]                      the policy's limits (rule, limit, key parts) and the keys refused most
+  sluice keys bans    [flags]                      the keys banned now (a limit's ban:), by any instance on the store
   sluice keys inspect [flags] RULE LIMIT VALUE...  one key's state under a limit, charging nothing
   sluice keys reset   [flags] RULE LIMIT VALUE...  forget one key's state: its usage starts afresh, its ban is lifted
 
 Each asks a running sluice serve, on its admin listener (GET /status.json,
-GET /admin/keys, POST /admin/keys/reset). VALUE is one value per part of the
+GET /admin/keys, POST /admin/keys/reset, GET /admin/bans). VALUE is one value per part of the
 limit's key, in order, as the request carries it (an address, a header's
 value); * for a global limit. 'sluice keys list' shows each limit's parts.
 A VALUE may also be a mask the server showed (key#3f09a1c2d4e5, alone or as
@@ -67,6 +68,8 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	switch op {
 	case "list":
 		body, err = kc.Status()
+	case "bans":
+		body, err = kc.Bans()
 	case "inspect":
 		body, err = kc.Key("GET", "/admin/keys", rest)
 	case "reset":
@@ -134,13 +137,13 @@ func parseInterleaved(fs *flag.FlagSet, args []string, stdout, stderr io.Writer)
 func keysArgs(op string, rest []string, stderr io.Writer) (code int, ok bool) {
 	switch {
 	case op == "":
-		fmt.Fprint(stderr, "sluice keys: name an operation: list, inspect or reset (sluice keys --help)\n")
-	case op == "list" && len(rest) > 0:
-		fmt.Fprintf(stderr, "sluice keys list: unexpected argument %q (flags only)\n", rest[0])
-	case op == "list":
+		fmt.Fprint(stderr, "sluice keys: name an operation: list, bans, inspect or reset (sluice keys --help)\n")
+	case (op == "list" || op == "bans") && len(rest) > 0:
+		fmt.Fprintf(stderr, "sluice keys %s: unexpected argument %q (flags only)\n", op, rest[0])
+	case op == "list" || op == "bans":
 		return 0, true
 	case op != "inspect" && op != "reset":
-		near := nearest(op, []string{"list", "inspect", "reset"})
+		near := nearest(op, []string{"list", "bans", "inspect", "reset"})
 		fmt.Fprintf(stderr, "sluice keys: unknown operation %q%s\nRun 'sluice keys --help' for the operations.\n", op, near)
 	case len(rest) < 3:
 		fmt.Fprintf(stderr, "sluice keys %s: want RULE LIMIT VALUE... (one value per part of the limit's key; 'sluice keys list' shows them), got %d argument(s)\n", op, len(rest))
@@ -163,6 +166,14 @@ func printKeys(w io.Writer, kc *adminclient.Client, op string, body []byte, asJS
 	if asJSON {
 		_, err := w.Write(body)
 		return err
+	}
+	if op == "bans" {
+		var ba adminclient.BansAnswer
+		if err := kc.Decode(body, &ba); err != nil {
+			return err
+		}
+		printBans(w, ba)
+		return nil
 	}
 	if op == "list" {
 		var st adminclient.StatusAnswer
@@ -225,4 +236,20 @@ func printList(w io.Writer, st adminclient.StatusAnswer) {
 			fmt.Fprint(w, "  (keys masked; to see them in clear, run sluice serve with --show-keys,\n  show_keys: true in its config, or SLUICE_SHOW_KEYS=true)\n")
 		}
 	}
+}
+
+// printBans prints the keys banned now, with what sluice keys reset
+// takes to lift each ban.
+func printBans(w io.Writer, ba adminclient.BansAnswer) {
+	if len(ba.Bans) == 0 {
+		fmt.Fprintln(w, "no key is banned")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "RULE\tLIMIT\tVALUES\tBANNED FOR\n")
+	for _, b := range ba.Bans {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Rule, b.Limit, strings.Join(b.Values, " "), msDuration(b.BannedForMs))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "('sluice keys reset RULE LIMIT VALUES...' lifts a ban)")
 }

@@ -18,8 +18,8 @@ import (
 // password: three failed logins from one address get 401s; the fourth, and
 // a right password 2.5s later (after the 2s window refilled), get 429 with
 // the ban's Retry-After; a right password from another address is never
-// limited. sluice keys inspect shows the ban, and sluice keys reset lifts
-// it.
+// limited. sluice keys bans lists the ban, inspect shows it, and reset
+// lifts it.
 func TestServeLoginBan(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.FormValue("password") != "right" {
@@ -85,8 +85,15 @@ rules:
 	if code != 0 || !strings.Contains(out, "banned for 2") || !strings.Contains(out, "ban: 30s") {
 		t.Errorf("sluice keys inspect: exit %d:\n%s%s\nwant the ban's time left", code, out, errOut)
 	}
+	out, errOut, code = runSluice(t, "keys", "bans", "--admin", p.addrs["admin"])
+	if code != 0 || !strings.Contains(out, "login-failures") || strings.Count(out, "\n") != 3 {
+		t.Errorf("sluice keys bans: exit %d:\n%s%s\nwant the one banned key", code, out, errOut)
+	}
 	if _, errOut, code := runSluice(t, "keys", "reset", "--admin", p.addrs["admin"], "login", "login-failures", from); code != 0 {
 		t.Fatalf("sluice keys reset: exit %d: %s", code, errOut)
+	}
+	if out, _, _ := runSluice(t, "keys", "bans", "--admin", p.addrs["admin"]); out != "no key is banned\n" {
+		t.Errorf("sluice keys bans after the reset:\n%s", out)
 	}
 	if r := login(from, "right"); r.status != 200 {
 		t.Errorf("a right password after sluice keys reset lifted the ban: %d, want 200", r.status)

@@ -62,8 +62,8 @@ Usage:
   sluice simulate [flags]  draw how each algorithm treats a traffic pattern
   sluice replay [flags]    replay an access log through a policy: who would have been refused, when
   sluice suggest [flags]   propose limits from an access log and a measured safe rate
-  sluice keys list|inspect|reset [flags] [RULE LIMIT VALUE...]
-                           a running server's limits, and one key's state: inspect it or start it afresh
+  sluice keys list|bans|inspect|reset [flags] [RULE LIMIT VALUE...]
+                           a running server's limits, its bans, and one key's state: inspect it or start it afresh
   sluice overrides set|list|delete [flags] [LIMIT KEY]
                            change one key's limit while a server runs (scale, unlimited, another limit)
   sluice version           print the version

@@ -61,3 +61,23 @@ type OverrideAnswer struct {
 type OverridesAnswer struct {
 	Overrides []OverrideAnswer `json:"overrides"`
 }
+
+// Bans lists the bans running (GET /admin/bans), a BansAnswer.
+func (kc *Client) Bans() ([]byte, error) {
+	req, err := http.NewRequest("GET", kc.base.String()+"/admin/bans", nil)
+	if err != nil {
+		return nil, err
+	}
+	return kc.do(req)
+}
+
+// BansAnswer is the list of GET /admin/bans.
+type BansAnswer struct {
+	Bans []struct {
+		Rule        string   `json:"rule"`
+		Limit       string   `json:"limit"`
+		Values      []string `json:"values"`
+		Key         string   `json:"key"`
+		BannedForMs int64    `json:"banned_for_ms"`
+	} `json:"bans"`
+}

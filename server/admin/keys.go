@@ -117,6 +117,9 @@ func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 			keyError(w, http.StatusServiceUnavailable, "the key's usage was reset, but its ban may remain: "+err.Error())
 			return
 		}
+		if s.cfg.Bans != nil {
+			s.cfg.Bans.Lift(ctx, key) // the ban is lifted; only the listing would be stale
+		}
 	}
 	s.cfg.Logger.Info("admin: key reset", "rule", ks.Rule, "limit", ks.Limit, "values", len(ks.Values))
 	ks.Reset = true
