@@ -17,8 +17,9 @@ import (
 // itself (BanCheck): a peek that refuses while the key is banned, with
 // Retry-After the time the ban has left. When Run refuses a request
 // because the check with Ban refused (and the ban check did not, so a ban
-// is never lengthened by the requests it refuses), it charges the ban key,
-// which refuses for the ban's duration from then on. That charge is one
+// is never lengthened by the requests it refuses), it takes the ban key's
+// one token, which refuses for the ban's duration from then on (of
+// concurrent refusals, one takes it: a ban never goes into debt). That charge is one
 // more store call, made only for the refusal that starts a ban; the
 // refusals during a ban come from the near cache of a Redis store until
 // their Retry-After.
@@ -52,16 +53,23 @@ func (dc *Decider) ban(ctx context.Context, res *Result) {
 		if c.Ban == nil || res.Each[i].Allowed || banned(res, c.Ban.Key) {
 			continue
 		}
-		d, err := dc.limiter.Adjust(ctx, sluice.Request{Key: c.Ban.Key, Limit: c.Ban.Limit, Cost: 1, OnError: c.OnError})
+		// A check, not an adjustment: of concurrent refusals that each
+		// found the key not banned, one takes the ban's only token and
+		// the others are refused, so a ban is never lengthened by debt.
+		d, err := dc.limiter.Check(ctx, sluice.Request{Key: c.Ban.Key, Limit: c.Ban.Limit, Cost: 1, OnError: c.OnError})
 		if err != nil {
 			dc.logError("a ban could not be started; the key is refused by its limit alone", err)
 			continue
 		}
-		res.Decision.RetryAfter = max(res.Decision.RetryAfter, d.RetryAfter)
-		res.Decision.ResetAfter = max(res.Decision.ResetAfter, d.RetryAfter)
-		if n := len(res.Observed); n > 0 && res.Observed[n-1].Outcome == Refused && res.Observed[n-1].Key == c.Key {
-			res.Observed[n-1].Banned = d.RetryAfter // the refusal's observation, which enforce made last
+		banFor := d.RetryAfter // banned already, by a concurrent refusal
+		if d.Allowed {
+			banFor = c.Ban.Limit.Period
+			if n := len(res.Observed); n > 0 && res.Observed[n-1].Outcome == Refused && res.Observed[n-1].Key == c.Key {
+				res.Observed[n-1].Banned = banFor // the refusal's observation, which enforce made last
+			}
 		}
+		res.Decision.RetryAfter = max(res.Decision.RetryAfter, banFor)
+		res.Decision.ResetAfter = max(res.Decision.ResetAfter, banFor)
 	}
 }
 
