@@ -159,7 +159,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
 	s.table.Store(&table{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // a store slow to answer delays no start for long
 	defer cancel()
 	if err := s.reload(ctx); err != nil {
 		s.storeError(err)
