@@ -18,7 +18,13 @@
 //	answer              headers and a 429 problem document, RESOURCE_EXHAUSTED
 //	                    with RetryInfo, RLS statuses, JSON
 //	settle              for a cost known only after the work (Check.Late):
-//	                    Result.Settle charges what the response reports
+//	                    Result.Settle charges what the response reports;
+//	                    Result.SettleResponse also keeps a reservation only
+//	                    for the statuses LateCost.When names (count_when)
+//
+// A check with a Ban is planned with its ban's check (BanCheck); Run
+// starts the ban when that check's limit refuses, and the ban's check
+// refuses the key until it ends.
 //
 // Front-ends of one process stack (an httplimit middleware per IP around a
 // router and another per user around one route): each records its Result
@@ -83,6 +89,9 @@ type Check struct {
 	// Action says what happens when this check refuses; nil rejects with
 	// the front-end's default answer.
 	Action *Action
+	// Ban, if set, bans the key for a while when this check refuses it
+	// (see Ban); the front-end plans BanCheck beside it.
+	Ban *Ban
 	// Err reports that the check could not be planned for a reason that is
 	// not the client's (a key function failed). Run applies OnError: a
 	// FailClosed check refuses the request, any other is left out and the
@@ -212,4 +221,7 @@ type Observation struct {
 	Decision sluice.Decision
 	// Err is the error of a Failed, AdmittedUncounted or Invalid request.
 	Err error
+	// Banned is the ban this refusal started (Check.Ban), 0 when it
+	// started none: Key is then banned for that long.
+	Banned time.Duration
 }

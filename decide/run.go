@@ -237,6 +237,9 @@ func (dc *Decider) Run(ctx context.Context, checks []Check, res *Result) {
 	}
 	res.Outcome = Admitted
 	if len(res.Enforced) > 0 && !dc.enforce(ctx, res) {
+		if res.Outcome == Refused {
+			dc.ban(ctx, res)
+		}
 		return
 	}
 	dc.softs.request(res)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
-	"github.com/sluicehq/sluice/llmusage"
 )
 
 // LateCost is the cost of a check that is known only once the work is
@@ -50,6 +49,13 @@ type LateCost struct {
 	// Header, which is then empty. Missing does not apply: an answer
 	// without usage is charged an estimate (TokenCost).
 	Tokens *TokenCost
+
+	// When, if set, charges only responses whose status is in it (a
+	// limit's count_when): the cost reserved (or reported by Header, when
+	// set; read from the answer, with Tokens) stays charged for those, and
+	// is refunded for every other. Header may then be empty: the
+	// reservation is the cost.
+	When *StatusSet
 }
 
 // Missing says what a LateCost charges when the response reports no valid
@@ -134,6 +140,19 @@ func (lc *LateCost) Actual(values []string, reserved, capacity int64) (cost int6
 	return reserved, false, false
 }
 
+// ActualFor is Actual for a response: 0 (a refund of what was reserved)
+// when lc counts only some statuses and resp's is not one of them; without
+// a Header, the reservation. found is true for a status that decided.
+func (lc *LateCost) ActualFor(resp Response, reserved, capacity int64) (cost int64, found, capped bool) {
+	switch {
+	case !resp.counts(lc):
+		return 0, true, false
+	case lc.Header == "":
+		return reserved, true, false
+	}
+	return lc.Actual(resp.values(lc.Header), reserved, capacity)
+}
+
 // plainInt parses s as a whole number in plain digits ("120", not "+120",
 // "1e3" or "0x78"); a number too large for int64 is as large as it gets.
 func plainInt(s string) (int64, bool) {
@@ -181,44 +200,7 @@ type Settled struct {
 // standing. Call it when the response is complete; a second call settles
 // nothing. ctx should outlive the client's request (context.WithoutCancel).
 func (r *Result) Settle(ctx context.Context, values func(name string) []string, dst []Settled) []Settled {
-	return r.SettleAnswer(ctx, Answer{Values: values}, dst)
-}
-
-// Answer is what a response reports of the costs of its request.
-type Answer struct {
-	// Values returns the response's values of a header field or trailer
-	// (nil when it has none).
-	Values func(name string) []string
-	// Usage returns what the LLM answer reported in format f
-	// (llmusage.Meter), for the checks that settle a TokenCost; nil (or
-	// a nil Usage) when the answer could not be read (it was compressed,
-	// or taken over): such a check is charged its reservation.
-	Usage func(f *llmusage.Format) *llmusage.Usage
-}
-
-func (a Answer) usage(f *llmusage.Format) *llmusage.Usage {
-	if a.Usage == nil {
-		return nil
-	}
-	return a.Usage(f)
-}
-
-// SettleAnswer is Settle from a response's headers and LLM usage.
-func (r *Result) SettleAnswer(ctx context.Context, a Answer, dst []Settled) []Settled {
-	if !r.Late() {
-		return dst
-	}
-	if a.Values == nil {
-		a.Values = func(string) []string { return nil }
-	}
-	r.settled = true // a second call would charge the difference twice
-	for i := range r.Enforced {
-		dst = r.settleOne(ctx, &r.Enforced[i], r.reqs[i].Cost, r.Each[i].Allowed, a, dst)
-	}
-	for i := range r.Shadow {
-		dst = r.settleOne(ctx, &r.Shadow[i], r.shadowReqs[i].Cost, r.ShadowEach[i].Allowed, a, dst)
-	}
-	return dst
+	return r.SettleResponse(ctx, Response{Values: values}, dst)
 }
 
 // Late reports whether any check of r has a LateCost that Settle would
@@ -251,20 +233,19 @@ func (dc *Decider) limitNow(c *Check) sluice.Limit {
 	return c.Limit
 }
 
-func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, a Answer, dst []Settled) []Settled {
+func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charged bool, resp Response, dst []Settled) []Settled {
 	if c.Late == nil || !charged {
 		return dst
 	}
-	values := a.Values
 	lim := r.dc.limitNow(c)
 	var actual int64
 	var found, capped, estimated bool
-	if t := c.Late.Tokens; t != nil {
-		actual, estimated = t.actual(a.usage(t.format()), c.LLM, reserved)
+	if t := c.Late.Tokens; t != nil && resp.counts(c.Late) {
+		actual, estimated = t.actual(resp.usage(t.format()), c.LLM, reserved)
 		actual, capped = c.Late.Bound(actual, lim.Capacity())
 		found = !estimated
 	} else {
-		actual, found, capped = c.Late.Actual(values(c.Late.Header), reserved, lim.Capacity())
+		actual, found, capped = c.Late.ActualFor(resp, reserved, lim.Capacity())
 	}
 	// One settle charges at most Limit.MaxAdjust: a key's debt never
 	// goes deeper (sluice.Limiter.Adjust). Only a limit smaller than the
@@ -287,7 +268,7 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
 	case capped:
 		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "from", c.Late.source(), "max", actual)
-	case !found && c.Late.Tokens == nil && len(values(c.Late.Header)) > 0:
+	case !found && c.Late.Tokens == nil && c.Late.Header != "" && len(resp.values(c.Late.Header)) > 0:
 		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", actual)
 	}
 	return append(dst, s)

@@ -15,7 +15,7 @@ import (
 
 // A front-end that has an LLM call's request body reserves what it asks
 // for (Reserve) between planning and Run, and settles what the answer
-// reported (SettleAnswer, the usage read by an llmusage.Meter).
+// reported (SettleResponse, the usage read by an llmusage.Meter).
 func ExampleReserve() {
 	store, _ := memstore.New(memstore.Config{})
 	defer store.Close()
@@ -35,7 +35,7 @@ func ExampleReserve() {
 	m := llmusage.NewMeter(nil, "application/json")
 	m.Write([]byte(`{"usage":{"prompt_tokens":104,"completion_tokens":230,"total_tokens":334}}`))
 	u := m.Usage()
-	s := res.SettleAnswer(context.Background(), decide.Answer{Usage: func(*llmusage.Format) *llmusage.Usage { return &u }}, nil)
+	s := res.SettleResponse(context.Background(), decide.Response{Usage: func(*llmusage.Format) *llmusage.Usage { return &u }}, nil)
 	fmt.Println("charged", s[0].Actual)
 	// Output:
 	// admitted reserved 600

@@ -188,7 +188,7 @@ type scratch struct {
 // grpclimit interceptor (grpc.ChainUnaryInterceptor), a call it refuses
 // charges nothing to the one further out either (see decide.Stack).
 func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		sc := in.pool.Get().(*scratch)
 		defer in.pool.Put(sc)
 		if err := in.admit(ctx, info.FullMethod, sc); err != nil {
@@ -200,7 +200,7 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		md := newCostMD(&sc.res)
-		defer settle(ctx, &sc.res, md)
+		defer func() { settle(ctx, &sc.res, md, err) }()
 		return handler(watchUnary(ctx, md), req)
 	}
 }
@@ -208,7 +208,7 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 // Stream returns the stream server interceptor; a stream is charged once,
 // when it opens. Chained, it stacks as Unary does.
 func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		sc := in.pool.Get().(*scratch)
 		defer in.pool.Put(sc)
 		if err := in.admit(ss.Context(), info.FullMethod, sc); err != nil {
@@ -220,7 +220,7 @@ func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 			return handler(srv, stackedStream{ss, ctx})
 		}
 		md := newCostMD(&sc.res)
-		defer settle(ctx, &sc.res, md)
+		defer func() { settle(ctx, &sc.res, md, err) }()
 		return handler(srv, stream{ss, watchUnary(ctx, md), md})
 	}
 }

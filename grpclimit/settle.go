@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/decide"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // costMD collects the response metadata (header and trailer) a handler
@@ -112,13 +113,14 @@ func (s stream) SetTrailer(md metadata.MD) {
 
 // settle settles the late costs of res from the metadata the handler set.
 // The caller may have gone: the settle outlives the call.
-func settle(ctx context.Context, res *decide.Result, md *costMD) {
-	res.Settle(context.WithoutCancel(ctx), md.values, nil)
+func settle(ctx context.Context, res *decide.Result, md *costMD, err error) {
+	resp := decide.Response{Status: int(status.Code(err)), HasStatus: true, Values: md.values}
+	res.SettleResponse(context.WithoutCancel(ctx), resp, nil)
 }
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	if l.Late != nil && (l.Late.Header == "" || strings.ContainsAny(l.Late.Header, " \t\r\n:")) {
+	if l.Late != nil && (l.Late.Header == "" && l.Late.When == nil || strings.ContainsAny(l.Late.Header, " \t\r\n:")) {
 		return fmt.Errorf("Late.Header %q is not a metadata key", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)

@@ -104,6 +104,15 @@ func (c *ClientIP) Key(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return c.KeyOf(a)
+}
+
+// KeyOf returns address a as Key would give it for a client at a: an
+// IPv4 address (also one mapped into IPv6, ::ffff:192.0.2.1) whole, an
+// IPv6 address reduced to its IPv6Prefix network. For an operator's
+// writing of a key (a runtime override, sluice keys).
+func (c *ClientIP) KeyOf(a netip.Addr) (string, error) {
+	a = a.Unmap().WithZone("")
 	if a.Is4() {
 		return a.String(), nil
 	}

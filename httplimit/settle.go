@@ -30,6 +30,8 @@ type costWriter struct {
 	announced []string            // those of names announced as trailers
 	wrote     bool
 	meters    *meters // the usage of an LLM answer, when a check reads it
+	status    int     // the response's status, once sent (0: not yet; a handler that writes none sends 200)
+	hijacked  bool    // the handler took the connection: its status is unknown
 }
 
 // newCostWriter returns w watched for the late costs of res.
@@ -38,7 +40,7 @@ func newCostWriter(w http.ResponseWriter, res *decide.Result) *costWriter {
 	add := func(cs []decide.Check) {
 		for i := range cs {
 			lc := cs[i].Late
-			if lc == nil || slices.Contains(cw.names, lc.Header) {
+			if lc == nil || lc.Header == "" || slices.Contains(cw.names, lc.Header) {
 				continue
 			}
 			cw.names = append(cw.names, lc.Header)
@@ -145,11 +147,14 @@ func (cw *costWriter) finish() func(name string) []string {
 // settle outlives its request.
 func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Settled)) {
 	var buf [4]decide.Settled
-	a := decide.Answer{Values: cw.finish()}
-	if cw.meters != nil {
-		a.Usage = cw.meters.usage
+	resp := decide.Response{Status: cw.status, HasStatus: !cw.hijacked, Values: cw.finish()}
+	if resp.Status == 0 {
+		resp.Status = http.StatusOK // what net/http sends for a handler that wrote nothing
 	}
-	settled := cw.res.SettleAnswer(context.WithoutCancel(r.Context()), a, buf[:0])
+	if cw.meters != nil {
+		resp.Usage = cw.meters.usage
+	}
+	settled := cw.res.SettleResponse(context.WithoutCancel(r.Context()), resp, buf[:0])
 	if hook != nil {
 		for _, s := range settled {
 			hook(r, s)
@@ -162,6 +167,9 @@ func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Se
 func (cw *costWriter) WriteHeader(code int) {
 	if code >= 200 || code == http.StatusSwitchingProtocols {
 		cw.capture()
+		if cw.status == 0 {
+			cw.status = code
+		}
 	}
 	cw.ResponseWriter.WriteHeader(code)
 }
@@ -211,6 +219,7 @@ type costHijacker struct{ *costWriter }
 // hijacker found it (it may still send it, in a 101).
 func (ch costHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	ch.capture()
+	ch.hijacked = true
 	return http.NewResponseController(ch.ResponseWriter).Hijack()
 }
 
@@ -228,7 +237,7 @@ func (cw *costWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
 // checkLate reports a Limit whose Late or Reserve cannot work.
 func checkLate(l Limit) error {
-	if l.Late != nil && l.Late.Tokens == nil && !httpname.Valid(l.Late.Header) {
+	if l.Late != nil && l.Late.Tokens == nil && !httpname.Valid(l.Late.Header) && (l.Late.Header != "" || l.Late.When == nil) {
 		return fmt.Errorf("Late.Header %q is not a header name", l.Late.Header)
 	}
 	return l.Late.Check(l.Reserve, l.Limit)

@@ -8,7 +8,7 @@
 // It is the client-side twin of the gateway and httplimit (which hold the
 // calls of others to a budget): the same reservation (decide.Reserve), the
 // same reading of the answer (llmusage.Meter), the same settle
-// (decide.Result.SettleAnswer), the same over-spend bound (docs/llm.md).
+// (decide.Result.SettleResponse), the same over-spend bound (docs/llm.md).
 package llmlimit
 
 import (
@@ -211,7 +211,7 @@ func (t *Transport) format() *llmusage.Format {
 // settle settles res from u (nil: the answer could not be read).
 func (t *Transport) settle(res *decide.Result, u *llmusage.Usage) {
 	var buf [4]decide.Settled
-	settled := res.SettleAnswer(context.Background(), decide.Answer{Usage: func(*llmusage.Format) *llmusage.Usage { return u }}, buf[:0])
+	settled := res.SettleResponse(context.Background(), decide.Response{Usage: func(*llmusage.Format) *llmusage.Usage { return u }}, buf[:0])
 	if t.hook != nil {
 		for _, s := range settled {
 			t.hook(s)

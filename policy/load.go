@@ -31,6 +31,11 @@ type Options struct {
 	// leaky_bucket whose full queue would wait longer is an error. Default
 	// (zero): 1s, httplimit's default.
 	MaxDelay time.Duration
+
+	// Runtime, if set, is the table of overrides set while sluice runs
+	// (sluice serve's PUT /admin/overrides), consulted before the file's
+	// own overrides. Default none.
+	Runtime Runtime
 }
 
 // ErrInvalid wraps every error of a policy that does not load.
@@ -158,7 +163,7 @@ type where struct {
 }
 
 func (l *loader) policy(doc *yaml.Node) *Policy {
-	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}}
+	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}, runtime: l.opts.Runtime}
 	if doc == nil || len(doc.Content) == 0 {
 		l.FailAt(0, where{}, "", "the file is empty; it needs at least one rule")
 		return p
@@ -424,7 +429,7 @@ func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
 
 // commonFields are the fields of every limit; the algorithm's own are
 // sluice.Algorithm.Fields.
-var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version", "soft"}
+var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version", "soft", "count_when", "ban"}
 
 // paramFields are every algorithm's parameters, for the unknown-field
 // message before the algorithm is known.
@@ -472,6 +477,12 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.
 	l.maxCost(f["max_cost"], w, lim)
 	if v := f["soft"]; v != nil {
 		lim.soft = l.softShare(v, w)
+	}
+	if v := f["count_when"]; v != nil {
+		l.countWhen(v, w, lim)
+	}
+	if v := f["ban"]; v != nil {
+		l.ban(v, w, lim)
 	}
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit, bound)

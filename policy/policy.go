@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
@@ -56,6 +57,7 @@ type Policy struct {
 	exprs       bool                // some rule or limit has a CEL expression
 	protected   []string            // see ProtectedHeaders
 	prioritized bool                // some rule names a priority
+	runtime     Runtime             // overrides set while sluice runs; nil without
 }
 
 // Rule is one rule of a policy.
@@ -109,7 +111,8 @@ type Limit struct {
 	late       *decide.LateCost // a cost the response reports; cost is then the reservation
 	costExpr   *celexpr.Expr    // cost: expr:'...', nil without one
 	overrides  []override
-	soft       int64 // the soft share, in thousandths; 0: none
+	soft       int64         // the soft share, in thousandths; 0: none
+	ban        time.Duration // how long a key it refuses stays refused; 0: none
 }
 
 // missing says what a limit does with a request that lacks a part of its
@@ -402,6 +405,9 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			}
 			if ok {
 				dst = append(dst, c)
+				if c.Ban != nil {
+					dst = append(dst, decide.BanCheck(&c, banName(l)))
+				}
 			}
 		}
 	}
@@ -438,13 +444,19 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 		return c, false, nil
 	}
 	c.Key = string(key)
-	for i := range l.overrides {
+	c.Ban = banOf(rule, l, c.Key)
+	if lim, id, unlimited, ok := p.runtimeOverride(l, value); ok {
+		if unlimited {
+			return c, false, nil
+		}
+		c.Limit, c.Override = lim, id
+	}
+	for i := 0; i < len(l.overrides) && c.Override == ""; i++ {
 		if o := &l.overrides[i]; p.applies(o, r, value) {
 			if o.unlimited {
 				return c, false, nil
 			}
 			c.Limit, c.Override = o.limit, o.id()
-			break
 		}
 	}
 	c.Cost, c.Late, c.Soft = l.cost, l.late, l.soft
@@ -492,7 +504,7 @@ func (p *Policy) key(r *http.Request, route string, rule *Rule, l *Limit, parts 
 		}
 		v = decide.KeyValue(v) // long values become a fixed-size digest
 		b = decide.AppendKeyPart(b, v)
-		if len(l.overrides) > 0 {
+		if p.wantsValue(l) {
 			if value != "" {
 				value += "+"
 			}

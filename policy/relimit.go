@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"strings"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 )
@@ -24,6 +26,9 @@ func (p *Policy) Relimit(c *decide.Check) (sluice.Limit, bool) {
 	l := p.limitOf(c)
 	if l == nil {
 		return c.Limit, false
+	}
+	if strings.HasPrefix(c.Override, runtimePrefix) {
+		return p.relimitRuntime(l, c)
 	}
 	lim := l.Limit
 	if c.Override != "" {

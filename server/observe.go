@@ -55,7 +55,7 @@ func (s *Server) adminHandler() http.Handler {
 	b := s.backend
 	return admin.Handler(admin.Config{
 		Version: s.version, Started: s.started, Upstream: upstream, RLS: s.cfg.RLS, Pprof: s.cfg.Pprof,
-		Registry: s.metrics.Reg, Stats: s.stats, Keys: s.keys, Logger: s.log,
+		Registry: s.metrics.Reg, Stats: s.stats, Keys: s.keys, Logger: s.log, Overrides: s.overrides.Handler(), Bans: s.bans,
 		Store:  admin.Store{Desc: b.desc, Store: b.store, Keys: b.keys, Probe: b.readiness, Failover: b.failover, Leases: b.leases},
 		Policy: s.currentPolicy, Ready: s.ready.Load, Loaded: s.loaded.Load, Listeners: func() map[string]string { return listenerAddrs(s.listeners) },
 		RLSDomains: domains, Shed: s.sheds.Stats,

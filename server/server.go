@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/api"
+	"github.com/sluicehq/sluice/server/bans"
 	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/gateway"
 	"github.com/sluicehq/sluice/server/internal/reloading"
@@ -31,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/server/listen"
 	"github.com/sluicehq/sluice/server/metrics"
+	"github.com/sluicehq/sluice/server/overrides"
 	"github.com/sluicehq/sluice/server/rls"
 	"github.com/sluicehq/sluice/server/shedding"
 	"github.com/sluicehq/sluice/server/watch"
@@ -85,6 +87,9 @@ type Server struct {
 	stopOnce  sync.Once // closes stopBg
 
 	sheds *shedding.Set // the load shedding of each listener that has it
+
+	overrides *overrides.Service // the runtime overrides
+	bans      bans.Index         // the bans the policy's limits started
 }
 
 // New builds a Server from cfg: it validates cfg, opens the store and
@@ -99,7 +104,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.backend = b
-	for _, build := range []func(*Server) error{openGuards, buildAPI, loadPolicy, buildEnvoy} {
+	for _, build := range []func(*Server) error{openGuards, buildAPI, buildOverrides, loadPolicy, buildEnvoy} {
 		if err := build(s); err != nil {
 			b.close()
 			return nil, err
@@ -174,7 +179,7 @@ func buildAPI(s *Server) error {
 
 // loadPolicy loads the policy file, or the sample policy without one.
 func loadPolicy(s *Server) error {
-	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay)}
+	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay), Runtime: s.overrides}
 	if s.cfg.Policy == "" {
 		p, err := policy.Parse("sample policy", samplePolicy, opts)
 		if err != nil {
@@ -226,6 +231,9 @@ func (s *Server) currentPolicy() *policy.Policy {
 func (s *Server) observe(source string, o decide.Observation) {
 	s.metrics.Observe(source, o)
 	s.stats.Add(source, o)
+	if o.Banned > 0 {
+		s.recordBan(o)
+	}
 }
 
 // Start listens on every configured address and serves in the background.

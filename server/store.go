@@ -36,6 +36,10 @@ type backend struct {
 	leases func() redisstore.LeaseStats
 	close  func() error
 	desc   string
+	// client and prefix are Redis's, where the runtime overrides are
+	// kept (nil for memory).
+	client redis.UniversalClient
+	prefix string
 }
 
 // openStore builds the store cfg describes. A Redis store sits behind a
@@ -118,6 +122,7 @@ func openRedis(cfg config.StoreConfig, onStateChange func(from, to failover.Stat
 // the client.
 func (b *backend) own(r config.RedisConfig, client redis.UniversalClient, primary *redisstore.Store, local *memstore.Store, fs *failover.Store, logger *slog.Logger) {
 	b.store, b.failover = fs, fs
+	b.client, b.prefix = client, cmp.Or(r.Prefix, "sluice:")
 	if r.Leases.Enabled {
 		b.leases = primary.LeaseStats
 	}

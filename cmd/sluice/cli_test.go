@@ -53,6 +53,11 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"sugest"}, "did you mean suggest?"},
 		{[]string{"key", "list"}, "did you mean keys?"},
 		{[]string{"keys", "list", "--tokenfile", "x"}, "did you mean --token-file?"},
+		{[]string{"overrides", "sett"}, "unknown operation \"sett\"; did you mean set?"},
+		{[]string{"overrides", "set", "per-tenant"}, "want LIMIT KEY, got 1 argument(s)"},
+		{[]string{"overrides", "list", "x"}, "unexpected argument \"x\""},
+		{[]string{"overrides"}, "name an operation: set, list or delete"},
+		{[]string{"overrides", "set", "l", "k", "--scael", "2"}, "did you mean --scale?"},
 		{[]string{"check", "--zzzzzz"}, "unknown flag --zzzzzz\nRun 'sluice check --help'"},
 		{[]string{"simulat"}, "sluice: unknown command \"simulat\"; did you mean simulate?\nRun 'sluice help' for the commands.\n"},
 	} {

@@ -14,11 +14,12 @@ import (
 
 const keysUsage = `Usage:
   sluice keys list    [flags]                      the policy's limits (rule, limit, key parts) and the keys refused most
+  sluice keys bans    [flags]                      the keys banned now (a limit's ban:), by any instance on the store
   sluice keys inspect [flags] RULE LIMIT VALUE...  one key's state under a limit, charging nothing
-  sluice keys reset   [flags] RULE LIMIT VALUE...  forget one key's state: its usage starts afresh
+  sluice keys reset   [flags] RULE LIMIT VALUE...  forget one key's state: its usage starts afresh, its ban is lifted
 
 Each asks a running sluice serve, on its admin listener (GET /status.json,
-GET /admin/keys, POST /admin/keys/reset). VALUE is one value per part of the
+GET /admin/keys, POST /admin/keys/reset, GET /admin/bans). VALUE is one value per part of the
 limit's key, in order, as the request carries it (an address, a header's
 value); * for a global limit. 'sluice keys list' shows each limit's parts.
 A VALUE may also be a mask the server showed (key#3f09a1c2d4e5, alone or as
@@ -41,14 +42,8 @@ Flags:
 
 func keys(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice keys", flag.ContinueOnError)
-	admin := fs.String("admin", envOr("SLUICE_ADMIN", "127.0.0.1:8082"), "the admin listener: `ADDR` as HOST:PORT, or https://HOST:PORT when it serves TLS (env SLUICE_ADMIN, as sluice serve reads it)")
-	tokenFile := fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "a `FILE` holding the admin token (its first line that is not blank or a # comment; sluice serve's auth.tokens_file will do); env SLUICE_ADMIN_TOKEN_FILE, or SLUICE_ADMIN_TOKEN for the token itself")
-	var tc adminclient.TLSFiles
-	fs.StringVar(&tc.CA, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
-	fs.StringVar(&tc.Cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
-	fs.StringVar(&tc.Key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
-	asJSON := fs.Bool("json", false, "print the server's JSON answer as it is")
+	af := adminFlags(fs)
+	asJSON := af.asJSON
 	fs.Usage = func() {
 		fmt.Fprint(stdout, keysUsage)
 		printFlags(stdout, fs, nil)
@@ -64,7 +59,7 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	if code, ok := keysArgs(op, rest, stderr); !ok {
 		return code
 	}
-	kc, err := adminclient.New(*admin, *tokenFile, tc, *timeout)
+	kc, err := af.client()
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice keys: %v\n", err)
 		return exitUsage
@@ -73,6 +68,8 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	switch op {
 	case "list":
 		body, err = kc.Status()
+	case "bans":
+		body, err = kc.Bans()
 	case "inspect":
 		body, err = kc.Key("GET", "/admin/keys", rest)
 	case "reset":
@@ -86,6 +83,33 @@ func keys(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	return exitOK
+}
+
+// adminArgs are the flags of the commands that ask a running server's
+// admin listener (sluice keys, sluice overrides).
+type adminArgs struct {
+	admin, tokenFile *string
+	tc               adminclient.TLSFiles
+	timeout          *time.Duration
+	asJSON           *bool
+}
+
+// adminFlags defines the flags of a command that asks the admin listener.
+func adminFlags(fs *flag.FlagSet) *adminArgs {
+	a := &adminArgs{}
+	a.admin = fs.String("admin", envOr("SLUICE_ADMIN", "127.0.0.1:8082"), "the admin listener: `ADDR` as HOST:PORT, or https://HOST:PORT when it serves TLS (env SLUICE_ADMIN, as sluice serve reads it)")
+	a.tokenFile = fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "a `FILE` holding the admin token (its first line that is not blank or a # comment; sluice serve's auth.tokens_file will do); env SLUICE_ADMIN_TOKEN_FILE, or SLUICE_ADMIN_TOKEN for the token itself")
+	fs.StringVar(&a.tc.CA, "ca-file", "", "a `FILE` of PEM certificates that sign the admin listener's, for https:// (default: the system's)")
+	fs.StringVar(&a.tc.Cert, "cert-file", "", "a client certificate (PEM `FILE`), for an admin listener that asks for one (tls.client_auth)")
+	fs.StringVar(&a.tc.Key, "key-file", "", "the client certificate's private key (PEM `FILE`)")
+	a.timeout = fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
+	a.asJSON = fs.Bool("json", false, "print the server's JSON answer as it is")
+	return a
+}
+
+// client is the client of the admin listener the flags name.
+func (a *adminArgs) client() (*adminclient.Client, error) {
+	return adminclient.New(*a.admin, *a.tokenFile, a.tc, *a.timeout)
 }
 
 // parseInterleaved parses fs's flags wherever they are among args (sluice
@@ -113,13 +137,13 @@ func parseInterleaved(fs *flag.FlagSet, args []string, stdout, stderr io.Writer)
 func keysArgs(op string, rest []string, stderr io.Writer) (code int, ok bool) {
 	switch {
 	case op == "":
-		fmt.Fprint(stderr, "sluice keys: name an operation: list, inspect or reset (sluice keys --help)\n")
-	case op == "list" && len(rest) > 0:
-		fmt.Fprintf(stderr, "sluice keys list: unexpected argument %q (flags only)\n", rest[0])
-	case op == "list":
+		fmt.Fprint(stderr, "sluice keys: name an operation: list, bans, inspect or reset (sluice keys --help)\n")
+	case (op == "list" || op == "bans") && len(rest) > 0:
+		fmt.Fprintf(stderr, "sluice keys %s: unexpected argument %q (flags only)\n", op, rest[0])
+	case op == "list" || op == "bans":
 		return 0, true
 	case op != "inspect" && op != "reset":
-		near := nearest(op, []string{"list", "inspect", "reset"})
+		near := nearest(op, []string{"list", "bans", "inspect", "reset"})
 		fmt.Fprintf(stderr, "sluice keys: unknown operation %q%s\nRun 'sluice keys --help' for the operations.\n", op, near)
 	case len(rest) < 3:
 		fmt.Fprintf(stderr, "sluice keys %s: want RULE LIMIT VALUE... (one value per part of the limit's key; 'sluice keys list' shows them), got %d argument(s)\n", op, len(rest))
@@ -142,6 +166,14 @@ func printKeys(w io.Writer, kc *adminclient.Client, op string, body []byte, asJS
 	if asJSON {
 		_, err := w.Write(body)
 		return err
+	}
+	if op == "bans" {
+		var ba adminclient.BansAnswer
+		if err := kc.Decode(body, &ba); err != nil {
+			return err
+		}
+		printBans(w, ba)
+		return nil
 	}
 	if op == "list" {
 		var st adminclient.StatusAnswer
@@ -170,6 +202,9 @@ func printKey(w io.Writer, ka adminclient.KeyAnswer) {
 		now = "refused, retry after " + msDuration(ka.RetryAfterMs)
 	}
 	fmt.Fprintf(w, "  remaining %d; a request now would be %s; full again in %s\n", ka.Remaining, now, msDuration(ka.ResetAfterMs))
+	if ka.BannedForMs > 0 {
+		fmt.Fprintf(w, "  banned for %s more (the limit's ban: %s); 'sluice keys reset' lifts it\n", msDuration(ka.BannedForMs), ka.Ban)
+	}
 	if ka.Degraded {
 		fmt.Fprintln(w, "  (degraded: the store did not answer; this is the local fallback's state)")
 	}
@@ -201,4 +236,20 @@ func printList(w io.Writer, st adminclient.StatusAnswer) {
 			fmt.Fprint(w, "  (keys masked; to see them in clear, run sluice serve with --show-keys,\n  show_keys: true in its config, or SLUICE_SHOW_KEYS=true)\n")
 		}
 	}
+}
+
+// printBans prints the keys banned now, with what sluice keys reset
+// takes to lift each ban.
+func printBans(w io.Writer, ba adminclient.BansAnswer) {
+	if len(ba.Bans) == 0 {
+		fmt.Fprintln(w, "no key is banned")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "RULE\tLIMIT\tVALUES\tBANNED FOR\n")
+	for _, b := range ba.Bans {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Rule, b.Limit, strings.Join(b.Values, " "), msDuration(b.BannedForMs))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "('sluice keys reset RULE LIMIT VALUES...' lifts a ban)")
 }

@@ -105,7 +105,7 @@ func TestKeysCommandErrors(t *testing.T) {
 		{"bad address", nil, []string{"list", "--admin", "ftp://x"}, 2, `--admin "ftp://x": want HOST:PORT`},
 		{"missing values", nil, []string{"reset", "api", "per-user"}, 2, "want RULE LIMIT VALUE..."},
 		{"typo", nil, []string{"rest", "api", "per-user", "ann"}, 2, `unknown operation "rest"; did you mean reset?`},
-		{"no operation", nil, nil, 2, "name an operation: list, inspect or reset"},
+		{"no operation", nil, nil, 2, "name an operation: list, bans, inspect or reset"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, kv := range append([]string{"SLUICE_ADMIN_TOKEN=", "SLUICE_ADMIN_TOKEN_FILE=", "SLUICE_ADMIN="}, c.env...) {

@@ -6,6 +6,7 @@
 //	sluice replay [flags]     replay an access log through a policy
 //	sluice suggest [flags]    propose limits from an access log and a safe rate
 //	sluice keys OP [flags]    list, inspect or reset one key's state on a running server
+//	sluice overrides OP [flags] set, list or delete one key's runtime override on a running server
 //	sluice version            print the version
 //
 // `sluice serve` with no flags starts on the memory store with a sample
@@ -61,8 +62,10 @@ Usage:
   sluice simulate [flags]  draw how each algorithm treats a traffic pattern
   sluice replay [flags]    replay an access log through a policy: who would have been refused, when
   sluice suggest [flags]   propose limits from an access log and a measured safe rate
-  sluice keys list|inspect|reset [flags] [RULE LIMIT VALUE...]
-                           a running server's limits, and one key's state: inspect it or start it afresh
+  sluice keys list|bans|inspect|reset [flags] [RULE LIMIT VALUE...]
+                           a running server's limits, its bans, and one key's state: inspect it or start it afresh
+  sluice overrides set|list|delete [flags] [LIMIT KEY]
+                           change one key's limit while a server runs (scale, unlimited, another limit)
   sluice version           print the version
   sluice help [command]    show help
 
@@ -110,7 +113,7 @@ type subcommand struct {
 // answers itself.
 var subcommands = []subcommand{
 	{"serve", serve}, {"check", check}, {"simulate", simulate},
-	{"replay", replay}, {"suggest", suggest}, {"keys", keys},
+	{"replay", replay}, {"suggest", suggest}, {"keys", keys}, {"overrides", overrides},
 }
 
 // commandNames returns the names of sluice's commands.

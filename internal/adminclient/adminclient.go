@@ -1,7 +1,8 @@
 // Package adminclient asks a running sluice serve's admin listener about
 // keys (sluice keys): its limits and heaviest keys (GET /status.json),
 // one key's state (GET /admin/keys) and resetting it (POST
-// /admin/keys/reset), over HTTP or TLS, with a bearer token. Every answer
+// /admin/keys/reset), and its runtime overrides (sluice overrides: PUT,
+// GET and DELETE /admin/overrides), over HTTP or TLS, with a bearer token. Every answer
 // other than a 200 becomes an error that says what to do about it.
 package adminclient
 
@@ -165,6 +166,8 @@ type KeyAnswer struct {
 	ResetAfterMs int64    `json:"reset_after_ms"`
 	Degraded     bool     `json:"degraded"`
 	Reset        bool     `json:"reset"`
+	Ban          string   `json:"ban"`
+	BannedForMs  int64    `json:"banned_for_ms"`
 }
 
 // StatusAnswer is what sluice keys list reads of the server's
@@ -242,6 +245,9 @@ func (kc *Client) statusError(status int, path, msg string) error {
 	case http.StatusForbidden:
 		return fmt.Errorf("403: %s forbids %s: something in front of sluice (a proxy, a client-certificate check) refuses this caller: %s", kc.base.Host, path, msg)
 	case http.StatusNotFound:
+		if strings.HasPrefix(msg, "no override of limit") {
+			return fmt.Errorf("404: %s", msg)
+		}
 		if strings.HasPrefix(msg, "the policy has no limit") {
 			return fmt.Errorf("404: %s; 'sluice keys list' shows its rules and limits", msg)
 		}
@@ -251,6 +257,8 @@ func (kc *Client) statusError(status int, path, msg string) error {
 			return fmt.Errorf("%s speaks TLS: pass --admin https://%s", kc.base.Host, kc.base.Host)
 		}
 		return fmt.Errorf("400: %s", msg)
+	case http.StatusConflict:
+		return fmt.Errorf("409: %s", msg)
 	case http.StatusNotImplemented:
 		return fmt.Errorf("501: %s", msg)
 	case http.StatusServiceUnavailable:

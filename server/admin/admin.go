@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/server/bans"
 	"github.com/sluicehq/sluice/server/keyview"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -38,6 +39,10 @@ type Config struct {
 	Keys     keyview.Shower
 	Logger   *slog.Logger
 	Store    Store
+	// Overrides serves /admin/overrides (nil: not served).
+	Overrides http.Handler
+	// Bans lists the bans running (GET /admin/bans; nil: not served).
+	Bans bans.Index
 
 	Policy     func() *policy.Policy
 	Ready      func() bool // false while starting and shutting down
@@ -71,7 +76,9 @@ type admin struct{ cfg Config }
 
 // Handler serves the admin listener: /metrics, /healthz, /readyz,
 // /status (a self-contained page), /status.json, one key's state
-// (/admin/keys, /admin/keys/reset: keys.go) and, with Config.Pprof,
+// (/admin/keys, /admin/keys/reset: keys.go), the runtime overrides
+// (/admin/overrides: Config.Overrides), the bans running (/admin/bans:
+// bans.go) and, with Config.Pprof,
 // /debug/pprof/.
 func Handler(cfg Config) http.Handler {
 	s := &admin{cfg}
@@ -100,6 +107,13 @@ func Handler(cfg Config) http.Handler {
 	})
 	mux.HandleFunc("GET /admin/keys", s.inspectKey)
 	mux.HandleFunc("POST /admin/keys/reset", s.resetKey)
+	if s.cfg.Bans != nil {
+		mux.HandleFunc("GET /admin/bans", s.listBans)
+	}
+	if s.cfg.Overrides != nil {
+		mux.Handle("/admin/overrides", s.cfg.Overrides)
+		mux.Handle("/admin/overrides/", s.cfg.Overrides)
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/status", http.StatusFound)
 	})

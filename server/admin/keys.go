@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -28,6 +29,12 @@ type keyState struct {
 	ResetAfterMs int64    `json:"reset_after_ms"`
 	Degraded     bool     `json:"degraded,omitempty"`
 	Reset        bool     `json:"reset,omitempty"` // the state was just forgotten
+	// Ban is the limit's ban (its ban:), BannedForMs how long the key
+	// stays banned (0: not banned). A reset lifts the ban.
+	Ban         string `json:"ban,omitempty"`
+	BannedForMs int64  `json:"banned_for_ms,omitempty"`
+
+	ban time.Duration
 }
 
 // keyOperation reads the rule, limit and values of a key operation and
@@ -56,6 +63,9 @@ func (s *admin) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyStat
 		return ks, key, false
 	}
 	ks.Spec = l.Limit.String()
+	if ks.ban = l.Ban(); ks.ban > 0 {
+		ks.Ban = sluice.FormatDuration(ks.ban)
+	}
 	return ks, sluice.Request{Key: k, Slot: ru.Slot(), Limit: l.Limit}, true
 }
 
@@ -105,6 +115,15 @@ func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 		keyError(w, http.StatusServiceUnavailable, "reset failed, the state may remain: "+err.Error())
 		return
 	}
+	if ks.ban > 0 {
+		if err := rs.Reset(ctx, sluice.Request{Key: policy.BanKey(ks.Rule, key.Key), Slot: key.Slot, Limit: decide.BanLimit(ks.ban)}); err != nil {
+			keyError(w, http.StatusServiceUnavailable, "the key's usage was reset, but its ban may remain: "+err.Error())
+			return
+		}
+		if s.cfg.Bans != nil {
+			s.cfg.Bans.Lift(ctx, key.Key) // the ban is lifted; only the listing would be stale
+		}
+	}
 	s.cfg.Logger.Info("admin: key reset", "rule", ks.Rule, "limit", ks.Limit, "values", len(ks.Values))
 	ks.Reset = true
 	s.answerKey(w, ctx, ks, key)
@@ -122,6 +141,18 @@ func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyStat
 	}
 	ks.Remaining, ks.Allowed, ks.Degraded = d.Remaining, d.Allowed, d.Degraded
 	ks.RetryAfterMs, ks.ResetAfterMs = d.RetryAfter.Milliseconds(), d.ResetAfter.Milliseconds()
+	if ks.ban > 0 {
+		b, err := s.cfg.Store.Store.Take(ctx, sluice.Request{Key: policy.BanKey(ks.Rule, key.Key), Slot: key.Slot, Limit: decide.BanLimit(ks.ban)})
+		if err != nil {
+			keyError(w, http.StatusServiceUnavailable, "the store did not answer about the key's ban: "+err.Error())
+			return
+		}
+		if b.Remaining < 1 {
+			ks.BannedForMs = b.RetryAfter.Milliseconds()
+			ks.Allowed = false
+			ks.RetryAfterMs = max(ks.RetryAfterMs, ks.BannedForMs)
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(ks)

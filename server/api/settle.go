@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/problem"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/internal/snapshot"
 )
 
@@ -25,6 +26,10 @@ type settleRequest struct {
 	// Cost is the actual cost; absent, each limit's cost.on_missing
 	// decides (explicit checks keep their reservation).
 	Cost *int64 `json:"cost"`
+	// Status is the outcome's status (an HTTP status code): a limit with
+	// count_when stays charged only for the statuses it names. Absent,
+	// such a limit stays charged.
+	Status *int `json:"status"`
 }
 
 // settleResponse says what each check of the token was charged.
@@ -97,6 +102,10 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", "token: the settle_token /v1/check returned is required", nil)
 		return
 	}
+	if req.Status != nil && (*req.Status < 100 || *req.Status > 599) {
+		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("status: must be an HTTP status code from 100 to 599 (got %d)", *req.Status), nil)
+		return
+	}
 	if req.Cost != nil && (*req.Cost < 0 || *req.Cost > maxSettleCost) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("cost: must be between 0 and %d (got %d)", int64(maxSettleCost), *req.Cost), nil)
 		return
@@ -112,7 +121,7 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := settleResponse{Settled: []apiSettled{}}
 	for i, e := range entries {
-		a, err := ap.settleEntry(r, &e, req.Cost)
+		a, err := ap.settleEntry(r, &e, req.Cost, req.Status)
 		label := e.name
 		if e.explicit {
 			label = "explicit" // names chosen by callers: unbounded
@@ -138,7 +147,7 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 // policy check is charged under its limit as the policy in force when the
 // settle arrived has it (policy.Policy.Relimit), an explicit one under the
 // limit it gave.
-func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSettled, error) {
+func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64, status *int) (apiSettled, error) {
 	lim := e.limit
 	if !e.explicit {
 		lim, _ = snapshot.Of(r).Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
@@ -146,9 +155,12 @@ func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64) (apiSet
 	capacity := lim.Capacity()
 	var actual int64
 	var capped bool
-	if cost != nil {
+	switch {
+	case !outcomeCounts(snapshot.Of(r), e, status):
+		actual = 0 // count_when names other statuses: the reservation is refunded
+	case cost != nil:
 		actual, capped = e.late.Bound(*cost, capacity)
-	} else {
+	default:
 		actual, _, _ = e.late.Actual(nil, e.reserved, capacity)
 	}
 	actual = min(actual, e.reserved+lim.MaxAdjust()) // a key's debt goes no deeper
@@ -219,4 +231,19 @@ func scaledCost(n, hits, most int64) int64 {
 		return most
 	}
 	return min(n*hits, most)
+}
+
+// outcomeCounts reports whether a settle with status keeps e charged: it
+// does unless e's limit counts only some statuses (count_when, as the
+// policy in force has it) and status is given and not one of them.
+func outcomeCounts(p *policy.Policy, e *settleEntry, status *int) bool {
+	if status == nil || e.explicit || p == nil {
+		return true
+	}
+	_, l := p.FindLimit(e.name)
+	if l == nil {
+		return true
+	}
+	when := l.CountWhen()
+	return when == nil || when.Has(*status)
 }

@@ -125,6 +125,12 @@ type Config struct {
 	// then settles only where it was issued.
 	SettleSecretFile string `yaml:"settle_secret_file"`
 
+	// StateDir is the directory where a server on the memory store keeps
+	// what must outlive a restart: the runtime overrides
+	// (overrides.json). Created if missing. Default none: those live in
+	// memory only. On Redis they are kept in Redis instead.
+	StateDir string `yaml:"state_dir"`
+
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin
 	// listener. Default false: a profile costs CPU and shows internals.
 	Pprof bool `yaml:"pprof"`

@@ -173,6 +173,8 @@ var Settings = []Setting{
 		Help: "how long a decision API settle token can be redeemed after its check (default 5m, at most 24h)"},
 	{Name: "settle-secret-file", Env: "SLUICE_SETTLE_SECRET_FILE", Fields: "settle_secret_file", set: text(func(c *Config) *string { return &c.SettleSecretFile }),
 		Help: "file of the secret (at least 32 bytes) that signs settle tokens, shared by the instances on one Redis (default: random per process)"},
+	{Name: "state-dir", Env: "SLUICE_STATE_DIR", Fields: "state_dir", set: text(func(c *Config) *string { return &c.StateDir }),
+		Help: "directory where a server on the memory store keeps its runtime overrides (overrides.json) across restarts (default none: in memory only; on Redis they are kept in Redis)"},
 	{Name: "pprof", Env: "SLUICE_PPROF", Fields: "pprof", set: boolean(func(c *Config) *bool { return &c.Pprof }),
 		Help: "serve Go's profiler at /debug/pprof/ on the admin listener"},
 	{Name: "log-level", Env: "SLUICE_LOG_LEVEL", Fields: "log.level", set: text(func(c *Config) *string { return &c.Log.Level }),

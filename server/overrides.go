@@ -1,0 +1,57 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/server/bans"
+	"github.com/sluicehq/sluice/server/overrides"
+)
+
+// buildOverrides makes the runtime overrides: kept in Redis on a Redis
+// store, else in the state directory's file (in memory without one), and
+// polled for changes until the store closes; and the index of bans, in
+// Redis or in memory.
+func buildOverrides(s *Server) error {
+	var k overrides.Keeper
+	switch b := s.backend; {
+	case b.client != nil:
+		k = overrides.NewRedis(b.client, b.prefix)
+	case s.cfg.StateDir != "":
+		var err error
+		if k, err = overrides.NewFile(s.cfg.StateDir); err != nil {
+			return err
+		}
+	default:
+		k = overrides.NewMemory()
+	}
+	var svc *overrides.Service
+	changed := s.metrics.WatchOverrides(func() int { return svc.Len() })
+	svc, err := overrides.New(overrides.Config{Keeper: k, Policy: s.currentPolicy, Logger: s.log, ShowKeys: s.cfg.ShowKeys, Changed: changed})
+	if err != nil {
+		return err
+	}
+	svc.Start()
+	s.overrides = svc
+	s.bans = bans.NewMemory()
+	if b := s.backend; b.client != nil {
+		s.bans = bans.NewRedis(b.client, b.prefix)
+	}
+	closeStore := s.backend.close
+	s.backend.close = func() error {
+		svc.Close()
+		return closeStore()
+	}
+	return nil
+}
+
+// recordBan notes in the index of bans the ban a refusal started, for
+// GET /admin/bans; a failure is logged (the ban applies all the same).
+func (s *Server) recordBan(o decide.Observation) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.bans.Record(ctx, o.Key, time.Now().Add(o.Banned)); err != nil {
+		s.log.Warn("a ban could not be listed; it applies all the same", "limit", o.Limit, "err", err)
+	}
+}
