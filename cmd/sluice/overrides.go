@@ -5,9 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"text/tabwriter"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/adminclient"
 )
@@ -160,7 +157,7 @@ func printOverrides(w io.Writer, kc *adminclient.Client, op string, body []byte,
 		if err := kc.Decode(body, &o); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "set: limit %s, key %s: %s, %s\n", o.Limit, o.Key, overrideWhat(o), overrideUntil(o))
+		fmt.Fprintf(w, "set: limit %s, key %s: %s, %s\n", o.Limit, o.Key, o.What(), o.Until())
 	case "delete":
 		fmt.Fprintln(w, "deleted: the key is limited as the policy says")
 	case "list":
@@ -168,38 +165,7 @@ func printOverrides(w io.Writer, kc *adminclient.Client, op string, body []byte,
 		if err := kc.Decode(body, &l); err != nil {
 			return err
 		}
-		printOverrideList(w, l)
+		l.WriteTable(w)
 	}
 	return nil
-}
-
-func printOverrideList(w io.Writer, l adminclient.OverridesAnswer) {
-	if len(l.Overrides) == 0 {
-		fmt.Fprintln(w, "no overrides")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "LIMIT\tKEY\tOVERRIDE\tUNTIL\tREASON\tBY\n")
-	for _, o := range l.Overrides {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Limit, strconv.Quote(o.Key), overrideWhat(o), overrideUntil(o), o.Reason, o.By)
-	}
-	tw.Flush()
-}
-
-func overrideWhat(o adminclient.OverrideAnswer) string {
-	switch {
-	case o.Unlimited:
-		return "unlimited"
-	case o.Scale != 0:
-		return "scale " + strconv.FormatFloat(o.Scale, 'g', -1, 64)
-	}
-	b, _ := json.Marshal(o.Spec)
-	return "limit " + string(b)
-}
-
-func overrideUntil(o adminclient.OverrideAnswer) string {
-	if o.ExpiresAt.IsZero() {
-		return "until deleted"
-	}
-	return "until " + o.ExpiresAt.UTC().Format(time.RFC3339)
 }

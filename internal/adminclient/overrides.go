@@ -2,8 +2,13 @@ package adminclient
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"text/tabwriter"
 	"time"
 )
 
@@ -57,9 +62,44 @@ type OverrideAnswer struct {
 	ExpiresAt time.Time      `json:"expires_at"`
 }
 
+// What says what the override does, for people: "unlimited", "scale 5",
+// or "limit" and its spec.
+func (o OverrideAnswer) What() string {
+	switch {
+	case o.Unlimited:
+		return "unlimited"
+	case o.Scale != 0:
+		return "scale " + strconv.FormatFloat(o.Scale, 'g', -1, 64)
+	}
+	b, _ := json.Marshal(o.Spec)
+	return "limit " + string(b)
+}
+
+// Until says how long the override lasts, for people.
+func (o OverrideAnswer) Until() string {
+	if o.ExpiresAt.IsZero() {
+		return "until deleted"
+	}
+	return "until " + o.ExpiresAt.UTC().Format(time.RFC3339)
+}
+
 // OverridesAnswer is the list of GET /admin/overrides.
 type OverridesAnswer struct {
 	Overrides []OverrideAnswer `json:"overrides"`
+}
+
+// WriteTable writes the list as a table for people, or "no overrides".
+func (l OverridesAnswer) WriteTable(w io.Writer) {
+	if len(l.Overrides) == 0 {
+		fmt.Fprintln(w, "no overrides")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "LIMIT\tKEY\tOVERRIDE\tUNTIL\tREASON\tBY\n")
+	for _, o := range l.Overrides {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Limit, strconv.Quote(o.Key), o.What(), o.Until(), o.Reason, o.By)
+	}
+	tw.Flush()
 }
 
 // Bans lists the bans running (GET /admin/bans), a BansAnswer.

@@ -29,12 +29,16 @@ import (
 // key of several parts joined by "+". The admin listener's authentication
 // applies in front of it.
 func (s *Service) Handler() http.Handler {
+	h := handler{s}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /admin/overrides", s.list)
-	mux.HandleFunc("PUT /admin/overrides/{limit}/{key...}", s.put)
-	mux.HandleFunc("DELETE /admin/overrides/{limit}/{key...}", s.delete)
+	mux.HandleFunc("GET /admin/overrides", h.list)
+	mux.HandleFunc("PUT /admin/overrides/{limit}/{key...}", h.put)
+	mux.HandleFunc("DELETE /admin/overrides/{limit}/{key...}", h.delete)
 	return mux
 }
+
+// handler serves the admin API of a Service's overrides.
+type handler struct{ *Service }
 
 // putBody is the body of a PUT.
 type putBody struct {
@@ -49,7 +53,7 @@ type putBody struct {
 const maxReason = 500
 
 // put serves PUT /admin/overrides/{limit}/{key}.
-func (s *Service) put(w http.ResponseWriter, r *http.Request) {
+func (s handler) put(w http.ResponseWriter, r *http.Request) {
 	e, l, status, err := s.entry(w, r)
 	if err != nil {
 		answerError(w, status, err.Error())
@@ -83,7 +87,7 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request) {
 // entry reads the override a PUT asks for: its limit in the policy in
 // force, its key as the limit keys it, what it does, its expiry. status
 // and err say what is wrong with the request.
-func (s *Service) entry(w http.ResponseWriter, r *http.Request) (e Entry, l *policy.Limit, status int, err error) {
+func (s handler) entry(w http.ResponseWriter, r *http.Request) (e Entry, l *policy.Limit, status int, err error) {
 	l, key, err := s.target(r, true)
 	if err != nil {
 		return e, nil, http.StatusNotFound, err
@@ -161,7 +165,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 // and an error when it has none, unless any is set: then the key is
 // bounded as planning bounds values) and the key as the limit keys it
 // ("" when it cannot be one).
-func (s *Service) target(r *http.Request, mustExist bool) (*policy.Limit, string, error) {
+func (s handler) target(r *http.Request, mustExist bool) (*policy.Limit, string, error) {
 	name, raw := r.PathValue("limit"), r.PathValue("key")
 	var l *policy.Limit
 	p := s.cfg.Policy()
@@ -197,7 +201,7 @@ func keyProblem(raw string) string {
 
 // delete serves DELETE /admin/overrides/{limit}/{key}. An override of a
 // limit the policy no longer has can be deleted too.
-func (s *Service) delete(w http.ResponseWriter, r *http.Request) {
+func (s handler) delete(w http.ResponseWriter, r *http.Request) {
 	l, key, _ := s.target(r, false)
 	if key == "" {
 		answerError(w, http.StatusBadRequest, keyProblem(r.PathValue("key")))
@@ -228,7 +232,7 @@ func (s *Service) delete(w http.ResponseWriter, r *http.Request) {
 
 // list serves GET /admin/overrides: every override kept and not expired,
 // by limit and key, read from the store.
-func (s *Service) list(w http.ResponseWriter, r *http.Request) {
+func (s handler) list(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	entries, _, err := s.cfg.Keeper.Load(ctx)
