@@ -2,11 +2,11 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/server/internal/adminjson"
 )
 
 // banState is one ban of GET /admin/bans: the rule, limit and values of
@@ -28,7 +28,7 @@ func (s *admin) listBans(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	es, err := s.cfg.Bans.List(ctx, now)
 	if err != nil {
-		keyError(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
+		adminjson.Error(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
 		return
 	}
 	out := make([]banState, 0, len(es))
@@ -43,7 +43,5 @@ func (s *admin) listBans(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, b)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(map[string]any{"bans": out})
+	adminjson.Write(w, map[string]any{"bans": out})
 }

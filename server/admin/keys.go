@@ -2,13 +2,13 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/internal/adminjson"
 )
 
 // maxKeyForm bounds the form of a key operation (the values of a key's
@@ -44,22 +44,22 @@ type keyState struct {
 func (s *admin) keyOperation(w http.ResponseWriter, r *http.Request) (ks keyState, key sluice.Request, ok bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxKeyForm)
 	if err := r.ParseForm(); err != nil {
-		keyError(w, http.StatusBadRequest, "unreadable form: "+err.Error())
+		adminjson.Error(w, http.StatusBadRequest, "unreadable form: "+err.Error())
 		return ks, key, false
 	}
 	ks = keyState{Rule: r.Form.Get("rule"), Limit: r.Form.Get("limit"), Values: r.Form["value"]}
 	if ks.Rule == "" || ks.Limit == "" || len(ks.Values) == 0 {
-		keyError(w, http.StatusBadRequest, "want rule, limit and value (one value per part of the limit's key, in order; * for global)")
+		adminjson.Error(w, http.StatusBadRequest, "want rule, limit and value (one value per part of the limit's key, in order; * for global)")
 		return ks, key, false
 	}
 	ru, l := findLimit(s.cfg.Policy(), ks.Rule, ks.Limit)
 	if l == nil {
-		keyError(w, http.StatusNotFound, "the policy has no limit "+ks.Limit+" in rule "+ks.Rule)
+		adminjson.Error(w, http.StatusNotFound, "the policy has no limit "+ks.Limit+" in rule "+ks.Rule)
 		return ks, key, false
 	}
 	k, err := l.StoreKey(ks.Rule, ks.Values)
 	if err != nil {
-		keyError(w, http.StatusBadRequest, err.Error())
+		adminjson.Error(w, http.StatusBadRequest, err.Error())
 		return ks, key, false
 	}
 	ks.Spec = l.Limit.String()
@@ -106,18 +106,18 @@ func (s *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 	}
 	rs, can := s.cfg.Store.Store.(sluice.Resetter)
 	if !can {
-		keyError(w, http.StatusNotImplemented, "the store cannot reset a key")
+		adminjson.Error(w, http.StatusNotImplemented, "the store cannot reset a key")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := rs.Reset(ctx, key); err != nil {
-		keyError(w, http.StatusServiceUnavailable, "reset failed, the state may remain: "+err.Error())
+		adminjson.Error(w, http.StatusServiceUnavailable, "reset failed, the state may remain: "+err.Error())
 		return
 	}
 	if ks.ban > 0 {
 		if err := rs.Reset(ctx, sluice.Request{Key: policy.BanKey(ks.Rule, key.Key), Slot: key.Slot, Limit: decide.BanLimit(ks.ban)}); err != nil {
-			keyError(w, http.StatusServiceUnavailable, "the key's usage was reset, but its ban may remain: "+err.Error())
+			adminjson.Error(w, http.StatusServiceUnavailable, "the key's usage was reset, but its ban may remain: "+err.Error())
 			return
 		}
 		if s.cfg.Bans != nil {
@@ -136,7 +136,7 @@ func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyStat
 	defer cancel()
 	d, err := s.cfg.Store.Store.Take(ctx, key)
 	if err != nil {
-		keyError(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
+		adminjson.Error(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
 		return
 	}
 	ks.Remaining, ks.Allowed, ks.Degraded = d.Remaining, d.Allowed, d.Degraded
@@ -144,7 +144,7 @@ func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyStat
 	if ks.ban > 0 {
 		b, err := s.cfg.Store.Store.Take(ctx, sluice.Request{Key: policy.BanKey(ks.Rule, key.Key), Slot: key.Slot, Limit: decide.BanLimit(ks.ban)})
 		if err != nil {
-			keyError(w, http.StatusServiceUnavailable, "the store did not answer about the key's ban: "+err.Error())
+			adminjson.Error(w, http.StatusServiceUnavailable, "the store did not answer about the key's ban: "+err.Error())
 			return
 		}
 		if b.Remaining < 1 {
@@ -153,13 +153,5 @@ func (s *admin) answerKey(w http.ResponseWriter, ctx context.Context, ks keyStat
 			ks.RetryAfterMs = max(ks.RetryAfterMs, ks.BannedForMs)
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(ks)
-}
-
-func keyError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	adminjson.Write(w, ks)
 }

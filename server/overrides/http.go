@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/server/internal/adminjson"
 )
 
 // Handler serves the admin API of the overrides:
@@ -56,7 +57,7 @@ const maxReason = 500
 func (s handler) put(w http.ResponseWriter, r *http.Request) {
 	e, l, status, err := s.entry(w, r)
 	if err != nil {
-		answerError(w, status, err.Error())
+		adminjson.Error(w, status, err.Error())
 		return
 	}
 	o, err := e.override()
@@ -64,24 +65,24 @@ func (s handler) put(w http.ResponseWriter, r *http.Request) {
 		err = l.CheckRuntime(o)
 	}
 	if err != nil {
-		answerError(w, http.StatusBadRequest, "the override does not apply to limit "+e.Limit+": "+err.Error())
+		adminjson.Error(w, http.StatusBadRequest, "the override does not apply to limit "+e.Limit+": "+err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	switch err := s.cfg.Keeper.Put(ctx, e); {
 	case errors.Is(err, ErrFull):
-		answerError(w, http.StatusConflict, fmt.Sprintf("%d overrides are kept already, the most there may be: delete some (GET /admin/overrides lists them)", MaxOverrides))
+		adminjson.Error(w, http.StatusConflict, fmt.Sprintf("%d overrides are kept already, the most there may be: delete some (GET /admin/overrides lists them)", MaxOverrides))
 		return
 	case err != nil:
-		answerError(w, http.StatusServiceUnavailable, "the store did not keep the override: "+err.Error())
+		adminjson.Error(w, http.StatusServiceUnavailable, "the store did not keep the override: "+err.Error())
 		return
 	}
 	s.logChange("set", e, e.By)
 	if err := s.reload(ctx); err != nil {
 		s.storeError(err) // the next poll applies it
 	}
-	answer(w, e)
+	adminjson.Write(w, e)
 }
 
 // entry reads the override a PUT asks for: its limit in the policy in
@@ -204,7 +205,7 @@ func keyProblem(raw string) string {
 func (s handler) delete(w http.ResponseWriter, r *http.Request) {
 	l, key, _ := s.target(r, false)
 	if key == "" {
-		answerError(w, http.StatusBadRequest, keyProblem(r.PathValue("key")))
+		adminjson.Error(w, http.StatusBadRequest, keyProblem(r.PathValue("key")))
 		return
 	}
 	name := r.PathValue("limit")
@@ -216,10 +217,10 @@ func (s handler) delete(w http.ResponseWriter, r *http.Request) {
 	found, err := s.cfg.Keeper.Delete(ctx, name, key)
 	switch {
 	case err != nil:
-		answerError(w, http.StatusServiceUnavailable, "the store did not delete the override: "+err.Error())
+		adminjson.Error(w, http.StatusServiceUnavailable, "the store did not delete the override: "+err.Error())
 		return
 	case !found:
-		answerError(w, http.StatusNotFound, fmt.Sprintf("no override of limit %.100q for that key (GET /admin/overrides lists them)", name))
+		adminjson.Error(w, http.StatusNotFound, fmt.Sprintf("no override of limit %.100q for that key (GET /admin/overrides lists them)", name))
 		return
 	}
 	e := Entry{Limit: name, Key: key}
@@ -227,7 +228,7 @@ func (s handler) delete(w http.ResponseWriter, r *http.Request) {
 	if err := s.reload(ctx); err != nil {
 		s.storeError(err)
 	}
-	answer(w, map[string]any{"deleted": e})
+	adminjson.Write(w, map[string]any{"deleted": e})
 }
 
 // list serves GET /admin/overrides: every override kept and not expired,
@@ -237,7 +238,7 @@ func (s handler) list(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	entries, _, err := s.cfg.Keeper.Load(ctx)
 	if err != nil {
-		answerError(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
+		adminjson.Error(w, http.StatusServiceUnavailable, "the store did not answer: "+err.Error())
 		return
 	}
 	now := time.Now()
@@ -245,7 +246,7 @@ func (s handler) list(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(entries, func(a, b Entry) int {
 		return strings.Compare(a.Limit+"\x00"+a.Key, b.Limit+"\x00"+b.Key)
 	})
-	answer(w, map[string]any{"overrides": entries})
+	adminjson.Write(w, map[string]any{"overrides": entries})
 }
 
 // caller says who sent r: its address, and the digest of its bearer token
@@ -260,16 +261,4 @@ func caller(r *http.Request) string {
 		who += " cert " + r.TLS.PeerCertificates[0].Subject.String()
 	}
 	return who
-}
-
-func answer(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(v)
-}
-
-func answerError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
