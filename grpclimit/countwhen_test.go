@@ -2,13 +2,11 @@ package grpclimit_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -47,20 +45,7 @@ func TestCountWhenGRPCCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()))
-	healthpb.RegisterHealthServer(srv, loginService{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := serveHealth(t, loginService{}, grpc.UnaryInterceptor(in.Unary()))
 	var got []codes.Code
 	for _, password := range []string{"right", "right", "right", "wrong", "right", "wrong", "wrong", "right"} {
 		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: password})

@@ -3,7 +3,6 @@ package grpclimit_test
 import (
 	"context"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/memstore"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 )
@@ -83,20 +81,7 @@ func TestSettleFromMetadata(t *testing.T) {
 		defer func() { done <- struct{}{} }()
 		return h(srv, ss)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(after, in.Unary()), grpc.ChainStreamInterceptor(afterStream, in.Stream()))
-	healthpb.RegisterHealthServer(srv, tokenService{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := serveHealth(t, tokenService{}, grpc.ChainUnaryInterceptor(after, in.Unary()), grpc.ChainStreamInterceptor(afterStream, in.Stream()))
 	key := string(decide.AppendKey(nil, "tokens", "global"))
 	left := int64(5000)
 	for _, tc := range []struct {
