@@ -181,3 +181,14 @@ func ExampleCalendarWindow() {
 	// allowed false, 0 left, reset in 2s
 	// allowed true, 1 left, reset in 672h0m0s
 }
+
+// A middleware marks the entry its calls came through; a limit on a shared
+// resource further in reads it, to count only the calls of that entry.
+func ExampleWithEntry() {
+	ctx := sluice.WithEntry(context.Background(), "checkout")
+	fmt.Println(sluice.EntryFrom(ctx))
+	fmt.Printf("%q\n", sluice.EntryFrom(context.Background()))
+	// Output:
+	// checkout
+	// ""
+}

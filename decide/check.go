@@ -26,6 +26,14 @@
 // starts the ban when that check's limit refuses, and the ban's check
 // refuses the key until it ends.
 //
+// A check with When (a Relation) applies only while another limit is busy
+// (Sentinel's RELATE): Run first peeks at the related limit's counter for
+// the request, in a store call of its own and reused for a short while
+// (Config.RelateFor), and leaves the check out, uncharged, in Result.Idle
+// while that limit is at or under the share. A check that applies only to
+// calls through an entry (CHAIN, sluice.WithEntry) is the front-end's to
+// plan or not: it knows the entry.
+//
 // Front-ends of one process stack (an httplimit middleware per IP around a
 // router and another per user around one route): each records its Result
 // in the request's context (Stack), one that refuses undoes what those
@@ -92,6 +100,10 @@ type Check struct {
 	// Ban, if set, bans the key for a while when this check refuses it
 	// (see Ban); the front-end plans BanCheck beside it.
 	Ban *Ban
+	// When, if set, makes the check apply only while another limit is
+	// busy (see Relation): otherwise Run neither checks nor charges it,
+	// and lists it in Result.Idle.
+	When *Relation
 	// Err reports that the check could not be planned for a reason that is
 	// not the client's (a key function failed). Run applies OnError: a
 	// FailClosed check refuses the request, any other is left out and the

@@ -77,6 +77,16 @@ type Config struct {
 	// check's soft share (Check.Soft) to it or past it: a counter of keys
 	// near their budget. It must be fast and safe for concurrent use.
 	OnSoft func(c *Check)
+
+	// RelateFor is how long a peek at a related limit (Check.When) is
+	// reused for the checks that relate to it, so that a hot relating
+	// limit does not double the store calls of its requests. The
+	// guarantee: Run decides whether a related limit is busy from a peek
+	// sent at most RelateFor before, by the Decider's clock; a busy or
+	// idle state older than that is never used. Of concurrent requests
+	// that find no fresh peek, each peeks. At most 10,000 related keys
+	// are kept. Default 100ms; negative: every relation is peeked anew.
+	RelateFor time.Duration
 }
 
 // A Relimiter finds the limit a check planned earlier is charged under
@@ -98,6 +108,7 @@ type Decider struct {
 	refused       *refusalLog // enforced refusals, logged once per interval
 	shadow        *refusalLog // shadow refusals, likewise
 	softs         softLimits  // keys passing a soft share
+	relations     relationCache
 	logMu         sync.Mutex
 	lastLog       time.Time // of an error
 	lastCapped    time.Time // of a late cost above its max
@@ -124,11 +135,15 @@ func New(limiter *sluice.Limiter, cfg Config) (*Decider, error) {
 	if cfg.Component == "" {
 		cfg.Component = "sluice"
 	}
+	if cfg.RelateFor == 0 {
+		cfg.RelateFor = 100 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	dc := &Decider{limiter: limiter, cfg: cfg}
 	dc.waiting.max = cfg.MaxWaiting
+	dc.relations.ttl = cfg.RelateFor
 	dc.waiting.notify = cfg.OnWaiting
 	show := cfg.KeyText
 	if show == nil {
@@ -164,6 +179,10 @@ type Result struct {
 	// admitted, or the store failed).
 	Shadow     []Check
 	ShadowEach []sluice.Decision
+	// Idle are the checks whose related limit was not busy (Check.When):
+	// neither checked nor charged, they are in neither Enforced nor
+	// Shadow, and the RateLimit header fields leave them out.
+	Idle []Check
 	// Err is the error of a Failed, AdmittedUncounted or Invalid outcome, or of
 	// the first check left out because it could not be planned.
 	Err error
@@ -218,7 +237,7 @@ func (r *Result) reset(dc *Decider) {
 	*r = Result{
 		Decided: -1, dc: dc,
 		Enforced: r.Enforced[:0], Each: r.Each[:0], reqs: r.reqs[:0],
-		Shadow: r.Shadow[:0], shadowReqs: r.shadowReqs[:0], ShadowEach: r.ShadowEach[:0],
+		Shadow: r.Shadow[:0], shadowReqs: r.shadowReqs[:0], ShadowEach: r.ShadowEach[:0], Idle: r.Idle[:0],
 		leases: r.leases[:0], Observed: r.Observed[:0],
 	}
 }
@@ -232,7 +251,7 @@ func (r *Result) reset(dc *Decider) {
 // invalid limit or cost is never admitted.
 func (dc *Decider) Run(ctx context.Context, checks []Check, res *Result) {
 	res.reset(dc)
-	if !dc.split(checks, res) {
+	if !dc.split(ctx, checks, res) {
 		return
 	}
 	res.Outcome = Admitted
@@ -262,10 +281,10 @@ func uncounted(ds []sluice.Decision) bool {
 	return false
 }
 
-// split sorts checks into enforced and shadow, building their requests, and
-// deals with the checks that could not be planned. It reports whether the
-// request is still to be decided.
-func (dc *Decider) split(checks []Check, res *Result) bool {
+// split sorts checks into enforced, shadow and idle (Check.When), building
+// their requests, and deals with the checks that could not be planned. It
+// reports whether the request is still to be decided.
+func (dc *Decider) split(ctx context.Context, checks []Check, res *Result) bool {
 	for i := range checks {
 		c := &checks[i]
 		if c.Err != nil {
@@ -287,6 +306,10 @@ func (dc *Decider) split(checks []Check, res *Result) bool {
 			}
 			dc.logError("leaving out a limit that could not be planned", err)
 			res.observe(Observation{Limit: c.Name, Outcome: AdmittedUncounted, Err: err})
+			continue
+		}
+		if !dc.relates(ctx, c) {
+			res.Idle = append(res.Idle, *c)
 			continue
 		}
 		r := sluice.Request{Key: c.Key, Slot: c.Slot, Limit: c.Limit, Cost: c.Cost, OnError: c.OnError, MaxDelay: dc.maxDelay(c)}
