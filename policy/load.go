@@ -169,8 +169,11 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		return p
 	}
 	top := doc.Content[0]
-	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules", "shed", "jwt")
+	f := l.Fields(top, where{}, "", "trusted_proxies", "client_ip_header", "ipv6_prefix", "rules", "shed", "jwt", "entry_header")
 	l.clientIP(f, p.ClientIP)
+	if n := f["entry_header"]; n != nil {
+		p.entryHeader = l.entryHeader(n, len(p.ClientIP.TrustedProxies))
+	}
 	if n := f["jwt"]; n != nil {
 		l.hasJWT, p.jwt = true, l.jwtSection(n)
 	}
@@ -201,6 +204,7 @@ func (l *loader) policy(doc *yaml.Node) *Policy {
 		ruleNames[r.Name] = rn.Line
 		p.Rules = append(p.Rules, r)
 	}
+	l.resolveWhen(p)
 	p.exprs = l.hasExpr
 	return p
 }
@@ -429,7 +433,7 @@ func (l *loader) maxDelay(v, n *yaml.Node, w where, a *decide.Action) {
 
 // commonFields are the fields of every limit; the algorithm's own are
 // sluice.Algorithm.Fields.
-var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version", "soft", "count_when", "ban"}
+var commonFields = []string{"name", "key", "algorithm", "cost", "max_cost", "overrides", "on_missing", "version", "soft", "count_when", "ban", "when"}
 
 // paramFields are every algorithm's parameters, for the unknown-field
 // message before the algorithm is known.
@@ -476,13 +480,16 @@ func (l *loader) limit(n *yaml.Node, rw where, bound delayBound, ruleCost *yaml.
 	}
 	l.maxCost(f["max_cost"], w, lim)
 	if v := f["soft"]; v != nil {
-		lim.soft = l.softShare(v, w)
+		lim.soft = l.thousandths(v, w, "soft")
 	}
 	if v := f["count_when"]; v != nil {
 		l.countWhen(v, w, lim)
 	}
 	if v := f["ban"]; v != nil {
 		l.ban(v, w, lim)
+	}
+	if v := f["when"]; v != nil {
+		lim.when = l.when(v, w)
 	}
 	if v := f["overrides"]; v != nil {
 		lim.overrides = l.overrides(v, w, lim.Limit, bound)

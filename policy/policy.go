@@ -58,6 +58,8 @@ type Policy struct {
 	protected   []string            // see ProtectedHeaders
 	prioritized bool                // some rule names a priority
 	runtime     Runtime             // overrides set while sluice runs; nil without
+	entryHeader string              // entry_header, canonical; "" without
+	chains      bool                // some limit applies only through an entry
 }
 
 // Rule is one rule of a policy.
@@ -113,6 +115,7 @@ type Limit struct {
 	overrides  []override
 	soft       int64         // the soft share, in thousandths; 0: none
 	ban        time.Duration // how long a key it refuses stays refused; 0: none
+	when       *when         // when it applies; nil: always
 }
 
 // missing says what a limit does with a request that lacks a part of its
@@ -218,7 +221,8 @@ func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 }
 
 // ProtectedHeaders are the request headers of overrides that grant more
-// only through trusted proxies, and the shed section's priority header: a
+// only through trusted proxies, the shed section's priority header and the
+// entry_header: a
 // gateway removes them from requests of other peers, so that the upstream
 // never sees a value the policy did not honour.
 func (p *Policy) ProtectedHeaders() []string { return p.protected }
@@ -236,6 +240,9 @@ func (p *Policy) protectedHeaders() []string {
 	}
 	if p.Shed != nil && !slices.Contains(hs, p.Shed.PriorityHeader) {
 		hs = append(hs, p.Shed.PriorityHeader) // honoured only from trusted proxies too
+	}
+	if p.entryHeader != "" && !slices.Contains(hs, p.entryHeader) {
+		hs = append(hs, p.entryHeader) // likewise
 	}
 	return hs
 }
@@ -390,16 +397,21 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	if err != nil {
 		return dst, err
 	}
-	r = p.withFacts(r) // the bearer token verified once for every limit
-	mr := foldCase(r)  // what rules match
-	var buf [128]byte
+	q := planning{r: p.withFacts(r)} // the bearer token verified once for every limit
+	q.mr = foldCase(q.r)             // what rules match
 	for _, rule := range p.Rules {
-		route := rule.match.pattern(mr)
-		if route == "" || !rule.match.exprApplies(r) {
+		route := rule.match.pattern(q.mr)
+		if route == "" || !rule.match.exprApplies(q.r) {
 			continue
 		}
+		if !q.entered {
+			if q.entry, err = p.entryOf(q.r, rule.Name); err != nil {
+				return dst, err
+			}
+			q.entered = true
+		}
 		for _, l := range rule.Limits {
-			c, ok, err := p.plan(r, route, rule, l, buf[:0])
+			c, ok, err := p.plan(&q, route, rule, l)
 			if err != nil {
 				return dst, err
 			}
@@ -414,10 +426,67 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 	return dst, nil
 }
 
-// plan plans one limit of a rule that matched r with the pattern route. ok
-// is false when the limit does not apply: a key part has no value, or an
-// override makes it unlimited.
-func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
+// planning is what Plan works out once per request.
+type planning struct {
+	r, mr   *http.Request // r normalised, with its facts; mr with its path folded
+	entry   string        // the entry r came through (Entry)
+	entered bool          // entry is known
+	buf     [128]byte
+}
+
+// entryOf is Entry for a policy with limits that apply only through an
+// entry, "" for the others (none reads it).
+func (p *Policy) entryOf(r *http.Request, first string) (string, error) {
+	if !p.chains {
+		return "", nil
+	}
+	return p.Entry(r, first)
+}
+
+// plan plans one limit of a rule that matched the request with the
+// pattern route. ok is false when the limit does not apply: it applies
+// only through another entry, a key part has no value, or an override
+// makes it unlimited.
+func (p *Policy) plan(q *planning, route string, rule *Rule, l *Limit) (c decide.Check, ok bool, err error) {
+	if l.when != nil && l.when.entry != "" && l.when.entry != q.entry {
+		return c, false, nil
+	}
+	r := q.r
+	if c, ok, err = p.planKey(r, route, rule, l, q.buf[:0]); !ok || err != nil || c.Err != nil {
+		return c, ok, err
+	}
+	if l.when != nil && l.when.related != nil {
+		c.When = p.relation(r, q.mr, l.when)
+	}
+	c.Cost, c.Late, c.Soft = l.cost, l.late, l.soft
+	if l.costHeader != "" {
+		most := c.Limit.Capacity()
+		if l.maxCost > 0 {
+			most = min(most, l.maxCost)
+		}
+		if c.Cost, err = headerCost(r, l.costHeader, most); err != nil {
+			ce, ok := decide.AsClientError(err)
+			if !ok {
+				ce = &decide.ClientError{Field: "header " + l.costHeader, Reason: err.Error()}
+			}
+			ce.Limit = l.Name
+			return c, false, ce
+		}
+	}
+	if l.costExpr != nil {
+		if c.Cost, err = exprCost(r, l.costExpr, c.Limit.Capacity()); err != nil {
+			return c, false, &decide.ClientError{Limit: l.Name, Field: "cost", Reason: err.Error()}
+		}
+	}
+	return c, true, nil
+}
+
+// planKey plans the key and the limit of one limit of a rule for r, which
+// matched the pattern route ("" when r matched none of the rule's): the
+// check without its cost. ok is false when the limit does not apply (a key
+// part has no value, an override makes it unlimited); a key that cannot
+// be computed for a reason not the client's is a check with Err set.
+func (p *Policy) planKey(r *http.Request, route string, rule *Rule, l *Limit, buf []byte) (c decide.Check, ok bool, err error) {
 	c = decide.Check{Name: l.Name, Slot: rule.slot, Limit: l.Limit, Shadow: rule.Shadow, OnError: rule.OnError, Action: &rule.Action}
 	key, value, skip, err := p.key(r, route, rule, l, l.key, buf)
 	if skip && l.onMissing != missingSkip {
@@ -457,26 +526,6 @@ func (p *Policy) plan(r *http.Request, route string, rule *Rule, l *Limit, buf [
 				return c, false, nil
 			}
 			c.Limit, c.Override = o.limit, o.id()
-		}
-	}
-	c.Cost, c.Late, c.Soft = l.cost, l.late, l.soft
-	if l.costHeader != "" {
-		most := c.Limit.Capacity()
-		if l.maxCost > 0 {
-			most = min(most, l.maxCost)
-		}
-		if c.Cost, err = headerCost(r, l.costHeader, most); err != nil {
-			ce, ok := decide.AsClientError(err)
-			if !ok {
-				ce = &decide.ClientError{Field: "header " + l.costHeader, Reason: err.Error()}
-			}
-			ce.Limit = l.Name
-			return c, false, ce
-		}
-	}
-	if l.costExpr != nil {
-		if c.Cost, err = exprCost(r, l.costExpr, c.Limit.Capacity()); err != nil {
-			return c, false, &decide.ClientError{Limit: l.Name, Field: "cost", Reason: err.Error()}
 		}
 	}
 	return c, true, nil

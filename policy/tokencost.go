@@ -122,10 +122,11 @@ func (l *loader) answerFormat(v *yaml.Node, w where) *llmusage.Format {
 	return format
 }
 
-// softShare reads a limit's soft share: a number above 0 and at most 1
-// (0.8), or a percentage (80%); it returns thousandths.
-func (l *loader) softShare(v *yaml.Node, w where) int64 {
-	s, ok := l.Str(v, w, "soft")
+// thousandths reads a share of a limit's capacity (soft, when.above): a number
+// above 0 and at most 1 (0.8), or a percentage (80%); it returns
+// thousandths.
+func (l *loader) thousandths(v *yaml.Node, w where, field string) int64 {
+	s, ok := l.Str(v, w, field)
 	if !ok {
 		return 0
 	}
@@ -136,7 +137,7 @@ func (l *loader) softShare(v *yaml.Node, w where) int64 {
 	f, err := strconv.ParseFloat(s, 64)
 	n := int64(math.Round(f * scale))
 	if err != nil || math.IsNaN(f) || n < 1 || n > 1000 {
-		l.Fail(v, w, "soft", "%q: want a share of the limit above 0 and at most 1 (0.8) or a percentage (80%%)", v.Value)
+		l.Fail(v, w, field, "%q: want a share of the limit above 0 and at most 1 (0.8) or a percentage (80%%)", v.Value)
 		return 0
 	}
 	return n
