@@ -54,6 +54,11 @@ type Limit struct {
 	Late *decide.LateCost
 	// Reserve is what a call reserves under Late; 0 reserves nothing.
 	Reserve int64
+	// Entry, if set, makes the limit count only the calls that came
+	// through that entry (sluice.EntryFrom of the call's context, which an
+	// interceptor before it marked: Config.Entry); the others are not
+	// limited by it (Sentinel's CHAIN).
+	Entry string
 }
 
 // KeyFunc returns the key of a call for one limit. fullMethod is
@@ -135,6 +140,14 @@ type Config struct {
 	// under a limit for a shaping delay and -1 when it stops (see
 	// decide.Config.OnWaiting).
 	OnWaiting func(limit string, delta int)
+
+	// Entry, if set, marks the calls through these interceptors as having
+	// come through the entry Entry (sluice.WithEntry), for the limits that
+	// count only the calls of an entry: their own (Limit.Entry) and those
+	// of the interceptors and handlers after them. A call marked before
+	// keeps its entry: a call's entry is the first it came through.
+	// Default none.
+	Entry string
 }
 
 // Interceptors holds the unary and stream interceptors of one Config.
@@ -191,6 +204,7 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		sc := in.pool.Get().(*scratch)
 		defer in.pool.Put(sc)
+		ctx = in.enter(ctx)
 		if err := in.admit(ctx, info.FullMethod, sc); err != nil {
 			return nil, err
 		}
@@ -211,11 +225,12 @@ func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		sc := in.pool.Get().(*scratch)
 		defer in.pool.Put(sc)
-		if err := in.admit(ss.Context(), info.FullMethod, sc); err != nil {
+		ctx := in.enter(ss.Context())
+		if err := in.admit(ctx, info.FullMethod, sc); err != nil {
 			return err
 		}
 		defer sc.res.Release()
-		ctx := decide.Stack(ss.Context(), &sc.res, nil, decide.Fields{})
+		ctx = decide.Stack(ctx, &sc.res, nil, decide.Fields{})
 		if !sc.res.Late() {
 			return handler(srv, stackedStream{ss, ctx})
 		}
@@ -234,11 +249,22 @@ type stackedStream struct {
 
 func (s stackedStream) Context() context.Context { return s.ctx }
 
+// enter returns ctx marked with Config.Entry, unless it has an entry.
+func (in *Interceptors) enter(ctx context.Context) context.Context {
+	if in.cfg.Entry == "" || sluice.EntryFrom(ctx) != "" {
+		return ctx
+	}
+	return sluice.WithEntry(ctx, in.cfg.Entry)
+}
+
 // plan appends the checks of a call to dst.
 func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Check) []decide.Check {
 	var buf [128]byte
 	ctx = in.withClaims(ctx)
 	for _, l := range in.cfg.Limits {
+		if l.Entry != "" && sluice.EntryFrom(ctx) != l.Entry {
+			continue
+		}
 		key, err := l.Key(ctx, method)
 		switch {
 		case err != nil:

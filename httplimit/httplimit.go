@@ -72,6 +72,11 @@ type Limit struct {
 	// Reserve is what a request reserves under Late; 0 reserves nothing,
 	// and the request is admitted while the limit has room left.
 	Reserve int64
+	// Entry, if set, makes the limit count only the requests that came
+	// through that entry (sluice.EntryFrom of the request's context, which
+	// a middleware further out marked: Config.Entry); the others are not
+	// limited by it (Sentinel's CHAIN).
+	Entry string
 }
 
 // KeyFunc returns the key of a request for one limit.
@@ -244,6 +249,14 @@ type Config struct {
 	// stops: the gauge of waiting requests (see decide.Config.OnWaiting).
 	OnWaiting func(limit string, delta int)
 
+	// Entry, if set, marks the requests through this middleware as having
+	// come through the entry Entry (sluice.WithEntry), for the limits that
+	// count only the calls of an entry: its own (Limit.Entry, a policy's
+	// when: {entry}) and those of the middlewares and handlers further in.
+	// A request marked further out keeps its entry: a request's entry is
+	// the first it came through. Default none.
+	Entry string
+
 	// SoftLimit, if set, is called when a request or a settle takes a key
 	// past its limit's soft share (a policy's soft:, decide.Check.Soft):
 	// a counter. An admitted response whose keys are past it carries the
@@ -340,6 +353,9 @@ func newStatic(limits []Limit) (*static, error) {
 func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
 	var buf [128]byte
 	for _, l := range s.limits {
+		if l.Entry != "" && sluice.EntryFrom(r.Context()) != l.Entry {
+			continue
+		}
 		key, err := l.Key(r)
 		switch {
 		case err != nil:
@@ -384,6 +400,9 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := m.pool.Get().(*scratch)
 		defer m.pool.Put(sc)
+		if m.cfg.Entry != "" && sluice.EntryFrom(r.Context()) == "" {
+			r = r.WithContext(sluice.WithEntry(r.Context(), m.cfg.Entry))
+		}
 		var err error
 		sc.checks, err = m.cfg.Source.Plan(r, sc.checks[:0])
 		if n := decide.BodyBytes(sc.checks); err == nil && n > 0 {

@@ -1,0 +1,77 @@
+package grpclimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/memstore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// serveEntry starts a gRPC server whose calls pass a limit that counts
+// only the calls through the checkout entry (2 an hour), after, when
+// marked, interceptors that mark their calls as coming through checkout.
+func serveEntry(t *testing.T, marked bool) healthpb.HealthClient {
+	t.Helper()
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	limiter := sluice.New(store)
+	inner, err := grpclimit.New(limiter, grpclimit.Config{Limits: []grpclimit.Limit{
+		{Name: "orders-from-checkout", Key: grpclimit.Global, Limit: sluice.FixedWindow(2, time.Hour), Entry: "checkout"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !marked {
+		return serveHealth(t, health.NewServer(), grpc.ChainUnaryInterceptor(inner.Unary()), grpc.ChainStreamInterceptor(inner.Stream()))
+	}
+	outer, err := grpclimit.New(limiter, grpclimit.Config{Entry: "checkout", Limits: []grpclimit.Limit{
+		{Name: "per-peer", Key: grpclimit.ByPeer, Limit: sluice.FixedWindow(100, time.Hour)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveHealth(t, health.NewServer(), grpc.ChainUnaryInterceptor(outer.Unary(), inner.Unary()),
+		grpc.ChainStreamInterceptor(outer.Stream(), inner.Stream()))
+}
+
+// TestEntry: a limit with an Entry counts the calls an interceptor before
+// it marked as coming through that entry (unary and stream alike), and
+// not the calls of a server that marks none.
+func TestEntry(t *testing.T) {
+	ctx := context.Background()
+	client := serveEntry(t, true)
+	for i := range 2 {
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d through checkout: %v", i+1, err)
+		}
+	}
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("third call through checkout: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := client.Watch(sctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("stream through checkout: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	client = serveEntry(t, false)
+	for i := range 5 {
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d through no entry: %v, want it not limited", i+1, err)
+		}
+	}
+}
