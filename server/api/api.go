@@ -81,13 +81,16 @@ type checkResponse struct {
 	// Status is what an HTTP service should answer: 200 when allowed, the
 	// deciding limit's refusal status (429 unless the policy says
 	// otherwise) when not.
-	Status       int               `json:"status"`
-	Limit        string            `json:"limit,omitempty"`
-	RetryAfterMs int64             `json:"retry_after_ms"`
-	DelayMs      int64             `json:"delay_ms"`
-	Degraded     bool              `json:"degraded"`
-	Decisions    []apiDecision     `json:"decisions"`
-	Headers      map[string]string `json:"headers"`
+	Status       int           `json:"status"`
+	Limit        string        `json:"limit,omitempty"`
+	RetryAfterMs int64         `json:"retry_after_ms"`
+	DelayMs      int64         `json:"delay_ms"`
+	Degraded     bool          `json:"degraded"`
+	Decisions    []apiDecision `json:"decisions"`
+	// Idle names the limits that were neither checked nor charged
+	// because the limit they relate to was not busy (when: {limit}).
+	Idle    []string          `json:"idle,omitempty"`
+	Headers map[string]string `json:"headers"`
 	// SettleToken, for an admitted request that reserved a cost known
 	// only after the work, settles it: POST /v1/settle.
 	SettleToken string `json:"settle_token,omitempty"`
@@ -382,6 +385,9 @@ func apiAnswer(res *decide.Result, keys keyview.Shower) checkResponse {
 	}
 	add(res.Enforced, res.Each, false)
 	add(res.Shadow, res.ShadowEach, true)
+	for _, c := range res.Idle {
+		resp.Idle = append(resp.Idle, c.Name)
+	}
 	if c := res.DecidedBy(); c != nil {
 		resp.Limit = c.Name
 		resp.Degraded = resp.Degraded || res.Decision.Degraded
