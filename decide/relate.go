@@ -2,6 +2,9 @@ package decide
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,4 +151,80 @@ func (rc *relationCache) put(r *Relation, d sluice.Decision, start time.Time) {
 		}
 	}
 	rc.m[k] = peeked{d, start}
+}
+
+// When makes a limit of a front-end's own list (httplimit.Limit.When,
+// grpclimit.Limit.When) apply only while another limit of the same list is
+// busy, for the key that limit gives the request (see Relation). A policy
+// writes it when: {limit: writes, above: 0.8}.
+type When struct {
+	// Limit names the related limit, in the same list.
+	Limit string
+	// Above is the share of the related limit's capacity, in thousandths
+	// (800 is 80%), above which the limit applies: 1 to 1000.
+	Above int64
+}
+
+// Relations resolves the Whens of a front-end's own list of limits:
+// names[i] is the name of limit i and whens[i] its When (nil for none).
+// It returns, for each limit, the index of the limit it relates to (-1
+// for none), or an error naming the limit whose When relates to no limit
+// of the list, to itself, or in a cycle, or whose Above is not 1 to 1000.
+func Relations(names []string, whens []*When) ([]int, error) {
+	related := make([]int, len(names))
+	for i, w := range whens {
+		related[i] = -1
+		if w == nil {
+			continue
+		}
+		if w.Above < 1 || w.Above > 1000 {
+			return nil, fmt.Errorf("limit %q: When.Above must be 1 to 1000 thousandths (got %d)", names[i], w.Above)
+		}
+		related[i] = slices.Index(names, w.Limit)
+		switch {
+		case related[i] < 0:
+			return nil, fmt.Errorf("limit %q: When.Limit %q names no limit of the list", names[i], w.Limit)
+		case related[i] == i:
+			return nil, fmt.Errorf("limit %q: When.Limit is the limit itself", names[i])
+		}
+	}
+	for i := range names {
+		if c := RelationCycle(i, len(names), func(j int) int { return related[j] }); c != nil {
+			path := make([]string, len(c))
+			for k, j := range c {
+				path[k] = names[j]
+			}
+			return nil, fmt.Errorf("limit %q: the relations form a cycle: %s", names[i], strings.Join(path, " → "))
+		}
+	}
+	return related, nil
+}
+
+// RelationCycle returns the cycle of relations through limit i (the
+// indices i, related(i), related(related(i)), ..., i), or nil when the walk
+// from i ends (related returns -1) or runs into a cycle i is not on. n is
+// the number of limits: a limit relates to one at most, so a walk that has
+// not come back in n steps never will.
+func RelationCycle(i, n int, related func(int) int) []int {
+	path := []int{i}
+	for j := related(i); j >= 0 && len(path) <= n; j = related(j) {
+		path = append(path, j)
+		if j == i {
+			return path
+		}
+	}
+	return nil
+}
+
+// ListRelation is the Relation of a limit of a front-end's own list for
+// one request: key (and err) is what the related limit's key function
+// gave the request, name and limit that limit's. The related key is built
+// as such a list's keys are (AppendKey of the name and the key). It is nil,
+// and the limit applies, when the request has no key under the related
+// limit (empty, or an error).
+func ListRelation(name, key string, err error, limit sluice.Limit, above int64) *Relation {
+	if err != nil || key == "" {
+		return nil
+	}
+	return &Relation{Name: name, Key: string(AppendKey(nil, name, key)), Limit: limit, Above: above}
 }

@@ -3,6 +3,7 @@ package decide_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -252,5 +253,31 @@ func TestRelationUnknownApplies(t *testing.T) {
 	}
 	if got := remainingOn(t, lim, reads); got != 2 {
 		t.Fatalf("reads has %d left, want 2: charged", got)
+	}
+}
+
+// TestRelations: the relations of a front-end's own list resolve to the
+// index of the limit each relates to; one to no limit, to itself, in a
+// cycle, or with a share out of range is an error naming the limit.
+func TestRelations(t *testing.T) {
+	names := []string{"a", "b", "c", "d"}
+	w := func(limit string, above int64) *decide.When { return &decide.When{Limit: limit, Above: above} }
+	got, err := decide.Relations(names, []*decide.When{nil, w("a", 800), w("b", 1000), w("b", 1)})
+	if err != nil || !slices.Equal(got, []int{-1, 0, 1, 1}) {
+		t.Fatalf("Relations: %v, %v; want [-1 0 1 1]", got, err)
+	}
+	for _, tc := range []struct {
+		whens []*decide.When
+		want  string
+	}{
+		{[]*decide.When{nil, w("e", 800), nil, nil}, `limit "b": When.Limit "e" names no limit of the list`},
+		{[]*decide.When{nil, w("b", 800), nil, nil}, `limit "b": When.Limit is the limit itself`},
+		{[]*decide.When{w("c", 800), w("a", 800), w("b", 800), w("a", 800)}, `limit "a": the relations form a cycle: a → c → b → a`},
+		{[]*decide.When{nil, w("a", 0), nil, nil}, `limit "b": When.Above must be 1 to 1000 thousandths (got 0)`},
+		{[]*decide.When{nil, w("a", 1001), nil, nil}, `limit "b": When.Above must be 1 to 1000 thousandths (got 1001)`},
+	} {
+		if _, err := decide.Relations(names, tc.whens); err == nil || err.Error() != tc.want {
+			t.Errorf("Relations: %v, want %q", err, tc.want)
+		}
 	}
 }

@@ -59,6 +59,16 @@ type Limit struct {
 	// interceptor before it marked: Config.Entry); the others are not
 	// limited by it (Sentinel's CHAIN).
 	Entry string
+	// When, if set, makes the limit apply only while another limit of
+	// Config.Limits uses more than When.Above of its budget, under the
+	// key that limit's Key gives the call (Sentinel's RELATE; see
+	// decide.Relation): otherwise it is neither checked nor charged. The
+	// related key is read whether or not the related limit applies to the
+	// call itself, so a list keeps writes and reads apart by entry:
+	// writes with Entry "writes", reads with Entry "reads" and When
+	// writes. A call the related limit gives no key (an empty key, an
+	// error) is limited, as if the related limit were busy.
+	When *decide.When
 }
 
 // KeyFunc returns the key of a call for one limit. fullMethod is
@@ -152,9 +162,10 @@ type Config struct {
 
 // Interceptors holds the unary and stream interceptors of one Config.
 type Interceptors struct {
-	dc   *decide.Decider
-	cfg  Config
-	pool sync.Pool
+	dc      *decide.Decider
+	cfg     Config
+	related []int // the index of the limit each relates to (When), -1 for none
+	pool    sync.Pool
 }
 
 // New returns the interceptors for limiter and cfg.
@@ -180,6 +191,14 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 			return nil, fmt.Errorf("grpclimit: limit %q: %w", l.Name, err)
 		}
 	}
+	names, whens := make([]string, len(cfg.Limits)), make([]*decide.When, len(cfg.Limits))
+	for i, l := range cfg.Limits {
+		names[i], whens[i] = l.Name, l.When
+	}
+	related, err := decide.Relations(names, whens)
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
+	}
 	dc, err := decide.New(limiter, decide.Config{
 		Wait: true, MaxDelay: cfg.MaxDelay, OnError: cfg.OnError, Component: "grpclimit", Logger: cfg.Logger,
 		OnWaiting: cfg.OnWaiting, KeyText: func(key string) string { return decide.StoreKeyText(key, 1, false) },
@@ -187,7 +206,7 @@ func New(limiter *sluice.Limiter, cfg Config) (*Interceptors, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	in := &Interceptors{dc: dc, cfg: cfg}
+	in := &Interceptors{dc: dc, cfg: cfg, related: related}
 	in.pool.New = func() any { return &scratch{} }
 	return in, nil
 }
@@ -261,7 +280,7 @@ func (in *Interceptors) enter(ctx context.Context) context.Context {
 func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Check) []decide.Check {
 	var buf [128]byte
 	ctx = in.withClaims(ctx)
-	for _, l := range in.cfg.Limits {
+	for i, l := range in.cfg.Limits {
 		if l.Entry != "" && sluice.EntryFrom(ctx) != l.Entry {
 			continue
 		}
@@ -274,6 +293,11 @@ func (in *Interceptors) plan(ctx context.Context, method string, dst []decide.Ch
 			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1}
 			if l.Late != nil {
 				c.Cost, c.Late = l.Reserve, l.Late
+			}
+			if j := in.related[i]; j >= 0 {
+				rel := &in.cfg.Limits[j]
+				rk, err := rel.Key(ctx, method)
+				c.When = decide.ListRelation(rel.Name, rk, err, rel.Limit, l.When.Above)
 			}
 			dst = append(dst, c)
 		}

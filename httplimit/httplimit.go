@@ -77,6 +77,16 @@ type Limit struct {
 	// a middleware further out marked: Config.Entry); the others are not
 	// limited by it (Sentinel's CHAIN).
 	Entry string
+	// When, if set, makes the limit apply only while another limit of
+	// Config.Limits uses more than When.Above of its budget, under the
+	// key that limit's Key gives the request (Sentinel's RELATE; see
+	// decide.Relation): otherwise it is neither checked nor charged. The
+	// related key is read whether or not the related limit applies to the
+	// request itself, so a list keeps writes and reads apart by entry:
+	// writes with Entry "writes", reads with Entry "reads" and When
+	// writes. A request the related limit gives no key (an empty key, an
+	// error) is limited, as if the related limit were busy.
+	When *decide.When
 }
 
 // KeyFunc returns the key of a request for one limit.
@@ -321,7 +331,8 @@ func onSoft(f func(limit string)) func(*decide.Check) {
 
 // static is the Source of Config.Limits.
 type static struct {
-	limits []Limit
+	limits  []Limit
+	related []int // the index of the limit each relates to (When), -1 for none
 }
 
 func newStatic(limits []Limit) (*static, error) {
@@ -347,12 +358,20 @@ func newStatic(limits []Limit) (*static, error) {
 			return nil, fmt.Errorf("httplimit: limit %q: %w", l.Name, err)
 		}
 	}
-	return &static{limits: limits}, nil
+	names, whens := make([]string, len(limits)), make([]*decide.When, len(limits))
+	for i, l := range limits {
+		names[i], whens[i] = l.Name, l.When
+	}
+	related, err := decide.Relations(names, whens)
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
+	}
+	return &static{limits: limits, related: related}, nil
 }
 
 func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, error) {
 	var buf [128]byte
-	for _, l := range s.limits {
+	for i, l := range s.limits {
 		if l.Entry != "" && sluice.EntryFrom(r.Context()) != l.Entry {
 			continue
 		}
@@ -365,6 +384,11 @@ func (s *static) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			c := decide.Check{Name: l.Name, Key: string(k), Limit: l.Limit, Cost: 1, Soft: l.Soft}
 			if l.Late != nil {
 				c.Cost, c.Late = l.Reserve, l.Late
+			}
+			if j := s.related[i]; j >= 0 {
+				rel := &s.limits[j]
+				rk, err := rel.Key(r)
+				c.When = decide.ListRelation(rel.Name, rk, err, rel.Limit, l.When.Above)
 			}
 			dst = append(dst, c)
 		}

@@ -96,35 +96,32 @@ func (l *loader) resolveWhen(p *Policy) {
 
 // relationCycles reports each cycle of relations once, at its first limit
 // in file order (a → b → a: neither is ever the one that is busy first).
-// A limit relates to one other at most, so a walk from it that has not
-// come back after as many steps as there are limits never will.
 func (l *loader) relationCycles(p *Policy) {
-	n := 0
-	for _, r := range p.Rules {
-		n += len(r.Limits)
-	}
-	next := func(lim *Limit) *Limit {
-		if lim.when == nil {
-			return nil
-		}
-		return lim.when.related
-	}
-	inCycle := map[*Limit]bool{}
+	var lims []*Limit
+	rules, index := map[*Limit]string{}, map[*Limit]int{}
 	for _, r := range p.Rules {
 		for _, lim := range r.Limits {
-			path := []string{lim.Name}
-			for at := next(lim); at != nil && !inCycle[lim] && len(path) <= n; at = next(at) {
-				path = append(path, at.Name)
-				if at != lim {
-					continue
-				}
-				for c := next(lim); c != lim; c = next(c) {
-					inCycle[c] = true
-				}
-				inCycle[lim] = true
-				l.Fail(lim.when.node, where{rule: r.Name, limit: lim.Name}, "when.limit", "the relations form a cycle: %s", strings.Join(path, " → "))
-			}
+			rules[lim], index[lim] = r.Name, len(lims)
+			lims = append(lims, lim)
 		}
+	}
+	related := func(i int) int {
+		if w := lims[i].when; w != nil && w.related != nil {
+			return index[w.related]
+		}
+		return -1
+	}
+	inCycle := map[*Limit]bool{}
+	for i, lim := range lims {
+		c := decide.RelationCycle(i, len(lims), related)
+		if c == nil || inCycle[lim] {
+			continue
+		}
+		path := make([]string, len(c))
+		for k, j := range c {
+			path[k], inCycle[lims[j]] = lims[j].Name, true
+		}
+		l.Fail(lim.when.node, where{rule: rules[lim], limit: lim.Name}, "when.limit", "the relations form a cycle: %s", strings.Join(path, " → "))
 	}
 }
 
