@@ -126,3 +126,48 @@ func Example_stacked() {
 	// POST 429 "per-ip";r=4;t=3600, "per-user";r=0;t=3600
 	// GET 200 "per-ip";r=3;t=3600
 }
+
+// Reads are limited (2 an hour per client) only while the client's writes
+// use more than 80% of theirs (8 of 10): Sentinel's RELATE. One list holds
+// both limits; the entry each route marks keeps writes and reads apart
+// (Limit.Entry), and reads look at the writes counter of the same client
+// (When). Without busy writes, reads are not checked, and their limit is
+// missing from RateLimit-Policy.
+func ExampleLimit_when() {
+	store, _ := memstore.New(memstore.Config{})
+	defer store.Close()
+	limit, err := httplimit.New(sluice.New(store), httplimit.Config{Limits: []httplimit.Limit{
+		{Name: "writes", Key: httplimit.ByIP(nil), Limit: sluice.FixedWindow(10, time.Hour), Entry: "write"},
+		{Name: "reads", Key: httplimit.ByIP(nil), Limit: sluice.FixedWindow(2, time.Hour), Entry: "read",
+			When: &decide.When{Limit: "writes", Above: 800}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	limited := limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entry := map[string]string{"GET": "read", "POST": "write"}[r.Method]
+		limited.ServeHTTP(w, r.WithContext(sluice.WithEntry(r.Context(), entry)))
+	})
+	send := func(method, client string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "/items", nil)
+		r.RemoteAddr = client + ":4711"
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		return w
+	}
+	w := send("GET", "203.0.113.7")
+	fmt.Printf("writes idle: %d %q\n", w.Code, w.Header().Get("RateLimit-Policy"))
+	for range 9 {
+		send("POST", "198.51.100.1")
+	}
+	for range 3 {
+		w := send("GET", "198.51.100.1")
+		fmt.Printf("writes busy: %d %q\n", w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// writes idle: 200 ""
+	// writes busy: 200 "\"reads\";q=2;w=3600"
+	// writes busy: 200 "\"reads\";q=2;w=3600"
+	// writes busy: 429 "\"reads\";q=2;w=3600"
+}

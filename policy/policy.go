@@ -16,6 +16,14 @@
 // policy loads. The token is verified, and the expressions' input built,
 // once per request, whatever the number of limits that read them.
 //
+// A limit's when: applies it only under a condition (Sentinel's
+// strategies): while another limit, keyed for the same request, uses more
+// than a share of its budget (when: {limit, above}: a decide.Relation,
+// read with a peek Run makes and reuses briefly), or only to requests
+// through an entry (when: {entry}: the trusted proxy's entry_header, the
+// entry a Go middleware marked with sluice.WithEntry, else the first rule
+// the request matched; see Entry).
+//
 // A Holder keeps the current policy and swaps in a new one atomically on
 // Reload; a policy that fails to load leaves the old one serving.
 package policy
@@ -222,9 +230,8 @@ func (p *Policy) applies(o *override, r *http.Request, value string) bool {
 
 // ProtectedHeaders are the request headers of overrides that grant more
 // only through trusted proxies, the shed section's priority header and the
-// entry_header: a
-// gateway removes them from requests of other peers, so that the upstream
-// never sees a value the policy did not honour.
+// entry_header: a gateway removes them from requests of other peers, so
+// that the upstream never sees a value the policy did not honour.
 func (p *Policy) ProtectedHeaders() []string { return p.protected }
 
 func (p *Policy) protectedHeaders() []string {
