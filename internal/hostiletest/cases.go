@@ -105,6 +105,7 @@ func Cases() []Case[Request] {
 	cs = append(cs, hostPathCases()...)
 	cs = append(cs, methodCases()...)
 	cs = append(cs, overrideCases()...)
+	cs = append(cs, whenCases()...)
 	return append(cs, algorithmCases(cs)...)
 }
 
@@ -428,6 +429,36 @@ func overrideCases() []Case[Request] {
 		}},
 		{Name: "override with scale 1", Policy: policyScale1, Hole: Pending(2), Phases: []Phase[Request]{
 			{What: "the overridden key", Reqs: same(N, Request{}), Want: Burst},
+		}},
+	}
+}
+
+// policyEntry counts the requests through the entry api, the rule they
+// match first, unless a trusted proxy (none of the test's clients) names
+// another in X-Sluice-Entry. policyRelateMissing limits each address only
+// while its per-user limit is busy, keyed by a header the requests lack.
+var (
+	policyEntry = rules("trusted_proxies: [10.0.0.0/8]\nentry_header: X-Sluice-Entry\n",
+		`{name: per-ip, key: ip, algorithm: token_bucket, rate: 1/h, burst: 5, when: {entry: api}}`)
+	policyRelateMissing = rules("", `{name: per-ip, key: ip, algorithm: token_bucket, rate: 1/h, burst: 5, when: {limit: per-user, above: 0.8}}`) +
+		"  - name: users\n    match: {path: /users/}\n    limits:\n      - " + limitUser + "\n"
+)
+
+// whenCases send what a client could use to step out of a limit with a
+// when: the entry header of a trusted proxy, which a client cannot set
+// (ignored, in any case, sent twice), and a request that lacks the key of
+// the limit a relation looks at (the limit then applies).
+func whenCases() []Case[Request] {
+	return []Case[Request]{
+		{Name: "entry header from a client", Policy: policyEntry, Phases: []Phase[Request]{
+			{What: "X-Sluice-Entry: elsewhere", Reqs: same(N, Request{Header: hdr("X-Sluice-Entry", "elsewhere")}), Want: Burst},
+			{What: "x-SLUICE-entry: other", Reqs: same(N, Request{Header: hdr("x-SLUICE-entry", "other")}), Want: 0},
+		}},
+		{Name: "entry header from a client, twice", Policy: policyEntry, Phases: []Phase[Request]{
+			{What: "X-Sluice-Entry: api, then other", Reqs: same(N, Request{Header: hdr("X-Sluice-Entry", "api", "X-Sluice-Entry", "other")}), Want: Burst},
+		}, NoAPI: "one value per header"},
+		{Name: "relation to a key the request lacks", Policy: policyRelateMissing, Phases: []Phase[Request]{
+			{What: "no X-User-ID", Reqs: same(N, Request{}), Want: Burst},
 		}},
 	}
 }
