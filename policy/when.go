@@ -88,10 +88,27 @@ func (l *loader) resolveWhen(p *Policy) {
 				l.Fail(wh.node, w, "when.limit", "%q is this limit: a limit cannot apply only while it is busy itself", wh.limit)
 			default:
 				wh.related, wh.relatedRule = rel, ruleOf[rel]
+				l.warnRelation(wh, w, lim)
 			}
 		}
 	}
 	l.relationCycles(p)
+}
+
+// warnRelation warns about a relation whose related key has a part the
+// client sends (a header, a query parameter, a cookie) that lim's own key
+// does not: a client that sends another value there is looked at under
+// another counter, one that is not busy, and escapes lim.
+func (l *loader) warnRelation(wh *when, w where, lim *Limit) {
+	for _, part := range wh.related.key {
+		if part.kind != "header" && part.kind != "query" && part.kind != "cookie" {
+			continue
+		}
+		if !slices.ContainsFunc(lim.key, func(p keyPart) bool { return p.kind == part.kind && p.name == part.name }) {
+			l.warn(wh.node, w, "when.limit", "%q is keyed by %s:%s, which the client sends and this limit's key is not: a client that sends another value is looked at under another counter, one that is not busy", wh.limit, part.kind, part.name)
+			return
+		}
+	}
 }
 
 // relationCycles reports each cycle of relations once, at its first limit

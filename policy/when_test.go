@@ -236,3 +236,20 @@ rules:
 		t.Fatalf("warnings %q", w)
 	}
 }
+
+// TestRelateWarnsOfClientKeys: a relation to a limit keyed by a header
+// this limit's key lacks warns (a client chooses which counter is looked
+// at); one that shares the header does not.
+func TestRelateWarnsOfClientKeys(t *testing.T) {
+	p, err := policy.Parse("when.yaml", []byte(relatePolicy), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(p.Warnings, "\n"); len(p.Warnings) != 1 || !strings.Contains(w, `limit "reads-by-user-writes": when.limit: "writes-user" is keyed by header:X-User, which the client sends`) {
+		t.Fatalf("warnings %q", w)
+	}
+	shared := strings.ReplaceAll(relatePolicy, "        key: ip\n        algorithm: fixed_window\n        rate: 3/h", "        key: [ip, \"header:X-User\"]\n        algorithm: fixed_window\n        rate: 3/h")
+	if p, err = policy.Parse("when.yaml", []byte(shared), policy.Options{}); err != nil || len(p.Warnings) != 0 {
+		t.Fatalf("sharing the header: %v, warnings %q", err, p.Warnings)
+	}
+}
