@@ -181,7 +181,8 @@ type Result struct {
 	ShadowEach []sluice.Decision
 	// Idle are the checks whose related limit was not busy (Check.When):
 	// neither checked nor charged, they are in neither Enforced nor
-	// Shadow, and the RateLimit header fields leave them out.
+	// Shadow, the RateLimit header fields leave them out, and they are not
+	// observed.
 	Idle []Check
 	// Err is the error of a Failed, AdmittedUncounted or Invalid outcome, or of
 	// the first check left out because it could not be planned.

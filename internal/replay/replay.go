@@ -102,7 +102,9 @@ func newReplayer(p *policy.Policy, maxKeys int) (*replayer, error) {
 	}
 	r.limiter, r.measure = limiters[0], limiters[1]
 	var err error
-	r.dec, err = decide.New(r.limiter, decide.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Component: "sluice replay"})
+	// Relations are peeked anew for every request: the Decider would reuse
+	// a peek for a while on its own clock, not the log's.
+	r.dec, err = decide.New(r.limiter, decide.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Component: "sluice replay", RelateFor: -1})
 	return r, err
 }
 
