@@ -22,7 +22,7 @@
 // read with a peek Run makes and reuses briefly), or only to requests
 // through an entry (when: {entry}: the trusted proxy's entry_header, the
 // entry a Go middleware marked with sluice.WithEntry, else the first rule
-// the request matched; see Entry).
+// the request matched).
 //
 // A Holder keeps the current policy and swaps in a new one atomically on
 // Reload; a policy that fails to load leaves the old one serving.
@@ -412,7 +412,7 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 			continue
 		}
 		if !q.entered {
-			if q.entry, err = p.entryOf(q.r, rule.Name); err != nil {
+			if q.entry, err = p.entry(q.r, rule.Name); err != nil {
 				return dst, err
 			}
 			q.entered = true
@@ -436,18 +436,9 @@ func (p *Policy) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 // planning is what Plan works out once per request.
 type planning struct {
 	r, mr   *http.Request // r normalised, with its facts; mr with its path folded
-	entry   string        // the entry r came through (Entry)
+	entry   string        // the entry r came through (Policy.entry)
 	entered bool          // entry is known
 	buf     [128]byte
-}
-
-// entryOf is Entry for a policy with limits that apply only through an
-// entry, "" for the others (none reads it).
-func (p *Policy) entryOf(r *http.Request, first string) (string, error) {
-	if !p.chains {
-		return "", nil
-	}
-	return p.Entry(r, first)
 }
 
 // plan plans one limit of a rule that matched the request with the

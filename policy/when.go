@@ -20,7 +20,7 @@ import (
 //     named uses more than above of its budget, for the key that limit
 //     gives this request (decide.Relation).
 //   - entry (CHAIN): the limit applies only to requests that came through
-//     the entry named (Policy.Entry).
+//     the entry named (Policy.entry).
 type when struct {
 	limit string // the related limit's name, "" for none
 	above int64  // thousandths
@@ -186,14 +186,18 @@ func (l *loader) entryHeader(n *yaml.Node, proxies int) string {
 	return http.CanonicalHeaderKey(s)
 }
 
-// Entry returns the entry r came through, for the limits that apply only
+// entry returns the entry r came through, for the limits that apply only
 // to requests through one (when: {entry}): the value of the policy's
 // entry_header when r comes from a trusted proxy; else the entry a Go
 // middleware marked on r's context (sluice.WithEntry); else first, the
 // name of the first rule r matched. The header from any other peer is
 // ignored (sluice serve removes it: ProtectedHeaders). A header sent
-// twice by a trusted proxy is the client's error.
-func (p *Policy) Entry(r *http.Request, first string) (string, error) {
+// twice by a trusted proxy is the client's error. A policy without such
+// limits returns "": none reads it.
+func (p *Policy) entry(r *http.Request, first string) (string, error) {
+	if !p.chains {
+		return "", nil
+	}
 	if p.entryHeader != "" && p.ClientIP.PeerTrusted(r) {
 		v, err := httplimit.HeaderValue(r, p.entryHeader)
 		if err != nil || v != "" {
