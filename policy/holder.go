@@ -72,7 +72,8 @@ func (h *Holder) Plan(r *http.Request, dst []decide.Check) ([]decide.Check, erro
 
 // Snapshot describes the active rules on one line: each rule's name and
 // match, and each limit's name, key and algorithm (and, for a cost known
-// after the response, its reservation and the header that settles it).
+// after the response, its reservation and the header that settles it; for
+// a limit with when:, when it applies).
 func (p *Policy) Snapshot() string {
 	var b strings.Builder
 	for i, r := range p.Rules {
@@ -91,6 +92,7 @@ func (p *Policy) Snapshot() string {
 			case l.late != nil:
 				fmt.Fprintf(&b, " reserving %d, settled from %s", l.cost, l.late.Header)
 			}
+			b.WriteString(l.when.String())
 		}
 		switch {
 		case r.Shadow:

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -29,6 +30,22 @@ type when struct {
 
 	related     *Limit // resolved once every rule is read
 	relatedRule *Rule
+}
+
+// String describes when a limit applies, for Snapshot: " when writes is
+// above 80%, through checkout"; "" for a limit that always applies.
+func (wh *when) String() string {
+	if wh == nil {
+		return ""
+	}
+	var parts []string
+	if wh.limit != "" {
+		parts = append(parts, fmt.Sprintf("%s is above %g%%", wh.limit, float64(wh.above)/10))
+	}
+	if wh.entry != "" {
+		parts = append(parts, "through "+wh.entry)
+	}
+	return " when " + strings.Join(parts, ", ")
 }
 
 // when reads a limit's when: (n).

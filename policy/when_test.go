@@ -253,3 +253,22 @@ func TestRelateWarnsOfClientKeys(t *testing.T) {
 		t.Fatalf("sharing the header: %v, warnings %q", err, p.Warnings)
 	}
 }
+
+// TestWhenSnapshot: the snapshot logged at load says when each limit
+// applies.
+func TestWhenSnapshot(t *testing.T) {
+	p, err := policy.Parse("when.yaml", []byte(relatePolicy), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "reads-ip by ip fixed_window(2 per 1h) when writes-ip is above 80%"; !strings.Contains(p.Snapshot(), want) {
+		t.Errorf("snapshot %s\nwant it to say %s", p.Snapshot(), want)
+	}
+	p, err = policy.Parse("chain.yaml", []byte(chainPolicy), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "orders-from-checkout by global fixed_window(2 per 1h) when through checkout"; !strings.Contains(p.Snapshot(), want) {
+		t.Errorf("snapshot %s\nwant it to say %s", p.Snapshot(), want)
+	}
+}
