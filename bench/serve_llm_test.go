@@ -122,17 +122,44 @@ func rss(t *testing.T, pid int) int64 {
 }
 
 // startLLMGateway runs sluice serve on Redis with policy in front of
-// upstream; it returns the gateway's URL and the process's pid.
-func startLLMGateway(t *testing.T, upstream, policy string) (string, int) {
+// upstream; it returns the gateway's URL, the process's pid and, with
+// SLUICE_LOAD_PROFILE, its admin address (with /debug/pprof/).
+func startLLMGateway(t *testing.T, upstream, policy string) (url string, pid int, admin string) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(file, []byte(policy), 0o644)
 	gw := freeAddr(t)
 	redisAddr, _ := startRedis(t)
-	cmd := startProc(t, nil, sluiceBinary(t), "serve", "--gateway", gw, "--api", "", "--grpc", "", "--admin", "",
-		"--upstream", upstream, "--policy", file, "--log-level", "warn", "--store", "redis", "--redis-addrs", redisAddr, "--redis-timeout", "1s")
+	args := []string{"--admin", ""}
+	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
+		admin = freeAddr(t)
+		args = []string{"--admin", admin, "--pprof"}
+	}
+	args = append([]string{"serve", "--gateway", gw, "--api", "", "--grpc", ""}, args...)
+	cmd := startProc(t, nil, sluiceBinary(t), append(args,
+		"--upstream", upstream, "--policy", file, "--log-level", "warn", "--store", "redis", "--redis-addrs", redisAddr, "--redis-timeout", "1s")...)
 	waitDial(t, gw)
-	return "http://" + gw, cmd.Process.Pid
+	return "http://" + gw, cmd.Process.Pid, admin
+}
+
+// profileLLM saves, with SLUICE_LOAD_PROFILE=DIR, a CPU profile of each
+// gateway over d and a one-second execution trace of each (go tool trace
+// -pprof=net|sync|sched shows where its goroutines waited); the rounds
+// run meanwhile. It returns when the profiles are saved.
+func profileLLM(t *testing.T, d time.Duration, admins map[string]string) func() {
+	dir := os.Getenv("SLUICE_LOAD_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for label, admin := range admins {
+		wg.Go(func() { profile(t, admin, filepath.Join(dir, "llm-"+label+".pprof"), d) })
+		wg.Go(func() {
+			time.Sleep(d / 2)
+			fetch(t, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=1", admin), filepath.Join(dir, "llm-"+label+".trace"))
+		})
+	}
+	return wg.Wait
 }
 
 // TestServeLLM runs 200 concurrent streaming calls (100 prompt tokens,
@@ -145,15 +172,14 @@ func TestServeLLM(t *testing.T) {
 	const (
 		n      = 200
 		out    = 200
-		rounds = 3
 		perRun = 100 + out
 		budget = 100 * perRun // half the calls of one tenant
 	)
 	up := llmtest.New(llmtest.Config{ChunkTokens: 8, Pause: 4 * time.Millisecond})
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
-	tokensURL, tokensPid := startLLMGateway(t, upstream.URL, fmt.Sprintf(llmPolicy, budget))
-	plainURL, plainPid := startLLMGateway(t, upstream.URL, plainPolicy)
+	tokensURL, tokensPid, tokensAdmin := startLLMGateway(t, upstream.URL, fmt.Sprintf(llmPolicy, budget))
+	plainURL, plainPid, plainAdmin := startLLMGateway(t, upstream.URL, plainPolicy)
 	own := func(i int) string { return "tenant-" + strconv.Itoa(i) } // every call its own budget: all served
 	type series struct {
 		label       string
@@ -161,12 +187,23 @@ func TestServeLLM(t *testing.T) {
 		pid         int
 		first, tot  []time.Duration
 		idle, peaks []int64
+		p50, p99    []time.Duration // first byte, per round
 	}
 	runs := []*series{{label: "direct", url: upstream.URL}, {label: "gateway, request limit", url: plainURL, pid: plainPid}, {label: "gateway, token budget", url: tokensURL, pid: tokensPid}}
 	streamCalls(t, tokensURL, n, out, func(i int) string { return fmt.Sprint("warm-", i) }, nil) // warm up connections
 	streamCalls(t, plainURL, n, out, own, nil)
+	rounds := 6
+	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
+		rounds = 12 // for the profiles, taken over the rounds
+	}
+	wait := profileLLM(t, 8*time.Second, map[string]string{"tokens": tokensAdmin, "plain": plainAdmin})
+	var diffs [2][]time.Duration // per round, token budget minus request limit: first byte p50, p99
 	for r := range rounds {
-		for _, s := range runs {
+		order := runs
+		if r%2 == 1 { // neither gateway always runs right after the other
+			order = []*series{runs[0], runs[2], runs[1]}
+		}
+		for _, s := range order {
 			if s.pid != 0 {
 				s.idle = append(s.idle, rss(t, s.pid))
 			}
@@ -181,8 +218,12 @@ func TestServeLLM(t *testing.T) {
 				t.Fatalf("%s: %d of %d calls served", s.label, len(f), n)
 			}
 			s.first, s.tot = append(s.first, f...), append(s.tot, tot...)
+			s.p50, s.p99 = append(s.p50, pct(f, 0.5)), append(s.p99, pct(f, 0.99))
 		}
+		diffs[0] = append(diffs[0], runs[2].p50[r]-runs[1].p50[r])
+		diffs[1] = append(diffs[1], runs[2].p99[r]-runs[1].p99[r])
 	}
+	wait()
 	t.Logf("%d concurrent streaming calls x %d rounds (%d tokens each, 25 events 4 ms apart):", n, rounds, perRun)
 	t.Logf("%-24s %12s %12s %12s %12s %14s", "", "first p50", "first p99", "stream p50", "stream p99", "RSS / stream")
 	for _, s := range runs {
@@ -197,6 +238,9 @@ func TestServeLLM(t *testing.T) {
 			mem = fmt.Sprintf("%.1f KiB", float64(d)/float64(len(s.peaks))/n/1024)
 		}
 		t.Logf("%-24s %12s %12s %12s %12s %14s", s.label, usText(pct(s.first, 0.5)), usText(pct(s.first, 0.99)), usText(pct(s.tot, 0.5)), usText(pct(s.tot, 0.99)), mem)
+	}
+	for i, d := range diffs {
+		t.Logf("first byte %s, token budget minus request limit, per round: %v (median %s)", []string{"p50", "p99"}[i], d, usText(median(d)))
 	}
 	// One tenant, 200 concurrent calls against its budget of 100 calls.
 	before := up.Tokens.Load()
@@ -215,4 +259,10 @@ func TestServeLLM(t *testing.T) {
 	if used > budget {
 		t.Errorf("served %d tokens over a budget of %d (the stand-in reports the estimate: no over-spend is possible)", used, budget)
 	}
+}
+
+// median returns the median of ds.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2]
 }
