@@ -165,9 +165,13 @@ func profileLLM(t *testing.T, d time.Duration, admins map[string]string) func() 
 // TestServeLLM runs 200 concurrent streaming calls (100 prompt tokens,
 // 200 output tokens in 25 events 4 ms apart) directly to a stand-in LLM
 // API and through sluice serve on Redis, with a token budget per tenant
-// and with a plain request limit: the time the gateway adds to the first
-// token and to the whole stream, its memory per stream in flight, and the
-// tokens one tenant is served against its budget.
+// and with a plain request limit (two such gateways: what two like
+// gateways differ by is the scatter the token budget's cost is read
+// against): the time the gateway adds to the first token and to the whole
+// stream, its memory per stream in flight, and the tokens one tenant is
+// served against its budget. The gateways take turns to go first in each
+// round, and each round's first-byte percentiles are compared with the
+// request limit's of the same round.
 func TestServeLLM(t *testing.T) {
 	const (
 		n      = 200
@@ -180,7 +184,8 @@ func TestServeLLM(t *testing.T) {
 	defer upstream.Close()
 	tokensURL, tokensPid, tokensAdmin := startLLMGateway(t, upstream.URL, fmt.Sprintf(llmPolicy, budget))
 	plainURL, plainPid, plainAdmin := startLLMGateway(t, upstream.URL, plainPolicy)
-	own := func(i int) string { return "tenant-" + strconv.Itoa(i) } // every call its own budget: all served
+	controlURL, controlPid, _ := startLLMGateway(t, upstream.URL, plainPolicy) // the same again: what two like gateways differ by
+	own := func(i int) string { return "tenant-" + strconv.Itoa(i) }           // every call its own budget: all served
 	type series struct {
 		label       string
 		url         string
@@ -188,21 +193,21 @@ func TestServeLLM(t *testing.T) {
 		first, tot  []time.Duration
 		idle, peaks []int64
 		p50, p99    []time.Duration // first byte, per round
+		d50, d99    []time.Duration // first byte, per round, minus the request limit's
 	}
-	runs := []*series{{label: "direct", url: upstream.URL}, {label: "gateway, request limit", url: plainURL, pid: plainPid}, {label: "gateway, token budget", url: tokensURL, pid: tokensPid}}
+	runs := []*series{{label: "direct", url: upstream.URL}, {label: "gateway, request limit", url: plainURL, pid: plainPid},
+		{label: "gateway, token budget", url: tokensURL, pid: tokensPid}, {label: "gateway, request limit 2", url: controlURL, pid: controlPid}}
 	streamCalls(t, tokensURL, n, out, func(i int) string { return fmt.Sprint("warm-", i) }, nil) // warm up connections
 	streamCalls(t, plainURL, n, out, own, nil)
+	streamCalls(t, controlURL, n, out, own, nil)
 	rounds := 6
 	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
 		rounds = 12 // for the profiles, taken over the rounds
 	}
 	wait := profileLLM(t, 8*time.Second, map[string]string{"tokens": tokensAdmin, "plain": plainAdmin})
-	var diffs [2][]time.Duration // per round, token budget minus request limit: first byte p50, p99
 	for r := range rounds {
-		order := runs
-		if r%2 == 1 { // neither gateway always runs right after the other
-			order = []*series{runs[0], runs[2], runs[1]}
-		}
+		gateways := runs[1:] // in turn first, so that none always runs right after another
+		order := append([]*series{runs[0]}, append(slices.Clone(gateways[r%len(gateways):]), gateways[:r%len(gateways)]...)...)
 		for _, s := range order {
 			if s.pid != 0 {
 				s.idle = append(s.idle, rss(t, s.pid))
@@ -220,8 +225,9 @@ func TestServeLLM(t *testing.T) {
 			s.first, s.tot = append(s.first, f...), append(s.tot, tot...)
 			s.p50, s.p99 = append(s.p50, pct(f, 0.5)), append(s.p99, pct(f, 0.99))
 		}
-		diffs[0] = append(diffs[0], runs[2].p50[r]-runs[1].p50[r])
-		diffs[1] = append(diffs[1], runs[2].p99[r]-runs[1].p99[r])
+		for _, s := range runs[2:] {
+			s.d50, s.d99 = append(s.d50, s.p50[r]-runs[1].p50[r]), append(s.d99, s.p99[r]-runs[1].p99[r])
+		}
 	}
 	wait()
 	t.Logf("%d concurrent streaming calls x %d rounds (%d tokens each, 25 events 4 ms apart):", n, rounds, perRun)
@@ -239,8 +245,9 @@ func TestServeLLM(t *testing.T) {
 		}
 		t.Logf("%-24s %12s %12s %12s %12s %14s", s.label, usText(pct(s.first, 0.5)), usText(pct(s.first, 0.99)), usText(pct(s.tot, 0.5)), usText(pct(s.tot, 0.99)), mem)
 	}
-	for i, d := range diffs {
-		t.Logf("first byte %s, token budget minus request limit, per round: %v (median %s)", []string{"p50", "p99"}[i], d, usText(median(d)))
+	for _, s := range runs[2:] {
+		t.Logf("first byte, %s minus request limit, per round: p50 %v (median %s), p99 %v (median %s)", s.label,
+			ms(s.d50), usText(median(s.d50)), ms(s.d99), usText(median(s.d99)))
 	}
 	// One tenant, 200 concurrent calls against its budget of 100 calls.
 	before := up.Tokens.Load()
@@ -265,4 +272,13 @@ func TestServeLLM(t *testing.T) {
 func median(ds []time.Duration) time.Duration {
 	s := slices.Sorted(slices.Values(ds))
 	return s[len(s)/2]
+}
+
+// ms renders durations in milliseconds, to 0.1.
+func ms(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+	}
+	return "[" + strings.Join(parts, " ") + "] ms"
 }
