@@ -143,7 +143,7 @@ func startLLMGateway(t *testing.T, upstream, policy string) (url string, pid int
 }
 
 // profileLLM saves, with SLUICE_LOAD_PROFILE=DIR, a CPU profile of each
-// gateway over d and a one-second execution trace of each (go tool trace
+// gateway over d and a three-second execution trace of each (go tool trace
 // -pprof=net|sync|sched shows where its goroutines waited); the rounds
 // run meanwhile. It returns when the profiles are saved.
 func profileLLM(t *testing.T, d time.Duration, admins map[string]string) func() {
@@ -156,7 +156,7 @@ func profileLLM(t *testing.T, d time.Duration, admins map[string]string) func() 
 		wg.Go(func() { profile(t, admin, filepath.Join(dir, "llm-"+label+".pprof"), d) })
 		wg.Go(func() {
 			time.Sleep(d / 2)
-			fetch(t, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=1", admin), filepath.Join(dir, "llm-"+label+".trace"))
+			fetch(t, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=3", admin), filepath.Join(dir, "llm-"+label+".trace"))
 		})
 	}
 	return wg.Wait
