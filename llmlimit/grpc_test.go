@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/internal/llmtest"
 	"github.com/sluicehq/sluice/llmlimit"
 	"github.com/sluicehq/sluice/memstore"
@@ -64,7 +65,8 @@ func (s *llmService) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) 
 }
 
 // TestTransportInGRPCHandler: a gRPC handler that calls an LLM API holds
-// its calls to a budget per caller with llmlimit: each call reserves,
+// its calls to a budget per caller with llmlimit, behind grpclimit's
+// interceptor holding the gRPC calls to a rate: each call reserves,
 // is settled from the answer's usage, a call past the budget is refused
 // without reaching the API, and a call the client abandons mid-stream
 // (its deadline passes) is charged the estimate of what was streamed.
@@ -91,7 +93,12 @@ func TestTransportInGRPCHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	calls, err := grpclimit.New(sluice.New(mem), grpclimit.Config{Limits: []grpclimit.Limit{
+		{Name: "calls", Key: grpclimit.ByMetadata("x-tenant"), Limit: sluice.FixedWindow(100, time.Hour)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(calls.Unary())) // a rate of calls, beside the budget of tokens
 	healthpb.RegisterHealthServer(srv, svc)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
