@@ -122,51 +122,93 @@ func rss(t *testing.T, pid int) int64 {
 }
 
 // startLLMGateway runs sluice serve on Redis with policy in front of
-// upstream; it returns the gateway's URL and the process's pid.
-func startLLMGateway(t *testing.T, upstream, policy string) (string, int) {
+// upstream; it returns the gateway's URL, the process's pid and, with
+// SLUICE_LOAD_PROFILE, its admin address (with /debug/pprof/).
+func startLLMGateway(t *testing.T, upstream, policy string) (url string, pid int, admin string) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(file, []byte(policy), 0o644)
 	gw := freeAddr(t)
 	redisAddr, _ := startRedis(t)
-	cmd := startProc(t, nil, sluiceBinary(t), "serve", "--gateway", gw, "--api", "", "--grpc", "", "--admin", "",
-		"--upstream", upstream, "--policy", file, "--log-level", "warn", "--store", "redis", "--redis-addrs", redisAddr, "--redis-timeout", "1s")
+	args := []string{"--admin", ""}
+	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
+		admin = freeAddr(t)
+		args = []string{"--admin", admin, "--pprof"}
+	}
+	args = append([]string{"serve", "--gateway", gw, "--api", "", "--grpc", ""}, args...)
+	cmd := startProc(t, nil, sluiceBinary(t), append(args,
+		"--upstream", upstream, "--policy", file, "--log-level", "warn", "--store", "redis", "--redis-addrs", redisAddr, "--redis-timeout", "1s")...)
 	waitDial(t, gw)
-	return "http://" + gw, cmd.Process.Pid
+	return "http://" + gw, cmd.Process.Pid, admin
+}
+
+// profileLLM saves, with SLUICE_LOAD_PROFILE=DIR, a CPU profile of each
+// gateway over d and a three-second execution trace of each (go tool trace
+// -pprof=net|sync|sched shows where its goroutines waited); the rounds
+// run meanwhile. It returns when the profiles are saved.
+func profileLLM(t *testing.T, d time.Duration, admins map[string]string) func() {
+	dir := os.Getenv("SLUICE_LOAD_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for label, admin := range admins {
+		wg.Go(func() { profile(t, admin, filepath.Join(dir, "llm-"+label+".pprof"), d) })
+		wg.Go(func() {
+			time.Sleep(d / 2)
+			fetch(t, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=3", admin), filepath.Join(dir, "llm-"+label+".trace"))
+		})
+	}
+	return wg.Wait
 }
 
 // TestServeLLM runs 200 concurrent streaming calls (100 prompt tokens,
 // 200 output tokens in 25 events 4 ms apart) directly to a stand-in LLM
 // API and through sluice serve on Redis, with a token budget per tenant
-// and with a plain request limit: the time the gateway adds to the first
-// token and to the whole stream, its memory per stream in flight, and the
-// tokens one tenant is served against its budget.
+// and with a plain request limit (two such gateways: what two like
+// gateways differ by is the scatter the token budget's cost is read
+// against): the time the gateway adds to the first token and to the whole
+// stream, its memory per stream in flight, and the tokens one tenant is
+// served against its budget. The gateways take turns to go first in each
+// round, and each round's first-byte percentiles are compared with the
+// request limit's of the same round.
 func TestServeLLM(t *testing.T) {
 	const (
 		n      = 200
 		out    = 200
-		rounds = 3
 		perRun = 100 + out
 		budget = 100 * perRun // half the calls of one tenant
 	)
 	up := llmtest.New(llmtest.Config{ChunkTokens: 8, Pause: 4 * time.Millisecond})
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
-	tokensURL, tokensPid := startLLMGateway(t, upstream.URL, fmt.Sprintf(llmPolicy, budget))
-	plainURL, plainPid := startLLMGateway(t, upstream.URL, plainPolicy)
-	own := func(i int) string { return "tenant-" + strconv.Itoa(i) } // every call its own budget: all served
+	tokensURL, tokensPid, tokensAdmin := startLLMGateway(t, upstream.URL, fmt.Sprintf(llmPolicy, budget))
+	plainURL, plainPid, plainAdmin := startLLMGateway(t, upstream.URL, plainPolicy)
+	controlURL, controlPid, _ := startLLMGateway(t, upstream.URL, plainPolicy) // the same again: what two like gateways differ by
+	own := func(i int) string { return "tenant-" + strconv.Itoa(i) }           // every call its own budget: all served
 	type series struct {
 		label       string
 		url         string
 		pid         int
 		first, tot  []time.Duration
 		idle, peaks []int64
+		p50, p99    []time.Duration // first byte, per round
+		d50, d99    []time.Duration // first byte, per round, minus the request limit's
 	}
-	runs := []*series{{label: "direct", url: upstream.URL}, {label: "gateway, request limit", url: plainURL, pid: plainPid}, {label: "gateway, token budget", url: tokensURL, pid: tokensPid}}
+	runs := []*series{{label: "direct", url: upstream.URL}, {label: "gateway, request limit", url: plainURL, pid: plainPid},
+		{label: "gateway, token budget", url: tokensURL, pid: tokensPid}, {label: "gateway, request limit 2", url: controlURL, pid: controlPid}}
 	streamCalls(t, tokensURL, n, out, func(i int) string { return fmt.Sprint("warm-", i) }, nil) // warm up connections
 	streamCalls(t, plainURL, n, out, own, nil)
+	streamCalls(t, controlURL, n, out, own, nil)
+	rounds := 6
+	if os.Getenv("SLUICE_LOAD_PROFILE") != "" {
+		rounds = 12 // for the profiles, taken over the rounds
+	}
+	wait := profileLLM(t, 8*time.Second, map[string]string{"tokens": tokensAdmin, "plain": plainAdmin})
 	for r := range rounds {
-		for _, s := range runs {
+		gateways := runs[1:] // in turn first, so that none always runs right after another
+		order := append([]*series{runs[0]}, append(slices.Clone(gateways[r%len(gateways):]), gateways[:r%len(gateways)]...)...)
+		for _, s := range order {
 			if s.pid != 0 {
 				s.idle = append(s.idle, rss(t, s.pid))
 			}
@@ -181,8 +223,13 @@ func TestServeLLM(t *testing.T) {
 				t.Fatalf("%s: %d of %d calls served", s.label, len(f), n)
 			}
 			s.first, s.tot = append(s.first, f...), append(s.tot, tot...)
+			s.p50, s.p99 = append(s.p50, pct(f, 0.5)), append(s.p99, pct(f, 0.99))
+		}
+		for _, s := range runs[2:] {
+			s.d50, s.d99 = append(s.d50, s.p50[r]-runs[1].p50[r]), append(s.d99, s.p99[r]-runs[1].p99[r])
 		}
 	}
+	wait()
 	t.Logf("%d concurrent streaming calls x %d rounds (%d tokens each, 25 events 4 ms apart):", n, rounds, perRun)
 	t.Logf("%-24s %12s %12s %12s %12s %14s", "", "first p50", "first p99", "stream p50", "stream p99", "RSS / stream")
 	for _, s := range runs {
@@ -197,6 +244,10 @@ func TestServeLLM(t *testing.T) {
 			mem = fmt.Sprintf("%.1f KiB", float64(d)/float64(len(s.peaks))/n/1024)
 		}
 		t.Logf("%-24s %12s %12s %12s %12s %14s", s.label, usText(pct(s.first, 0.5)), usText(pct(s.first, 0.99)), usText(pct(s.tot, 0.5)), usText(pct(s.tot, 0.99)), mem)
+	}
+	for _, s := range runs[2:] {
+		t.Logf("first byte, %s minus request limit, per round: p50 %v (median %s), p99 %v (median %s)", s.label,
+			ms(s.d50), usText(median(s.d50)), ms(s.d99), usText(median(s.d99)))
 	}
 	// One tenant, 200 concurrent calls against its budget of 100 calls.
 	before := up.Tokens.Load()
@@ -215,4 +266,19 @@ func TestServeLLM(t *testing.T) {
 	if used > budget {
 		t.Errorf("served %d tokens over a budget of %d (the stand-in reports the estimate: no over-spend is possible)", used, budget)
 	}
+}
+
+// median returns the median of ds.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2]
+}
+
+// ms renders durations in milliseconds, to 0.1.
+func ms(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+	}
+	return "[" + strings.Join(parts, " ") + "] ms"
 }

@@ -238,6 +238,35 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 		return dst
 	}
 	lim := r.dc.limitNow(c)
+	s := Charge(c, reserved, lim, resp)
+	if s.Actual != reserved {
+		// Limiter.Settle with the key's Slot: both costs are at least 0
+		var d sluice.Decision
+		d, s.Err = r.dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Slot: c.Slot, Limit: lim, Cost: s.Actual - reserved})
+		if s.Err == nil && !c.Shadow {
+			r.dc.softs.settled(c, d, s.Actual-reserved)
+		}
+	}
+	switch {
+	case s.Err != nil:
+		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
+	case s.Capped:
+		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "from", c.Late.source(), "max", s.Actual)
+	case !s.Found && c.Late.Tokens == nil && c.Late.Header != "" && len(resp.values(c.Late.Header)) > 0:
+		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", s.Actual)
+	}
+	return append(dst, s)
+}
+
+// Charge returns what check c, which reserved reserved and has a LateCost,
+// is charged for the response resp under lim (the limit the settle
+// charges under): the cost its header reports or its LLM answer's usage
+// (TokenCost, with c.LLM the request it reserved for), bounded by
+// LateCost.Max and by the deepest debt one settle may leave
+// (reserved + lim.MaxAdjust()). It is the one reckoning of every settle
+// (Result.Settle, the decision API's settle tokens); it charges nothing,
+// and Settled.Err is nil.
+func Charge(c *Check, reserved int64, lim sluice.Limit, resp Response) Settled {
 	var actual int64
 	var found, capped, estimated bool
 	if t := c.Late.Tokens; t != nil && resp.counts(c.Late) {
@@ -254,24 +283,7 @@ func (r *Result) settleOne(ctx context.Context, c *Check, reserved int64, charge
 	if most := reserved + lim.MaxAdjust(); actual > most {
 		actual, capped = most, true
 	}
-	s := Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped, Estimated: estimated}
-	if actual != reserved {
-		// Limiter.Settle with the key's Slot: both costs are at least 0
-		var d sluice.Decision
-		d, s.Err = r.dc.limiter.Adjust(ctx, sluice.Request{Key: c.Key, Slot: c.Slot, Limit: lim, Cost: actual - reserved})
-		if s.Err == nil && !c.Shadow {
-			r.dc.softs.settled(c, d, actual-reserved)
-		}
-	}
-	switch {
-	case s.Err != nil:
-		r.dc.logError("a late cost could not be settled; the reservation stands", s.Err)
-	case capped:
-		r.dc.logRare(&r.dc.lastCapped, "a response reported a cost above the limit's max; charged the max", "limit", c.Name, "from", c.Late.source(), "max", actual)
-	case !found && c.Late.Tokens == nil && c.Late.Header != "" && len(resp.values(c.Late.Header)) > 0:
-		r.dc.logRare(&r.dc.lastMalformed, "a response reported a cost that is not one whole number; charged what on_missing says", "limit", c.Name, "header", c.Late.Header, "charged", actual)
-	}
-	return append(dst, s)
+	return Settled{Check: c, Reserved: reserved, Actual: actual, Found: found, Capped: capped, Estimated: estimated}
 }
 
 // Adjust charges delta, a signed amount, to c's key under c's limit at

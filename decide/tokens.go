@@ -127,12 +127,26 @@ func (t *TokenCost) actual(u *llmusage.Usage, req *llmusage.Request, reserved in
 		prompt = llmusage.EstimateTokens(req.PromptBytes, t.charsPerToken())
 	}
 	if t.Prices != nil {
-		p, _ := t.Prices.Of(req.Model)
+		p, ok := t.Prices.Of(req.Model)
+		if !ok { // a table changed since the reservation: never free
+			return reserved, true
+		}
 		in, inEst := u.Tokens(llmusage.Input, prompt, t.charsPerToken())
 		out, outEst := u.Tokens(llmusage.Output, prompt, t.charsPerToken())
 		return p.Cost(in, out), inEst || outEst
 	}
 	return u.Tokens(t.Measure, prompt, t.charsPerToken())
+}
+
+// Reports says whether u reports every count t charges: the input and
+// output tokens when t prices them, else those of t.Measure (a total, or
+// input and output), so that a settle from u estimates nothing.
+func (t *TokenCost) Reports(u llmusage.Usage) bool {
+	if t.Prices != nil {
+		return u.HasInput && u.HasOutput
+	}
+	_, estimated := u.Tokens(t.Measure, 0, 1)
+	return !estimated
 }
 
 // BodyBytes returns the largest request body a check of checks reads to

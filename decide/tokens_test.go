@@ -42,6 +42,25 @@ func ExampleReserve() {
 	// charged 334
 }
 
+// A front-end that settles a check it no longer holds (the decision API,
+// from a settle token) reckons the charge with Charge, as Result.Settle
+// does, then charges the difference itself. Reports says whether the
+// usage a client sent has what the limit counts.
+func ExampleCharge() {
+	prices := &llmusage.Prices{Models: map[string]llmusage.Price{"gpt-4o": {Input: 2_500_000, Output: 10_000_000}}} // micro-dollars a million tokens
+	tc := &decide.TokenCost{Prices: prices}
+	lim := sluice.CalendarWindow(50_000_000, sluice.Month, "UTC")
+	c := decide.Check{Name: "usd", Limit: lim, Late: &decide.LateCost{Tokens: tc},
+		LLM: &llmusage.Request{Model: "gpt-4o", MaxOutput: 500, PromptBytes: 4000}} // the model the check reserved for
+	u := llmusage.Usage{Input: 1200, Output: 300, HasInput: true, HasOutput: true}
+	s := decide.Charge(&c, 7500, lim, decide.Response{Usage: func(*llmusage.Format) *llmusage.Usage { return &u }})
+	fmt.Println(tc.Reports(u), s.Reserved, s.Actual)
+	fmt.Println(tc.Reports(llmusage.Usage{Input: 1200, HasInput: true})) // no output: nothing to price it with
+	// Output:
+	// true 7500 6000
+	// false
+}
+
 func TestTokenReservation(t *testing.T) {
 	lim := sluice.FixedWindow(10000, time.Hour)
 	prices := &llmusage.Prices{Models: map[string]llmusage.Price{"m": {Input: 1_000_000, Output: 4_000_000}}}
@@ -74,5 +93,19 @@ func TestTokenReservation(t *testing.T) {
 	}
 	if err := decide.Reserve(checks, []byte(`nope`)); err == nil {
 		t.Error("a body that is not JSON reserved")
+	}
+}
+
+// TestChargeModelWithoutPrice: a check settled under a price table that no
+// longer prices its model (a reload between the check and the settle) is
+// charged its reservation, never nothing.
+func TestChargeModelWithoutPrice(t *testing.T) {
+	lim := sluice.FixedWindow(1_000_000, time.Hour)
+	tc := &decide.TokenCost{Prices: &llmusage.Prices{Models: map[string]llmusage.Price{"other": {Input: 1, Output: 1}}}}
+	c := decide.Check{Name: "usd", Limit: lim, Late: &decide.LateCost{Tokens: tc}, LLM: &llmusage.Request{Model: "gone", MaxOutput: 10}}
+	u := llmusage.Usage{Input: 1000, Output: 1000, HasInput: true, HasOutput: true}
+	s := decide.Charge(&c, 4200, lim, decide.Response{Usage: func(*llmusage.Format) *llmusage.Usage { return &u }})
+	if s.Actual != 4200 || !s.Estimated {
+		t.Errorf("settled %+v, want the reservation 4200, estimated", s)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/llmusage"
@@ -19,7 +20,7 @@ import (
 func reserveBody(r *http.Request, checks []decide.Check, n int64) error {
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, n+1))
+		b, err := readBody(r, n)
 		if err != nil {
 			return &decide.ClientError{Field: "body", Reason: fmt.Sprintf("could not be read: %v", err)}
 		}
@@ -32,6 +33,26 @@ func reserveBody(r *http.Request, checks []decide.Check, n int64) error {
 	}
 	r.Header.Del("Accept-Encoding")
 	return decide.Reserve(checks, body)
+}
+
+// readBody reads r's body, at most n+1 bytes: in one buffer of its
+// Content-Length when it has one (no copy as the buffer grows), else as
+// io.ReadAll does.
+func readBody(r *http.Request, n int64) ([]byte, error) {
+	if r.ContentLength <= 0 || r.ContentLength > n {
+		return io.ReadAll(io.LimitReader(r.Body, n+1))
+	}
+	b := make([]byte, r.ContentLength+1) // one more: a body longer than it said is an error
+	k, err := io.ReadFull(r.Body, b)
+	switch {
+	case int64(k) == r.ContentLength:
+		return b[:k], nil
+	case err == nil:
+		return nil, fmt.Errorf("longer than its Content-Length %d", r.ContentLength)
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return nil, fmt.Errorf("shorter than its Content-Length %d", r.ContentLength)
+	}
+	return nil, err
 }
 
 type readCloser struct {
@@ -91,8 +112,22 @@ func (ms *meters) start(h http.Header) {
 	}
 	ct := h.Get("Content-Type")
 	for _, f := range ms.formats {
-		ms.m = append(ms.m, llmusage.NewMeter(f, ct))
+		m := meterPool.Get().(*llmusage.Meter)
+		m.Reset(f, ct)
+		ms.m = append(ms.m, m)
 	}
+}
+
+// meterPool recycles the meters of answers settled (about 3 KB each).
+var meterPool = sync.Pool{New: func() any { return new(llmusage.Meter) }}
+
+// release gives the meters back once the answer is settled.
+func (ms *meters) release() {
+	for i, m := range ms.m {
+		meterPool.Put(m)
+		ms.m[i] = nil
+	}
+	ms.m = ms.m[:0]
 }
 
 // write feeds p to the meters.

@@ -376,3 +376,40 @@ func TestTokensSeparateLimits(t *testing.T) {
 		t.Errorf("%d settles, want 6 (three token limits of two calls)", n)
 	}
 }
+
+// TestTokensBodyLength: the body read to reserve is held to the length the
+// request declared: one longer than its Content-Length, or shorter, is a
+// 400 and never reaches the handler; one of unknown length (chunked) is
+// read up to the limit.
+func TestTokensBodyLength(t *testing.T) {
+	mw, err := httplimit.New(sluice.New(memStore(t)), httplimit.Config{Limits: []httplimit.Limit{{
+		Name: "tokens", Key: httplimit.Global, Limit: sluice.FixedWindow(10000, time.Hour), Late: &decide.LateCost{Tokens: &decide.TokenCost{}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+	}))
+	body := chatBody(10, 10, false)
+	for _, c := range []struct {
+		name   string
+		length int64
+		status int
+	}{{"exact", int64(len(body)), 200}, {"unknown", -1, 200}, {"longer than declared", 10, 400}, {"shorter than declared", int64(len(body)) + 5, 400}} {
+		got = got[:0]
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		r.ContentLength = c.length
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch {
+		case w.Code != c.status:
+			t.Errorf("%s: status %d, want %d (%s)", c.name, w.Code, c.status, w.Body)
+		case c.status == 200 && (len(got) != 1 || got[0] != body):
+			t.Errorf("%s: the handler read %q, want the body intact", c.name, got)
+		case c.status != 200 && len(got) != 0:
+			t.Errorf("%s: refused, yet the handler ran", c.name)
+		}
+	}
+}

@@ -155,6 +155,9 @@ func (cw *costWriter) settle(r *http.Request, hook func(*http.Request, decide.Se
 		resp.Usage = cw.meters.usage
 	}
 	settled := cw.res.SettleResponse(context.WithoutCancel(r.Context()), resp, buf[:0])
+	if cw.meters != nil {
+		cw.meters.release()
+	}
 	if hook != nil {
 		for _, s := range settled {
 			hook(r, s)

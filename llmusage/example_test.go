@@ -30,3 +30,18 @@ func ExampleParseRequest() {
 	fmt.Println(r.Model, r.MaxOutput, llmusage.EstimateTokens(r.PromptBytes, 4))
 	// Output: gpt-4o 500 5
 }
+
+func ExampleMeter_Reset() {
+	var m llmusage.Meter // one Meter, reused answer after answer
+	for _, answer := range []string{
+		`{"usage":{"prompt_tokens":9,"completion_tokens":2}}`,
+		`{"usage":{"input_tokens":4,"output_tokens":7}}`,
+	} {
+		m.Reset(llmusage.Auto, "application/json")
+		io.WriteString(&m, answer)
+		fmt.Println(m.Usage().Total)
+	}
+	// Output:
+	// 11
+	// 11
+}

@@ -1,8 +1,8 @@
 package llmusage
 
 import (
-	"mime"
 	"strconv"
+	"strings"
 )
 
 // MaxCount bounds every count a Meter reports: a larger number in an
@@ -96,17 +96,33 @@ const (
 // NewMeter returns a Meter for an answer in format f (Auto if nil) with
 // the given Content-Type.
 func NewMeter(f *Format, contentType string) *Meter {
+	m := new(Meter)
+	m.Reset(f, contentType)
+	return m
+}
+
+// Reset makes m a new Meter for an answer in format f (Auto if nil) with
+// the given Content-Type, forgetting what it was fed: a caller that
+// meters many answers can reuse its Meters (a sync.Pool) rather than
+// allocate one per answer.
+func (m *Meter) Reset(f *Format, contentType string) {
 	if f == nil {
 		f = Auto
 	}
-	m := &Meter{f: f}
-	mt, _, _ := mime.ParseMediaType(contentType)
-	m.sse = mt == "text/event-stream"
+	*m = Meter{f: f, sse: isEventStream(contentType)}
 	m.sc.v = m
 	for i := range m.values {
 		m.values[i], m.staged[i] = -1, -1
 	}
-	return m
+}
+
+// isEventStream reports whether the media type of contentType is
+// text/event-stream (in any case, with or without parameters), without
+// mime.ParseMediaType's map of the parameters.
+func isEventStream(contentType string) bool {
+	const sse = "text/event-stream"
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), sse)
 }
 
 // Write feeds p to m. It never fails.

@@ -2,6 +2,7 @@ package llmusage
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -306,6 +307,26 @@ func BenchmarkParseRequest(b *testing.B) {
 	for b.Loop() {
 		if _, err := ParseRequest(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestMeterReset: a reused Meter reads each answer as a new one would,
+// in the format and Content-Type it was reset to, and media types match
+// whatever their case and parameters.
+func TestMeterReset(t *testing.T) {
+	var m Meter
+	m.Reset(OpenAI, "Text/Event-Stream ; charset=utf-8")
+	io.WriteString(&m, openAISSE[:len(openAISSE)/2]) // cut: the next answer must not see it
+	m.Reset(Anthropic, "text/event-stream")
+	io.WriteString(&m, anthropicSSE)
+	if u := m.Usage(); u.Input != 25 || u.Output != 15 {
+		t.Errorf("after Reset: %+v, want 25 in, 15 out", u)
+	}
+	for ct, sse := range map[string]bool{"text/event-stream": true, "TEXT/EVENT-STREAM;charset=utf-8": true, " text/event-stream ": true,
+		"application/json": false, "text/event-streams": false, "": false, "text/event-stream extra": false} {
+		if got := isEventStream(ct); got != sse {
+			t.Errorf("isEventStream(%q) = %v, want %v", ct, got, sse)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // Request is what an LLM API request asks for, as ParseRequest reads it
@@ -39,8 +40,10 @@ var ErrNotJSON = errors.New("llmusage: the body is not one JSON object")
 // names the field: an API reads one of two copies, and which is not
 // known.
 func ParseRequest(body []byte) (Request, error) {
-	var p reqParser
-	p.sc.v = &p
+	p := reqParsers.Get().(*reqParser)
+	defer reqParsers.Put(p)
+	*p = reqParser{}
+	p.sc.v = p
 	for _, c := range body {
 		if !isSpace(c) {
 			p.object = c == '{'
@@ -63,6 +66,10 @@ func ParseRequest(body []byte) (Request, error) {
 	}
 	return r, nil
 }
+
+// reqParsers recycles the parsers' state (about 3 KB, most of it the
+// scanner's): a request's parse allocates nothing but its model's name.
+var reqParsers = sync.Pool{New: func() any { return new(reqParser) }}
 
 type reqParser struct {
 	sc     scanner

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/internal/problem"
+	"github.com/sluicehq/sluice/llmusage"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/internal/snapshot"
 )
@@ -30,6 +32,11 @@ type settleRequest struct {
 	// count_when stays charged only for the statuses it names. Absent,
 	// such a limit stays charged.
 	Status *int `json:"status"`
+	// Usage is what the LLM call used, for the limits that count its
+	// tokens or price (cost: {tokens} or {prices}): they are charged from
+	// it as the gateway charges an answer's usage, the price that of the
+	// model the check reserved for. Cost then settles the other limits.
+	Usage *apiUsage `json:"usage"`
 }
 
 // settleResponse says what each check of the token was charged.
@@ -44,6 +51,9 @@ type apiSettled struct {
 	Charged   int64  `json:"charged"`
 	Capped    bool   `json:"capped,omitempty"`
 	Remaining int64  `json:"remaining"`
+	// Estimated: the usage did not report what the limit counts (an
+	// output for a price): the reservation stands.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // settleMax reads an explicit check's settle_max: nil when absent (its
@@ -66,12 +76,12 @@ func settleEntries(res *decide.Result, explicit bool) []settleEntry {
 	var es []settleEntry
 	for i, c := range res.Enforced {
 		if c.Late != nil && res.Each[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit, override: c.Override, slot: c.Slot})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, explicit: explicit, override: c.Override, slot: c.Slot, llm: c.LLM})
 		}
 	}
 	for i, c := range res.Shadow {
 		if c.Late != nil && res.ShadowEach[i].Allowed {
-			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, override: c.Override, slot: c.Slot})
+			es = append(es, settleEntry{name: c.Name, key: c.Key, limit: c.Limit, reserved: c.Cost, late: *c.Late, override: c.Override, slot: c.Slot, llm: c.LLM})
 		}
 	}
 	return es
@@ -110,7 +120,21 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("cost: must be between 0 and %d (got %d)", int64(maxSettleCost), *req.Cost), nil)
 		return
 	}
+	var usage *llmusage.Usage
+	if req.Usage != nil {
+		u, err := req.Usage.read()
+		if err != nil {
+			problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error(), nil)
+			return
+		}
+		usage = &u
+	}
 	entries, id, err := ap.settle.redeem(req.Token)
+	if err == nil && usage != nil && !slices.ContainsFunc(entries, func(e settleEntry) bool { return e.llm != nil }) {
+		ap.settle.unspend(id) // not spent in the store yet
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "usage: the check of this token reserved no LLM tokens; settle it with cost", nil)
+		return
+	}
 	if err == nil && ap.settle.shared {
 		err = ap.markSpent(r.Context(), id)
 	}
@@ -121,12 +145,13 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := settleResponse{Settled: []apiSettled{}}
 	for i, e := range entries {
-		a, err := ap.settleEntry(r, &e, req.Cost, req.Status)
+		a, err := ap.settleEntry(r, &e, req.Cost, req.Status, usage)
 		label := e.name
 		if e.explicit {
 			label = "explicit" // names chosen by callers: unbounded
 		}
-		ap.cfg.Settled(label, a.Charged, req.Cost != nil, a.Capped, err)
+		found := req.Cost != nil || usage != nil && e.llm != nil && !a.Estimated
+		ap.cfg.Settled(label, a.Charged, found, a.Capped, err)
 		if err != nil {
 			if i == 0 {
 				ap.unspend(r.Context(), id) // nothing settled: the token may be tried again
@@ -142,29 +167,35 @@ func (ap *API) settleHandler(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
-// settleEntry charges one check of a token its actual cost: cost, bounded
-// by the check's max, or what its on_missing says when cost is nil. A
+// settleEntry charges one check of a token its actual cost: from usage
+// when its limit counts LLM tokens (chargeUsage), else cost, bounded by
+// the check's max, or what its on_missing says when cost is nil. A
 // policy check is charged under its limit as the policy in force when the
 // settle arrived has it (policy.Policy.Relimit), an explicit one under the
 // limit it gave.
-func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64, status *int) (apiSettled, error) {
+func (ap *API) settleEntry(r *http.Request, e *settleEntry, cost *int64, status *int, usage *llmusage.Usage) (apiSettled, error) {
+	p := snapshot.Of(r)
 	lim := e.limit
 	if !e.explicit {
-		lim, _ = snapshot.Of(r).Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
+		lim, _ = p.Relimit(&decide.Check{Name: e.name, Key: e.key, Limit: e.limit, Override: e.override})
 	}
 	capacity := lim.Capacity()
 	var actual int64
-	var capped bool
+	var capped, estimated bool
+	t := tokensOf(p, e)
 	switch {
-	case !outcomeCounts(snapshot.Of(r), e, status):
+	case !outcomeCounts(p, e, status):
 		actual = 0 // count_when names other statuses: the reservation is refunded
+	case t != nil && usage != nil:
+		s := chargeUsage(e, t, usage, lim)
+		actual, capped, estimated = s.Actual, s.Capped, s.Estimated
 	case cost != nil:
 		actual, capped = e.late.Bound(*cost, capacity)
 	default:
 		actual, _, _ = e.late.Actual(nil, e.reserved, capacity)
 	}
 	actual = min(actual, e.reserved+lim.MaxAdjust()) // a key's debt goes no deeper
-	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped}
+	a := apiSettled{Name: e.name, Key: e.key, Reserved: e.reserved, Charged: actual, Capped: capped, Estimated: estimated}
 	// Limiter.Settle with the key's slot: both costs are at least 0
 	d, err := ap.cfg.Limiter.Adjust(context.WithoutCancel(r.Context()),
 		sluice.Request{Key: e.key, Slot: e.slot, Limit: lim, Cost: actual - e.reserved})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/llmusage"
 )
 
 // A settle token is what /v1/check gives for a decision that reserved a
@@ -26,11 +27,15 @@ import (
 //
 //	base64url( payload | HMAC-SHA256(secret, payload) )
 //	payload = version, id, expiry, then per check: name, key, limit,
-//	          reserved, max, missing, missing cost, explicit[, override[, slot]]
+//	          reserved, max, missing, missing cost, explicit[, override[, slot[, llm]]]
+//	llm     = 0 | 1, model, prompt bytes, max output
 //
 // A token is of the lowest version that holds it, so that an instance of
-// an earlier sluice reads it during a rollout: version 4 when a check of
-// it has a Slot (decide.Check.Slot, a rule with one_slot: the override's
+// an earlier sluice reads it during a rollout: version 5 when a check of
+// it counts LLM tokens (the request it reserved for, llmusage.Request,
+// follows each check: the model a settle prices, fixed at the check, so
+// that a settle cannot name a cheaper one), else 4 when a check of it
+// has a Slot (decide.Check.Slot, a rule with one_slot: the override's
 // name and the slot follow each check), else 3 when a check had an
 // override of its policy limit (its name follows each check), else 2.
 // Tokens of version 1 (the sluice before) are read too: their limits
@@ -43,7 +48,7 @@ import (
 // and with a shared secret also in the store (markSpent), which every
 // instance sees.
 const (
-	tokenVersion   = 4 // 3: no slots; 2: no overrides either; 1: limits without Calendar, Zone and Version; all still read
+	tokenVersion   = 5 // 4: no LLM requests; 3: no slots either; 2: no overrides either; 1: limits without Calendar, Zone and Version; all still read
 	tokenMACSize   = sha256.Size
 	maxTokenLen    = 48 << 10 // encoded
 	maxSpentWords  = 1 << 16  // 4,194,304 tokens spent within their lifetime
@@ -66,9 +71,10 @@ type settleEntry struct {
 	limit     sluice.Limit
 	reserved  int64
 	late      decide.LateCost
-	explicit  bool   // an explicit check of the API: its name is the caller's
-	override  string // decide.Check.Override
-	slot      string // decide.Check.Slot
+	explicit  bool              // an explicit check of the API: its name is the caller's
+	override  string            // decide.Check.Override
+	slot      string            // decide.Check.Slot
+	llm       *llmusage.Request // decide.Check.LLM: the check counts LLM tokens
 }
 
 // versionFor is the lowest token version that holds entries.
@@ -76,6 +82,8 @@ func versionFor(entries []settleEntry) byte {
 	version := byte(2)
 	for _, e := range entries {
 		switch {
+		case e.llm != nil:
+			return 5
 		case e.slot != "":
 			return 4
 		case e.override != "":
@@ -172,6 +180,9 @@ func (st *settleTokens) issue(entries []settleEntry) string {
 		if version >= 4 {
 			b = appendString(b, e.slot)
 		}
+		if version >= 5 {
+			b = appendLLM(b, e.llm)
+		}
 	}
 	mac := hmac.New(sha256.New, st.secret)
 	mac.Write(b)
@@ -248,6 +259,17 @@ func (st *settleTokens) prune() {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// appendLLM encodes the LLM request a check reserved for: 0 for none.
+func appendLLM(b []byte, r *llmusage.Request) []byte {
+	if r == nil {
+		return binary.AppendUvarint(b, 0)
+	}
+	b = binary.AppendUvarint(b, 1)
+	b = appendString(b, r.Model)
+	b = binary.AppendVarint(b, r.PromptBytes)
+	return binary.AppendVarint(b, r.MaxOutput)
 }
 
 // appendLimit encodes every field of a sluice.Limit (TestTokenLimitFields
@@ -327,6 +349,9 @@ func parseToken(payload []byte) (id uint64, expiry int64, entries []settleEntry,
 		}
 		if r.version >= 4 {
 			e.slot = r.string()
+		}
+		if r.version >= 5 && r.uvarint() == 1 {
+			e.llm = &llmusage.Request{Model: r.string(), PromptBytes: r.varint(), MaxOutput: r.varint()}
 		}
 		entries = append(entries, e)
 	}

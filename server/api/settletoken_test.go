@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
+	"github.com/sluicehq/sluice/llmusage"
 )
 
 // TestTokenLimitFields: a token carries every field of a sluice.Limit, so
@@ -29,9 +30,11 @@ func TestTokenLimitFields(t *testing.T) {
 	}
 	for _, c := range []struct {
 		override, slot string
+		llm            *llmusage.Request
 		version        byte
-	}{{"", "", 2}, {"key=acme", "", 3}, {"", "6:orders", 4}, {"key=acme", "6:orders", 4}} {
-		in[2].override, in[2].slot = c.override, c.slot
+	}{{"", "", nil, 2}, {"key=acme", "", nil, 3}, {"", "6:orders", nil, 4}, {"key=acme", "6:orders", nil, 4},
+		{"", "", &llmusage.Request{Model: "gpt-4o", PromptBytes: 12000, MaxOutput: 500}, 5}, {"key=acme", "6:orders", &llmusage.Request{}, 5}} {
+		in[2].override, in[2].slot, in[0].llm = c.override, c.slot, c.llm
 		token := st.issue(in)
 		out, _, err := st.redeem(token)
 		if err != nil || !reflect.DeepEqual(in, out) {
