@@ -23,12 +23,26 @@ import (
 // more store call, made only for the refusal that starts a ban; the
 // refusals during a ban come from the near cache of a Redis store until
 // their Retry-After.
+//
+// With an Index, the ban is written in it before it starts, and a ban the
+// index could not take is not started (the refusal stands on the limit
+// alone): every ban running is one the index lists.
 type Ban struct {
 	// Key is the ban's store key, built with AppendKey and distinct from
 	// every limit's keys.
 	Key string
 	// Limit is BanLimit of the ban's duration.
 	Limit sluice.Limit
+	// Index, if set, lists the bans (sluice serve's GET /admin/bans).
+	Index BanIndex
+}
+
+// A BanIndex lists bans for the operators who lift them. It must be safe
+// for concurrent use.
+type BanIndex interface {
+	// Record notes that the limit's key (Check.Key) is banned until
+	// until. An error keeps the ban from starting.
+	Record(ctx context.Context, key string, until time.Time) error
 }
 
 // BanLimit is the limit a ban of duration d keeps its key under: a token
@@ -53,6 +67,9 @@ func (dc *Decider) ban(ctx context.Context, res *Result) {
 		if c.Ban == nil || res.Each[i].Allowed || banned(res, c.Ban.Key) {
 			continue
 		}
+		if !dc.listBan(ctx, c) {
+			continue
+		}
 		// A check, not an adjustment: of concurrent refusals that each
 		// found the key not banned, one takes the ban's only token and
 		// the others are refused, so a ban is never lengthened by debt.
@@ -71,6 +88,20 @@ func (dc *Decider) ban(ctx context.Context, res *Result) {
 		res.Decision.RetryAfter = max(res.Decision.RetryAfter, banFor)
 		res.Decision.ResetAfter = max(res.Decision.ResetAfter, banFor)
 	}
+}
+
+// listBan writes the ban c's refusal starts in its index, if it has one,
+// and reports whether the ban may start: not when the index failed, so
+// that no ban runs that the index does not list.
+func (dc *Decider) listBan(ctx context.Context, c *Check) bool {
+	if c.Ban.Index == nil {
+		return true
+	}
+	err := c.Ban.Index.Record(ctx, c.Key, time.Now().Add(c.Ban.Limit.Period))
+	if err != nil {
+		dc.logError("a ban could not be listed, so it was not started; the key is refused by its limit alone", err)
+	}
+	return err == nil
 }
 
 // banned reports whether the request's ban check of key found the key

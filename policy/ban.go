@@ -33,11 +33,11 @@ func (l *Limit) Ban() time.Duration { return l.ban }
 
 // banOf returns the ban of a check of l in rule (nil without one, and in
 // a shadow rule, which never refuses).
-func banOf(rule *Rule, l *Limit, key string) *decide.Ban {
+func (p *Policy) banOf(rule *Rule, l *Limit, key string) *decide.Ban {
 	if l.ban == 0 || rule.Shadow {
 		return nil
 	}
-	return &decide.Ban{Key: BanKey(rule.Name, key), Limit: decide.BanLimit(l.ban)}
+	return &decide.Ban{Key: BanKey(rule.Name, key), Limit: decide.BanLimit(l.ban), Index: p.bans}
 }
 
 // BanKey returns the store key of the ban of a key of a limit of rule

@@ -36,6 +36,11 @@ type Options struct {
 	// (sluice serve's PUT /admin/overrides), consulted before the file's
 	// own overrides. Default none.
 	Runtime Runtime
+
+	// Bans, if set, lists the bans the policy's limits start
+	// (decide.Ban.Index): sluice serve's index of bans, for GET
+	// /admin/bans. Default none.
+	Bans decide.BanIndex
 }
 
 // ErrInvalid wraps every error of a policy that does not load.
@@ -163,7 +168,7 @@ type where struct {
 }
 
 func (l *loader) policy(doc *yaml.Node) *Policy {
-	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}, runtime: l.opts.Runtime}
+	p := &Policy{File: l.file, ClientIP: &httplimit.ClientIP{}, runtime: l.opts.Runtime, bans: l.opts.Bans}
 	if doc == nil || len(doc.Content) == 0 {
 		l.FailAt(0, where{}, "", "the file is empty; it needs at least one rule")
 		return p

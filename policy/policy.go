@@ -68,6 +68,7 @@ type Policy struct {
 	runtime     Runtime             // overrides set while sluice runs; nil without
 	entryHeader string              // entry_header, canonical; "" without
 	chains      bool                // some limit applies only through an entry
+	bans        decide.BanIndex     // lists the bans the limits start; nil without
 }
 
 // Rule is one rule of a policy.
@@ -511,7 +512,7 @@ func (p *Policy) planKey(r *http.Request, route string, rule *Rule, l *Limit, bu
 		return c, false, nil
 	}
 	c.Key = string(key)
-	c.Ban = banOf(rule, l, c.Key)
+	c.Ban = p.banOf(rule, l, c.Key)
 	if lim, id, unlimited, ok := p.runtimeOverride(l, value); ok {
 		if unlimited {
 			return c, false, nil

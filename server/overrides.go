@@ -1,10 +1,6 @@
 package server
 
 import (
-	"context"
-	"time"
-
-	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/server/bans"
 	"github.com/sluicehq/sluice/server/overrides"
 )
@@ -44,14 +40,4 @@ func buildOverrides(s *Server) error {
 		return closeStore()
 	}
 	return nil
-}
-
-// recordBan notes in the index of bans the ban a refusal started, for
-// GET /admin/bans; a failure is logged (the ban applies all the same).
-func (s *Server) recordBan(o decide.Observation) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.bans.Record(ctx, o.Key, time.Now().Add(o.Banned)); err != nil {
-		s.log.Warn("a ban could not be listed; it applies all the same", "limit", o.Limit, "err", err)
-	}
 }

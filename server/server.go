@@ -179,7 +179,7 @@ func buildAPI(s *Server) error {
 
 // loadPolicy loads the policy file, or the sample policy without one.
 func loadPolicy(s *Server) error {
-	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay), Runtime: s.overrides}
+	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay), Runtime: s.overrides, Bans: s.bans}
 	if s.cfg.Policy == "" {
 		p, err := policy.Parse("sample policy", samplePolicy, opts)
 		if err != nil {
@@ -231,9 +231,6 @@ func (s *Server) currentPolicy() *policy.Policy {
 func (s *Server) observe(source string, o decide.Observation) {
 	s.metrics.Observe(source, o)
 	s.stats.Add(source, o)
-	if o.Banned > 0 {
-		s.recordBan(o)
-	}
 }
 
 // Start listens on every configured address and serves in the background.

@@ -111,3 +111,71 @@ func equalStatuses(a, b []int) bool {
 	}
 	return true
 }
+
+// TestServeBanIndexFails: a ban is written in the index of bans before it
+// starts, so none runs unlisted. With a string where the index's sorted
+// set belongs (every write of the index fails on Redis: WRONGTYPE), a
+// refusal starts no ban: the key is refused by its limit alone, and once
+// the window refills it is admitted again. With the index repaired, the
+// next refusal starts a ban, which sluice keys bans lists.
+func TestServeBanIndexFails(t *testing.T) {
+	rdb := redistest.Standalone(t)
+	prefix := redistest.Prefix(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, `
+rules:
+  - name: tenant
+    limits:
+      - {name: per-tenant, key: "header:X-Tenant", algorithm: fixed_window, rate: 1/2s, ban: 30s}
+`)
+	p := start(t, nil, "--policy", policy, "--store", "redis", "--redis-addrs", rdb.Options().Addr,
+		"--redis-prefix", prefix, "--redis-timeout", "5s")
+	ctx := t.Context()
+	if err := rdb.Set(ctx, prefix+"{bans}", "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Two requests in one 2s window (a try that straddles a boundary is
+	// tried again under another tenant): the second is refused.
+	exhaust := func(name string) string {
+		for try := 0; ; try++ {
+			tenant := name + strconv.Itoa(try)
+			start := time.Now()
+			got := []int{get(t, p.url("gateway", "/x"), "X-Tenant", tenant).status, get(t, p.url("gateway", "/x"), "X-Tenant", tenant).status}
+			if time.Now().Truncate(2 * time.Second).Equal(start.Truncate(2 * time.Second)) {
+				if !equalStatuses(got, []int{200, 429}) {
+					t.Fatalf("two requests of %s in one window: %v, want 200 then 429", tenant, got)
+				}
+				return tenant
+			}
+			if try == 4 {
+				t.Fatal("two requests never fit in one 2s window (the machine is too slow to tell)")
+			}
+		}
+	}
+	tenant := exhaust("unlisted")
+	if !strings.Contains(p.logs(), "a ban could not be listed, so it was not started") {
+		t.Errorf("the failed index write is not logged")
+	}
+	out, errOut, code := runSluice(t, "keys", "inspect", "--admin", p.addrs["admin"], "tenant", "per-tenant", tenant)
+	if code != 0 || strings.Contains(out, "banned for") {
+		t.Errorf("sluice keys inspect after the index failed: exit %d:\n%s%s\nwant no ban", code, out, errOut)
+	}
+	next := time.Now().Truncate(2 * time.Second).Add(2 * time.Second)
+	time.Sleep(time.Until(next))
+	if r := get(t, p.url("gateway", "/x"), "X-Tenant", tenant); r.status != 200 {
+		t.Errorf("%s in the next window, no ban started: %d, want 200", tenant, r.status)
+	}
+
+	if err := rdb.Del(ctx, prefix+"{bans}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	tenant = exhaust("listed")
+	out, errOut, code = runSluice(t, "keys", "bans", "--admin", p.addrs["admin"])
+	if code != 0 || !strings.Contains(out, "per-tenant") || strings.Count(out, "\n") != 3 {
+		t.Errorf("sluice keys bans with the index repaired: exit %d:\n%s%s\nwant the one banned key", code, out, errOut)
+	}
+	time.Sleep(time.Until(time.Now().Truncate(2 * time.Second).Add(2 * time.Second)))
+	if r := get(t, p.url("gateway", "/x"), "X-Tenant", tenant); r.status != 429 {
+		t.Errorf("%s in the next window, banned: %d, want 429", tenant, r.status)
+	}
+}

@@ -5,7 +5,9 @@
 // every instance sharing a Redis lists the bans any of them started: a
 // sorted set of the banned keys (the limits' store keys) scored by when
 // each ban ends, trimmed of ended bans and bounded at Max on every write.
-// With the memory store it is kept in memory.
+// With the memory store it is kept in memory. A ban is written in the
+// index before it starts, and one the index cannot take is not started
+// (decide.Ban.Index): no ban runs that GET /admin/bans does not list.
 package bans
 
 import (
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/decide"
 )
 
 // Max bounds the bans listed: past it, the ones ending soonest are
@@ -38,6 +42,8 @@ type Index interface {
 	// Lift forgets key's ban (its state in the store is reset apart).
 	Lift(ctx context.Context, key string) error
 }
+
+var _ decide.BanIndex = Index(nil)
 
 // redisIndex keeps the index in a Redis sorted set.
 type redisIndex struct {
