@@ -513,11 +513,8 @@ func (p *Policy) planKey(r *http.Request, route string, rule *Rule, l *Limit, bu
 	}
 	c.Key = string(key)
 	c.Ban = p.banOf(rule, l, c.Key)
-	if lim, id, unlimited, ok := p.runtimeOverride(l, value); ok {
-		if unlimited {
-			return c, false, nil
-		}
-		c.Limit, c.Override = lim, id
+	if _, unlimited := decide.ApplyRuntime(p.runtime, &c, l.Name, value, l.Limit); unlimited {
+		return c, false, nil
 	}
 	for i := 0; i < len(l.overrides) && c.Override == ""; i++ {
 		if o := &l.overrides[i]; p.applies(o, r, value) {
