@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server/bans"
 	"github.com/sluicehq/sluice/server/overrides"
 )
@@ -24,7 +25,7 @@ func buildOverrides(s *Server) error {
 	}
 	var svc *overrides.Service
 	changed := s.metrics.WatchOverrides(func() int { return svc.Len() })
-	svc, err := overrides.New(overrides.Config{Keeper: k, Policy: s.currentPolicy, Logger: s.log, ShowKeys: s.cfg.ShowKeys, Changed: changed})
+	svc, err := overrides.New(overrides.Config{Keeper: k, Policy: s.currentPolicy, Logger: s.log, ShowKeys: s.cfg.ShowKeys, Changed: changed, Named: s.rlsNamed})
 	if err != nil {
 		return err
 	}
@@ -40,4 +41,13 @@ func buildOverrides(s *Server) error {
 		return closeStore()
 	}
 	return nil
+}
+
+// rlsNamed finds a limit of the Envoy rate limit service by its name, for
+// runtime overrides; none without the service.
+func (s *Server) rlsNamed(name string) (sluice.Limit, bool) {
+	if s.rls == nil {
+		return sluice.Limit{}, false
+	}
+	return s.rls.Named(name)
 }

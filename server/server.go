@@ -206,7 +206,7 @@ func buildEnvoy(s *Server) error {
 	}
 	svc, err := envoy.New(s.cfg.Envoy, s.cfg.RLS, envoy.Deps{
 		Limiter: s.limiter, Logger: s.log, KeyText: s.keys.Key, Registry: s.metrics.Reg, Decisions: s.metrics.Decisions,
-		Observe: func(o decide.Observation) { s.stats.Add("rls", o) },
+		Observe: func(o decide.Observation) { s.stats.Add("rls", o) }, Runtime: s.overrides,
 	})
 	if len(s.cfg.RLS) > 0 {
 		s.metrics.KnownConfig("rls")

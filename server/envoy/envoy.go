@@ -32,6 +32,8 @@ type Deps struct {
 	Decisions *prometheus.CounterVec
 	// Observe counts a decision on the status page.
 	Observe func(decide.Observation)
+	// Runtime is the table of runtime overrides (rls.Options.Runtime).
+	Runtime decide.Runtime
 }
 
 // Service mounts package rls: the descriptor configs at paths, reloaded
@@ -65,6 +67,7 @@ func New(cfg Config, paths []string, deps Deps) (*Service, error) {
 	svc, err := rls.New(deps.Limiter, rc, rls.Options{
 		Logger:                     deps.Logger,
 		KeyText:                    deps.KeyText,
+		Runtime:                    deps.Runtime,
 		ResponseHeaders:            cfg.responseHeaders(),
 		Counting:                   counting,
 		StopIncrementWhenOverLimit: cfg.StopIncrementWhenOverLimit,
@@ -214,6 +217,10 @@ func (s *Service) Limits() []metrics.KnownLimit {
 	}
 	return out
 }
+
+// Named returns the limit of the rate_limit named name, for runtime
+// overrides (rls.Config.Named).
+func (s *Service) Named(name string) (sluice.Limit, bool) { return s.svc.Config().Named(name) }
 
 // Domains returns the domains loaded.
 func (s *Service) Domains() []string {

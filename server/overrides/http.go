@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/server/internal/adminjson"
 )
 
@@ -62,7 +62,7 @@ func (s handler) put(w http.ResponseWriter, r *http.Request) {
 	}
 	o, err := e.override()
 	if err == nil {
-		err = l.CheckRuntime(o)
+		_, err = o.Apply(l.base)
 	}
 	if err != nil {
 		adminjson.Error(w, http.StatusBadRequest, "the override does not apply to limit "+e.Limit+": "+err.Error())
@@ -88,7 +88,7 @@ func (s handler) put(w http.ResponseWriter, r *http.Request) {
 // entry reads the override a PUT asks for: its limit in the policy in
 // force, its key as the limit keys it, what it does, its expiry. status
 // and err say what is wrong with the request.
-func (s handler) entry(w http.ResponseWriter, r *http.Request) (e Entry, l *policy.Limit, status int, err error) {
+func (s handler) entry(w http.ResponseWriter, r *http.Request) (e Entry, l *limitRef, status int, err error) {
 	l, key, err := s.target(r, true)
 	if err != nil {
 		return e, nil, http.StatusNotFound, err
@@ -100,7 +100,7 @@ func (s handler) entry(w http.ResponseWriter, r *http.Request) (e Entry, l *poli
 	if err := decodeBody(w, r, &b); err != nil {
 		return e, nil, http.StatusBadRequest, err
 	}
-	e = Entry{Limit: l.Name, Key: key, Reason: b.Reason, By: caller(r), SetAt: time.Now().UTC().Truncate(time.Millisecond)}
+	e = Entry{Limit: l.name, Key: key, Reason: b.Reason, By: caller(r), SetAt: time.Now().UTC().Truncate(time.Millisecond)}
 	if err := what(&e, b); err != nil {
 		return e, nil, http.StatusBadRequest, err
 	}
@@ -162,34 +162,46 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// target reads {limit} and {key}: the limit in the policy in force (nil
-// and an error when it has none, unless any is set: then the key is
-// bounded as planning bounds values) and the key as the limit keys it
-// ("" when it cannot be one).
-func (s handler) target(r *http.Request, mustExist bool) (*policy.Limit, string, error) {
+// limitRef is a limit an override can name: its name, and the limit its
+// overrides apply to.
+type limitRef struct {
+	name string
+	base sluice.Limit
+}
+
+// target reads {limit} and {key}: the limit in the policy in force, or
+// else the one Config.Named finds (nil and an error when neither has it,
+// unless mustExist is false: then the key is bounded as planning bounds
+// values), and the key as the limit keys it ("" when it cannot be one).
+func (s handler) target(r *http.Request, mustExist bool) (*limitRef, string, error) {
 	name, raw := r.PathValue("limit"), r.PathValue("key")
-	var l *policy.Limit
+	bad := raw == "" || len(raw) > MaxKeyBytes
 	p := s.cfg.Policy()
 	if p != nil {
-		_, l = p.FindLimit(name)
-	}
-	if l == nil {
-		if mustExist {
-			return nil, "", fmt.Errorf("the policy has no limit %.100q", name)
+		if _, l := p.FindLimit(name); l != nil {
+			if bad {
+				return &limitRef{l.Name, l.Limit}, "", nil
+			}
+			key, err := p.KeyValue(l, raw)
+			if err != nil {
+				key = ""
+			}
+			return &limitRef{l.Name, l.Limit}, key, nil
 		}
-		if raw == "" || len(raw) > MaxKeyBytes {
-			return nil, "", nil
+	}
+	var ref *limitRef
+	if s.cfg.Named != nil {
+		if lim, ok := s.cfg.Named(name); ok {
+			ref = &limitRef{name, lim}
 		}
-		return nil, decide.KeyValue(raw), nil
 	}
-	if raw == "" || len(raw) > MaxKeyBytes {
-		return l, "", nil
+	if ref == nil && mustExist {
+		return nil, "", fmt.Errorf("the policy has no limit %.100q", name)
 	}
-	key, err := p.KeyValue(l, raw)
-	if err != nil {
-		return l, "", nil
+	if bad {
+		return ref, "", nil
 	}
-	return l, key, nil
+	return ref, decide.KeyValue(raw), nil
 }
 
 // keyProblem says why raw is not a key.
@@ -210,7 +222,7 @@ func (s handler) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("limit")
 	if l != nil {
-		name = l.Name
+		name = l.name
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

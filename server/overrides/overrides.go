@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -116,6 +117,12 @@ type Config struct {
 	// Policy returns the policy in force, which overrides must name a
 	// limit of. Required.
 	Policy func() *policy.Policy
+	// Named, if set, finds a limit outside the policy that overrides may
+	// name (sluice serve: the Envoy rate limit service's rate limits, by
+	// their name): the limit its overrides apply to, ok false when there
+	// is none. Its keys are taken as written, bounded by
+	// decide.KeyValue. Default none.
+	Named func(name string) (lim sluice.Limit, ok bool)
 	// Logger receives one line per change. Default slog.Default().
 	Logger *slog.Logger
 	// ShowKeys logs keys in clear instead of masked (decide.ShowValue).

@@ -82,6 +82,21 @@ func (c *Config) Limits() []Limit {
 	return out
 }
 
+// Named returns the limit of the rate_limit named name (rate_limit.name),
+// the first in domain order when several domains name one so, for runtime
+// overrides (Options.Runtime) to apply to; ok is false when no limited
+// rate_limit (requests_per_unit above 0) has the name.
+func (c *Config) Named(name string) (lim sluice.Limit, ok bool) {
+	for _, dn := range c.Domains() {
+		for _, r := range c.domains[dn].rules {
+			if r.name == name && !r.unlimited && r.rpu > 0 {
+				return r.limit, true
+			}
+		}
+	}
+	return lim, false
+}
+
 // String summarises c for logs: each domain with its file and the number of
 // limits it defines.
 func (c *Config) String() string {

@@ -85,6 +85,12 @@ type Options struct {
 	// masked: decide.StoreKeyText(key, 3, false).
 	KeyText func(key string) string
 
+	// Runtime, if set, is the table of overrides set while sluice runs
+	// (sluice serve's PUT /admin/overrides/{limit}/{key}): {limit} is a
+	// rate_limit's name, {key} the value of a descriptor's last entry.
+	// Default none.
+	Runtime decide.Runtime
+
 	// LogInterval is how often the aggregated lines are written: counts
 	// since the previous line, one line per kind, never one per request.
 	// Default 1m.
@@ -391,6 +397,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if err := r.match(dom); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	s.runtime(r)
 	if s.peerCounting(dom) {
 		if err := s.peer.run(ctx, r); err != nil {
 			return nil, err
