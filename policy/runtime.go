@@ -28,6 +28,28 @@ func (p *Policy) wantsValue(l *Limit) bool {
 	return len(l.overrides) > 0 || p.runtime != nil && p.runtime.Names(l.Name)
 }
 
+// ApplyRuntime applies to c, a check a caller planned outside the policy
+// (the decision API's explicit checks) and named after a limit of the
+// policy, the runtime override of that limit for key, normalised as the
+// limit keys it (KeyValue): decide.ApplyRuntime over c's own limit.
+// unlimited reports an override that lifts the limit. c is left alone
+// when the policy has no such limit or override.
+func (p *Policy) ApplyRuntime(c *decide.Check, key string) (unlimited bool) {
+	if p == nil || p.runtime == nil || !p.runtime.Names(c.Name) {
+		return false
+	}
+	_, l := p.FindLimit(c.Name)
+	if l == nil {
+		return false
+	}
+	value, err := p.KeyValue(l, key)
+	if err != nil {
+		return false
+	}
+	_, unlimited = decide.ApplyRuntime(p.runtime, c, l.Name, value, c.Limit)
+	return unlimited
+}
+
 // CheckRuntime reports whether o can override l: an error that says why
 // not (a scale that makes an invalid limit, a limit of another algorithm).
 func (l *Limit) CheckRuntime(o RuntimeOverride) error {

@@ -438,7 +438,7 @@ func (ap *API) planAPI(p *policy.Policy, req *checkRequest) ([]decide.Check, err
 		if req.Rule != "" {
 			return nil, errors.New("rule: only with request (explicit checks name their own limits)")
 		}
-		return ap.limits.planExplicit(req.Checks, hits)
+		return ap.limits.planExplicit(p, req.Checks, hits)
 	}
 	return nil, errors.New(`give request (to apply the policy) or checks (explicit keys and limits), for example {"request": {"method": "GET", "path": "/", "ip": "203.0.113.7"}}`)
 }
@@ -584,7 +584,7 @@ func validFieldValue(v string) bool {
 	return true
 }
 
-func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide.Check, error) {
+func (lc *limitCache) planExplicit(p *policy.Policy, checks []explicitCheck, hits int64) ([]decide.Check, error) {
 	if len(checks) > maxAPIChecks {
 		return nil, fmt.Errorf("checks: %d, more than %d", len(checks), maxAPIChecks)
 	}
@@ -605,20 +605,27 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 			errs = append(errs, limitError(err))
 			continue
 		}
-		cost := hits
-		if c.Hits != nil {
-			cost = *c.Hits
-		}
-		if cost < 0 || cost > lim.Capacity() {
-			errs = append(errs, fmt.Errorf("%s.hits: must be between 0 and the limit's capacity %d (got %d)", field, lim.Capacity(), cost))
-			continue
-		}
 		name := c.Name
 		if name == "" {
 			name = "check-" + strconv.Itoa(i)
 		}
 		if len(name) > 64 || !printableASCII(name) {
 			errs = append(errs, fmt.Errorf("%s.name: at most 64 printable ASCII characters", field))
+			continue
+		}
+		// Named after a limit of the policy, the check takes that limit's
+		// runtime overrides for its key, over the limit it gave.
+		pc := decide.Check{Name: name, Limit: lim}
+		if p.ApplyRuntime(&pc, c.Key) {
+			continue
+		}
+		lim = pc.Limit
+		cost := hits
+		if c.Hits != nil {
+			cost = *c.Hits
+		}
+		if cost < 0 || cost > lim.Capacity() {
+			errs = append(errs, fmt.Errorf("%s.hits: must be between 0 and the limit's capacity %d (got %d)", field, lim.Capacity(), cost))
 			continue
 		}
 		key := explicitPrefix + string(decide.AppendKeyPart(nil, c.Key))
@@ -632,7 +639,7 @@ func (lc *limitCache) planExplicit(checks []explicitCheck, hits int64) ([]decide
 			errs = append(errs, err)
 			continue
 		}
-		planned = append(planned, decide.Check{Name: name, Key: key, Limit: lim, Cost: cost, Late: late})
+		planned = append(planned, decide.Check{Name: name, Key: key, Limit: lim, Cost: cost, Late: late, Override: pc.Override})
 	}
 	return planned, errors.Join(errs...)
 }
