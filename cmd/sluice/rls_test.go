@@ -205,3 +205,46 @@ func TestReadyzWithoutRedis(t *testing.T) {
 		t.Errorf("/readyz: %d %s", r.status, r.body)
 	}
 }
+
+// TestRLSRuntimeOverrides: an override set through the admin API names an
+// RLS rate limit by its name and a descriptor's last value: scale 5 lets
+// acme through 10 of 12 over gRPC while other gets 2 of 3; a value spelled
+// otherwise gets the file's limit; a name neither the policy nor the RLS
+// has is 404.
+func TestRLSRuntimeOverrides(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "edge.yaml"), `domain: edge
+descriptors:
+  - key: tenant
+    rate_limit: {name: per_tenant, unit: hour, requests_per_unit: 2}
+`)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, tokens, "admin-s3cret\n")
+	p := start(t, nil, "--rls", dir, "--auth-tokens", tokens)
+	for path, want := range map[string]int{"/admin/overrides/per_tenant/acme": 200, "/admin/overrides/per_nobody/acme": 404} {
+		if r := do(t, "PUT", p.url("admin", path), `{"scale": 5}`, "Authorization", "Bearer admin-s3cret"); r.status != want {
+			t.Fatalf("PUT %s: %d %s, want %d", path, r.status, r.body, want)
+		}
+	}
+	c := rlsClient(t, p.addrs["grpc"])
+	ok := func(n int, tenant string) (got int) {
+		for range n {
+			r, err := c.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{descriptor("tenant", tenant)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OverallCode == rlspb.RateLimitResponse_OK {
+				got++
+			}
+		}
+		return got
+	}
+	for _, c := range []struct {
+		tenant string
+		n, ok  int
+	}{{"acme", 12, 10}, {"other", 3, 2}, {"Acme", 3, 2}, {"acme ", 3, 2}, {"ac%6De", 3, 2}} {
+		if got := ok(c.n, c.tenant); got != c.ok {
+			t.Errorf("tenant %q: %d of %d OK, want %d", c.tenant, got, c.n, c.ok)
+		}
+	}
+}
