@@ -193,6 +193,12 @@ func testIdentityOverride(t *testing.T, a, b *proc, args []string) {
 	if n := admitted(t, b, "other", 4); n != 2 {
 		t.Errorf("other: %d of 4, want 2", n)
 	}
+	// Spelled otherwise, acme is another tenant under the file's limit.
+	for _, tenant := range []string{"Acme", "ACME", "ac%6De", "acme."} {
+		if n := admitted(t, b, tenant, 3); n != 2 {
+			t.Errorf("tenant %q: %d of 3, want 2", tenant, n)
+		}
+	}
 	b.signal(syscall.SIGTERM)
 	b.wait(15 * time.Second)
 	b = start(t, nil, args...)
