@@ -2,6 +2,9 @@ package grpclimit_test
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,5 +113,34 @@ func TestByClaimWithoutJWT(t *testing.T) {
 	client, svc := jwtClient(t, false, good)
 	if ok, c := callCodes(t, client, 3, metadata.Pairs("authorization", "Bearer "+good.Token(t, "alice", ""))); ok != 0 || c != codes.InvalidArgument || svc.n.Load() != 0 {
 		t.Fatalf("%d of 3 (%v), want 0, INVALID_ARGUMENT", ok, c)
+	}
+}
+
+// TestJWKSUnreachableOverGRPC: with a key set URL that cannot be fetched,
+// every token is unverified: INVALID_ARGUMENT, and the service never sees
+// the call.
+func TestJWKSUnreachableOverGRPC(t *testing.T) {
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(idp.Close)
+	v, err := jwtclaims.New(jwtclaims.Config{JWKSURL: idp.URL, Issuer: jwttest.Issuer, Audience: jwttest.Audience, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	in, err := grpclimit.New(sluice.New(mem), grpclimit.Config{JWT: v, Limits: []grpclimit.Limit{
+		{Name: "per-user", Key: grpclimit.ByClaim("sub"), Limit: sluice.FixedWindow(3, time.Hour)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &countingHealth{}
+	client := serveHealth(t, svc, grpc.UnaryInterceptor(in.Unary()))
+	tok := jwttest.NewKey(t, "k1").Token(t, "alice", "pro")
+	if ok, c := callCodes(t, client, 3, metadata.Pairs("authorization", "Bearer "+tok)); ok != 0 || c != codes.InvalidArgument || svc.n.Load() != 0 {
+		t.Fatalf("%d of 3 (%v), the service saw %d; want 0, INVALID_ARGUMENT, 0", ok, c, svc.n.Load())
 	}
 }

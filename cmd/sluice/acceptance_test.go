@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -31,7 +32,8 @@ const identityPolicy = claimsPolicy + `  - name: login
 // serve on one Redis in front of an upstream that answers 401 to a wrong
 // password, every request sent by a real HTTP client, the requests of one
 // key spread over both instances. A free user's token gets 3 of 5, a pro
-// user's 12 of 12, a forged token claiming pro 0 of 5; the expression rule
+// user's 12 of 12, a forged token claiming pro 0 of 5 (and every other
+// token that does not verify a 400); the expression rule
 // limits only version-2 requests (and those without a version, whose
 // expression fails); three failed logins from one address get
 // 401s, the fourth and a right password 2.5s later 429 (the window has
@@ -80,6 +82,28 @@ func TestServeIdentityPolicy(t *testing.T) {
 	forged := jwttest.NewKey(t, "k1").Sign(t, jwttest.Claims(time.Now(), map[string]any{"sub": "mallory", "plan": "pro"}))
 	if ok, st := claims(5, forged); ok != 0 {
 		t.Errorf("a forged token claiming pro: %d of 5 (%v), want 0", ok, st)
+	}
+	// Every other token that does not verify is a missing key part too
+	// (on_missing: refuse): 400, never an admission.
+	now := time.Now()
+	pro := func(extra map[string]any) map[string]any {
+		c := map[string]any{"sub": "mallory", "plan": "pro"}
+		maps.Copy(c, extra)
+		return jwttest.Claims(now, c)
+	}
+	for name, tok := range map[string]string{
+		"expired":        key.Sign(t, pro(map[string]any{"exp": now.Add(-time.Hour).Unix()})),
+		"not yet valid":  key.Sign(t, pro(map[string]any{"nbf": now.Add(time.Hour).Unix()})),
+		"alg none":       jwttest.None("k1", pro(nil)),
+		"HS256 confused": jwttest.HS256("k1", key.PublicJSON(), pro(nil)),
+		"wrong audience": key.Sign(t, pro(map[string]any{"aud": "web"})),
+		"wrong issuer":   key.Sign(t, pro(map[string]any{"iss": "https://evil.example"})),
+		"unknown kid":    jwttest.NewKey(t, "k2").Sign(t, pro(nil)),
+		"garbage":        "not.a.token",
+	} {
+		if ok, st := claims(3, tok); ok != 0 || !equalStatuses(st, []int{400, 400, 400}) {
+			t.Errorf("%s token: %d of 3 (%v), want 400s", name, ok, st)
+		}
 	}
 
 	// The expression rule: version 2 gets 2 of 4, other versions are not
