@@ -76,6 +76,17 @@ rules:
 			t.Errorf("%s: %d of %d allowed, want %d", c.what, got, c.n, c.ok)
 		}
 	}
+	// A key that holds a percent sign is written %25 in the path: the
+	// override of "x%41" is not one of "xA".
+	if code, body := call(t, "PUT", admin+"/admin/overrides/per-tenant/x%2541", "s3cret", `{"scale": 3}`); code != 200 || !strings.Contains(body, `"key":"x%41"`) {
+		t.Fatalf("PUT x%%2541: %d %s", code, body)
+	}
+	if got := allowed(7, explicit("per-tenant", "x%41"), 200); got != 6 {
+		t.Errorf("explicit x%%41 under its own override: %d of 7, want 6", got)
+	}
+	if got := allowed(3, explicit("per-tenant", "xA"), 200); got != 2 {
+		t.Errorf("explicit xA: %d of 3, want 2", got)
+	}
 	// An unlimited override leaves no check to run: the answer holds no
 	// decision for it.
 	if code, body := call(t, "POST", api+"/v1/check", "s3cret", explicit("per-tenant", "bulk")); code != 200 || !strings.Contains(body, `"decisions":[]`) {
