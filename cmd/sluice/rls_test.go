@@ -210,7 +210,8 @@ func TestReadyzWithoutRedis(t *testing.T) {
 // RLS rate limit by its name and a descriptor's last value: scale 5 lets
 // acme through 10 of 12 over gRPC while other gets 2 of 3; a value spelled
 // otherwise gets the file's limit; a name neither the policy nor the RLS
-// has is 404.
+// has is 404, a negative scale, bad JSON or a limit of another algorithm
+// 400.
 func TestRLSRuntimeOverrides(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "edge.yaml"), `domain: edge
@@ -221,9 +222,18 @@ descriptors:
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	writeFile(t, tokens, "admin-s3cret\n")
 	p := start(t, nil, "--rls", dir, "--auth-tokens", tokens)
-	for path, want := range map[string]int{"/admin/overrides/per_tenant/acme": 200, "/admin/overrides/per_nobody/acme": 404} {
-		if r := do(t, "PUT", p.url("admin", path), `{"scale": 5}`, "Authorization", "Bearer admin-s3cret"); r.status != want {
-			t.Fatalf("PUT %s: %d %s, want %d", path, r.status, r.body, want)
+	for _, put := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/admin/overrides/per_tenant/acme", `{"scale": -1}`, 400},
+		{"/admin/overrides/per_tenant/acme", `{"scale": 5`, 400},
+		{"/admin/overrides/per_tenant/acme", `{"limit": {"algorithm": "token_bucket", "rate": "1/s", "burst": 5}}`, 400},
+		{"/admin/overrides/per_nobody/acme", `{"scale": 5}`, 404},
+		{"/admin/overrides/per_tenant/acme", `{"scale": 5}`, 200},
+	} {
+		if r := do(t, "PUT", p.url("admin", put.path), put.body, "Authorization", "Bearer admin-s3cret"); r.status != put.want {
+			t.Fatalf("PUT %s %s: %d %s, want %d", put.path, put.body, r.status, r.body, put.want)
 		}
 	}
 	c := rlsClient(t, p.addrs["grpc"])
