@@ -280,10 +280,13 @@ func (b *batcher) issue(ctx context.Context, c caller, p processor, sc *script, 
 	return cmd
 }
 
-// fcall builds the command FCall sends, its arguments in buf (appended to
-// it: a lone call's buffer, so that they cost no allocation), the
-// function's name boxed once, when the script was assembled.
+// fcall builds the command FCall sends, its arguments in buf (a lone
+// call's buffer, so that they cost no allocation; nil or too small: a new
+// one), the function's name boxed once, when the script was assembled.
 func fcall(ctx context.Context, sc *script, keys []string, args, buf []any) *redis.Cmd {
+	if n := 3 + len(keys) + len(args); cap(buf) < n {
+		buf = make([]any, 0, n) // a batch script's: sized once
+	}
 	buf = append(buf, "fcall", sc.fnArg, len(keys))
 	for _, k := range keys {
 		buf = append(buf, k)
