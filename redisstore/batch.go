@@ -29,7 +29,6 @@ type call struct {
 
 	keyBuf [2]string // keys and args of a lone request: its state and log keys
 	argBuf [3]any    // the clock, a count, its limit
-	cmdBuf [7]any    // the command sent for it alone (see fcall)
 }
 
 // maxMerge is the most checks one batch script decides. A script blocks the
@@ -245,7 +244,7 @@ func (b *batcher) exec(ctx context.Context, batch []*call) {
 	b.trips.Add(1)
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
-		reply, err := c.values(b.one(ctx, c.script, c.keys, c.args, c.cmdBuf[:0]))
+		reply, err := c.values(b.one(ctx, c.script, c.keys, c.args))
 		b.deliver(c, reply, err)
 		return
 	}
@@ -266,27 +265,23 @@ type processor interface {
 }
 
 // issue sends sc's job: its function of the library (FCALL), or the script
-// itself (EVALSHA). p is the processor c is (nil if it is none), buf room
-// for the command's arguments (see fcall).
-func (b *batcher) issue(ctx context.Context, c caller, p processor, sc *script, keys []string, args, buf []any) *redis.Cmd {
+// itself (EVALSHA). p is the processor c is (nil if it is none).
+func (b *batcher) issue(ctx context.Context, c caller, p processor, sc *script, keys []string, args []any) *redis.Cmd {
 	if b.scripts.Load() {
 		return c.EvalSha(ctx, sc.sha, keys, args...)
 	}
 	if p == nil {
 		return c.FCall(ctx, sc.fn, keys, args...)
 	}
-	cmd := fcall(ctx, sc, keys, args, buf)
+	cmd := fcall(ctx, sc, keys, args)
 	_ = p.Process(ctx, cmd) // its error is cmd's
 	return cmd
 }
 
-// fcall builds the command FCall sends, its arguments in buf (a lone
-// call's buffer, so that they cost no allocation; nil or too small: a new
-// one), the function's name boxed once, when the script was assembled.
-func fcall(ctx context.Context, sc *script, keys []string, args, buf []any) *redis.Cmd {
-	if n := 3 + len(keys) + len(args); cap(buf) < n {
-		buf = make([]any, 0, n) // a batch script's: sized once
-	}
+// fcall builds the command FCall sends, with the function's name boxed
+// once, when the script was assembled (FCall boxes it on every call).
+func fcall(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+	buf := make([]any, 0, 3+len(keys)+len(args))
 	buf = append(buf, "fcall", sc.fnArg, len(keys))
 	for _, k := range keys {
 		buf = append(buf, k)
@@ -305,9 +300,9 @@ func fcall(ctx context.Context, sc *script, keys []string, args, buf []any) *red
 // runs; for a missing function (a restart without persistence, FUNCTION
 // FLUSH, a new node) it loads the library first; and on a server without
 // functions it turns to scripts for good.
-func (b *batcher) one(ctx context.Context, sc *script, keys []string, args, buf []any) *redis.Cmd {
+func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
 	sc, args = alone(sc, args)
-	cmd := b.issue(ctx, b.client, b.process, sc, keys, args, buf)
+	cmd := b.issue(ctx, b.client, b.process, sc, keys, args)
 	for range 2 {
 		err := cmd.Err()
 		switch {
@@ -328,7 +323,7 @@ func (b *batcher) one(ctx context.Context, sc *script, keys []string, args, buf 
 		default:
 			return cmd
 		}
-		cmd = b.issue(ctx, b.client, b.process, sc, keys, args, buf)
+		cmd = b.issue(ctx, b.client, b.process, sc, keys, args)
 	}
 	return cmd
 }
@@ -383,11 +378,7 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 	pipe := b.client.Pipeline()
 	for i, u := range units {
 		sc, args := alone(u.script, u.args)
-		var buf []any
-		if len(u.calls) == 1 {
-			buf = u.calls[0].cmdBuf[:0]
-		}
-		cmds[i] = b.issue(ctx, pipe, pipe, sc, u.keys, args, buf)
+		cmds[i] = b.issue(ctx, pipe, pipe, sc, u.keys, args)
 	}
 	pipe.Exec(ctx) // per-command errors are read below
 	var later []*unit
@@ -396,7 +387,7 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 		switch {
 		case missing(err):
 			// rare (after a restart or a flush): sent again one by one
-			b.answer(units[i], b.one(ctx, units[i].script, units[i].keys, units[i].args, nil))
+			b.answer(units[i], b.one(ctx, units[i].script, units[i].keys, units[i].args))
 		case err != nil && again && notRun(err):
 			for _, c := range units[i].calls {
 				later = append(later, &unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
