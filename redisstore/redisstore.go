@@ -71,6 +71,11 @@ import (
 // Client is the part of a go-redis client the store uses.
 // *redis.Client, *redis.ClusterClient, *redis.Ring and any
 // redis.UniversalClient (standalone, Sentinel failover or Cluster) satisfy it.
+// When the client also has go-redis's Process method, as all of those do,
+// the store builds its FCALL commands itself and sends them through Process
+// (and through its pipelines'), with fewer allocations than FCall: a
+// wrapper that overrides FCall alone does not see those calls; its hooks
+// (AddHook) see every command.
 type Client interface {
 	redis.Scripter
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
