@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
@@ -21,6 +22,7 @@ type call struct {
 	slot   uint16 // the Redis Cluster slot of keys (0 on a standalone server)
 	n      int    // how many requests it decides
 	limit  int64  // a lone request's limit (p.Cap), to read a reply packed into one integer (values)
+	packed int64  // that reply, or -1: reply holds the values
 	reply  []any
 	err    error
 	done   chan struct{} // closed when reply or err is set (made when queued; see deliver)
@@ -97,6 +99,7 @@ func merge(batch []*call) []*unit {
 // pipeline splits itself by node.
 type batcher struct {
 	client  Client
+	process processor    // client, when it can send a command sluice builds (fcall)
 	scripts atomic.Bool  // send scripts (EVALSHA) rather than call functions
 	active  atomic.Int64 // calls submitted and not yet answered
 	trips   atomic.Int64 // round trips the workers made (a pipeline, or a lone command)
@@ -109,7 +112,8 @@ type batcher struct {
 }
 
 func newBatcher(client Client, workers, max int) *batcher {
-	b := &batcher{client: client, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}
+	p, _ := client.(processor)
+	b := &batcher{client: client, process: p, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}
 	for range workers {
 		b.wg.Go(b.work)
 	}
@@ -253,13 +257,41 @@ type caller interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 }
 
+// processor sends a command built by its caller. go-redis's clients and
+// pipelines are processors; a Client that is not has its commands built by
+// FCall.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
 // issue sends sc's job: its function of the library (FCALL), or the script
-// itself (EVALSHA).
-func (b *batcher) issue(ctx context.Context, c caller, sc *script, keys []string, args []any) *redis.Cmd {
+// itself (EVALSHA). p is the processor c is (nil if it is none).
+func (b *batcher) issue(ctx context.Context, c caller, p processor, sc *script, keys []string, args []any) *redis.Cmd {
 	if b.scripts.Load() {
 		return c.EvalSha(ctx, sc.sha, keys, args...)
 	}
-	return c.FCall(ctx, sc.fn, keys, args...)
+	if p == nil {
+		return c.FCall(ctx, sc.fn, keys, args...)
+	}
+	cmd := fcall(ctx, sc, keys, args)
+	_ = p.Process(ctx, cmd) // its error is cmd's
+	return cmd
+}
+
+// fcall builds the command FCall sends, with the function's name boxed
+// once, when the script was assembled (FCall boxes it on every call).
+func fcall(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+	buf := make([]any, 0, 3+len(keys)+len(args))
+	buf = append(buf, "fcall", sc.fnArg, len(keys))
+	for _, k := range keys {
+		buf = append(buf, k)
+	}
+	buf = append(buf, args...)
+	cmd := redis.NewCmd(ctx, buf...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // where a Cluster client finds the key's slot, as FCall sets it
+	}
+	return cmd
 }
 
 // one sends sc's job alone and, when the server lacks sluice's code, makes
@@ -270,7 +302,7 @@ func (b *batcher) issue(ctx context.Context, c caller, sc *script, keys []string
 // functions it turns to scripts for good.
 func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
 	sc, args = alone(sc, args)
-	cmd := b.issue(ctx, b.client, sc, keys, args)
+	cmd := b.issue(ctx, b.client, b.process, sc, keys, args)
 	for range 2 {
 		err := cmd.Err()
 		switch {
@@ -291,7 +323,7 @@ func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any
 		default:
 			return cmd
 		}
-		cmd = b.issue(ctx, b.client, sc, keys, args)
+		cmd = b.issue(ctx, b.client, b.process, sc, keys, args)
 	}
 	return cmd
 }
@@ -346,7 +378,7 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 	pipe := b.client.Pipeline()
 	for i, u := range units {
 		sc, args := alone(u.script, u.args)
-		cmds[i] = b.issue(ctx, pipe, sc, u.keys, args)
+		cmds[i] = b.issue(ctx, pipe, pipe, sc, u.keys, args)
 	}
 	pipe.Exec(ctx) // per-command errors are read below
 	var later []*unit
@@ -417,9 +449,8 @@ func (b *batcher) answer(u *unit, cmd *redis.Cmd) {
 // values returns the reply of c's command as a list of values. A take
 // call of one request that a token bucket, GCRA or a fixed or sliding
 // window admits is answered with one integer, reset x (limit + 1) +
-// remaining, the limit being the request's capacity (see check in
-// scripts/check.lua), which it spells out as the six values of such a
-// decision.
+// remaining, the limit being the request's capacity (see packed in
+// scripts/reply.lua): kept in c.packed, with no values (see decode).
 func (c *call) values(cmd *redis.Cmd) ([]any, error) {
 	v, err := cmd.Result()
 	if err != nil {
@@ -429,13 +460,61 @@ func (c *call) values(cmd *redis.Cmd) ([]any, error) {
 	case []any:
 		return v, nil
 	case int64:
-		base := c.limit + 1
 		if c.script.batch == nil || c.n != 1 || c.limit <= 0 || v < 0 { // not a take call of one request
 			return nil, fmt.Errorf("%w: %d for a call of %d requests", errBadReply, v, c.n)
 		}
-		return []any{int64(1), c.limit, v % base, int64(0), v / base, int64(0)}, nil
+		c.packed = v
+		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: %T", errBadReply, v)
+}
+
+// unpacked returns the decision of a reply packed into one integer
+// (values), and whether c's reply was one: an admission with no retry and
+// no delay.
+func (c *call) unpacked() (sluice.Decision, bool) {
+	if c.packed < 0 {
+		return sluice.Decision{}, false
+	}
+	base := c.limit + 1
+	return sluice.Decision{
+		Allowed:    true,
+		Limit:      c.limit,
+		Remaining:  c.packed % base,
+		ResetAfter: time.Duration(c.packed/base) * time.Microsecond,
+	}, true
+}
+
+// result returns c's reply as a list of values, a packed one spelled out
+// as the six values of its decision.
+func (c *call) result() []any {
+	if c.packed < 0 {
+		return c.reply
+	}
+	base := c.limit + 1
+	return []any{int64(1), c.limit, c.packed % base, int64(0), c.packed / base, int64(0)}
+}
+
+// decode writes c's reply into into, as decode does with a list of values,
+// a packed reply (unpacked) included.
+func (c *call) decode(into any) ([]string, error) {
+	d, ok := c.unpacked()
+	if !ok {
+		return decode(c.reply, into)
+	}
+	switch v := into.(type) {
+	case []sluice.Decision:
+		if len(v) == 1 {
+			v[0] = d
+			return nil, nil
+		}
+	case decisionView:
+		if len(v.idx) == 1 {
+			v.ds[v.idx[0]] = d
+			return nil, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: one decision packed for a call of %d requests", errBadReply, c.n)
 }
 
 // splitReply returns the n requests' part of a batch reply at *pos and

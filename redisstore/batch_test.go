@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -312,8 +311,9 @@ func TestHeldRunLeavesTheHash(t *testing.T) {
 }
 
 // A take call of one request reads a reply packed into one integer (an
-// admitting bucket's decision, see check.lua) as the six values of the
-// decision; any other integer is a bad reply, not a decision.
+// admitting bucket's decision, see packed in reply.lua) as the decision,
+// whether the caller reads it alone or as a check's (decode); any other
+// integer is a bad reply, not a decision.
 func TestPackedReply(t *testing.T) {
 	take := scripts().takeOne[sluice.AlgorithmGCRA]
 	reply := func(v any) *redis.Cmd {
@@ -321,16 +321,23 @@ func TestPackedReply(t *testing.T) {
 		cmd.SetVal(v)
 		return cmd
 	}
-	c := &call{script: take, n: 1, limit: 10}
+	want := sluice.Decision{Allowed: true, Limit: 10, Remaining: 4, ResetAfter: 7 * time.Microsecond}
+	c := &call{script: take, n: 1, limit: 10, packed: -1}
 	got, err := c.values(reply(int64(7*11 + 4)))
-	want := []any{int64(1), int64(10), int64(4), int64(0), int64(7), int64(0)}
-	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("packed 81, limit 10: %v %v, want %v", got, err, want)
+	if d, ok := c.unpacked(); err != nil || got != nil || !ok || d != want {
+		t.Errorf("packed 81, limit 10: %v %v %v %v, want %v", got, err, d, ok, want)
+	}
+	ds := []sluice.Decision{{}, {}}
+	if _, err := c.decode(decisionView{ds: ds, idx: []int{1}}); err != nil || ds[1] != want || ds[0] != (sluice.Decision{}) {
+		t.Errorf("packed 81 as the second decision of a check: %v %v, want %v", ds, err, want)
+	}
+	if _, err := c.decode(ds); !errors.Is(err, errBadReply) {
+		t.Errorf("one packed decision for two: %v, want a bad reply", err)
 	}
 	for _, bad := range []*call{
-		{script: take, n: 1, limit: 10}, // a negative integer
-		{script: take, n: 2, limit: 10},
-		{script: scripts().release, n: 1, limit: 10},
+		{script: take, n: 1, limit: 10, packed: -1}, // a negative integer
+		{script: take, n: 2, limit: 10, packed: -1},
+		{script: scripts().release, n: 1, limit: 10, packed: -1},
 	} {
 		v := int64(81)
 		if bad.n == 1 && bad.script == take {

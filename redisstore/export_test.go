@@ -70,7 +70,7 @@ func TakeBatch(s *Store, checks [][]sluice.Request, before func(i int)) ([][]slu
 			return nil, c.err
 		}
 		out[i] = make([]sluice.Decision, len(checks[i]))
-		if _, err := decode(c.reply, out[i]); err != nil {
+		if _, err := c.decode(out[i]); err != nil {
 			return nil, err
 		}
 	}

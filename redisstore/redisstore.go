@@ -71,6 +71,11 @@ import (
 // Client is the part of a go-redis client the store uses.
 // *redis.Client, *redis.ClusterClient, *redis.Ring and any
 // redis.UniversalClient (standalone, Sentinel failover or Cluster) satisfy it.
+// When the client also has go-redis's Process method, as all of those do,
+// the store builds its FCALL commands itself and sends them through Process
+// (and through its pipelines'), with fewer allocations than FCall: a
+// wrapper that overrides FCall alone does not see those calls; its hooks
+// (AddHook) see every command.
 type Client interface {
 	redis.Scripter
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
@@ -398,8 +403,8 @@ func (s *Store) wallNow() time.Time {
 // and argument costs the server time: a batch script spends about as much
 // on them as on the decision itself.
 func (s *Store) call(sc *script, rs []request, undo []string) *call {
-	c := &call{script: sc, n: len(rs)}       // done: made if it is queued (submit)
-	keys, args := c.keyBuf[:0], c.argBuf[:0] // room for a lone request's
+	c := &call{script: sc, n: len(rs), packed: -1} // done: made if it is queued (submit)
+	keys, args := c.keyBuf[:0], c.argBuf[:0]       // room for a lone request's
 	args = append(args, s.clock())
 	if len(rs) > 1 || sc.batch == nil {
 		// the count; a take call of one request sends none (args.lua)
@@ -433,23 +438,33 @@ func (s *Store) call(sc *script, rs []request, undo []string) *call {
 	return c
 }
 
-// run sends c through the batcher and waits for its reply.
+// run sends c through the batcher and waits for its reply, as a list of
+// values (a packed reply spelled out, see call.values).
 func (s *Store) run(ctx context.Context, c *call) ([]any, error) {
-	if err := s.batch.submit(ctx, c); err != nil {
+	if err := s.await(ctx, c); err != nil {
 		return nil, err
 	}
+	return c.result(), nil
+}
+
+// await sends c through the batcher and waits for its reply: c.reply, or
+// c.packed (see call.values).
+func (s *Store) await(ctx context.Context, c *call) error {
+	if err := s.batch.submit(ctx, c); err != nil {
+		return err
+	}
 	if answered(c) {
-		return c.reply, c.err
+		return c.err
 	}
 	ended, t := expiry(ctx)
 	defer releaseTimer(t)
 	select {
 	case <-c.done:
-		return c.reply, c.err
+		return c.err
 	case <-ended:
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-expiredC(t):
-		return nil, context.DeadlineExceeded
+		return context.DeadlineExceeded
 	}
 }
 
@@ -568,7 +583,7 @@ func (s *Store) settle(calls []*call, qs []request, ds []sluice.Decision, groups
 		err := c.err
 		if err == nil {
 			var tokens []string
-			if tokens, err = decode(c.reply, pickDecisions(ds, groups[g])); err == nil {
+			if tokens, err = c.decode(pickDecisions(ds, groups[g])); err == nil {
 				charged[g] = true
 				for k, i := range groups[g] {
 					if tokens != nil {

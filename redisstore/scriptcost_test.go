@@ -96,12 +96,11 @@ func TestScriptCostCommands(t *testing.T) {
 		probe := *cl
 		probe.keys = fixed
 		probe.done = make(chan struct{})
-		reply, err := s.run(ctx, &probe)
-		if err != nil {
+		if _, err := s.run(ctx, &probe); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		ds := make([]sluice.Decision, len(rs))
-		if _, err := decode(reply, ds); err != nil || !ds[0].Allowed {
+		if _, err := probe.decode(ds); err != nil || !ds[0].Allowed {
 			t.Fatalf("%s: %v %+v", c.name, err, ds)
 		}
 		args := []string{sc.sha, fmt.Sprint(len(cl.keys))}

@@ -30,10 +30,11 @@ var sources embed.FS
 // script is one assembled Lua script and its SHA1, for EVALSHA, and the
 // name of the function of the library that does the same job, for FCALL.
 type script struct {
-	name string
-	src  string
-	sha  string
-	fn   string
+	name  string
+	src   string
+	sha   string
+	fn    string
+	fnArg any // fn, boxed once for the commands sluice builds (fcall)
 	// batch, for a take script, is batch.lua with the same algorithms: it
 	// decides several calls of this script in one.
 	batch *script
@@ -87,7 +88,7 @@ func (l library) assemble(entry string, algs ...sluice.Algorithm) *script {
 	b.WriteString(read(entry))
 	src := prune(inline(b.String()))
 	sum := sha1.Sum([]byte(src))
-	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:]), fn: l.fn[entry]}
+	return &script{name: entry, src: src, sha: hex.EncodeToString(sum[:]), fn: l.fn[entry], fnArg: l.fn[entry]}
 }
 
 var every = sluice.Algorithms()

@@ -129,11 +129,14 @@ func (s *Store) takeRemote(ctx context.Context, q *request, now time.Time, asked
 		}
 		return d[0], nil
 	}
-	reply, err := s.run(ctx, s.call(scripts().takeOne[q.p.Alg], []request{*q}, nil))
-	if err != nil {
+	c := s.call(scripts().takeOne[q.p.Alg], []request{*q}, nil)
+	if err := s.await(ctx, c); err != nil {
 		return sluice.Decision{}, s.wrap(err, "take", *q)
 	}
-	if _, err := decode(reply, d[:]); err != nil {
+	if d, ok := c.unpacked(); ok { // an admission: nothing for the near cache
+		return d, nil
+	}
+	if _, err := decode(c.reply, d[:]); err != nil {
 		return sluice.Decision{}, s.wrap(err, "take", *q)
 	}
 	s.remember(*q, d[0])

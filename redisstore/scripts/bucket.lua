@@ -8,7 +8,8 @@
 --
 -- The divisions are idiv and cdiv written out: this is the costliest
 -- function of the commonest decisions, and a Lua call costs more than the
--- arithmetic.
+-- arithmetic. For the same reason a floor is q - q % 1, which the VM
+-- computes without calling math.floor (exact for any double).
 local function bucket(p, debt, c, at, now)
   local A, B, Full = p.A, p.B, p.Full
   local need, retry, remaining = c * B, 0, 0
@@ -18,7 +19,8 @@ local function bucket(p, debt, c, at, now)
     debt = debt + need
   else
     a = debt + need - Full + A - 1 -- retry = cdiv(debt + need - Full, A)
-    retry = floor(a / A)
+    retry = a / A
+    retry = retry - retry % 1
     if retry * A > a then
       retry = retry - 1
     elseif (retry + 1) * A <= a then
@@ -27,7 +29,8 @@ local function bucket(p, debt, c, at, now)
   end
   if debt < Full then -- remaining = idiv(Full - debt, B)
     a = Full - debt
-    remaining = floor(a / B)
+    remaining = a / B
+    remaining = remaining - remaining % 1
     if remaining * B > a then
       remaining = remaining - 1
     elseif (remaining + 1) * B <= a then
@@ -35,7 +38,8 @@ local function bucket(p, debt, c, at, now)
     end
   end
   a = debt + A - 1 -- reset = cdiv(debt, A)
-  q = floor(a / A)
+  q = a / A
+  q = q - q % 1
   if q * A > a then
     q = q - 1
   elseif (q + 1) * A <= a then

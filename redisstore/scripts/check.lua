@@ -162,16 +162,9 @@ local function check(now, n, b, k, out, o)
     if rl ~= '' or ru ~= '' then
       return { a, p.limit, remaining, retry, reset, delay, rl, ru }, b + 1, k, o
     end
-    if allowed and retry == 0 and delay == 0 and remaining >= 0 and remaining <= p.limit and
-      (alg == GCRA or alg == TOKEN_BUCKET or alg == FIXED_WINDOW or alg == SLIDING_WINDOW) then
-      -- The commonest lone decision, a bucket or a window admitting, as one
-      -- integer: reset x (limit + 1) + remaining. A table reply costs the
-      -- server about 6k instructions; an integer, 0.7k. (These algorithms'
-      -- limit is the capacity, which the caller knows.)
-      local v = reset * (p.limit + 1) + remaining
-      if reset >= 0 and v < 9007199254740992 then -- exact in a double, and in Redis's integer
-        return v, b + 1, k, o
-      end
+    local v = packed(alg, p.limit, allowed, remaining, retry, reset, delay)
+    if v then
+      return v, b + 1, k, o
     end
     return { a, p.limit, remaining, retry, reset, delay }, b + 1, k, o
   end

@@ -34,3 +34,20 @@ local function emit(out, o, rs, marked)
   end
   return o
 end
+
+-- packed returns the reply of a lone request that a token bucket, GCRA or
+-- a fixed or sliding window admits as one integer, reset x (limit + 1) +
+-- remaining, or nil for another decision or one that does not fit. A table
+-- reply costs the server about 6k instructions; an integer, 0.7k. (These
+-- algorithms' limit is the capacity, which the caller knows: batch.go's
+-- values reads it.)
+local function packed(alg, limit, allowed, remaining, retry, reset, delay)
+  if allowed and retry == 0 and delay == 0 and remaining >= 0 and remaining <= limit and reset >= 0 and
+    (alg == GCRA or alg == TOKEN_BUCKET or alg == FIXED_WINDOW or alg == SLIDING_WINDOW) then
+    local v = reset * (limit + 1) + remaining
+    if v < 9007199254740992 then -- exact in a double, and in Redis's integer
+      return v
+    end
+  end
+  return nil
+end

@@ -179,6 +179,21 @@ end
 -- while the run goes on, when the write only changes the state held;
 -- false for the run's last check, whose write ends the run (flush).
 local function write_state(alg, key, log, existed, x, y, z, idle, e, now, ox, oy, pw, hold)
+  if existed and not pw and hold == nil and alg ~= SLIDING_WINDOW and alg ~= SLIDING_LOG and alg ~= CONCURRENCY and
+    (idle == 0 or e >= idle + SLACK_MS * 1000 and e >= now + SLACK_MS * 1000) then
+    -- The commonest write, written out: a key in use, under its
+    -- parameters, whose TTL holds it long enough (see below): x, y or both.
+    if x ~= ox then
+      if y ~= oy then
+        redis.call('HSET', key, 'x', format('%d', x), 'y', int(y))
+      else
+        redis.call('HSET', key, 'x', format('%d', x))
+      end
+    elseif y ~= oy then
+      redis.call('HSET', key, 'y', int(y))
+    end
+    return
+  end
   if not existed and idle == 0 then
     if hold == false then
       flush()
