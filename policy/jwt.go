@@ -44,6 +44,7 @@ func (l *loader) jwtSection(n *yaml.Node) *jwtclaims.Verifier {
 		b, _ := l.Int(v, w, "jwt.max_token_bytes", 256, 1<<20)
 		cfg.MaxTokenBytes = int(b)
 	}
+	cfg.Logger = l.opts.Logger
 	v, err := jwtclaims.New(cfg)
 	for _, ce := range yamlload.Collect[*jwtclaims.ConfigError](err) {
 		at := n

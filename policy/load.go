@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -41,6 +42,11 @@ type Options struct {
 	// (decide.Ban.Index): sluice serve's index of bans, for GET
 	// /admin/bans. Default none.
 	Bans decide.BanIndex
+
+	// Logger receives what the policy's parts log while it is in force:
+	// the jwt: section's key set reloads and failed fetches. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // ErrInvalid wraps every error of a policy that does not load.

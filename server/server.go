@@ -179,7 +179,7 @@ func buildAPI(s *Server) error {
 
 // loadPolicy loads the policy file, or the sample policy without one.
 func loadPolicy(s *Server) error {
-	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay), Runtime: s.overrides, Bans: s.bans}
+	opts := policy.Options{MaxDelay: time.Duration(s.cfg.MaxDelay), Runtime: s.overrides, Bans: s.bans, Logger: s.log}
 	if s.cfg.Policy == "" {
 		p, err := policy.Parse("sample policy", samplePolicy, opts)
 		if err != nil {
