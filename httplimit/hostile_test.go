@@ -1,7 +1,6 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,40 +8,22 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/decide"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/logtest"
 	"github.com/sluicehq/sluice/memstore"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRefusalsLoggedAggregated: 2,000 refused requests make one log line
 // with their counts, written at the end of the interval, not 2,000 lines.
 func TestRefusalsLoggedAggregated(t *testing.T) {
 	mem, _ := memstore.New(memstore.Config{})
 	defer mem.Close()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	mw, err := httplimit.New(sluice.New(mem), httplimit.Config{
 		Limits: []httplimit.Limit{{Name: "per-user", Key: httplimit.ByHeader("X-User"), Limit: sluice.FixedWindow(1, time.Hour)}},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),

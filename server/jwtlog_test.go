@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,31 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/jwttest"
+	"github.com/sluicehq/sluice/internal/logtest"
 	"github.com/sluicehq/sluice/server"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestJWKSFailureInServerLog: a policy's key set that cannot be fetched is
 // logged by the server's own logger (where an operator reads sluice
@@ -54,7 +35,7 @@ rules:
 	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	cfg := server.Defaults()
 	cfg.Gateway, cfg.API, cfg.GRPC, cfg.Admin, cfg.Policy = "", "127.0.0.1:0", "", "", path
 	srv, err := server.New(cfg, server.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
