@@ -2,6 +2,8 @@
 // it watches the directories that hold them (so that an editor's rename
 // and a Kubernetes ConfigMap's symlink swap are seen), waits for a burst
 // of events to settle, and reloads only when a file's content changed.
+// The files are those the loaded configs name (a policy's and its files
+// of prices), asked again after each reload.
 package watch
 
 import (
