@@ -218,6 +218,10 @@ func (l *loader) pricesFile(v *yaml.Node, w where) *llmusage.Prices {
 	if !filepath.IsAbs(name) {
 		name = filepath.Join(filepath.Dir(l.file), name)
 	}
+	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+		l.Fail(v, w, "cost.prices_file", "%s is a directory: want a file of prices", name)
+		return nil // not listed by Holder.Files: a watcher would watch all below it
+	}
 	if !slices.Contains(l.priceFiles, name) {
 		l.priceFiles = append(l.priceFiles, name)
 	}

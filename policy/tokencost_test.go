@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,7 +72,8 @@ func TestHolderFiles(t *testing.T) {
 	}
 	os.WriteFile(pol, []byte(two("a.yaml", "a.yaml")), 0o644)
 	os.WriteFile(a, []byte("prices: {m: {input: 1, output: 2}}\n"), 0o644)
-	h, err := policy.NewHolder(pol, policy.Options{}, nil)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	h, err := policy.NewHolder(pol, policy.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +83,7 @@ func TestHolderFiles(t *testing.T) {
 	}{
 		{"", []string{pol, a}},
 		{two("sub/b.yaml", "a.yaml"), []string{pol, b, a}}, // b.yaml is missing: the load fails, the holder names it
+		{two("sub/b.yaml", "sub"), []string{pol, b}},       // a directory is refused, not listed
 		{"rules: [", []string{pol}},                        // a policy that does not parse names none
 	}
 	for i, s := range steps {
