@@ -69,7 +69,11 @@ func (h *Holder) Reload() error {
 // one reads again unless the policy's file changes (a policy too broken to
 // name its files of prices lists only its own file).
 func (h *Holder) Files() []string {
-	return append([]string{h.path}, *h.files.Load()...)
+	files := []string{h.path}
+	if prices := h.files.Load(); prices != nil {
+		files = append(files, *prices...)
+	}
+	return files
 }
 
 // Policy returns the current policy.

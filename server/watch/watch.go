@@ -35,9 +35,10 @@ import (
 // is watched in the directory that holds it, and every check re-reads the
 // paths through the links and watches the directories they lead to now.
 //
-// The files are those the loaded configs name, and follow them: after each
-// reload (and each Follow) the Watcher asks for the paths again, watches
-// the new ones from their content as loaded and forgets the dropped ones.
+// The files are those the loaded configs name (a policy's files of prices
+// among them), and the Watcher follows them: after each reload (and each
+// Follow) it asks for the paths again, watches the new ones from their
+// content as loaded and forgets the dropped ones.
 //
 // The Watcher's own goroutine does all of this (checks, reloads, follows),
 // one at a time; Follow and Close may be called from any goroutine.
