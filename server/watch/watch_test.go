@@ -88,10 +88,65 @@ func priceOf(out int) string {
 	return fmt.Sprintf("prices: {m: {input: 1, output: %d}}\n", out)
 }
 
+// pricesRig is a policy whose prices are in a file, its holder and a
+// Watcher over it that the test sends file events (in a synctest bubble).
+type pricesRig struct {
+	t       *testing.T
+	dir     string
+	fw      *fsnotify.Watcher
+	h       *policy.Holder
+	w       *Watcher
+	reloads int // how many times the Watcher reloaded
+}
+
+// newPricesRig starts policy.yaml naming a.yaml, model m at output price 1.
+func newPricesRig(t *testing.T, fw *fsnotify.Watcher) *pricesRig {
+	r := &pricesRig{t: t, dir: t.TempDir(), fw: fw}
+	os.Mkdir(r.file("other"), 0o755)
+	r.write("policy.yaml", pricedPolicy("a.yaml"))
+	r.write("a.yaml", priceOf(1))
+	log := slog.New(slog.DiscardHandler)
+	var err error
+	if r.h, err = policy.NewHolder(r.file("policy.yaml"), policy.Options{}, log); err != nil {
+		t.Fatal(err)
+	}
+	fw.Events, fw.Errors = make(chan fsnotify.Event), make(chan error)
+	r.w = fakeEvents(fw, r.h.Files, func() { r.reloads++; r.h.Reload() }, log)
+	t.Cleanup(func() { close(r.w.done); r.w.wg.Wait() })
+	return r
+}
+
+func (r *pricesRig) file(name string) string { return filepath.Join(r.dir, name) }
+
+func (r *pricesRig) write(name, content string) {
+	r.t.Helper()
+	if err := os.WriteFile(r.file(name), []byte(content), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// edit writes a file, sends its event and lets the Watcher settle.
+func (r *pricesRig) edit(name, content string) {
+	r.t.Helper()
+	r.write(name, content)
+	r.fw.Events <- fsnotify.Event{Name: r.file(name), Op: fsnotify.Write}
+	time.Sleep(2 * debounce)
+	synctest.Wait()
+}
+
+// want checks the output price of m in force and the Watcher's reloads.
+func (r *pricesRig) want(step string, price int64, reloads int) {
+	r.t.Helper()
+	p, _ := r.h.Policy().Rules[0].Limits[0].Late().Tokens.Prices.Of("m")
+	if p.Output != price*1_000_000 || r.reloads != reloads {
+		r.t.Errorf("%s: output price %d after %d reloads, want %d after %d", step, p.Output/1_000_000, r.reloads, price, reloads)
+	}
+}
+
 // TestWatchFollowsPricesFiles: a change to a file of prices alone
-// reloads; a reload that names another file of prices watches it and no
-// longer the first; a file of prices that does not load keeps the policy;
-// a reload made another way (SIGHUP) is followed too.
+// reloads; a reload that names another file of prices (missing at first)
+// watches it and no longer the first; a file of prices that does not load
+// keeps the policy.
 func TestWatchFollowsPricesFiles(t *testing.T) {
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -99,62 +154,47 @@ func TestWatchFollowsPricesFiles(t *testing.T) {
 	}
 	defer fw.Close()
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		file := func(name string) string { return filepath.Join(dir, name) }
-		write := func(name, content string) {
-			if err := os.WriteFile(file(name), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
+		r := newPricesRig(t, fw)
+		r.edit("a.yaml", priceOf(2))
+		r.want("a.yaml edited", 2, 1)
+		r.edit("policy.yaml", pricedPolicy("other/b.yaml")) // b.yaml missing: the policy stays
+		r.want("naming a missing b.yaml", 2, 2)
+		r.edit("other/b.yaml", priceOf(3))
+		r.want("b.yaml written", 3, 3)
+		r.edit("a.yaml", priceOf(4))
+		r.want("a.yaml, no longer named, edited", 3, 3)
+		r.edit("other/b.yaml", "prices: {m: {input: 1}}\n")
+		r.want("b.yaml broken", 3, 4)
+		if r.h.Failures() != 2 {
+			t.Errorf("%d failed loads, want 2 (the missing b.yaml, the broken one)", r.h.Failures())
 		}
-		os.Mkdir(file("other"), 0o755)
-		write("policy.yaml", pricedPolicy("a.yaml"))
-		write("a.yaml", priceOf(1))
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		h, err := policy.NewHolder(file("policy.yaml"), policy.Options{}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fw.Events, fw.Errors = make(chan fsnotify.Event), make(chan error)
-		reloads := 0
-		w := fakeEvents(fw, h.Files, func() { reloads++; h.Reload() }, log)
-		defer func() { close(w.done); w.wg.Wait() }()
-		edit := func(name, content string) {
-			t.Helper()
-			write(name, content)
-			fw.Events <- fsnotify.Event{Name: file(name), Op: fsnotify.Write}
-			time.Sleep(2 * debounce)
-			synctest.Wait()
-		}
-		want := func(step string, price int64, n int) {
-			t.Helper()
-			p, _ := h.Policy().Rules[0].Limits[0].Late().Tokens.Prices.Of("m")
-			if p.Output != price*1_000_000 || reloads != n {
-				t.Errorf("%s: output price %d after %d reloads, want %d after %d", step, p.Output/1_000_000, reloads, price, n)
-			}
-		}
-		edit("a.yaml", priceOf(2))
-		want("a.yaml edited", 2, 1)
-		edit("policy.yaml", pricedPolicy("other/b.yaml")) // b.yaml missing: the policy stays
-		want("naming a missing b.yaml", 2, 2)
-		edit("other/b.yaml", priceOf(3))
-		want("b.yaml written", 3, 3)
-		edit("a.yaml", priceOf(4))
-		want("a.yaml, no longer named, edited", 3, 3)
-		edit("other/b.yaml", "prices: {m: {input: 1}}\n")
-		want("b.yaml broken", 3, 4)
-		if h.Failures() != 2 {
-			t.Errorf("%d failed loads, want 2 (the missing b.yaml, the broken one)", h.Failures())
-		}
+	})
+}
 
-		write("policy.yaml", pricedPolicy("a.yaml")) // a SIGHUP's reload
-		h.Reload()
-		w.Follow()
+// TestWatchFollowsSIGHUP: after a reload made another way (SIGHUP) and
+// Follow, the Watcher watches the files of prices that reload named.
+func TestWatchFollowsSIGHUP(t *testing.T) {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	synctest.Test(t, func(t *testing.T) {
+		r := newPricesRig(t, fw)
+		r.write("other/b.yaml", priceOf(2))
+		r.write("policy.yaml", pricedPolicy("other/b.yaml"))
+		r.h.Reload()
+		r.w.Follow()
 		synctest.Wait()
-		want("SIGHUP back to a.yaml", 4, 4)
-		edit("a.yaml", priceOf(5))
-		want("a.yaml edited after SIGHUP", 5, 5)
-		if got := w.watched; !slices.Equal(got, []string{file("policy.yaml"), file("a.yaml")}) {
-			t.Errorf("watching %q", got)
+		r.want("SIGHUP to b.yaml", 2, 0)
+		// Followed before any event: other/ (no event would come from it
+		// otherwise) is watched.
+		if got := r.w.watched; !slices.Equal(got, []string{r.file("policy.yaml"), r.file("other/b.yaml")}) || !r.w.dirs[r.file("other")] {
+			t.Errorf("watching %q in %v", got, r.w.dirs)
 		}
+		r.edit("other/b.yaml", priceOf(3))
+		r.want("b.yaml edited after SIGHUP", 3, 1)
+		r.edit("a.yaml", priceOf(4))
+		r.want("a.yaml, no longer named, edited", 3, 1)
 	})
 }
