@@ -22,6 +22,7 @@ type Holder struct {
 	logger   *slog.Logger
 	mu       sync.Mutex // serialises reloads
 	current  atomic.Pointer[Policy]
+	files    atomic.Pointer[[]string] // see Files
 	failures atomic.Int64
 }
 
@@ -46,7 +47,8 @@ func NewHolder(path string, opts Options, logger *slog.Logger) (*Holder, error) 
 func (h *Holder) Reload() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p, err := Load(h.path, h.opts)
+	p, prices, err := load(h.path, h.opts)
+	h.files.Store(&prices)
 	if err != nil {
 		h.failures.Add(1)
 		if h.current.Load() != nil {
@@ -57,6 +59,21 @@ func (h *Holder) Reload() error {
 	h.current.Store(p)
 	h.logger.Info("policy: loaded", "file", h.path, "rules", len(p.Rules), "snapshot", p.Snapshot())
 	return nil
+}
+
+// Files returns the files the last load read or tried to read: the
+// policy's file, then each file of prices it names (cost.prices_file, as
+// joined to the policy's directory). A change to any of them changes
+// what the next Reload loads, so a watcher reloads when one changes. After
+// a load that failed they are the files that load named, which the next
+// one reads again unless the policy's file changes (a policy too broken to
+// name its files of prices lists only its own file).
+func (h *Holder) Files() []string {
+	files := []string{h.path}
+	if prices := h.files.Load(); prices != nil {
+		files = append(files, *prices...)
+	}
+	return files
 }
 
 // Policy returns the current policy.

@@ -58,26 +58,40 @@ const maxFileSize = 4 << 20
 
 // Load reads and compiles the policy file at path.
 func Load(path string, opts Options) (*Policy, error) {
+	p, _, err := load(path, opts)
+	return p, err
+}
+
+// load is Load, and also returns the files of prices the policy names
+// (cost.prices_file), those it names even when it does not load.
+func load(path string, opts Options) (*Policy, []string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return nil, nil, fmt.Errorf("policy: %w", err)
 	}
 	if st.Size() > maxFileSize {
-		return nil, invalid("\n", &Error{File: path, Msg: fmt.Sprintf("%d bytes, larger than %d", st.Size(), maxFileSize)})
+		return nil, nil, invalid("\n", &Error{File: path, Msg: fmt.Sprintf("%d bytes, larger than %d", st.Size(), maxFileSize)})
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return nil, nil, fmt.Errorf("policy: %w", err)
 	}
-	return Parse(path, data, opts)
+	return parse(path, data, opts)
 }
 
 // Parse compiles a policy from YAML; file names it in errors. Every error
 // is reported: the error wraps ErrInvalid and joins one *Error per problem
 // (Errors lists them), each naming the file, line, rule, limit and field.
 func Parse(file string, data []byte, opts Options) (*Policy, error) {
+	p, _, err := parse(file, data, opts)
+	return p, err
+}
+
+// parse is Parse, and also returns the files of prices the policy names,
+// as load does.
+func parse(file string, data []byte, opts Options) (*Policy, []string, error) {
 	if len(data) > maxFileSize {
-		return nil, invalid("\n", &Error{File: file, Msg: fmt.Sprintf("%d bytes, larger than %d", len(data), maxFileSize)})
+		return nil, nil, invalid("\n", &Error{File: file, Msg: fmt.Sprintf("%d bytes, larger than %d", len(data), maxFileSize)})
 	}
 	l := newLoader(file, opts)
 	var p *Policy
@@ -85,14 +99,14 @@ func Parse(file string, data []byte, opts Options) (*Policy, error) {
 		p = l.policy(doc)
 	}
 	if len(l.Errs) > 0 {
-		return nil, invalid("\n", l.Errs...)
+		return nil, l.priceFiles, invalid("\n", l.Errs...)
 	}
 	p.Warnings = l.warns
 	p.protected = p.protectedHeaders()
 	for _, r := range p.Rules {
 		p.prioritized = p.prioritized || r.hasPriority
 	}
-	return p, nil
+	return p, l.priceFiles, nil
 }
 
 // invalid wraps errs in ErrInvalid: "policy: invalid:" then sep then the
@@ -137,6 +151,9 @@ type loader struct {
 	hasJWT bool
 	// hasExpr: some rule or limit has a CEL expression.
 	hasExpr bool
+	// priceFiles are the files of prices the policy names, each once,
+	// in the order they are first named (read or not).
+	priceFiles []string
 }
 
 // warn records something that loads but is likely not what was meant.

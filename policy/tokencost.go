@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -207,7 +208,7 @@ func (l *loader) price(v *yaml.Node, w where, field string) llmusage.Price {
 // pricesFile reads the price table of the file v names (relative to the
 // policy's directory): a document of prices and default_price, as a
 // limit's cost has them. Its errors name that file; it is read again
-// whenever the policy is.
+// whenever the policy is, and Holder.Files lists it.
 func (l *loader) pricesFile(v *yaml.Node, w where) *llmusage.Prices {
 	name, ok := l.Str(v, w, "cost.prices_file")
 	if !ok || name == "" {
@@ -216,6 +217,13 @@ func (l *loader) pricesFile(v *yaml.Node, w where) *llmusage.Prices {
 	}
 	if !filepath.IsAbs(name) {
 		name = filepath.Join(filepath.Dir(l.file), name)
+	}
+	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+		l.Fail(v, w, "cost.prices_file", "%s is a directory: want a file of prices", name)
+		return nil // not listed by Holder.Files: a watcher would watch all below it
+	}
+	if !slices.Contains(l.priceFiles, name) {
+		l.priceFiles = append(l.priceFiles, name)
 	}
 	data, err := readBounded(name)
 	if err != nil {

@@ -1,8 +1,10 @@
 package policy_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,5 +55,46 @@ func TestPricesFile(t *testing.T) {
 	os.Remove(filepath.Join(dir, "prices.yaml"))
 	if _, err = policy.Load(pol, policy.Options{}); err == nil || !strings.Contains(err.Error(), "cost.prices_file") {
 		t.Errorf("a missing prices file: %v", err)
+	}
+}
+
+// TestHolderFiles: a holder lists the policy's file and each file of
+// prices it names, once, in order; after a load that failed, those that
+// load named.
+func TestHolderFiles(t *testing.T) {
+	dir := t.TempDir()
+	pol, a, b := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "a.yaml"), filepath.Join(dir, "sub", "b.yaml")
+	two := func(first, second string) string {
+		return "rules:\n  - name: llm\n    limits:\n" +
+			"      - {name: one, key: global, algorithm: fixed_window, limit: 1000000, window: 1h, cost: {prices_file: " + first + "}}\n" +
+			"      - {name: two, key: global, algorithm: fixed_window, limit: 1000000, window: 1h, cost: {prices_file: " + second + "}}\n" +
+			"      - {name: three, key: global, algorithm: fixed_window, limit: 1000000, window: 1h, cost: {prices_file: " + first + "}}\n"
+	}
+	os.WriteFile(pol, []byte(two("a.yaml", "a.yaml")), 0o644)
+	os.WriteFile(a, []byte("prices: {m: {input: 1, output: 2}}\n"), 0o644)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	h, err := policy.NewHolder(pol, policy.Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		policy string
+		want   []string
+	}{
+		{"", []string{pol, a}},
+		{two("sub/b.yaml", "a.yaml"), []string{pol, b, a}}, // b.yaml is missing: the load fails, the holder names it
+		{two("sub/b.yaml", "sub"), []string{pol, b}},       // a directory is refused, not listed
+		{"rules: [", []string{pol}},                        // a policy that does not parse names none
+	}
+	for i, s := range steps {
+		if s.policy != "" {
+			os.WriteFile(pol, []byte(s.policy), 0o644)
+			if h.Reload() == nil {
+				t.Errorf("step %d: the reload did not fail", i)
+			}
+		}
+		if got := h.Files(); !slices.Equal(got, s.want) {
+			t.Errorf("step %d: Files() = %q, want %q", i, got, s.want)
+		}
 	}
 }

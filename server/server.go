@@ -82,7 +82,7 @@ type Server struct {
 	grpc      *grpc.Server
 	ready     atomic.Bool
 	wg        sync.WaitGroup
-	watcher   *watch.Watcher
+	watcher   atomic.Pointer[watch.Watcher] // nil without watching (Reload reads it from any goroutine)
 	closeOnce sync.Once
 	stopOnce  sync.Once // closes stopBg
 
@@ -272,7 +272,7 @@ func (s *Server) Start() error {
 		})
 	}
 	if s.cfg.WatchFiles() {
-		s.watcher = watchConfigs(s)
+		s.watcher.Store(watchConfigs(s))
 	}
 	s.wg.Go(func() { s.stats.RecordEvery(historyStep, s.stopBg) })
 	s.ready.Store(true)
@@ -330,13 +330,11 @@ func bindHTTP(s *Server, sv httpService) error {
 	return nil
 }
 
-// watchConfigs watches the policy and RLS config files, nil if it cannot.
+// watchConfigs watches the policy's files (its own and its files of
+// prices, as the last load named them) and the RLS config files, nil if
+// it cannot.
 func watchConfigs(s *Server) *watch.Watcher {
-	var paths []string
-	if s.cfg.Policy != "" {
-		paths = append(paths, s.cfg.Policy)
-	}
-	w, err := watch.Start(append(paths, s.cfg.RLS...), func() { s.Reload() }, s.log) // Reload logs and counts its own errors
+	w, err := watch.Start(s.configFiles, func() { s.reload() }, s.log) // reload logs and counts its own errors
 	if err != nil {
 		s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
 	}
@@ -450,10 +448,30 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 	return s.metrics.CountResponses(h), nil
 }
 
+// configFiles are the files the configs are read from: the policy's
+// (Holder.Files) and the RLS configs.
+func (s *Server) configFiles() []string {
+	var files []string
+	if s.holder != nil {
+		files = s.holder.Files()
+	}
+	return append(files, s.cfg.RLS...)
+}
+
 // Reload loads the policy and RLS configs again. A config that fails to
 // load keeps the old one serving; the error is logged, counted in
-// sluice_config_reloads_total and returned.
+// sluice_config_reloads_total and returned. The file watcher, if on,
+// follows the files the policy names now.
 func (s *Server) Reload() error {
+	err := s.reload()
+	if w := s.watcher.Load(); w != nil {
+		w.Follow()
+	}
+	return err
+}
+
+// reload is Reload, as the file watcher calls it (it follows by itself).
+func (s *Server) reload() error {
 	var errs []error
 	st := &admin.Loaded{At: time.Now()}
 	if s.holder != nil {
@@ -487,8 +505,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.rls != nil {
 		s.rls.Drain() // gRPC health checks answer NOT_SERVING while draining
 	}
-	if s.watcher != nil {
-		s.watcher.Close()
+	if w := s.watcher.Load(); w != nil {
+		w.Close()
 	}
 	var cut atomic.Int32
 	var wg sync.WaitGroup

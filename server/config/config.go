@@ -56,8 +56,9 @@ type Config struct {
 	// /json and /healthcheck listener, merged domains, response headers.
 	Envoy EnvoyConfig `yaml:"envoy"`
 
-	// Watch reloads the policy and RLS configs when their files change
-	// (SIGHUP always does). Default true.
+	// Watch reloads the policy and RLS configs when their files change,
+	// each prices_file of the policy included (SIGHUP always reloads).
+	// Default true.
 	Watch *bool `yaml:"watch"`
 
 	Store StoreConfig `yaml:"store"`

@@ -55,7 +55,7 @@ var Settings = []Setting{
 	{Name: "rls", Env: "SLUICE_RLS", Fields: "rls (comma-separated)", set: list(func(c *Config) *[]string { return &c.RLS }, false),
 		Help: "Envoy RLS descriptor configs: files or directories (every file in them, nested ones too), comma-separated"},
 	{Name: "watch", Env: "SLUICE_WATCH", Fields: "watch", set: boolPtr(func(c *Config) **bool { return &c.Watch }),
-		Help: "reload the policy and RLS configs when their files change (default true; --watch=false turns it off)"},
+		Help: "reload the policy and RLS configs when their files change, a policy's prices_file included (default true; --watch=false turns it off)"},
 	{Name: "rls-http", Env: "SLUICE_RLS_HTTP", Fields: "envoy.http", set: text(func(c *Config) *string { return &c.Envoy.HTTP }),
 		Help: "listen address of envoyproxy/ratelimit's HTTP endpoints, /json and /healthcheck (its PORT, 8080); empty turns it off"},
 	{Name: "rls-merge-domains", Env: "SLUICE_RLS_MERGE_DOMAINS", Fields: "envoy.merge_domains", set: boolean(func(c *Config) *bool { return &c.Envoy.MergeDomains }),

@@ -2,13 +2,18 @@
 // it watches the directories that hold them (so that an editor's rename
 // and a Kubernetes ConfigMap's symlink swap are seen), waits for a burst
 // of events to settle, and reloads only when a file's content changed.
+// The files are those the loaded configs name (a policy's and its files
+// of prices), asked again after each reload.
 package watch
 
 import (
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,13 +34,23 @@ import (
 // root, /srv/runtime_data/current, re-pointed to swap every file at once)
 // is watched in the directory that holds it, and every check re-reads the
 // paths through the links and watches the directories they lead to now.
+//
+// The files are those the loaded configs name (a policy's files of prices
+// among them), and the Watcher follows them: after each reload (and each
+// Follow) it asks for the paths again, watches the new ones from their
+// content as loaded and forgets the dropped ones.
+//
+// The Watcher's own goroutine does all of this (checks, reloads, follows),
+// one at a time; Follow and Close may be called from any goroutine.
 type Watcher struct {
-	fs    *fsnotify.Watcher
-	done  chan struct{}
-	wg    sync.WaitGroup
-	paths []string // the config files and directories
-	dirs  map[string]bool
-	last  [sha256.Size]byte
+	fs      *fsnotify.Watcher
+	done    chan struct{}
+	follows chan struct{} // Follow's requests: one pending at most
+	wg      sync.WaitGroup
+	paths   func() []string // the config files and directories the configs name now
+	watched []string        // what paths returned last, each once
+	dirs    map[string]bool
+	last    map[string][sha256.Size]byte // each watched path's content when it was last loaded
 
 	reload func() // loads the configs again; logs and counts its own errors
 	log    *slog.Logger
@@ -45,28 +60,44 @@ type Watcher struct {
 const debounce = 200 * time.Millisecond
 
 // Start watches paths (config files, or directories of them) and calls
-// reload when their content changes. It returns nil, nil without paths.
-func Start(paths []string, reload func(), log *slog.Logger) (*Watcher, error) {
-	if len(paths) == 0 {
+// reload when their content changes; it calls paths again after each
+// reload, to watch the files the configs name now. It returns nil, nil
+// when paths returns none.
+func Start(paths func() []string, reload func(), log *slog.Logger) (*Watcher, error) {
+	ps := unique(paths())
+	if len(ps) == 0 {
 		return nil, nil
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{fs: fw, done: make(chan struct{}), paths: paths, dirs: map[string]bool{}, reload: reload, log: log}
+	w := &Watcher{fs: fw, done: make(chan struct{}), follows: make(chan struct{}, 1), paths: paths,
+		watched: ps, dirs: map[string]bool{}, last: map[string][sha256.Size]byte{}, reload: reload, log: log}
 	if err := w.rewatch(); err != nil {
 		fw.Close()
 		return nil, err
 	}
-	w.last = w.digest()
+	for _, p := range ps {
+		w.last[p] = digest(p)
+	}
 	w.wg.Add(1)
 	go w.loop()
 	return w, nil
 }
 
-// loop reloads the server a debounce after the last event. An error of
-// the Watcher (above all fsnotify.ErrEventOverflow: the kernel dropped
+// Follow has the Watcher ask for the paths again, after the configs were
+// loaded another way than by the Watcher (SIGHUP): it watches the files
+// that load named from their content now. It does not wait.
+func (w *Watcher) Follow() {
+	select {
+	case w.follows <- struct{}{}:
+	default: // one is pending: it will ask after this load
+	}
+}
+
+// loop checks the files a debounce after the last event. An error of the
+// Watcher (above all fsnotify.ErrEventOverflow: the kernel dropped
 // events, perhaps the last of a burst) schedules a check too, since the
 // files may have changed unseen.
 func (w *Watcher) loop() {
@@ -94,25 +125,76 @@ func (w *Watcher) loop() {
 			}
 			w.log.Warn("watching config files; checking them now", "err", err)
 			schedule()
+		case <-w.follows:
+			w.follow()
 		case <-fire:
 			fire = nil
-			if err := w.rewatch(); err != nil {
-				w.log.Warn("watching config files", "err", err)
-			}
-			d := w.digest()
-			if d == w.last {
-				continue
-			}
-			w.last = d
-			w.log.Info("config files changed: reloading", "paths", w.paths)
-			w.reload()
+			w.check()
 		}
 	}
 }
 
+// check reloads the server if a watched file's content changed since it
+// was last loaded, then follows the files the configs name now.
+func (w *Watcher) check() {
+	if err := w.rewatch(); err != nil {
+		w.log.Warn("watching config files", "err", err)
+	}
+	var changed []string
+	for _, p := range w.watched {
+		if d := digest(p); d != w.last[p] {
+			w.last[p] = d
+			changed = append(changed, p)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	w.log.Info("config files changed: reloading", "paths", changed)
+	w.reload()
+	w.follow()
+}
+
+// follow watches the paths the configs name now. A path watched already
+// keeps its content as last loaded (a change the load did not see still
+// reloads); a new one is taken as the load that named it read it, a
+// moment ago; a dropped one is no longer watched.
+func (w *Watcher) follow() {
+	ps := unique(w.paths())
+	if slices.Equal(ps, w.watched) {
+		return
+	}
+	w.watched = ps
+	if err := w.rewatch(); err != nil {
+		w.log.Warn("watching config files", "err", err)
+	}
+	last := make(map[string][sha256.Size]byte, len(ps))
+	for _, p := range ps {
+		d, ok := w.last[p]
+		if !ok {
+			d = digest(p)
+		}
+		last[p] = d
+	}
+	w.last = last
+	w.log.Info("watching config files", "paths", ps)
+}
+
+// unique returns paths without repeats, in order.
+func unique(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // watchDirs lists the directories to watch for paths: the directory of
-// each, each directory and its subdirectories, and the directory holding
-// each symbolic link on the way to one.
+// each (or, while it does not exist, the nearest one above it that does,
+// where it will appear), each directory and its subdirectories, and the
+// directory holding each symbolic link on the way to one.
 func watchDirs(paths []string) (map[string]bool, error) {
 	dirs := map[string]bool{}
 	for _, p := range paths {
@@ -120,7 +202,7 @@ func watchDirs(paths []string) (map[string]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		dirs[filepath.Dir(abs)] = true
+		dirs[existingDir(filepath.Dir(abs))] = true
 		for a := abs; a != filepath.Dir(a); a = filepath.Dir(a) {
 			if fi, err := os.Lstat(a); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 				dirs[filepath.Dir(a)] = true
@@ -140,10 +222,23 @@ func watchDirs(paths []string) (map[string]bool, error) {
 	return dirs, nil
 }
 
+// existingDir returns dir, or while it does not exist the nearest
+// directory above it that does.
+func existingDir(dir string) string {
+	for {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() || dir == filepath.Dir(dir) {
+			return dir
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
 // rewatch watches the directories watchDirs lists now, again: one reached
-// through a link that was re-pointed is another directory than before.
+// through a link that was re-pointed is another directory than before. A
+// directory it cannot watch is left out, the others are watched, and the
+// errors are returned.
 func (w *Watcher) rewatch() error {
-	dirs, err := watchDirs(w.paths)
+	dirs, err := watchDirs(w.watched)
 	if err != nil {
 		return err
 	}
@@ -151,43 +246,44 @@ func (w *Watcher) rewatch() error {
 		w.fs.Remove(d) // gone, or added again below
 	}
 	w.dirs = map[string]bool{}
+	var errs []error
 	for d := range dirs {
 		if err := w.fs.Add(d); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("%s: %w", d, err))
+			continue
 		}
 		w.dirs[d] = true
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// digest hashes the content of every config file (following symlinks),
-// so that events that change nothing (a touch, an unrelated file in the
-// same directory) do not reload.
-func (w *Watcher) digest() [sha256.Size]byte {
+// digest hashes the content of a config file (following symlinks), or of
+// each config file of a directory, so that events that change nothing (a
+// touch, an unrelated file in the same directory) do not reload.
+func digest(p string) [sha256.Size]byte {
 	h := sha256.New()
-	for _, p := range w.paths {
-		var files []string
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			files, _, _ = rls.ConfigFiles(p) // sorted; an error shows as fewer files
+	var files []string
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		files, _, _ = rls.ConfigFiles(p) // sorted; an error shows as fewer files
+	} else {
+		files = []string{p}
+	}
+	for _, f := range files {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+		if data, err := os.ReadFile(f); err == nil {
+			h.Write(data)
 		} else {
-			files = []string{p}
+			h.Write([]byte(err.Error()))
 		}
-		for _, f := range files {
-			h.Write([]byte(f))
-			h.Write([]byte{0})
-			if data, err := os.ReadFile(f); err == nil {
-				h.Write(data)
-			} else {
-				h.Write([]byte(err.Error()))
-			}
-			h.Write([]byte{0})
-		}
+		h.Write([]byte{0})
 	}
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d
 }
 
+// Close stops watching. It waits for a check or reload under way.
 func (w *Watcher) Close() {
 	select {
 	case <-w.done:
