@@ -116,6 +116,9 @@ type batcher struct {
 func newBatcher(client Client, workers, max int) *batcher {
 	p, _ := client.(processor)
 	base, _ := client.(*redis.Client)
+	if base != nil && !laneSafe(base.Options()) {
+		base = nil
+	}
 	b := &batcher{client: client, process: p, base: base, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}
 	b.inline.base = base
 	for range workers {
@@ -339,8 +342,8 @@ func (b *batcher) one(ctx context.Context, ln *lane, sc *script, keys []string, 
 }
 
 // first sends sc's job on ln's connection if it has one, else through
-// the client's pool. A command whose write failed on the lane never
-// reached Redis: it goes through the pool instead.
+// the client's pool. A command whose write failed never reached Redis: it
+// is sent once more, through the pool (go-redis does not, see once).
 func (b *batcher) first(ctx context.Context, ln *lane, sc *script, keys []string, args []any) *redis.Cmd {
 	var conn *redis.Conn
 	var now time.Time
@@ -348,13 +351,14 @@ func (b *batcher) first(ctx context.Context, ln *lane, sc *script, keys []string
 		now = time.Now()
 		conn = ln.take(now)
 	}
+	var cmd *redis.Cmd
 	if conn == nil {
-		return b.issue(ctx, b.client, b.process, sc, keys, args)
+		cmd = b.issue(ctx, b.client, b.process, sc, keys, args)
+	} else {
+		cmd = b.issue(ctx, conn, conn, sc, keys, args)
+		ln.settle(now, cmd.Err())
 	}
-	cmd := b.issue(ctx, conn, conn, sc, keys, args)
-	err := cmd.Err()
-	ln.settle(now, err)
-	if err != nil && unsent(err) && ctx.Err() == nil {
+	if err := cmd.Err(); err != nil && unsent(err) && ctx.Err() == nil {
 		return b.issue(ctx, b.client, b.process, sc, keys, args)
 	}
 	return cmd

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // A lane is a connection the batcher keeps for its own round trips, taken
@@ -16,8 +17,9 @@ import (
 // go-redis makes on every command it takes a connection for (2-3 µs of
 // a 50 µs round trip on loopback, and a system call's CPU). Each worker
 // has a lane, and so does the caller's goroutine running a lone call
-// (batcher.inline); a Cluster client, whose commands go to many nodes, or
-// a Client that is not a *redis.Client, has none and uses its pool.
+// (batcher.inline); a Cluster client, whose commands go to many nodes, a
+// Client that is not a *redis.Client, or one that negotiates maintenance
+// notifications (see laneSafe), has none and uses its pool.
 //
 // The check is skipped only while the lane is fresh: used within
 // laneFresh. A lane idle longer goes back to the pool, whose health check
@@ -47,6 +49,16 @@ const (
 	// laneLife is how long a lane keeps one connection.
 	laneLife = time.Second
 )
+
+// laneSafe reports whether a client with options o may have lanes: one
+// whose connections never negotiate go-redis's maintenance notifications
+// (RESP2, or MaintNotificationsConfig's Mode disabled, as sluice serve
+// sets it). Otherwise a new connection's setup may change the client's
+// options (it turns the notifications off when the server refuses them)
+// under a lock a Conn does not share: go-redis v9.23 races there.
+func laneSafe(o *redis.Options) bool {
+	return o.Protocol == 2 || o.MaintNotificationsConfig != nil && o.MaintNotificationsConfig.Mode == maintnotifications.ModeDisabled
+}
 
 // inlineLane is the lane of the calls run on their callers' goroutines:
 // one such call runs at a time (batcher.submit), and one that finds the

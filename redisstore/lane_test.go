@@ -3,12 +3,14 @@ package redisstore
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -37,9 +39,14 @@ func (c faultyConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
+// laneOptions are options of a client that may have lanes (laneSafe).
+func laneOptions() *redis.Options {
+	return &redis.Options{MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}}
+}
+
 // faultyClient is a client of p with go-redis's default retries, whose
-// connections fail as armed.
-func faultyClient(p *redistest.Process) (c *redis.Client, failWrite, failRead *atomic.Int32) {
+// connections fail as armed; it may have lanes if lanes is set.
+func faultyClient(p *redistest.Process, lanes bool) (c *redis.Client, failWrite, failRead *atomic.Int32) {
 	failWrite, failRead = new(atomic.Int32), new(atomic.Int32)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -48,7 +55,12 @@ func faultyClient(p *redistest.Process) (c *redis.Client, failWrite, failRead *a
 		}
 		return faultyConn{Conn: nc, failWrite: failWrite, failRead: failRead}, nil
 	}
-	return p.Client(&redis.Options{Dialer: dial}), failWrite, failRead
+	o := &redis.Options{}
+	if lanes {
+		o = laneOptions()
+	}
+	o.Dialer = dial
+	return p.Client(o), failWrite, failRead
 }
 
 // used returns how much of key's limit Redis holds as used, by a peek.
@@ -67,15 +79,18 @@ func used(t *testing.T, s *Store, key string, lim sluice.Limit) int64 {
 // what failed to be written is sent once more.
 func TestLaneChargesOnce(t *testing.T) {
 	p := redistest.StartProcess(t)
-	rdb, failWrite, failRead := faultyClient(p)
 	lim := sluice.TokenBucket(sluice.PerHour(100), 100)
-	for _, workers := range []int{1, 4} {
-		s, err := New(rdb, Config{Prefix: redistest.Prefix(t), Workers: workers, NearCache: -1})
+	for i, lanes := range []bool{true, false} {
+		rdb, failWrite, failRead := faultyClient(p, lanes)
+		s, err := New(rdb, Config{Prefix: redistest.Prefix(t), NearCache: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if (s.batch.base != nil) != lanes {
+			t.Fatalf("lanes %v, want %v", s.batch.base != nil, lanes)
+		}
 		ctx := context.Background()
-		key := "k" + string(rune('0'+workers))
+		key := "k" + strconv.Itoa(i)
 		if _, err := s.Take(ctx, sluice.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
 			t.Fatal(err) // the library loaded, a lane taken
 		}
@@ -103,13 +118,16 @@ func TestLaneChargesOnce(t *testing.T) {
 // a CLIENT KILL): no decision is sent on it and none fails.
 func TestLaneIdleIsVetted(t *testing.T) {
 	p := redistest.StartProcess(t)
-	rdb := p.Client(nil)
+	rdb := p.Client(laneOptions())
 	admin := p.Client(&redis.Options{MaxRetries: -1})
 	s, err := New(rdb, Config{Prefix: redistest.Prefix(t), NearCache: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if s.batch.base == nil {
+		t.Fatal("no lanes")
+	}
 	ctx := context.Background()
 	lim := sluice.TokenBucket(sluice.PerHour(100), 100)
 	for i := range 3 {
@@ -134,7 +152,11 @@ func TestLaneIdleIsVetted(t *testing.T) {
 // A lane goes to one connection at a time, and a Cluster client has none:
 // every decision of many goroutines is counted once on either.
 func TestLanesUnderConcurrency(t *testing.T) {
-	clients := map[string]Client{"standalone": redistest.Standalone(t), "cluster": redistest.Cluster(t)}
+	o := laneOptions()
+	o.Addr = redistest.Standalone(t).Options().Addr
+	lanes := redis.NewClient(o)
+	defer lanes.Close()
+	clients := map[string]Client{"standalone": lanes, "cluster": redistest.Cluster(t)}
 	for name, c := range clients {
 		t.Run(name, func(t *testing.T) {
 			s, err := New(c, Config{Prefix: redistest.Prefix(t), Workers: 2, NearCache: -1})
