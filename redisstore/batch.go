@@ -116,7 +116,7 @@ type batcher struct {
 func newBatcher(client Client, workers, max int) *batcher {
 	p, _ := client.(processor)
 	base, _ := client.(*redis.Client)
-	if base != nil && !laneSafe(base.Options()) {
+	if base != nil && !laneSafe(base.Options(), workers) {
 		base = nil
 	}
 	b := &batcher{client: client, process: p, base: base, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}

@@ -18,8 +18,8 @@ import (
 // a 50 µs round trip on loopback, and a system call's CPU). Each worker
 // has a lane, and so does the caller's goroutine running a lone call
 // (batcher.inline); a Cluster client, whose commands go to many nodes, a
-// Client that is not a *redis.Client, or one that negotiates maintenance
-// notifications (see laneSafe), has none and uses its pool.
+// Client that is not a *redis.Client, or one whose options do not suit
+// them (see laneSafe), has none and uses its pool.
 //
 // The check is skipped only while the lane is fresh: used within
 // laneFresh. A lane idle longer goes back to the pool, whose health check
@@ -50,13 +50,21 @@ const (
 	laneLife = time.Second
 )
 
-// laneSafe reports whether a client with options o may have lanes: one
-// whose connections never negotiate go-redis's maintenance notifications
-// (RESP2, or MaintNotificationsConfig's Mode disabled, as sluice serve
-// sets it). Otherwise a new connection's setup may change the client's
-// options (it turns the notifications off when the server refuses them)
-// under a lock a Conn does not share: go-redis v9.23 races there.
-func laneSafe(o *redis.Options) bool {
+// laneSafe reports whether a client with options o may have lanes, for a
+// batcher of workers:
+//
+//   - its pool has room for them twice over (a lane is a pooled connection
+//     kept between round trips: with fewer, the client's other users could
+//     wait for one);
+//   - its connections never negotiate go-redis's maintenance notifications
+//     (RESP2, or MaintNotificationsConfig's Mode disabled, as sluice serve
+//     sets it). Otherwise a new connection's setup may change the client's
+//     options (it turns the notifications off when the server refuses them)
+//     under a lock a Conn does not share: go-redis v9.23 races there.
+func laneSafe(o *redis.Options, workers int) bool {
+	if o.PoolSize < 2*(workers+1) {
+		return false
+	}
 	return o.Protocol == 2 || o.MaintNotificationsConfig != nil && o.MaintNotificationsConfig.Mode == maintnotifications.ModeDisabled
 }
 

@@ -192,3 +192,34 @@ func TestLanesUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// Lanes go only to clients whose options suit them (laneSafe): a pool
+// with room for them, and no maintenance notifications to negotiate.
+func TestLaneSafe(t *testing.T) {
+	off := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	auto := &maintnotifications.Config{Mode: maintnotifications.ModeAuto}
+	for _, c := range []struct {
+		o    redis.Options
+		want bool
+	}{
+		{redis.Options{PoolSize: 10, MaintNotificationsConfig: off}, true},
+		{redis.Options{PoolSize: 10, Protocol: 2}, true},
+		{redis.Options{PoolSize: 9, MaintNotificationsConfig: off}, false}, // 4 workers and the callers' lane, twice over
+		{redis.Options{PoolSize: 10}, false},
+		{redis.Options{PoolSize: 10, Protocol: 3, MaintNotificationsConfig: auto}, false},
+	} {
+		if got := laneSafe(&c.o, 4); got != c.want {
+			t.Errorf("laneSafe(pool %d, protocol %d, notifications %v) = %v, want %v", c.o.PoolSize, c.o.Protocol, c.o.MaintNotificationsConfig, got, c.want)
+		}
+	}
+	rdb := redis.NewClient(laneOptions()) // the pool's default size: 10 a CPU
+	defer rdb.Close()
+	s, err := New(rdb, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.batch.base == nil {
+		t.Error("no lanes for a client with default options but notifications off")
+	}
+}
