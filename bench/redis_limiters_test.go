@@ -18,6 +18,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	mennanov "github.com/mennanov/limiters"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redisstore"
 	ulule "github.com/ulule/limiter/v3"
@@ -34,9 +35,16 @@ func redisAddr() string {
 }
 
 // newClient returns a go-redis client with default options (PoolSize
-// 10·GOMAXPROCS, RESP3, no pipelining of its own).
+// 10·GOMAXPROCS, RESP3, no pipelining of its own) but for maintenance
+// notifications, off as sluice serve sets them: a connection's setup then
+// skips a command open-source Redis refuses, and sluice's store may keep
+// connections of its own (redisstore's lanes). Every library's client is
+// made here, so the option is the same for all.
 func newClient() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: redisAddr()})
+	return redis.NewClient(&redis.Options{
+		Addr:                     redisAddr(),
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
 }
 
 // The limits: generous enough that no benchmark call is ever refused.

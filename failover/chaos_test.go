@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -50,15 +51,17 @@ func noLeaks(t *testing.T, opts ...goleak.Option) {
 // front of failover: socket timeouts near the deadline, so a pipeline stuck
 // on a hung server is freed soon, and no retries of commands or dials,
 // which a 50 ms deadline leaves no room for (the breaker is the retry
-// policy): a refused dial fails at once.
+// policy): a refused dial fails at once. No maintenance notifications, as
+// sluice serve: the store's round trips then go on lanes of their own.
 func clientOptions() *redis.Options {
 	return &redis.Options{
-		DialTimeout:           100 * time.Millisecond,
-		ReadTimeout:           100 * time.Millisecond,
-		WriteTimeout:          100 * time.Millisecond,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
+		DialTimeout:              100 * time.Millisecond,
+		ReadTimeout:              100 * time.Millisecond,
+		WriteTimeout:             100 * time.Millisecond,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1,
+		DialerRetries:            1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
 }
 

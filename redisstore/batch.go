@@ -99,7 +99,9 @@ func merge(batch []*call) []*unit {
 // pipeline splits itself by node.
 type batcher struct {
 	client  Client
-	process processor    // client, when it can send a command sluice builds (fcall)
+	process processor     // client, when it can send a command sluice builds (command)
+	base    *redis.Client // client, when its round trips can go on lanes of their own (see lane)
+	inline  inlineLane
 	scripts atomic.Bool  // send scripts (EVALSHA) rather than call functions
 	active  atomic.Int64 // calls submitted and not yet answered
 	trips   atomic.Int64 // round trips the workers made (a pipeline, or a lone command)
@@ -113,7 +115,12 @@ type batcher struct {
 
 func newBatcher(client Client, workers, max int) *batcher {
 	p, _ := client.(processor)
-	b := &batcher{client: client, process: p, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}
+	base, _ := client.(*redis.Client)
+	if base != nil && !laneSafe(base.Options(), workers) {
+		base = nil
+	}
+	b := &batcher{client: client, process: p, base: base, queue: make(chan *call, 4*max), turn: make(chan struct{}, 1), max: max, stop: make(chan struct{})}
+	b.inline.base = base
 	for range workers {
 		b.wg.Go(b.work)
 	}
@@ -133,7 +140,12 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 	}
 	c.ctx = ctx
 	if b.active.Add(1) == 1 && !c.part {
-		b.exec(ctx, []*call{c})
+		if b.inline.mu.TryLock() {
+			b.exec(ctx, []*call{c}, &b.inline.lane)
+			b.inline.mu.Unlock()
+		} else { // the last inline call has yet to give its lane back
+			b.exec(ctx, []*call{c}, nil)
+		}
 		return nil
 	}
 	c.done = make(chan struct{})
@@ -157,6 +169,9 @@ func (b *batcher) submit(ctx context.Context, c *call) error {
 func (b *batcher) close() {
 	b.once.Do(func() { close(b.stop) })
 	b.wg.Wait()
+	b.inline.mu.Lock()
+	b.inline.close()
+	b.inline.mu.Unlock()
 	// Fail whatever is still queued.
 	for {
 		select {
@@ -182,6 +197,8 @@ func (b *batcher) close() {
 // so that light traffic waits for no other call's round trip.
 func (b *batcher) work() {
 	batch := make([]*call, 0, b.max)
+	ln := lane{base: b.base}
+	defer ln.close()
 	for {
 		select {
 		case b.turn <- struct{}{}:
@@ -198,11 +215,11 @@ func (b *batcher) work() {
 		if len(batch) < 2 || len(batch) >= maxMerge {
 			<-b.turn
 			if len(batch) > 0 {
-				b.exec(context.Background(), batch)
+				b.exec(context.Background(), batch, &ln)
 			}
 			continue
 		}
-		b.exec(context.Background(), batch)
+		b.exec(context.Background(), batch, &ln)
 		<-b.turn
 	}
 }
@@ -239,16 +256,17 @@ func (b *batcher) add(batch []*call, c *call) []*call {
 // so that its replies are read and the outcome of every call it sent is
 // known, which the refunds of a check across slots need. Either way the
 // callers wait no longer than their own contexts allow (Store.run and
-// Store.wait select on them).
-func (b *batcher) exec(ctx context.Context, batch []*call) {
+// Store.wait select on them). ln is the lane of the goroutine running it,
+// nil if it has none.
+func (b *batcher) exec(ctx context.Context, batch []*call, ln *lane) {
 	b.trips.Add(1)
 	if len(batch) == 1 { // no pipeline for one call: less work per round trip
 		c := batch[0]
-		reply, err := c.values(b.one(ctx, c.script, c.keys, c.args))
+		reply, err := c.values(b.one(ctx, ln, c.script, c.keys, c.args))
 		b.deliver(c, reply, err)
 		return
 	}
-	b.send(ctx, merge(batch), true)
+	b.send(ctx, ln, merge(batch), true)
 }
 
 // caller is what sends a command: the client, or a pipeline.
@@ -264,33 +282,22 @@ type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// issue sends sc's job: its function of the library (FCALL), or the script
-// itself (EVALSHA). p is the processor c is (nil if it is none).
+// issue sends sc's job through c, a client or a pipeline, as built by
+// command: at most once (see once). p is c as a processor, nil if it is
+// none: a Client that is not has its commands built by FCall and EvalSha.
 func (b *batcher) issue(ctx context.Context, c caller, p processor, sc *script, keys []string, args []any) *redis.Cmd {
-	if b.scripts.Load() {
-		return c.EvalSha(ctx, sc.sha, keys, args...)
-	}
 	if p == nil {
+		if b.scripts.Load() {
+			return c.EvalSha(ctx, sc.sha, keys, args...)
+		}
 		return c.FCall(ctx, sc.fn, keys, args...)
 	}
-	cmd := fcall(ctx, sc, keys, args)
-	_ = p.Process(ctx, cmd) // its error is cmd's
-	return cmd
-}
-
-// fcall builds the command FCall sends, with the function's name boxed
-// once, when the script was assembled (FCall boxes it on every call).
-func fcall(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
-	buf := make([]any, 0, 3+len(keys)+len(args))
-	buf = append(buf, "fcall", sc.fnArg, len(keys))
-	for _, k := range keys {
-		buf = append(buf, k)
+	verb := "fcall"
+	if b.scripts.Load() {
+		verb = "evalsha"
 	}
-	buf = append(buf, args...)
-	cmd := redis.NewCmd(ctx, buf...)
-	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3) // where a Cluster client finds the key's slot, as FCall sets it
-	}
+	cmd := command(ctx, sc, verb, keys, args)
+	_ = p.Process(ctx, once{cmd}) // its error is cmd's
 	return cmd
 }
 
@@ -299,17 +306,23 @@ func fcall(ctx context.Context, sc *script, keys []string, args []any) *redis.Cm
 // restart or SCRIPT FLUSH) the script itself with EVAL, which loads it as it
 // runs; for a missing function (a restart without persistence, FUNCTION
 // FLUSH, a new node) it loads the library first; and on a server without
-// functions it turns to scripts for good.
-func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+// functions it turns to scripts for good. A TRYAGAIN (its keys on both
+// sides of a Cluster slot being moved: not run) is sent again after a
+// pause. The first send goes on ln's connection if it has one (see lane).
+func (b *batcher) one(ctx context.Context, ln *lane, sc *script, keys []string, args []any) *redis.Cmd {
 	sc, args = alone(sc, args)
-	cmd := b.issue(ctx, b.client, b.process, sc, keys, args)
+	cmd := b.first(ctx, ln, sc, keys, args)
 	for range 2 {
 		err := cmd.Err()
 		switch {
 		case err == nil:
 			return cmd
 		case strings.HasPrefix(err.Error(), "NOSCRIPT"):
-			return b.client.Eval(ctx, sc.src, keys, args...)
+			return b.eval(ctx, sc, keys, args)
+		case strings.HasPrefix(err.Error(), "TRYAGAIN"):
+			if !pause(ctx, tryAgainPause) {
+				return cmd
+			}
 		case noFunctions(err):
 			b.scripts.Store(true)
 		case strings.Contains(err.Error(), "Function not found"):
@@ -326,6 +339,56 @@ func (b *batcher) one(ctx context.Context, sc *script, keys []string, args []any
 		cmd = b.issue(ctx, b.client, b.process, sc, keys, args)
 	}
 	return cmd
+}
+
+// first sends sc's job on ln's connection if it has one, else through
+// the client's pool. A command whose write failed never reached Redis: it
+// is sent once more, through the pool (go-redis does not, see once).
+func (b *batcher) first(ctx context.Context, ln *lane, sc *script, keys []string, args []any) *redis.Cmd {
+	var conn *redis.Conn
+	var now time.Time
+	if ln != nil {
+		now = time.Now()
+		conn = ln.take(now)
+	}
+	var cmd *redis.Cmd
+	if conn == nil {
+		cmd = b.issue(ctx, b.client, b.process, sc, keys, args)
+	} else {
+		cmd = b.issue(ctx, conn, conn, sc, keys, args)
+		ln.settle(now, cmd.Err())
+	}
+	if err := cmd.Err(); err != nil && unsent(err) && ctx.Err() == nil {
+		return b.issue(ctx, b.client, b.process, sc, keys, args)
+	}
+	return cmd
+}
+
+// eval sends sc's source (EVAL, after NOSCRIPT), at most once as issue
+// sends.
+func (b *batcher) eval(ctx context.Context, sc *script, keys []string, args []any) *redis.Cmd {
+	if b.process == nil {
+		return b.client.Eval(ctx, sc.src, keys, args...)
+	}
+	cmd := command(ctx, sc, "eval", keys, args)
+	_ = b.process.Process(ctx, once{cmd})
+	return cmd
+}
+
+// tryAgainPause is how long a call Redis answered TRYAGAIN waits before
+// it is sent again: a slot's keys move in milliseconds.
+const tryAgainPause = 10 * time.Millisecond
+
+// pause waits d, or until ctx ends (false).
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // alone returns what to send for a call of sc with args: for a take call
@@ -372,22 +435,37 @@ func (b *batcher) load(ctx context.Context) error {
 // go-redis returns once its redirections run out (while a slot moves, a
 // batch can spend them on TRYAGAIN). So merging never fails a call that
 // would succeed alone. Other errors are not retried: after a timeout or a
-// broken connection the script may have run.
-func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
+// broken connection the script may have run. The pipeline goes on ln's
+// connection if it has one (see lane).
+func (b *batcher) send(ctx context.Context, ln *lane, units []*unit, again bool) {
 	cmds := make([]*redis.Cmd, len(units))
-	pipe := b.client.Pipeline()
+	var conn *redis.Conn
+	var now time.Time
+	if ln != nil {
+		now = time.Now()
+		conn = ln.take(now)
+	}
+	var pipe redis.Pipeliner
+	if conn != nil {
+		pipe = conn.Pipeline()
+	} else {
+		pipe = b.client.Pipeline()
+	}
 	for i, u := range units {
 		sc, args := alone(u.script, u.args)
 		cmds[i] = b.issue(ctx, pipe, pipe, sc, u.keys, args)
 	}
-	pipe.Exec(ctx) // per-command errors are read below
+	_, err := pipe.Exec(ctx) // per-command errors are read below
+	if conn != nil {
+		ln.settle(now, err)
+	}
 	var later []*unit
 	for i, cmd := range cmds {
 		err := cmd.Err()
 		switch {
 		case missing(err):
 			// rare (after a restart or a flush): sent again one by one
-			b.answer(units[i], b.one(ctx, units[i].script, units[i].keys, units[i].args))
+			b.answer(units[i], b.one(ctx, nil, units[i].script, units[i].keys, units[i].args))
 		case err != nil && again && notRun(err):
 			for _, c := range units[i].calls {
 				later = append(later, &unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
@@ -397,7 +475,7 @@ func (b *batcher) send(ctx context.Context, units []*unit, again bool) {
 		}
 	}
 	if len(later) > 0 {
-		b.send(ctx, later, false)
+		b.send(ctx, nil, later, false)
 	}
 }
 

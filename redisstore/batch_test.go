@@ -187,17 +187,26 @@ func TestQueuedCallsShareARoundTrip(t *testing.T) {
 		h.release = append(h.release, first)
 	}
 	h.release = append(h.release, then)
+	lim := sluice.TokenBucket(sluice.PerHour(1000), 1000)
+	// first load the function library, whose loading is a round trip more,
+	// through another client, so that every connection of rdb's the store
+	// takes (its lanes too) has the hook
+	other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	defer other.Close()
+	loader, err := New(other, Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loader.Take(context.Background(), sluice.Request{Key: "first", Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	loader.Close()
+	rdb.AddHook(h)
 	s, err := New(rdb, Config{Prefix: redistest.Prefix(t), Workers: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	lim := sluice.TokenBucket(sluice.PerHour(1000), 1000)
-	// first load the function library, whose loading is a round trip more
-	if _, err := s.Take(context.Background(), sluice.Request{Key: "first", Limit: lim, Cost: 1}); err != nil {
-		t.Fatal(err)
-	}
-	rdb.AddHook(h)
 	before := s.batch.trips.Load()
 	var wg sync.WaitGroup
 	defer wg.Wait() // after the trips held are let go

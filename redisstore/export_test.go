@@ -62,7 +62,7 @@ func TakeBatch(s *Store, checks [][]sluice.Request, before func(i int)) ([][]slu
 		calls[i] = s.call(takeFor(qss[i]), qss[i], nil)
 		s.batch.active.Add(1)
 	}
-	s.batch.exec(context.Background(), calls)
+	s.batch.exec(context.Background(), calls, nil)
 	out := make([][]sluice.Decision, len(checks))
 	for i, c := range calls {
 		<-c.done
