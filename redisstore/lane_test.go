@@ -223,3 +223,40 @@ func TestLaneSafe(t *testing.T) {
 		t.Error("no lanes for a client with default options but notifications off")
 	}
 }
+
+// A lane whose connection the server closes while it is fresh (a restart,
+// a CLIENT KILL) fails the next call on it, uncharged, and no other: the
+// call after goes on a connection the pool vetted.
+func TestLaneKilledWhileFresh(t *testing.T) {
+	p := redistest.StartProcess(t)
+	rdb := p.Client(laneOptions())
+	admin := p.Client(&redis.Options{MaxRetries: -1})
+	s, err := New(rdb, Config{Prefix: redistest.Prefix(t), NearCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	lim := sluice.TokenBucket(sluice.PerHour(100), 100)
+	admitted := int64(0)
+	for i := range 5 {
+		if _, err := s.Take(ctx, sluice.Request{Key: "fresh", Limit: lim, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		admitted++
+		if err := admin.Do(ctx, "client", "kill", "type", "normal", "skipme", "yes").Err(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Take(ctx, sluice.Request{Key: "fresh", Limit: lim, Cost: 1})
+		if err == nil && d.Allowed {
+			admitted++
+		}
+		if d, err := s.Take(ctx, sluice.Request{Key: "fresh", Limit: lim, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatalf("round %d: the call after a killed lane's: %+v, %v", i, d, err)
+		}
+		admitted++
+	}
+	if n := used(t, s, "fresh", lim); n != admitted {
+		t.Fatalf("%d used, %d admitted: a failed call was charged, or an admitted one not", n, admitted)
+	}
+}
