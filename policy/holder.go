@@ -67,8 +67,12 @@ func (h *Holder) Reload() error {
 // what the next Reload loads, so a watcher reloads when one changes. After
 // a load that failed they are the files that load named, which the next
 // one reads again unless the policy's file changes (a policy too broken to
-// name its files of prices lists only its own file).
+// name its files of prices lists only its own file). A nil Holder has
+// none.
 func (h *Holder) Files() []string {
+	if h == nil {
+		return nil
+	}
 	files := []string{h.path}
 	if prices := h.files.Load(); prices != nil {
 		files = append(files, *prices...)

@@ -4,8 +4,7 @@
 // ShouldRateLimit over envoyproxy/ratelimit's descriptor configs), and an
 // admin listener with Prometheus metrics, health and readiness probes and a
 // live status page. All share one store (memory or Redis) and one policy,
-// and reload their configs on SIGHUP or when the files change (the
-// policy's, each file of prices it names, the RLS configs).
+// and reload their configs on SIGHUP or when a file they were read from changes.
 //
 // The package only wires: each job is a package under it (config, listen,
 // gateway, api, envoy and rls, admin, metrics, shedding, watch, keyview),

@@ -330,11 +330,11 @@ func bindHTTP(s *Server, sv httpService) error {
 	return nil
 }
 
-// watchConfigs watches the policy's files (its own and its files of
-// prices, as the last load named them) and the RLS config files, nil if
-// it cannot.
+// watchConfigs watches the files the configs were read from (Holder.Files
+// and the RLS configs), nil if it cannot.
 func watchConfigs(s *Server) *watch.Watcher {
-	w, err := watch.Start(s.configFiles, func() { s.reload() }, s.log) // reload logs and counts its own errors
+	files := func() []string { return append(s.holder.Files(), s.cfg.RLS...) } // holder is nil without a policy
+	w, err := watch.Start(files, func() { s.Reload() }, s.log)                 // Reload logs and counts its own errors
 	if err != nil {
 		s.log.Warn("not watching config files; reload with SIGHUP", "err", err)
 	}
@@ -448,30 +448,12 @@ func (s *Server) gatewayHandler() (http.Handler, error) {
 	return s.metrics.CountResponses(h), nil
 }
 
-// configFiles are the files the configs are read from: the policy's
-// (Holder.Files) and the RLS configs.
-func (s *Server) configFiles() []string {
-	var files []string
-	if s.holder != nil {
-		files = s.holder.Files()
-	}
-	return append(files, s.cfg.RLS...)
-}
-
 // Reload loads the policy and RLS configs again. A config that fails to
 // load keeps the old one serving; the error is logged, counted in
 // sluice_config_reloads_total and returned. The file watcher, if on,
 // follows the files the policy names now.
 func (s *Server) Reload() error {
-	err := s.reload()
-	if w := s.watcher.Load(); w != nil {
-		w.Follow()
-	}
-	return err
-}
-
-// reload is Reload, as the file watcher calls it (it follows by itself).
-func (s *Server) reload() error {
+	defer s.watcher.Load().Follow() // after the load (after the watcher's own, which follows by itself, it changes nothing)
 	var errs []error
 	st := &admin.Loaded{At: time.Now()}
 	if s.holder != nil {
@@ -505,9 +487,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.rls != nil {
 		s.rls.Drain() // gRPC health checks answer NOT_SERVING while draining
 	}
-	if w := s.watcher.Load(); w != nil {
-		w.Close()
-	}
+	s.watcher.Load().Close() // nil without watching
 	var cut atomic.Int32
 	var wg sync.WaitGroup
 	for name, hs := range s.https {

@@ -88,8 +88,12 @@ func Start(paths func() []string, reload func(), log *slog.Logger) (*Watcher, er
 
 // Follow has the Watcher ask for the paths again, after the configs were
 // loaded another way than by the Watcher (SIGHUP): it watches the files
-// that load named from their content now. It does not wait.
+// that load named from their content now. It does not wait. A nil
+// Watcher (no watching) does nothing.
 func (w *Watcher) Follow() {
+	if w == nil {
+		return
+	}
 	select {
 	case w.follows <- struct{}{}:
 	default: // one is pending: it will ask after this load
@@ -283,8 +287,12 @@ func digest(p string) [sha256.Size]byte {
 	return d
 }
 
-// Close stops watching. It waits for a check or reload under way.
+// Close stops watching. It waits for a check or reload under way. A nil
+// Watcher does nothing.
 func (w *Watcher) Close() {
+	if w == nil {
+		return
+	}
 	select {
 	case <-w.done:
 		return
