@@ -5,6 +5,8 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 	"log/slog"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +38,32 @@ func BenchmarkTakeAnsweredAtOnce(b *testing.B) {
 			b.Fatal(d, err)
 		}
 	}
+}
+
+// BenchmarkTakeParallel: what failover adds to calls its primary answers
+// at once (a memstore), made from every core at once, each goroutine on a
+// key of its own: the breaker sees every call.
+func BenchmarkTakeParallel(b *testing.B) {
+	primary, err := memstore.New(memstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer primary.Close()
+	s, err := failover.New(primary, failover.Config{Mode: func(sluice.Request) failover.Mode { return failover.FailOpen }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var g atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := sluice.Request{Key: "k" + strconv.FormatInt(g.Add(1), 10), Limit: sluice.TokenBucket(sluice.PerSecond(1e9), 1e9), Cost: 1}
+		for pb.Next() {
+			if _, err := s.Take(context.Background(), r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkTakeFallbackScaled: a call its primary answers at once under

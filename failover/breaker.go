@@ -2,6 +2,7 @@ package failover
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,6 +65,12 @@ type breaker struct {
 	probing   bool      // when half-open: a probe is in flight
 	window    [buckets]bucket
 	reason    string // why it last opened, for the log
+
+	// Successes of a closed breaker counted without its lock (succeed):
+	// how many, in the slot pendingSlot, folded into window by the next
+	// record.
+	pending     atomic.Int64
+	pendingSlot atomic.Int64
 }
 
 type bucket struct {
@@ -133,10 +140,12 @@ func (b *breaker) record(now, start time.Time, o outcome, probe bool) *transitio
 		// that counted was recorded.
 		return nil
 	}
+	b.fold(now)
 	bk := b.bucket(now)
 	bk.calls++
 	if o == success {
 		b.run = 0
+		b.pendingSlot.Store(bk.slot) // the slot's next successes need no lock
 		return nil
 	}
 	bk.failures++
@@ -164,12 +173,44 @@ func (b *breaker) open(now time.Time, from State, reason string) *transition {
 func (b *breaker) reset() {
 	b.run, b.lastFail = 0, time.Time{}
 	b.window = [buckets]bucket{}
+	b.pendingSlot.Store(0) // what succeed adds after this is dropped by fold
+}
+
+// succeed counts a success of a closed breaker, made at now, without the
+// lock, when an earlier success of its slot was recorded under it; it
+// reports false when the caller must record it (record). The successes
+// count in the slot they were made in, but for one whose goroutine was
+// held up between its reading of pendingSlot and its count while the
+// next slot began, which counts in the next.
+func (b *breaker) succeed(now time.Time) bool {
+	if b.pendingSlot.Load() != now.UnixNano()/int64(b.width) {
+		return false
+	}
+	b.pending.Add(1)
+	return true
+}
+
+// fold adds the successes counted by succeed to their bucket, and ends the
+// run of failures if there were any. The lock is held.
+func (b *breaker) fold(now time.Time) {
+	n := b.pending.Swap(0)
+	slot := b.pendingSlot.Load()
+	if n == 0 || b.state != StateClosed || slot <= now.UnixNano()/int64(b.width)-buckets {
+		return // none, or counted before the breaker last changed state, or out of the window
+	}
+	b.bucketAt(slot).calls += int(n)
+	b.run = 0
 }
 
 // bucket returns the bucket counting now, emptied if it last counted an
 // older slot.
 func (b *breaker) bucket(now time.Time) *bucket {
-	slot := now.UnixNano() / int64(b.width)
+	return b.bucketAt(now.UnixNano() / int64(b.width))
+}
+
+// bucketAt returns the bucket counting slot, emptied if it last counted
+// another.
+func (b *breaker) bucketAt(slot int64) *bucket {
 	bk := &b.window[slot%buckets]
 	if bk.slot != slot {
 		*bk = bucket{slot: slot}
@@ -179,6 +220,7 @@ func (b *breaker) bucket(now time.Time) *bucket {
 
 // count sums the buckets still inside the window ending at now.
 func (b *breaker) count(now time.Time) (calls, failures int) {
+	b.fold(now)
 	slot := now.UnixNano() / int64(b.width)
 	for _, bk := range b.window {
 		if bk.slot > slot-buckets && bk.slot <= slot {

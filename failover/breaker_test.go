@@ -184,6 +184,39 @@ func TestOpensAfterConsecutiveFailures(t *testing.T) {
 	})
 }
 
+// TestSuccessesWithoutTheLock: the successes of a slot after its first are
+// counted without the breaker's lock, and still end a run of failures and
+// count as calls of the window.
+func TestSuccessesWithoutTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // one slot: the clock stands still
+		p := newFaultStore(t)
+		s := newStore(t, p, failover.Config{ConsecutiveFailures: 3, FailureRatio: 0.5, MinCalls: 10, Mode: modeAll(failover.FailOpen)})
+		call := func(fail bool) {
+			p.set(nil, false)
+			if fail {
+				p.set(errDown, false)
+			}
+			s.Take(ctx, unit)
+		}
+		call(false) // recorded under the lock: the slot's next ones are not
+		for range 3 {
+			call(true)
+			call(true)
+			call(false) // ends the run, without the lock
+		}
+		if s.State() != failover.StateClosed {
+			t.Fatalf("%v after runs of 2 failures, each ended by a success", s.State())
+		}
+		// A 7th failure in 11 calls: the ratio, counting the successes
+		// made without the lock, opens it (without them, 8 calls are too
+		// few to judge).
+		call(true)
+		if s.State() != failover.StateOpen {
+			t.Fatalf("still %v at 7 failures in 11 calls, ratio 0.5", s.State())
+		}
+	})
+}
+
 func TestOpensOnFailureRatio(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFaultStore(t)

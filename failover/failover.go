@@ -629,15 +629,27 @@ func (s *Store) finish(ctx, cctx context.Context, err error, start time.Time, pr
 		err = &storeFailure{err}
 	}
 	if probe || !s.ignored(o, start) {
-		s.mu.Lock()
-		t := s.br.record(time.Now(), start, o, probe)
-		s.setGate()
-		s.changed(t) // unlocks s.mu
+		s.record(o, start, probe)
 	}
 	if o == success {
 		s.settle() // after the breaker has closed, if this was its probe
 	}
 	return err
+}
+
+// record shows the breaker the outcome o of a call that started at start:
+// under s.mu, but for a success of a closed breaker in a slot of its
+// window that has one already (breaker.succeed), which every core counts
+// without the lock.
+func (s *Store) record(o outcome, start time.Time, probe bool) {
+	now := time.Now()
+	if o == success && !probe && s.br.succeed(now) {
+		return
+	}
+	s.mu.Lock()
+	t := s.br.record(now, start, o, probe)
+	s.setGate()
+	s.changed(t) // unlocks s.mu
 }
 
 // ignored reports, without s.mu, whether the breaker would ignore outcome

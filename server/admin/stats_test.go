@@ -191,3 +191,49 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 }
+
+// TestStatsBound: the status page's counters hold at most maxTracked
+// limits, whatever the decisions name, and count every decision of those
+// held, from any number of goroutines.
+func TestStatsBound(t *testing.T) {
+	s := NewStats(time.Second, time.Minute)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range maxTracked + 100 {
+				s.Add("api", decide.Observation{Limit: fmt.Sprint((i + g*997) % (maxTracked + 100)), Outcome: decide.Admitted})
+			}
+		})
+	}
+	wg.Wait()
+	totals := s.totals()
+	sum := int64(0)
+	for _, v := range totals {
+		sum += v[0]
+	}
+	if len(totals) != maxTracked || sum < 4*maxTracked {
+		t.Fatalf("%d limits held, %d decisions counted; want %d limits, each counted 4 times", len(totals), sum, maxTracked)
+	}
+	for id, v := range totals {
+		if v[0] != 4 {
+			t.Fatalf("%v counted %d times, want 4", id, v[0])
+		}
+	}
+	s.Add("api", decide.Observation{Limit: "new", Outcome: decide.Refused, Key: "k"})
+	if _, ok := s.totals()[statsKey{"api", "new"}]; ok {
+		t.Fatal("a limit past the bound was held")
+	}
+}
+
+// BenchmarkStatsAddParallel is the status page's count of an admission
+// from every core at once, as a server under load makes it.
+func BenchmarkStatsAddParallel(b *testing.B) {
+	s := NewStats(time.Second, time.Minute)
+	o := decide.Observation{Limit: "per-ip", Outcome: decide.Admitted, Decision: sluice.Decision{Allowed: true, Limit: 5}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s.Add("rls", o)
+		}
+	})
+}

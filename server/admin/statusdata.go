@@ -25,8 +25,9 @@ const (
 // bounded: at most maxTracked limits, maxCharted of them with a history,
 // and a fixed number of heavy keys.
 type Stats struct {
-	mu     sync.RWMutex // guards limits; counters are atomic
-	limits map[statsKey]*[nColumns]atomic.Int64
+	limits sync.Map   // statsKey -> *[nColumns]atomic.Int64, read without a lock
+	mu     sync.Mutex // guards n and the insertions into limits
+	n      int        // limits held, at most maxTracked
 	heavyM sync.Mutex // guards heavy, taken on refusals only
 	heavy  heavyKeys
 	hist   history
@@ -36,35 +37,34 @@ type statsKey struct{ source, limit string }
 
 const maxTracked = 10_000
 
+// columnOf is the column of each decide.Outcome, -1 for none.
+var columnOf = func() (c [16]int8) {
+	for o := range c {
+		c[o] = -1
+		for i, col := range columns[:withoutStore] {
+			if o > 0 && decide.Outcome(o).String() == col {
+				c[o] = int8(i)
+			}
+		}
+	}
+	return c
+}()
+
 // NewStats returns empty stats whose history keeps points every step
 // for window.
 func NewStats(step, window time.Duration) *Stats {
-	return &Stats{limits: map[statsKey]*[nColumns]atomic.Int64{}, heavy: heavyKeys{max: 32}, hist: newHistory(step, window)}
+	return &Stats{heavy: heavyKeys{max: 32}, hist: newHistory(step, window)}
 }
 
-// Add counts one decision of source. Every decision passes here, so the common case
-// takes a read lock and an atomic add or two, and allocates nothing.
+// Add counts one decision of source. Every decision passes here, so the
+// common case reads the limit's counters without a lock (shared by every
+// core: no write but the counts') and allocates nothing.
 func (s *Stats) Add(source string, o decide.Observation) {
-	outcome := o.Outcome.String()
-	i := 0
-	for i < withoutStore && columns[i] != outcome {
-		i++
-	}
-	if i == withoutStore {
+	if int(o.Outcome) >= len(columnOf) || columnOf[o.Outcome] < 0 {
 		return
 	}
-	id := statsKey{source, o.Limit}
-	s.mu.RLock()
-	c := s.limits[id]
-	s.mu.RUnlock()
-	if c == nil {
-		s.mu.Lock()
-		if c = s.limits[id]; c == nil && len(s.limits) < maxTracked {
-			c = new([nColumns]atomic.Int64)
-			s.limits[id] = c
-		}
-		s.mu.Unlock()
-	}
+	i := columnOf[o.Outcome]
+	c := s.counters(statsKey{source, o.Limit})
 	if c != nil {
 		c[i].Add(1)
 		if o.Decision.Degraded || o.Outcome == decide.AdmittedUncounted {
@@ -78,6 +78,26 @@ func (s *Stats) Add(source string, o decide.Observation) {
 	}
 }
 
+// counters returns the counters of id, made on its first decision; nil
+// once maxTracked limits are held.
+func (s *Stats) counters(id statsKey) *[nColumns]atomic.Int64 {
+	if c, ok := s.limits.Load(id); ok {
+		return c.(*[nColumns]atomic.Int64)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.limits.Load(id); ok {
+		return c.(*[nColumns]atomic.Int64)
+	}
+	if s.n == maxTracked {
+		return nil
+	}
+	c := new([nColumns]atomic.Int64)
+	s.limits.Store(id, c)
+	s.n++
+	return c
+}
+
 // limitStats is one row of the status page.
 type limitStats struct {
 	Source string           `json:"source"`
@@ -88,15 +108,14 @@ type limitStats struct {
 // totals returns the counters of every limit, sorted by source and limit.
 func (s *Stats) totals() map[statsKey][nColumns]int64 {
 	out := map[statsKey][nColumns]int64{}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for id, c := range s.limits {
+	s.limits.Range(func(id, c any) bool {
 		var v [nColumns]int64
-		for i := range c {
-			v[i] = c[i].Load()
+		for i := range c.(*[nColumns]atomic.Int64) {
+			v[i] = c.(*[nColumns]atomic.Int64)[i].Load()
 		}
-		out[id] = v
-	}
+		out[id.(statsKey)] = v
+		return true
+	})
 	return out
 }
 

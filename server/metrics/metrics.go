@@ -28,7 +28,7 @@ type Metrics struct {
 	nearLimit  *prometheus.CounterVec
 	delays     *prometheus.HistogramVec
 	Waiting    *prometheus.GaugeVec
-	storeTime  *prometheus.HistogramVec
+	storeTime  *storeTimes
 	storeErrs  *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	lastReload *prometheus.GaugeVec
@@ -55,7 +55,7 @@ var delayBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 
 func New(version string) *Metrics {
 	m := &Metrics{Reg: prometheus.NewRegistry()}
 	m.Decisions = counterVec("sluice_decisions_total", "Decisions by source (gateway, api, rls), deciding limit and outcome (admitted, delayed, refused, failed, admitted_uncounted, invalid; shadow_admitted and shadow_refused for each shadow limit checked); degraded=true marks decisions made without the configured store (by the fallback, or admitted uncounted or refused by a failure mode).", "source", "limit", "outcome", "degraded")
-	m.storeTime = histogramVec("sluice_store_duration_seconds", "Time of store calls by operation (take, take_all, release, adjust).", []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}, "op")
+	m.storeTime = newStoreTimes()
 	m.storeErrs = counterVec("sluice_store_errors_total", "Store calls that failed, by operation.", "op")
 	m.reloads = counterVec("sluice_config_reloads_total", "Loads of the policy and RLS configs by result (ok, error); a failed load keeps the previous config serving.", "config", "result")
 	m.lastReload = gaugeVec("sluice_config_last_success_timestamp_seconds", "When each config last loaded successfully (Unix time).", "config")
@@ -231,23 +231,25 @@ type instrumented struct {
 
 // storeOp is the series of one store operation: its time and its errors.
 type storeOp struct {
-	time prometheus.Observer
-	errs prometheus.Counter
+	times *storeTimes
+	op    int // its index in storeOps
+	errs  prometheus.Counter
 }
 
 // done records one call that started at start and returned err.
 func (o storeOp) done(start time.Time, err error) {
-	o.time.Observe(time.Since(start).Seconds())
+	o.times.observe(o.op, time.Since(start))
 	if err != nil {
 		o.errs.Inc()
 	}
 }
 
 func (m *Metrics) Instrument(s sluice.Store) sluice.Store {
-	op := func(name string) storeOp {
-		return storeOp{m.storeTime.WithLabelValues(name), m.storeErrs.WithLabelValues(name)}
+	m.storeTime.used.Store(true)
+	op := func(i int) storeOp {
+		return storeOp{m.storeTime, i, m.storeErrs.WithLabelValues(storeOps[i])}
 	}
-	return &instrumented{Store: s, take: op("take"), takeAll: op("take_all"), release: op("release"), adjust: op("adjust")}
+	return &instrumented{Store: s, take: op(0), takeAll: op(1), release: op(2), adjust: op(3)}
 }
 
 // Adjust settles a late cost (decision API, gateway) if the store can.

@@ -195,6 +195,9 @@ type rule struct {
 	period time.Duration // unit × unit_multiplier
 	limit  sluice.Limit  // zero when unlimited or rpu is 0
 	peer   sluice.Limit  // the limit counted under CountPeer (see peerLimit)
+
+	member string // its name in the RateLimit header fields (see memberName)
+	policy string // its RateLimit-Policy member, first in the list (see headers)
 }
 
 // ParseConfig compiles one configuration file in envoyproxy/ratelimit's
@@ -607,6 +610,7 @@ func (l *loader) descriptorLimit(v *yaml.Node, f map[string]*yaml.Node, here whe
 		return nil
 	}
 	r.path, r.shadow, r.quota, r.detailed = here.path, flags["shadow_mode"], flags["quota_mode"], flags["detailed_metric"]
+	r.prebuild()
 	if r.unlimited && r.shadow {
 		l.warn(f["shadow_mode"], here, "shadow_mode", "an unlimited descriptor is never over its limit")
 	}

@@ -22,13 +22,15 @@ func quotaAndWindow(r *rule) (q, w int64) {
 
 // headers builds RateLimit-Policy and RateLimit
 // (draft-ietf-httpapi-ratelimit-headers-11) for the enforced limits of a
-// request, and Retry-After when it is over its limit. Each list member is
-// named by the rate_limit's name, or else its descriptor path. It is on
-// every answer's path: the fields are built in stack buffers and the three
-// header values allocated together.
-func headers(items []item) []*corepb.HeaderValue {
+// request, and Retry-After when it is over its limit, in hm. Each list
+// member is named by the rate_limit's name, or else its descriptor path. It
+// is on every answer's path: the fields are built in stack buffers, the
+// policy of a lone configured limit is the one its rule prebuilt, and the
+// RateLimit value is the one allocation besides hm.
+func headers(items []item, hm *headerMem) []*corepb.HeaderValue {
 	var pbuf, sbuf [192]byte
 	policy, state := pbuf[:0], sbuf[:0]
+	lone := "" // the policy so far, when it is one rule's prebuilt member
 	var retry time.Duration
 	over := false
 	n := 0
@@ -43,8 +45,15 @@ func headers(items []item) []*corepb.HeaderValue {
 		}
 		name := memberName(it.rule, seen)
 		seen = append(seen, name)
-		q, w := quotaAndWindow(it.rule)
-		policy = decide.AppendItem(policy, n, name, "q", q, "w", w)
+		switch {
+		case n == 0 && it.rule.policy != "":
+			lone = it.rule.policy
+		default:
+			policy = append(policy, lone...)
+			lone = ""
+			q, w := quotaAndWindow(it.rule)
+			policy = decide.AppendItem(policy, n, name, "q", q, "w", w)
+		}
 		remaining := int64(0)
 		if it.result != ResultOverLimit {
 			remaining = max(0, it.d.Remaining)
@@ -63,26 +72,51 @@ func headers(items []item) []*corepb.HeaderValue {
 	if n == 0 {
 		return nil
 	}
-	vals := new([3]corepb.HeaderValue)
-	vals[0].Key, vals[0].Value = "RateLimit-Policy", string(policy)
+	if lone == "" {
+		lone = string(policy)
+	}
+	vals := &hm.vals
+	vals[0].Key, vals[0].Value = "RateLimit-Policy", lone
 	vals[1].Key, vals[1].Value = "RateLimit", string(state)
-	out := []*corepb.HeaderValue{&vals[0], &vals[1], &vals[2]}
+	hm.ptrs = [3]*corepb.HeaderValue{&vals[0], &vals[1], &vals[2]}
 	if !over {
-		return out[:2]
+		return hm.ptrs[:2]
 	}
 	vals[2].Key, vals[2].Value = "Retry-After", strconv.FormatInt(max(1, seconds(retry)), 10)
-	return out
+	return hm.ptrs[:]
+}
+
+// headerMem is the RateLimit header fields of an answer, allocated with it
+// (see answerMem).
+type headerMem struct {
+	vals [3]corepb.HeaderValue
+	ptrs [3]*corepb.HeaderValue
+}
+
+// prebuild sets the parts of r's RateLimit header fields that do not change
+// from answer to answer: its member name, and its RateLimit-Policy member
+// when it is the first of the list.
+func (r *rule) prebuild() {
+	r.member = memberName(r, nil)
+	if r.unlimited {
+		return
+	}
+	q, w := quotaAndWindow(r)
+	r.policy = string(decide.AppendItem(nil, 0, r.member, "q", q, "w", w))
 }
 
 // memberName is the list member name of r's limit: its name, else its
 // descriptor path, made printable, with "#2", "#3"... when one of seen
 // has it already.
 func memberName(r *rule, seen []string) string {
-	name := r.name
+	name := r.member
 	if name == "" {
-		name = r.path
+		name = r.name
+		if name == "" {
+			name = r.path
+		}
+		name = headerName(name)
 	}
-	name = headerName(name)
 	base, k := name, 2
 	for contains(seen, name) {
 		name = base + "#" + strconv.Itoa(k)

@@ -46,5 +46,6 @@ func (r *rule) under(c decide.Check) *rule {
 	rpu := math.Round(float64(r.rpu) * float64(c.Limit.Capacity()) / float64(r.limit.Capacity()))
 	cp.rpu = uint32(min(max(rpu, 1), math.MaxUint32))
 	cp.peer = peerLimit(cp.limit, cp.rpu, cp.period)
+	cp.policy = "" // of the configured limit: headers builds this one's
 	return &cp
 }

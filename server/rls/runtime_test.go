@@ -92,3 +92,31 @@ func TestRuntimeOverrides(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseHeadersOfChangedLimits: the RateLimit header fields name the
+// limit a decision used, not the one of the file: a runtime override's,
+// a descriptor's own limit, and a name two limits of one request share,
+// the second numbered.
+func TestResponseHeadersOfChangedLimits(t *testing.T) {
+	rt := table{"per_tenant": {"acme": {Scale: 5}}}
+	h := start(t, backends[0], named, rls.Options{Runtime: rt, ResponseHeaders: true})
+	own := desc("anon=x")
+	own.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typepb.RateLimitUnit_MINUTE}
+	for _, c := range []struct {
+		name         string
+		descs        []*commonpb.RateLimitDescriptor
+		policy, left string
+	}{
+		{"the file's limit", []*commonpb.RateLimitDescriptor{desc("tenant=other")}, `"per_tenant";q=2;w=3600`, `"per_tenant";r=1;t=3585`},
+		{"a runtime override", []*commonpb.RateLimitDescriptor{desc("tenant=acme")}, `"per_tenant";q=10;w=3600`, `"per_tenant";r=9;t=3585`},
+		{"a descriptor's own limit", []*commonpb.RateLimitDescriptor{own}, `"limit_override";q=7;w=60`, `"limit_override";r=6;t=45`},
+		{"a name shared", []*commonpb.RateLimitDescriptor{desc("tenant=b1"), desc("tenant=acme"), desc("anon=y")},
+			`"per_tenant";q=2;w=3600, "per_tenant#2";q=10;w=3600, "anon";q=2;w=3600`,
+			`"per_tenant";r=1;t=3585, "per_tenant#2";r=8;t=3585, "anon";r=1;t=3585`},
+	} {
+		got := headerMap(h.ask(t, "edge", 0, c.descs...))
+		if got["RateLimit-Policy"] != c.policy || got["RateLimit"] != c.left {
+			t.Errorf("%s: RateLimit-Policy %s, RateLimit %s; want %s, %s", c.name, got["RateLimit-Policy"], got["RateLimit"], c.policy, c.left)
+		}
+	}
+}

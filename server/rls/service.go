@@ -621,7 +621,7 @@ func shadowResult(it *item, res *decide.Result, admitted bool) Result {
 // answer builds the response: a status per descriptor, the overall code,
 // and the RateLimit header fields when asked for.
 func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
-	resp, mem := newResponse(len(r.items))
+	resp, mem, hm := newResponse(len(r.items))
 	var now time.Time
 	for i := range r.items {
 		it := &r.items[i]
@@ -659,7 +659,10 @@ func (s *Service) answer(r *request) *rlspb.RateLimitResponse {
 		s.logs.shadow(r.req.Domain, "(shadow mode)")
 	}
 	if s.opts.ResponseHeaders {
-		resp.ResponseHeadersToAdd = headers(r.items)
+		if hm == nil {
+			hm = new(headerMem)
+		}
+		resp.ResponseHeadersToAdd = headers(r.items, hm)
 	}
 	return resp
 }
@@ -673,22 +676,25 @@ type statusMem struct {
 }
 
 // answerMem is a response to a request of one descriptor, the usual
-// kind, in one allocation.
+// kind, with its header fields, in one allocation.
 type answerMem struct {
 	resp rlspb.RateLimitResponse
 	sts  [1]*rlspb.RateLimitResponse_DescriptorStatus
 	mem  [1]statusMem
+	hdr  headerMem
 }
 
 // newResponse returns an OK response with room for n statuses, each
-// already pointing to its statusMem: one allocation for one descriptor,
-// three for more.
-func newResponse(n int) (*rlspb.RateLimitResponse, []statusMem) {
+// already pointing to its statusMem, and for one descriptor room for its
+// header fields (nil for more): one allocation for one descriptor, three
+// for more.
+func newResponse(n int) (*rlspb.RateLimitResponse, []statusMem, *headerMem) {
 	var resp *rlspb.RateLimitResponse
 	var mem []statusMem
+	var hm *headerMem
 	if n == 1 {
 		a := new(answerMem)
-		resp, mem = &a.resp, a.mem[:]
+		resp, mem, hm = &a.resp, a.mem[:], &a.hdr
 		resp.Statuses = a.sts[:]
 	} else {
 		resp, mem = new(rlspb.RateLimitResponse), make([]statusMem, n)
@@ -698,7 +704,7 @@ func newResponse(n int) (*rlspb.RateLimitResponse, []statusMem) {
 		resp.Statuses[i] = &mem[i].st
 	}
 	resp.OverallCode = rlspb.RateLimitResponse_OK
-	return resp, mem
+	return resp, mem, hm
 }
 
 // quotasSpent reports whether the request has quota_mode limits and every
