@@ -37,7 +37,7 @@ func redisAddr() string {
 // newClient returns a go-redis client with default options (PoolSize
 // 10·GOMAXPROCS, RESP3, no pipelining of its own) but for maintenance
 // notifications, off as sluice serve sets them: a connection's setup then
-// skips a command open-source Redis refuses, and sluice's store may keep
+// leaves out a command open-source Redis refuses, and sluice's store may keep
 // connections of its own (redisstore's lanes). Every library's client is
 // made here, so the option is the same for all.
 func newClient() *redis.Client {
