@@ -345,12 +345,7 @@ func (b *batcher) one(ctx context.Context, ln *lane, sc *script, keys []string, 
 // the client's pool. A command whose write failed never reached Redis: it
 // is sent once more, through the pool (go-redis does not, see once).
 func (b *batcher) first(ctx context.Context, ln *lane, sc *script, keys []string, args []any) *redis.Cmd {
-	var conn *redis.Conn
-	var now time.Time
-	if ln != nil {
-		now = time.Now()
-		conn = ln.take(now)
-	}
+	conn, now := ln.take()
 	var cmd *redis.Cmd
 	if conn == nil {
 		cmd = b.issue(ctx, b.client, b.process, sc, keys, args)
@@ -439,12 +434,7 @@ func (b *batcher) load(ctx context.Context) error {
 // connection if it has one (see lane).
 func (b *batcher) send(ctx context.Context, ln *lane, units []*unit, again bool) {
 	cmds := make([]*redis.Cmd, len(units))
-	var conn *redis.Conn
-	var now time.Time
-	if ln != nil {
-		now = time.Now()
-		conn = ln.take(now)
-	}
+	conn, now := ln.take()
 	var pipe redis.Pipeliner
 	if conn != nil {
 		pipe = conn.Pipeline()

@@ -76,13 +76,14 @@ type inlineLane struct {
 	lane
 }
 
-// take returns the lane's connection for a round trip starting at now,
-// nil if the lane has none to give (the client has no lanes, or the store
-// is closed).
-func (l *lane) take(now time.Time) *redis.Conn {
-	if l.base == nil || l.closed {
-		return nil
+// take returns the lane's connection for a round trip starting now, and
+// now; nil if the lane has none to give (no lane, the client has no lanes,
+// or the store is closed).
+func (l *lane) take() (*redis.Conn, time.Time) {
+	if l == nil || l.base == nil || l.closed {
+		return nil, time.Time{}
 	}
+	now := time.Now()
 	if l.conn != nil && (now.Sub(l.used) >= laneFresh || now.Sub(l.born) >= laneLife) {
 		_ = l.conn.Close() // back to the pool, which vets it before its next use
 		l.conn = nil
@@ -90,13 +91,13 @@ func (l *lane) take(now time.Time) *redis.Conn {
 	if l.conn == nil {
 		l.conn, l.born, l.used = l.base.Conn(), now, now
 	}
-	return l.conn
+	return l.conn, now
 }
 
 // settle records how the round trip started at now on the lane ended: a
 // lane whose connection failed is dropped.
 func (l *lane) settle(now time.Time, err error) {
-	if l.conn == nil {
+	if l == nil || l.conn == nil {
 		return
 	}
 	if err != nil && !isReply(err) {
