@@ -19,16 +19,7 @@ import (
 // answers without waiting (a memstore here, as redisstore's near cache
 // answers a known refusal): the breaker, the deadline, the warm fallback.
 func BenchmarkTakeAnsweredAtOnce(b *testing.B) {
-	primary, err := memstore.New(memstore.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer primary.Close()
-	s, err := failover.New(primary, failover.Config{Mode: func(sluice.Request) failover.Mode { return failover.FailOpen }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := overMemory(b, failover.Config{Mode: func(sluice.Request) failover.Mode { return failover.FailOpen }})
 	r := sluice.Request{Key: "hot", Limit: sluice.FixedWindow(1, time.Hour), Cost: 1}
 	ctx := context.Background()
 	s.Take(ctx, r)
@@ -44,16 +35,7 @@ func BenchmarkTakeAnsweredAtOnce(b *testing.B) {
 // at once (a memstore), made from every core at once, each goroutine on a
 // key of its own: the breaker sees every call.
 func BenchmarkTakeParallel(b *testing.B) {
-	primary, err := memstore.New(memstore.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer primary.Close()
-	s, err := failover.New(primary, failover.Config{Mode: func(sluice.Request) failover.Mode { return failover.FailOpen }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := overMemory(b, failover.Config{Mode: func(sluice.Request) failover.Mode { return failover.FailOpen }})
 	var g atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -70,16 +52,7 @@ func BenchmarkTakeParallel(b *testing.B) {
 // the fallback mode with a scaled fallback (an instance among two): the
 // warm fallback is shown every request under its scaled limit.
 func BenchmarkTakeFallbackScaled(b *testing.B) {
-	primary, err := memstore.New(memstore.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer primary.Close()
-	s, err := failover.New(primary, failover.Config{FallbackScale: 0.5, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := overMemory(b, failover.Config{FallbackScale: 0.5, Logger: slog.New(slog.DiscardHandler)})
 	r := sluice.Request{Key: "hot", Limit: sluice.TokenBucket(sluice.PerSecond(1_000_000_000), 1_000_000_000), Cost: 1}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -147,4 +120,20 @@ func benchTake(b *testing.B, s sluice.Store, r sluice.Request) {
 			b.Fatal(d, err)
 		}
 	}
+}
+
+// overMemory is failover over a memstore primary, under cfg, both closed
+// when b ends.
+func overMemory(b *testing.B, cfg failover.Config) *failover.Store {
+	primary, err := memstore.New(memstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { primary.Close() })
+	s, err := failover.New(primary, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
 }

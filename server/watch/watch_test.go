@@ -26,13 +26,7 @@ func capPolicy(n int) string {
 // reports fsnotify.ErrEventOverflow instead of the last write of a burst),
 // the files are checked anyway and the change is loaded.
 func TestWatchOverflow(t *testing.T) {
-	// A real watcher, for rewatch, made outside the bubble (its goroutine
-	// waits on the kernel); the events loop reads come from the test.
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
+	fw := realWatcher(t)
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
 		if err := os.WriteFile(path, []byte(capPolicy(1)), 0o644); err != nil {
@@ -148,11 +142,7 @@ func (r *pricesRig) want(step string, price int64, reloads int) {
 // watches it and no longer the first; a file of prices that does not load
 // keeps the policy.
 func TestWatchFollowsPricesFiles(t *testing.T) {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
+	fw := realWatcher(t)
 	synctest.Test(t, func(t *testing.T) {
 		r := newPricesRig(t, fw)
 		r.edit("a.yaml", priceOf(2))
@@ -174,11 +164,7 @@ func TestWatchFollowsPricesFiles(t *testing.T) {
 // TestWatchFollowsSIGHUP: after a reload made another way (SIGHUP) and
 // Follow, the Watcher watches the files of prices that reload named.
 func TestWatchFollowsSIGHUP(t *testing.T) {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
+	fw := realWatcher(t)
 	synctest.Test(t, func(t *testing.T) {
 		r := newPricesRig(t, fw)
 		r.write("other/b.yaml", priceOf(2))
@@ -197,4 +183,16 @@ func TestWatchFollowsSIGHUP(t *testing.T) {
 		r.edit("a.yaml", priceOf(4))
 		r.want("a.yaml, no longer named, edited", 3, 1)
 	})
+}
+
+// realWatcher is a real fsnotify watcher, for rewatch, made outside the
+// synctest bubble (its goroutine waits on the kernel); the events the
+// loop reads come from the test. t closes it when it ends.
+func realWatcher(t *testing.T) *fsnotify.Watcher {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	return fw
 }
